@@ -1,0 +1,119 @@
+# spyre: top-level build. `make demo` and `make check` do everything, set-up included.
+# Run `make help` for the targets.
+
+include tools/versions.conf
+
+SPYRE_CACHE ?= /var/cache/spyre
+export SPYRE_CACHE
+KDIR ?= /lib/modules/$(KVER)/build
+KSRC := $(SPYRE_CACHE)/linux-$(KVER)
+KSELFTEST := $(KSRC)/tools/testing/selftests
+QEMU_BIN := $(SPYRE_CACHE)/qemu/build/qemu-system-x86_64
+
+B := build
+CC ?= gcc
+CFLAGS ?= -O2 -g
+WARNFLAGS := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
+DRM_LIBS = $(shell pkg-config --libs libdrm)
+UDEV_LIBS = $(shell pkg-config --libs libudev)
+
+LIBSPYRE_VERSION := 0.1.0
+LIBSPYRE_SONAME := libspyre.so.0
+LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
+APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
+
+LIB_SRCS := $(wildcard libspyre/src/*.c)
+LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
+LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h uapi/spyre_hw.h
+
+TOOLS := $(B)/bin/spyre-smi
+SELFTESTS := $(B)/selftests/spyre_param_test
+HOST_TESTS := $(B)/tests/spyre-regs-test $(B)/tests/uapi-abi-test
+
+.PHONY: all setup module lib tools selftests host-tests demo check lint vm-shell clean help
+
+all: module lib tools selftests host-tests
+
+help:
+	@echo "make demo        set up if needed, build, boot a VM with a spyre card, run spyre-smi"
+	@echo "make check       set up if needed, build, run host and VM tests"
+	@echo "make setup       install packages, Linux $(KVER), QEMU with the device (idempotent)"
+	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
+	@echo "make lint        checkpatch --strict, sparse (C=1) and W=1 on the driver"
+	@echo "make vm-shell    interactive shell in a VM with one spyre card"
+
+setup:
+	tools/setup/setup.sh all
+
+# ---- kernel module -------------------------------------------------------
+module:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 modules
+
+# ---- libspyre --------------------------------------------------------------
+lib: $(B)/lib/libspyre.so $(B)/lib/libspyre.a $(B)/lib/pkgconfig/libspyre.pc
+
+$(B)/libspyre/%.o: libspyre/src/%.c $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(B)/lib/libspyre.so.$(LIBSPYRE_VERSION): $(LIB_OBJS) libspyre/libspyre.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,$(LIBSPYRE_SONAME) -Wl,--version-script=libspyre/libspyre.map \
+		-Wl,--no-undefined -o $@ $(LIB_OBJS) $(DRM_LIBS) $(UDEV_LIBS)
+
+$(B)/lib/libspyre.so: $(B)/lib/libspyre.so.$(LIBSPYRE_VERSION)
+	ln -sf libspyre.so.$(LIBSPYRE_VERSION) $(B)/lib/$(LIBSPYRE_SONAME)
+	ln -sf $(LIBSPYRE_SONAME) $@
+
+$(B)/lib/libspyre.a: $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/lib/pkgconfig/libspyre.pc: libspyre/libspyre.pc.in
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|/usr/local|' -e 's|@VERSION@|$(LIBSPYRE_VERSION)|' $< >$@
+
+# ---- tools -----------------------------------------------------------------
+tools: $(TOOLS)
+
+$(B)/bin/spyre-smi: tools/spyre-smi/spyre-smi.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre
+
+# ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
+selftests: $(SELFTESTS)
+
+$(B)/selftests/%: selftests/%.c uapi/spyre_accel.h uapi/spyre_hw.h
+	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi $(DRM_CFLAGS) $< -o $@ -lpthread
+
+# ---- host tests --------------------------------------------------------------
+host-tests: $(HOST_TESTS)
+
+$(B)/tests/spyre-regs-test: qemu-device/tests/spyre-regs-test.c qemu-device/tests/qtest-client.c \
+		qemu-device/tests/qtest-client.h uapi/spyre_hw.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi -Iqemu-device/tests $(filter %.c,$^) -o $@
+
+$(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi $(DRM_CFLAGS) $< -o $@
+
+# ---- the two commands ------------------------------------------------------------
+demo: setup all
+	tools/demo
+
+check: setup all
+	tools/check
+
+vm-shell: all
+	tools/vm/run --shell
+
+lint:
+	tools/lint
+
+clean:
+	rm -rf $(B)
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean

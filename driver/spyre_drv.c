@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * spyre_drv.c - PCI probe/remove, DRM accel registration and the ioctl table.
+ */
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include <drm/drm_accel.h>
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_ioctl.h>
+#include <drm/drm_print.h>
+
+#include "spyre_accel.h"
+#include "spyre_drv.h"
+#include "spyre_hw.h"
+
+static int spyre_get_param_ioctl(struct drm_device *dev, void *data,
+				 struct drm_file *file)
+{
+	struct spyre_device *sdev = to_spyre_device(dev);
+	struct pci_dev *pdev = to_pci_dev(dev->dev);
+	struct drm_spyre_get_param *args = data;
+	const struct spyre_hw_caps *caps = &sdev->caps;
+	int idx, ret = 0;
+
+	if (args->reserved) {
+		drm_dbg(dev, "GET_PARAM: reserved is 0x%x, must be 0\n", args->reserved);
+		return -EINVAL;
+	}
+	if (!drm_dev_enter(dev, &idx))
+		return -ENODEV;
+
+	switch (args->param) {
+	case DRM_SPYRE_PARAM_DEVICE_ID:
+		args->value = (u32)pdev->vendor << 16 | pdev->device;
+		break;
+	case DRM_SPYRE_PARAM_HW_VERSION:
+		args->value = caps->version;
+		break;
+	case DRM_SPYRE_PARAM_NUM_CORES:
+		args->value = caps->cores;
+		break;
+	case DRM_SPYRE_PARAM_SCRATCHPAD_BYTES:
+		args->value = caps->scratchpad_bytes;
+		break;
+	case DRM_SPYRE_PARAM_STICK_BYTES:
+		args->value = caps->stick_bytes;
+		break;
+	case DRM_SPYRE_PARAM_NUM_QUEUES:
+		args->value = caps->queues;
+		break;
+	case DRM_SPYRE_PARAM_MEM_SIZE:
+		args->value = caps->mem_size;
+		break;
+	case DRM_SPYRE_PARAM_CLOCK_MHZ:
+		args->value = caps->clock_mhz;
+		break;
+	case DRM_SPYRE_PARAM_FEATURES:
+		args->value = caps->features;
+		break;
+	default:
+		drm_dbg(dev, "GET_PARAM: unknown param %u\n", args->param);
+		ret = -EINVAL;
+		break;
+	}
+
+	drm_dev_exit(idx);
+	return ret;
+}
+
+static const struct drm_ioctl_desc spyre_drm_ioctls[] = {
+	DRM_IOCTL_DEF_DRV(SPYRE_GET_PARAM, spyre_get_param_ioctl, 0),
+};
+
+DEFINE_DRM_ACCEL_FOPS(spyre_fops);
+
+static const struct drm_driver spyre_drm_driver = {
+	.driver_features = DRIVER_GEM | DRIVER_COMPUTE_ACCEL,
+	.fops = &spyre_fops,
+	.ioctls = spyre_drm_ioctls,
+	.num_ioctls = ARRAY_SIZE(spyre_drm_ioctls),
+	.name = DRIVER_NAME,
+	.desc = DRIVER_DESC,
+	.date = "20261202",
+	.major = DRIVER_MAJOR,
+	.minor = DRIVER_MINOR,
+};
+
+static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct spyre_device *sdev;
+	void __iomem *regs;
+	int ret;
+
+	sdev = devm_drm_dev_alloc(&pdev->dev, &spyre_drm_driver,
+				  struct spyre_device, drm);
+	if (IS_ERR(sdev))
+		return PTR_ERR(sdev);
+	pci_set_drvdata(pdev, sdev);
+
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+
+	regs = pcim_iomap_region(pdev, SPYRE_BAR_REGS, DRIVER_NAME);
+	if (IS_ERR(regs))
+		return PTR_ERR(regs);
+	if (pci_resource_len(pdev, SPYRE_BAR_REGS) < SPYRE_REGS_SIZE) {
+		drm_err(&sdev->drm, "BAR%d is %llu bytes, need %u\n", SPYRE_BAR_REGS,
+			(u64)pci_resource_len(pdev, SPYRE_BAR_REGS), SPYRE_REGS_SIZE);
+		return -ENODEV;
+	}
+	sdev->regs = regs;
+
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (ret)
+		return ret;
+	pci_set_master(pdev);
+
+	ret = spyre_hw_init(sdev);
+	if (ret)
+		return ret;
+
+	ret = drm_dev_register(&sdev->drm, 0);
+	if (ret) {
+		drm_err(&sdev->drm, "drm_dev_register failed: %d\n", ret);
+		return ret;
+	}
+	return 0;
+}
+
+static void spyre_remove(struct pci_dev *pdev)
+{
+	struct spyre_device *sdev = pci_get_drvdata(pdev);
+
+	/* Open files keep the drm_device alive; their ioctls now get -ENODEV. */
+	drm_dev_unplug(&sdev->drm);
+}
+
+static const struct pci_device_id spyre_pci_ids[] = {
+	{ PCI_DEVICE(SPYRE_PCI_VENDOR_ID, SPYRE_PCI_DEVICE_ID) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, spyre_pci_ids);
+
+static struct pci_driver spyre_pci_driver = {
+	.name = DRIVER_NAME,
+	.id_table = spyre_pci_ids,
+	.probe = spyre_probe,
+	.remove = spyre_remove,
+};
+module_pci_driver(spyre_pci_driver);
+
+MODULE_DESCRIPTION(DRIVER_DESC);
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("The spyre authors");

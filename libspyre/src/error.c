@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+/* Thread-local error detail and status strings. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "spyre.h"
+#include "internal.h"
+
+static __thread char last_error[512];
+
+int spyre_error(int status, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof(last_error) - 1 && status < 0)
+		snprintf(last_error + n, sizeof(last_error) - (size_t)n, " (%s)",
+			 spyre_strerror(status));
+	return status;
+}
+
+SPYRE_EXPORT const char *spyre_last_error(void)
+{
+	return last_error;
+}
+
+SPYRE_EXPORT const char *spyre_strerror(int status)
+{
+	if (status >= 0)
+		return "success";
+	return strerror(-status);
+}

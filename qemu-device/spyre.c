@@ -1,0 +1,333 @@
+/*
+ * spyre: an emulated Spyre-class dataflow inference accelerator (PCIe).
+ *
+ * The device's programming interface is specified in docs/spyre-device.md of
+ * the spyre project; every number comes from spyre_hw.h, shared with the
+ * driver. This revision implements identification, capability registers, a
+ * scratch register, whole-device reset (register and PCIe FLR) and MSI-X.
+ *
+ * Guest misuse never aborts QEMU: it is logged with SPYRE_GUEST_ERR (a trace
+ * event plus LOG_GUEST_ERROR) and the access is ignored.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/units.h"
+#include "qemu/log.h"
+#include "qemu/module.h"
+#include "qapi/error.h"
+#include "hw/pci/pci.h"
+#include "hw/pci/pcie.h"
+#include "hw/pci/msix.h"
+#include "hw/qdev-properties.h"
+#include "migration/vmstate.h"
+#include "trace.h"
+
+#include "spyre_hw.h"
+
+#define TYPE_SPYRE "spyre"
+OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
+
+/* Device properties; validated once in spyre_check_params(). */
+typedef struct SpyreParams {
+    uint32_t cores;
+    uint64_t scratchpad_size;
+    uint64_t mem_size;
+    uint32_t queues;
+    uint32_t clock_mhz;
+} SpyreParams;
+
+struct SpyreState {
+    PCIDevice parent_obj;
+
+    MemoryRegion regs;
+    SpyreParams params;
+
+    uint32_t scratch;
+    uint32_t reset_count;
+};
+
+#define SPYRE_GUEST_ERR(fmt, ...) do {                                      \
+        char *msg_ = g_strdup_printf(fmt, ##__VA_ARGS__);                   \
+        trace_spyre_guest_error(msg_);                                      \
+        qemu_log_mask(LOG_GUEST_ERROR, "spyre: %s\n", msg_);                \
+        g_free(msg_);                                                       \
+    } while (0)
+
+static unsigned spyre_msix_vectors(SpyreState *s)
+{
+    /* One vector per hardware queue plus one for errors. */
+    return s->params.queues + 1;
+}
+
+static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
+{
+    SpyreState *s = opaque;
+    uint64_t val = 0;
+
+    if (size != 4 || (addr & 3)) {
+        SPYRE_GUEST_ERR("unaligned or non-32-bit read at 0x%" HWADDR_PRIx
+                        " (size %u)", addr, size);
+        return 0;
+    }
+
+    switch (addr) {
+    case SPYRE_REG_ID:
+        val = SPYRE_ID_MAGIC;
+        break;
+    case SPYRE_REG_VERSION:
+        val = SPYRE_HW_VERSION;
+        break;
+    case SPYRE_REG_CAP_CORES:
+        val = s->params.cores;
+        break;
+    case SPYRE_REG_CAP_SCRATCHPAD:
+        val = s->params.scratchpad_size;
+        break;
+    case SPYRE_REG_CAP_STICK:
+        val = SPYRE_STICK_BYTES;
+        break;
+    case SPYRE_REG_CAP_QUEUES:
+        val = s->params.queues;
+        break;
+    case SPYRE_REG_CAP_MEM_LO:
+        val = (uint32_t)s->params.mem_size;
+        break;
+    case SPYRE_REG_CAP_MEM_HI:
+        val = s->params.mem_size >> 32;
+        break;
+    case SPYRE_REG_CAP_CLOCK_MHZ:
+        val = s->params.clock_mhz;
+        break;
+    case SPYRE_REG_CAP_FEATURES:
+        val = SPYRE_FEAT_MSIX;
+        break;
+    case SPYRE_REG_SCRATCH:
+        val = s->scratch;
+        break;
+    case SPYRE_REG_STATUS:
+        val = SPYRE_STATUS_READY;
+        break;
+    case SPYRE_REG_RESET_COUNT:
+        val = s->reset_count;
+        break;
+    case SPYRE_REG_RESET:
+        /* write-only: reads as zero */
+        break;
+    default:
+        SPYRE_GUEST_ERR("read of unassigned register 0x%" HWADDR_PRIx, addr);
+        break;
+    }
+    trace_spyre_mmio_read(addr, val);
+    return val;
+}
+
+static void spyre_do_reset(SpyreState *s)
+{
+    s->scratch = 0;
+    s->reset_count++;
+    trace_spyre_reset(s->reset_count);
+}
+
+static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
+                             unsigned size)
+{
+    SpyreState *s = opaque;
+
+    trace_spyre_mmio_write(addr, val);
+    if (size != 4 || (addr & 3)) {
+        SPYRE_GUEST_ERR("unaligned or non-32-bit write at 0x%" HWADDR_PRIx
+                        " (size %u)", addr, size);
+        return;
+    }
+
+    switch (addr) {
+    case SPYRE_REG_SCRATCH:
+        s->scratch = val;
+        break;
+    case SPYRE_REG_RESET:
+        if (val != SPYRE_RESET_DEVICE) {
+            SPYRE_GUEST_ERR("RESET: unknown value 0x%" PRIx64, val);
+            break;
+        }
+        spyre_do_reset(s);
+        break;
+    case SPYRE_REG_ID ... SPYRE_REG_CAP_FEATURES:
+    case SPYRE_REG_STATUS:
+    case SPYRE_REG_RESET_COUNT:
+        SPYRE_GUEST_ERR("write 0x%" PRIx64 " to read-only register 0x%"
+                        HWADDR_PRIx, val, addr);
+        break;
+    default:
+        SPYRE_GUEST_ERR("write 0x%" PRIx64 " to unassigned register 0x%"
+                        HWADDR_PRIx, val, addr);
+        break;
+    }
+}
+
+static const MemoryRegionOps spyre_mmio_ops = {
+    .read = spyre_mmio_read,
+    .write = spyre_mmio_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    /* Accept any access so misuse is reported, not silently dropped by core. */
+    .valid = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+    },
+    .impl = {
+        .min_access_size = 1,
+        .max_access_size = 8,
+    },
+};
+
+static void spyre_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
+                               int len)
+{
+    pci_default_write_config(pdev, addr, val, len);
+    /* Device Control "Initiate FLR" resets the function (spyre_qdev_reset). */
+    pcie_cap_flr_write_config(pdev, addr, val, len);
+}
+
+static bool spyre_check_params(SpyreState *s, Error **errp)
+{
+    SpyreParams *p = &s->params;
+
+    if (p->cores < 1 || p->cores > SPYRE_MAX_CORES) {
+        error_setg(errp, "spyre: cores=%u is out of range (1..%u)",
+                   p->cores, SPYRE_MAX_CORES);
+        return false;
+    }
+    if (p->scratchpad_size < 64 * KiB || p->scratchpad_size > 16 * MiB ||
+        !is_power_of_2(p->scratchpad_size)) {
+        error_setg(errp, "spyre: scratchpad-size=%" PRIu64 " must be a power "
+                   "of two from 64 KiB to 16 MiB", p->scratchpad_size);
+        return false;
+    }
+    if (p->mem_size < 64 * MiB || p->mem_size > SPYRE_MAX_MEM_SIZE ||
+        !QEMU_IS_ALIGNED(p->mem_size, 2 * MiB)) {
+        error_setg(errp, "spyre: mem-size=%" PRIu64 " must be a multiple of "
+                   "2 MiB from 64 MiB to 128 GiB", p->mem_size);
+        return false;
+    }
+    if (p->queues < 1 || p->queues > SPYRE_MAX_QUEUES) {
+        error_setg(errp, "spyre: queues=%u is out of range (1..%u)",
+                   p->queues, SPYRE_MAX_QUEUES);
+        return false;
+    }
+    if (p->clock_mhz < 100 || p->clock_mhz > 10000) {
+        error_setg(errp, "spyre: clock-mhz=%u is out of range (100..10000)",
+                   p->clock_mhz);
+        return false;
+    }
+    return true;
+}
+
+static void spyre_realize(PCIDevice *pdev, Error **errp)
+{
+    SpyreState *s = SPYRE(pdev);
+    unsigned i;
+
+    if (!spyre_check_params(s, errp)) {
+        return;
+    }
+
+    pci_config_set_interrupt_pin(pdev->config, 1);
+    memory_region_init_io(&s->regs, OBJECT(s), &spyre_mmio_ops, s,
+                          "spyre-regs", SPYRE_REGS_SIZE);
+    pci_register_bar(pdev, SPYRE_BAR_REGS, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->regs);
+
+    if (msix_init_exclusive_bar(pdev, spyre_msix_vectors(s), SPYRE_BAR_MSIX,
+                                errp)) {
+        return;
+    }
+    for (i = 0; i < spyre_msix_vectors(s); i++) {
+        msix_vector_use(pdev, i);
+    }
+
+    if (pcie_endpoint_cap_init(pdev, 0x80) < 0) {
+        error_setg(errp, "spyre: cannot add the PCI Express capability");
+        return;
+    }
+    pcie_cap_flr_init(pdev);
+
+    trace_spyre_realize(s->params.cores, s->params.scratchpad_size,
+                        s->params.mem_size, s->params.queues,
+                        s->params.clock_mhz);
+}
+
+static void spyre_exit(PCIDevice *pdev)
+{
+    msix_uninit_exclusive_bar(pdev);
+}
+
+/* qdev reset: power-on, system reset and PCIe function-level reset. */
+static void spyre_qdev_reset(DeviceState *dev)
+{
+    SpyreState *s = SPYRE(dev);
+
+    msix_reset(PCI_DEVICE(dev));
+    spyre_do_reset(s);
+}
+
+static const VMStateDescription spyre_vmstate = {
+    .name = TYPE_SPYRE,
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (VMStateField[]) {
+        VMSTATE_PCI_DEVICE(parent_obj, SpyreState),
+        VMSTATE_MSIX(parent_obj, SpyreState),
+        VMSTATE_UINT32(scratch, SpyreState),
+        VMSTATE_UINT32(reset_count, SpyreState),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* Defaults are the published Spyre figures; see docs/spyre-device.md. */
+static Property spyre_properties[] = {
+    DEFINE_PROP_UINT32("cores", SpyreState, params.cores, 32),
+    DEFINE_PROP_SIZE("scratchpad-size", SpyreState, params.scratchpad_size,
+                     2 * MiB),
+    DEFINE_PROP_SIZE("mem-size", SpyreState, params.mem_size, 1 * GiB),
+    DEFINE_PROP_UINT32("queues", SpyreState, params.queues, 16),
+    DEFINE_PROP_UINT32("clock-mhz", SpyreState, params.clock_mhz, 1500),
+    DEFINE_PROP_END_OF_LIST(),
+};
+
+static void spyre_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
+
+    k->realize = spyre_realize;
+    k->exit = spyre_exit;
+    k->config_write = spyre_write_config;
+    k->vendor_id = SPYRE_PCI_VENDOR_ID;
+    k->device_id = SPYRE_PCI_DEVICE_ID;
+    k->revision = SPYRE_PCI_REVISION;
+    k->class_id = SPYRE_PCI_CLASS;
+    dc->desc = "Spyre-class dataflow inference accelerator";
+    dc->reset = spyre_qdev_reset;
+    dc->vmsd = &spyre_vmstate;
+    device_class_set_props(dc, spyre_properties);
+    set_bit(DEVICE_CATEGORY_MISC, dc->categories);
+}
+
+static void spyre_register_types(void)
+{
+    static InterfaceInfo interfaces[] = {
+        { INTERFACE_PCIE_DEVICE },
+        { },
+    };
+    static const TypeInfo spyre_info = {
+        .name = TYPE_SPYRE,
+        .parent = TYPE_PCI_DEVICE,
+        .instance_size = sizeof(SpyreState),
+        .class_init = spyre_class_init,
+        .interfaces = interfaces,
+    };
+
+    type_register_static(&spyre_info);
+}
+type_init(spyre_register_types)

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: MIT
+/* qtest protocol client; see qtest-client.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "qtest-client.h"
+
+int qt_failures;
+
+const char *qtest_qemu_path(void)
+{
+	static char path[512];
+	const char *env = getenv("SPYRE_QEMU");
+	const char *cache = getenv("SPYRE_CACHE");
+
+	if (env && *env)
+		return env;
+	snprintf(path, sizeof(path), "%s/qemu/build/qemu-system-x86_64",
+		 cache && *cache ? cache : "/var/cache/spyre");
+	return path;
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "qtest: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+/* Common QEMU arguments: q35, no default devices, firmware from Debian. */
+static int base_argv(char **argv, int max, const char *extra, char *buf, size_t buflen)
+{
+	static const char *const base[] = {
+		"-M", "q35", "-nodefaults", "-display", "none", "-monitor", "none",
+		"-serial", "none", "-L", "/usr/share/qemu", "-L", "/usr/share/seabios",
+	};
+	int n = 0;
+	size_t i;
+	char *tok, *save;
+
+	argv[n++] = (char *)qtest_qemu_path();
+	for (i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+		argv[n++] = (char *)base[i];
+	snprintf(buf, buflen, "%s", extra ? extra : "");
+	for (tok = strtok_r(buf, " ", &save); tok && n < max - 1; tok = strtok_r(NULL, " ", &save))
+		argv[n++] = tok;
+	argv[n] = NULL;
+	return n;
+}
+
+int qtest_start(struct qtest *qt, const char *extra)
+{
+	char *argv[64], buf[1024], qarg[160];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pollfd pfd;
+	int lfd, n;
+
+	memset(qt, 0, sizeof(*qt));
+	qt->fd = -1;
+	if (access(qtest_qemu_path(), X_OK)) {
+		fprintf(stderr, "qtest: no QEMU at %s (run 'make setup')\n", qtest_qemu_path());
+		return -1;
+	}
+	snprintf(qt->sock_path, sizeof(qt->sock_path), "/tmp/spyre-qtest-%d.sock", getpid());
+	snprintf(qt->log_path, sizeof(qt->log_path), "/tmp/spyre-qtest-%d.log", getpid());
+	unlink(qt->sock_path);
+	unlink(qt->log_path);
+
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0)
+		die("socket: %s", strerror(errno));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", qt->sock_path);
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
+		die("bind/listen %s: %s", qt->sock_path, strerror(errno));
+
+	n = base_argv(argv, 56, extra, buf, sizeof(buf));
+	snprintf(qarg, sizeof(qarg), "unix:%s", qt->sock_path);
+	argv[n++] = "-accel";
+	argv[n++] = "qtest";
+	argv[n++] = "-qtest";
+	argv[n++] = qarg;
+	argv[n++] = "-qtest-log";
+	argv[n++] = "/dev/null";
+	argv[n++] = "-d";
+	argv[n++] = "guest_errors";
+	argv[n++] = "-D";
+	argv[n++] = qt->log_path;
+	argv[n] = NULL;
+
+	qt->pid = fork();
+	if (qt->pid < 0)
+		die("fork: %s", strerror(errno));
+	if (qt->pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+
+	pfd.fd = lfd;
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, 30000) != 1) {
+		fprintf(stderr, "qtest: QEMU did not connect (bad arguments?)\n");
+		close(lfd);
+		qtest_quit(qt);
+		return -1;
+	}
+	qt->fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	close(lfd);
+	unlink(qt->sock_path);
+	if (qt->fd < 0)
+		die("accept: %s", strerror(errno));
+	qt->rx = fdopen(dup(qt->fd), "r");
+	return 0;
+}
+
+void qtest_quit(struct qtest *qt)
+{
+	int status;
+
+	if (qt->rx)
+		fclose(qt->rx);
+	if (qt->fd >= 0)
+		close(qt->fd);
+	qt->rx = NULL;
+	qt->fd = -1;
+	if (qt->pid > 0) {
+		kill(qt->pid, SIGTERM);
+		waitpid(qt->pid, &status, 0);
+		qt->pid = 0;
+	}
+	unlink(qt->log_path);
+}
+
+/* Send one command and return the reply line (after "OK"), skipping IRQ events. */
+static char *cmd(struct qtest *qt, const char *fmt, ...)
+{
+	static char line[512];
+	char out[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, sizeof(out) - 1, fmt, ap);
+	va_end(ap);
+	out[n++] = '\n';
+	if (write(qt->fd, out, (size_t)n) != n)
+		die("write to QEMU: %s", strerror(errno));
+	for (;;) {
+		if (!fgets(line, sizeof(line), qt->rx))
+			die("QEMU closed the qtest connection (crashed?) after: %.*s", n - 1, out);
+		if (!strncmp(line, "IRQ", 3))
+			continue;
+		if (strncmp(line, "OK", 2))
+			die("qtest command '%.*s' failed: %s", n - 1, out, line);
+		return line + 2;
+	}
+}
+
+uint32_t qtest_readl(struct qtest *qt, uint64_t addr)
+{
+	return (uint32_t)strtoull(cmd(qt, "readl 0x%" PRIx64, addr), NULL, 0);
+}
+
+void qtest_writel(struct qtest *qt, uint64_t addr, uint32_t val)
+{
+	cmd(qt, "writel 0x%" PRIx64 " 0x%x", addr, val);
+}
+
+uint64_t qtest_readq(struct qtest *qt, uint64_t addr)
+{
+	return strtoull(cmd(qt, "readq 0x%" PRIx64, addr), NULL, 0);
+}
+
+void qtest_writeq(struct qtest *qt, uint64_t addr, uint64_t val)
+{
+	cmd(qt, "writeq 0x%" PRIx64 " 0x%" PRIx64, addr, val);
+}
+
+uint16_t qtest_readw(struct qtest *qt, uint64_t addr)
+{
+	return (uint16_t)strtoull(cmd(qt, "readw 0x%" PRIx64, addr), NULL, 0);
+}
+
+void qtest_writew(struct qtest *qt, uint64_t addr, uint16_t val)
+{
+	cmd(qt, "writew 0x%" PRIx64 " 0x%x", addr, val);
+}
+
+uint32_t qtest_inl(struct qtest *qt, uint16_t port)
+{
+	return (uint32_t)strtoull(cmd(qt, "inl 0x%x", port), NULL, 0);
+}
+
+void qtest_outl(struct qtest *qt, uint16_t port, uint32_t val)
+{
+	cmd(qt, "outl 0x%x 0x%x", port, val);
+}
+
+static uint32_t cfg_addr(int dev, int off)
+{
+	return 0x80000000u | (uint32_t)dev << 11 | ((uint32_t)off & 0xfc);
+}
+
+uint32_t qpci_cfg_readl(struct qtest *qt, int dev, int off)
+{
+	qtest_outl(qt, 0xcf8, cfg_addr(dev, off));
+	return qtest_inl(qt, 0xcfc);
+}
+
+void qpci_cfg_writel(struct qtest *qt, int dev, int off, uint32_t val)
+{
+	qtest_outl(qt, 0xcf8, cfg_addr(dev, off));
+	qtest_outl(qt, 0xcfc, val);
+}
+
+uint16_t qpci_cfg_readw(struct qtest *qt, int dev, int off)
+{
+	return (uint16_t)(qpci_cfg_readl(qt, dev, off) >> ((off & 2) * 8));
+}
+
+void qpci_cfg_writew(struct qtest *qt, int dev, int off, uint16_t val)
+{
+	uint32_t v = qpci_cfg_readl(qt, dev, off);
+	int shift = (off & 2) * 8;
+
+	v = (v & ~(0xffffu << shift)) | (uint32_t)val << shift;
+	qpci_cfg_writel(qt, dev, off, v);
+}
+
+uint8_t qpci_cfg_readb(struct qtest *qt, int dev, int off)
+{
+	return (uint8_t)(qpci_cfg_readl(qt, dev, off) >> ((off & 3) * 8));
+}
+
+int qpci_find_cap(struct qtest *qt, int dev, uint8_t id)
+{
+	int ptr, guard = 48;
+
+	if (!(qpci_cfg_readw(qt, dev, 0x06) & 0x10))
+		return 0;
+	for (ptr = qpci_cfg_readb(qt, dev, 0x34) & 0xfc; ptr && guard--;
+	     ptr = qpci_cfg_readb(qt, dev, ptr + 1) & 0xfc)
+		if (qpci_cfg_readb(qt, dev, ptr) == id)
+			return ptr;
+	return 0;
+}
+
+void qpci_map_bar32(struct qtest *qt, int dev, int bar, uint32_t addr)
+{
+	qpci_cfg_writel(qt, dev, 0x10 + 4 * bar, addr);
+	qpci_cfg_writew(qt, dev, 0x04, qpci_cfg_readw(qt, dev, 0x04) | 0x6);
+}
+
+bool qtest_log_contains(struct qtest *qt, const char *needle)
+{
+	char buf[65536];
+	size_t n;
+	FILE *f = fopen(qt->log_path, "r");
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+int qtest_run_capture(char *const argv[], char *out, size_t outlen)
+{
+	int pipefd[2], status;
+	size_t used = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	while ((n = read(pipefd[0], out + used, outlen - 1 - used)) > 0) {
+		used += (size_t)n;
+		if (used == outlen - 1)
+			used = 0;	/* keep reading; only the tail matters */
+	}
+	out[used] = '\0';
+	close(pipefd[0]);
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}

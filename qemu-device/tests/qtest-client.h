@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small client of QEMU's qtest protocol (docs/devel/qtest.rst): starts
+ * qemu-system-x86_64 with -accel qtest, then reads and writes guest memory
+ * and I/O ports and accesses PCI configuration space the way a driver would,
+ * with no guest kernel. Used by the device tests under qemu-device/tests/.
+ */
+#ifndef SPYRE_QTEST_CLIENT_H
+#define SPYRE_QTEST_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+struct qtest {
+	pid_t pid;
+	int fd;
+	FILE *rx;
+	char sock_path[108];
+	char log_path[108];	/* QEMU's -D log: guest errors (-d guest_errors) */
+};
+
+/* Path of the QEMU binary under test: $SPYRE_QEMU, else the set-up cache. */
+const char *qtest_qemu_path(void);
+
+/*
+ * Start QEMU (q35, qtest accelerator) with @extra appended to its command
+ * line (split on spaces). Returns 0, or -1 with a message on stderr.
+ */
+int qtest_start(struct qtest *qt, const char *extra);
+void qtest_quit(struct qtest *qt);
+
+uint32_t qtest_readl(struct qtest *qt, uint64_t addr);
+void qtest_writel(struct qtest *qt, uint64_t addr, uint32_t val);
+uint64_t qtest_readq(struct qtest *qt, uint64_t addr);
+void qtest_writeq(struct qtest *qt, uint64_t addr, uint64_t val);
+uint16_t qtest_readw(struct qtest *qt, uint64_t addr);
+void qtest_writew(struct qtest *qt, uint64_t addr, uint16_t val);
+uint32_t qtest_inl(struct qtest *qt, uint16_t port);
+void qtest_outl(struct qtest *qt, uint16_t port, uint32_t val);
+
+/* PCI configuration space of bus 0, device @dev, function 0 (mechanism #1). */
+uint32_t qpci_cfg_readl(struct qtest *qt, int dev, int off);
+void qpci_cfg_writel(struct qtest *qt, int dev, int off, uint32_t val);
+uint16_t qpci_cfg_readw(struct qtest *qt, int dev, int off);
+void qpci_cfg_writew(struct qtest *qt, int dev, int off, uint16_t val);
+uint8_t qpci_cfg_readb(struct qtest *qt, int dev, int off);
+/* Offset of capability @id in the standard capability list, or 0. */
+int qpci_find_cap(struct qtest *qt, int dev, uint8_t id);
+/* Program a 32-bit memory BAR at @addr and enable memory decoding + bus mastering. */
+void qpci_map_bar32(struct qtest *qt, int dev, int bar, uint32_t addr);
+
+/* True when QEMU's -D log contains @needle. */
+bool qtest_log_contains(struct qtest *qt, const char *needle);
+
+/*
+ * Run @argv (QEMU with arguments), capture stdout+stderr into @out, and
+ * return its exit status (or -1 if it could not run or was killed).
+ */
+int qtest_run_capture(char *const argv[], char *out, size_t outlen);
+
+/* Minimal test reporting: exit status 0 pass, 1 fail, 77 skip. */
+extern int qt_failures;
+#define QT_CHECK(cond, ...) do {						\
+		if (!(cond)) {							\
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);				\
+			fputc('\n', stderr);					\
+			qt_failures++;						\
+		}								\
+	} while (0)
+#define QT_CHECK_EQ(exp, got) do {						\
+		unsigned long long e_ = (exp), g_ = (got);			\
+		QT_CHECK(e_ == g_, "expected 0x%llx, got 0x%llx", e_, g_);	\
+	} while (0)
+
+#endif

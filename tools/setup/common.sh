@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# Shared helpers for spyre's set-up and VM scripts. Source it; do not run it.
+
+SPYRE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../versions.conf
+. "$SPYRE_TOP/tools/versions.conf"
+
+# Caches live outside the clone so fresh clones (CI) and later sessions reuse them.
+SPYRE_CACHE=${SPYRE_CACHE:-/var/cache/spyre}
+QEMU_CACHE=$SPYRE_CACHE/qemu
+KSRC_CACHE=$SPYRE_CACHE/linux-$KVER
+QEMU_BIN=$QEMU_CACHE/build/qemu-system-x86_64
+KDIR=/lib/modules/$KVER/build
+
+log()  { printf '[spyre] %s\n' "$*" >&2; }
+die()  { printf '[spyre] error: %s\n' "$*" >&2; exit 1; }
+
+# Run a long command, printing a heartbeat with elapsed time every 30 s and the
+# tail of its log on failure.
+run_logged() {
+	local what=$1 logf=$2; shift 2
+	local start=$SECONDS last=$SECONDS pid rc
+	log "$what (log: $logf)"
+	"$@" >"$logf" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 2
+		if (( SECONDS - last >= 30 )) && kill -0 "$pid" 2>/dev/null; then
+			last=$SECONDS
+			log "  ... $((SECONDS - start)) s: $(tail -n 1 "$logf" | cut -c1-100)"
+		fi
+	done
+	rc=0
+	wait "$pid" || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		tail -n 40 "$logf" >&2
+		die "$what failed (exit $rc); full log in $logf"
+	fi
+	log "$what done in $((SECONDS - start)) s"
+}
