@@ -29,7 +29,7 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h 
 
 TOOLS := $(B)/bin/spyre-smi
 SELFTESTS := $(B)/selftests/spyre_param_test
-HOST_TESTS := $(B)/tests/spyre-regs-test $(B)/tests/uapi-abi-test
+HOST_TESTS := $(B)/tests/spyre-regs-test $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
 
 .PHONY: all setup module lib tools selftests host-tests demo check lint vm-shell clean help
 
@@ -79,7 +79,7 @@ tools: $(TOOLS)
 
 $(B)/bin/spyre-smi: tools/spyre-smi/spyre-smi.c $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib'
 
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
@@ -100,6 +100,10 @@ $(B)/tests/spyre-regs-test: qemu-device/tests/spyre-regs-test.c qemu-device/test
 $(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi $(DRM_CFLAGS) $< -o $@
+
+$(B)/tests/api-errors-test: libspyre/tests/api-errors-test.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
 
 # ---- the two commands ------------------------------------------------------------
 demo: setup all
