@@ -29,7 +29,10 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h 
 
 TOOLS := $(B)/bin/spyre-smi
 SELFTESTS := $(B)/selftests/spyre_param_test
-HOST_TESTS := $(B)/tests/spyre-regs-test $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
+QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
+QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
+QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
+HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
 
 .PHONY: all setup module lib tools selftests host-tests demo check lint vm-shell clean help
 
@@ -92,10 +95,9 @@ $(B)/selftests/%: selftests/%.c uapi/spyre_accel.h uapi/spyre_hw.h
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)
 
-$(B)/tests/spyre-regs-test: qemu-device/tests/spyre-regs-test.c qemu-device/tests/qtest-client.c \
-		qemu-device/tests/qtest-client.h uapi/spyre_hw.h
+$(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi -Iqemu-device/tests $(filter %.c,$^) -o $@
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
 
 $(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h
 	@mkdir -p $(@D)

@@ -21,39 +21,14 @@
 #include "hw/pci/pcie.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
+#include "exec/memory.h"
 #include "migration/vmstate.h"
 #include "trace.h"
 
-#include "spyre_hw.h"
-
-#define TYPE_SPYRE "spyre"
-OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
-
-/* Device properties; validated once in spyre_check_params(). */
-typedef struct SpyreParams {
-    uint32_t cores;
-    uint64_t scratchpad_size;
-    uint64_t mem_size;
-    uint32_t queues;
-    uint32_t clock_mhz;
-} SpyreParams;
-
-struct SpyreState {
-    PCIDevice parent_obj;
-
-    MemoryRegion regs;
-    SpyreParams params;
-
-    uint32_t scratch;
-    uint32_t reset_count;
-};
-
-#define SPYRE_GUEST_ERR(fmt, ...) do {                                      \
-        char *msg_ = g_strdup_printf(fmt, ##__VA_ARGS__);                   \
-        trace_spyre_guest_error(msg_);                                      \
-        qemu_log_mask(LOG_GUEST_ERROR, "spyre: %s\n", msg_);                \
-        g_free(msg_);                                                       \
-    } while (0)
+#include "qemu/atomic.h"
+#include "qemu/main-loop.h"
+#include "qemu/timer.h"
+#include "spyre_int.h"
 
 static unsigned spyre_msix_vectors(SpyreState *s)
 {
@@ -101,7 +76,8 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
         val = s->params.clock_mhz;
         break;
     case SPYRE_REG_CAP_FEATURES:
-        val = SPYRE_FEAT_MSIX;
+        val = SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU |
+              SPYRE_FEAT_MEM_WINDOW | SPYRE_FEAT_FAULT_INJECT;
         break;
     case SPYRE_REG_SCRATCH:
         val = s->scratch;
@@ -112,10 +88,53 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_RESET_COUNT:
         val = s->reset_count;
         break;
+    case SPYRE_REG_WINDOW_LO:
+        val = (uint32_t)s->window_base;
+        break;
+    case SPYRE_REG_WINDOW_HI:
+        val = s->window_base >> 32;
+        break;
+    case SPYRE_REG_ERR_QUEUES_LO:
+        val = (uint32_t)qatomic_read(&s->err_queues);
+        break;
+    case SPYRE_REG_ERR_QUEUES_HI:
+        val = qatomic_read(&s->err_queues) >> 32;
+        break;
+    case SPYRE_REG_CLOCK_LO: {
+        uint64_t now = spyre_clock_ns(s);
+
+        s->clock_hi_latch = now >> 32;
+        val = (uint32_t)now;
+        break;
+    }
+    case SPYRE_REG_CLOCK_HI:
+        val = s->clock_hi_latch;
+        break;
+    case SPYRE_REG_MMU_CTX_TABLE_LO:
+        val = (uint32_t)s->ctx_table;
+        break;
+    case SPYRE_REG_MMU_CTX_TABLE_HI:
+        val = s->ctx_table >> 32;
+        break;
+    case SPYRE_REG_MMU_CTX_COUNT:
+        val = s->ctx_count;
+        break;
+    case SPYRE_REG_INJECT:
+        val = spyre_inject_armed(s);
+        break;
     case SPYRE_REG_RESET:
+    case SPYRE_REG_MMU_INVALIDATE:
         /* write-only: reads as zero */
         break;
     default:
+        if (addr >= SPYRE_QREG_BASE &&
+            addr < SPYRE_QREG(s->params.queues, 0)) {
+            val = spyre_queue_read(&s->queues[(addr - SPYRE_QREG_BASE) /
+                                              SPYRE_QREG_STRIDE],
+                                   (addr - SPYRE_QREG_BASE) %
+                                   SPYRE_QREG_STRIDE);
+            break;
+        }
         SPYRE_GUEST_ERR("read of unassigned register 0x%" HWADDR_PRIx, addr);
         break;
     }
@@ -123,11 +142,69 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
     return val;
 }
 
+int64_t spyre_clock_ns(SpyreState *s)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - s->clock_base_ns;
+}
+
+static void spyre_set_window(SpyreState *s, uint64_t base)
+{
+    if (base % SPYRE_MEM_WINDOW_SIZE || base >= s->params.mem_size) {
+        SPYRE_GUEST_ERR("WINDOW: 0x%" PRIx64 " is not a 256 MiB-aligned "
+                        "offset below mem-size 0x%" PRIx64, base,
+                        s->params.mem_size);
+        return;
+    }
+    s->window_base = base;
+    memory_region_set_alias_offset(&s->window, base);
+}
+
+/* Whole-device reset. Device memory keeps its contents, as DRAM would. */
 static void spyre_do_reset(SpyreState *s)
 {
+    unsigned i;
+
+    for (i = 0; i < s->params.queues; i++) {
+        spyre_queue_reset(&s->queues[i]);
+    }
     s->scratch = 0;
+    s->window_lo = 0;
+    spyre_set_window(s, 0);
+    s->ctx_table = 0;
+    qatomic_set(&s->ctx_count, 0);
+    qatomic_inc(&s->mmu_gen);
+    qatomic_set(&s->err_queues, 0);
+    s->clock_base_ns = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    s->clock_hi_latch = 0;
     s->reset_count++;
     trace_spyre_reset(s->reset_count);
+}
+
+/* Called from queue workers: MSI-X is sent from the main loop, under the BQL. */
+void spyre_raise_irq(SpyreState *s, unsigned vector)
+{
+    qatomic_or(&s->irq_pending[vector / 64], 1ULL << (vector % 64));
+    qemu_bh_schedule(s->irq_bh);
+}
+
+static void spyre_irq_bh(void *opaque)
+{
+    SpyreState *s = opaque;
+    PCIDevice *pdev = PCI_DEVICE(s);
+    unsigned w, v;
+
+    for (w = 0; w < ARRAY_SIZE(s->irq_pending); w++) {
+        uint64_t bits = qatomic_xchg(&s->irq_pending[w], 0);
+
+        while (bits) {
+            v = ctz64(bits);
+            bits &= bits - 1;
+            trace_spyre_irq(w * 64 + v);
+            if (msix_enabled(pdev)) {
+                msix_notify(pdev, w * 64 + v);
+            }
+        }
+    }
 }
 
 static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
@@ -153,13 +230,56 @@ static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
         }
         spyre_do_reset(s);
         break;
+    case SPYRE_REG_WINDOW_LO:
+        s->window_lo = val;
+        break;
+    case SPYRE_REG_WINDOW_HI:
+        spyre_set_window(s, (uint64_t)val << 32 | s->window_lo);
+        break;
+    case SPYRE_REG_ERR_QUEUES_LO:
+        qatomic_and(&s->err_queues, ~(uint64_t)(uint32_t)val);
+        break;
+    case SPYRE_REG_ERR_QUEUES_HI:
+        qatomic_and(&s->err_queues, ~((uint64_t)val << 32));
+        break;
+    case SPYRE_REG_MMU_CTX_TABLE_LO:
+        qatomic_set(&s->ctx_table, deposit64(s->ctx_table, 0, 32, val));
+        break;
+    case SPYRE_REG_MMU_CTX_TABLE_HI:
+        qatomic_set(&s->ctx_table, deposit64(s->ctx_table, 32, 32, val));
+        break;
+    case SPYRE_REG_MMU_CTX_COUNT:
+        if (val > SPYRE_MMU_MAX_CTX) {
+            SPYRE_GUEST_ERR("MMU_CTX_COUNT: %" PRIu64 " exceeds %u", val,
+                            SPYRE_MMU_MAX_CTX);
+            break;
+        }
+        qatomic_set(&s->ctx_count, val);
+        break;
+    case SPYRE_REG_MMU_INVALIDATE:
+        qatomic_inc(&s->mmu_gen);
+        trace_spyre_mmu_invalidate();
+        break;
+    case SPYRE_REG_INJECT:
+        spyre_inject(s, val);
+        break;
     case SPYRE_REG_ID ... SPYRE_REG_CAP_FEATURES:
     case SPYRE_REG_STATUS:
     case SPYRE_REG_RESET_COUNT:
+    case SPYRE_REG_CLOCK_LO:
+    case SPYRE_REG_CLOCK_HI:
         SPYRE_GUEST_ERR("write 0x%" PRIx64 " to read-only register 0x%"
                         HWADDR_PRIx, val, addr);
         break;
     default:
+        if (addr >= SPYRE_QREG_BASE &&
+            addr < SPYRE_QREG(s->params.queues, 0)) {
+            spyre_queue_write(&s->queues[(addr - SPYRE_QREG_BASE) /
+                                         SPYRE_QREG_STRIDE],
+                              (addr - SPYRE_QREG_BASE) % SPYRE_QREG_STRIDE,
+                              val);
+            break;
+        }
         SPYRE_GUEST_ERR("write 0x%" PRIx64 " to unassigned register 0x%"
                         HWADDR_PRIx, val, addr);
         break;
@@ -226,6 +346,7 @@ static bool spyre_check_params(SpyreState *s, Error **errp)
 static void spyre_realize(PCIDevice *pdev, Error **errp)
 {
     SpyreState *s = SPYRE(pdev);
+    Error *err = NULL;
     unsigned i;
 
     if (!spyre_check_params(s, errp)) {
@@ -237,6 +358,26 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                           "spyre-regs", SPYRE_REGS_SIZE);
     pci_register_bar(pdev, SPYRE_BAR_REGS, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->regs);
+
+    /*
+     * Device memory: host RAM reserved lazily (RAM_NORESERVE), so a 128 GiB
+     * card costs only what is touched. Rounded up to whole windows so BAR2
+     * never aliases past the region.
+     */
+    memory_region_init_ram_flags_nomigrate(&s->mem, OBJECT(s), "spyre-mem",
+                                           ROUND_UP(s->params.mem_size,
+                                                    SPYRE_MEM_WINDOW_SIZE),
+                                           RAM_NORESERVE, &err);
+    if (err) {
+        error_propagate(errp, err);
+        return;
+    }
+    s->mem_ptr = memory_region_get_ram_ptr(&s->mem);
+    memory_region_init_alias(&s->window, OBJECT(s), "spyre-mem-window",
+                             &s->mem, 0, SPYRE_MEM_WINDOW_SIZE);
+    pci_register_bar(pdev, SPYRE_BAR_MEM, PCI_BASE_ADDRESS_SPACE_MEMORY |
+                     PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                     PCI_BASE_ADDRESS_MEM_PREFETCH, &s->window);
 
     if (msix_init_exclusive_bar(pdev, spyre_msix_vectors(s), SPYRE_BAR_MSIX,
                                 errp)) {
@@ -252,6 +393,10 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     }
     pcie_cap_flr_init(pdev);
 
+    s->irq_bh = qemu_bh_new(spyre_irq_bh, s);
+    s->clock_base_ns = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    spyre_queues_init(s);
+
     trace_spyre_realize(s->params.cores, s->params.scratchpad_size,
                         s->params.mem_size, s->params.queues,
                         s->params.clock_mhz);
@@ -259,6 +404,10 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
 
 static void spyre_exit(PCIDevice *pdev)
 {
+    SpyreState *s = SPYRE(pdev);
+
+    spyre_queues_fini(s);
+    qemu_bh_delete(s->irq_bh);
     msix_uninit_exclusive_bar(pdev);
 }
 
@@ -271,17 +420,10 @@ static void spyre_qdev_reset(DeviceState *dev)
     spyre_do_reset(s);
 }
 
+/* Queues run on their own threads with state in flight: no migration. */
 static const VMStateDescription spyre_vmstate = {
     .name = TYPE_SPYRE,
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .fields = (VMStateField[]) {
-        VMSTATE_PCI_DEVICE(parent_obj, SpyreState),
-        VMSTATE_MSIX(parent_obj, SpyreState),
-        VMSTATE_UINT32(scratch, SpyreState),
-        VMSTATE_UINT32(reset_count, SpyreState),
-        VMSTATE_END_OF_LIST()
-    },
+    .unmigratable = 1,
 };
 
 /* Defaults are the published Spyre figures; see docs/spyre-device.md. */

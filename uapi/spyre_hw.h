@@ -9,6 +9,12 @@
 #ifndef SPYRE_HW_H
 #define SPYRE_HW_H
 
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include <stdint.h>
+#endif
+
 /*
  * PCI identity. Vendor 0x1234 is the unassigned ID QEMU uses for its own
  * emulated test devices (edu, bochs-display); it is never IBM's 0x1014, so the
@@ -21,12 +27,14 @@
 
 /* BARs */
 #define SPYRE_BAR_REGS			0	/* 32-bit MMIO: registers */
+#define SPYRE_BAR_MEM			2	/* 64-bit prefetchable: device memory window */
 #define SPYRE_BAR_MSIX			4	/* MSI-X table and PBA */
 #define SPYRE_REGS_SIZE			0x10000	/* 64 KiB */
+#define SPYRE_MEM_WINDOW_SIZE		(256ULL << 20)	/* BAR2: 256 MiB movable window */
 
 /* Hardware version: major changes are incompatible, minor ones add. */
 #define SPYRE_HW_VERSION_MAJOR		0
-#define SPYRE_HW_VERSION_MINOR		1
+#define SPYRE_HW_VERSION_MINOR		2
 #define SPYRE_HW_VERSION		((SPYRE_HW_VERSION_MAJOR << 16) | SPYRE_HW_VERSION_MINOR)
 #define SPYRE_HW_VERSION_GET_MAJOR(v)	(((v) >> 16) & 0xffff)
 #define SPYRE_HW_VERSION_GET_MINOR(v)	((v) & 0xffff)
@@ -61,6 +69,11 @@
 
 /* SPYRE_REG_CAP_FEATURES bits: what this revision of the device implements. */
 #define SPYRE_FEAT_MSIX			(1u << 0)	/* MSI-X vectors: queues + 1 */
+#define SPYRE_FEAT_QUEUES		(1u << 1)	/* command queues, packets v1 */
+#define SPYRE_FEAT_MMU			(1u << 2)	/* device MMU, per-context VA */
+#define SPYRE_FEAT_MEM_WINDOW		(1u << 3)	/* BAR2 device memory window */
+#define SPYRE_FEAT_FAULT_INJECT		(1u << 4)	/* SPYRE_REG_INJECT */
+#define SPYRE_FEAT_ENGINE		(1u << 5)	/* LAUNCH executes programs */
 
 /* Control */
 #define SPYRE_REG_SCRATCH		0x0040	/* RW: free for software; 0 on reset */
@@ -69,5 +82,209 @@
 #define SPYRE_REG_STATUS		0x0048	/* RO: SPYRE_STATUS_* bits */
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts commands */
 #define SPYRE_REG_RESET_COUNT		0x004c	/* RO: resets since power-on */
+
+/* Device memory window (BAR2): which 256 MiB of device memory BAR2 shows. */
+#define SPYRE_REG_WINDOW_LO		0x0050	/* RW: device memory offset, low 32 */
+#define SPYRE_REG_WINDOW_HI		0x0054	/* RW: high 32; applied on this write */
+
+/* Errors: one bit per queue that stopped on an error (write 1 to clear). */
+#define SPYRE_REG_ERR_QUEUES_LO		0x0060	/* RW1C: queues 0..31 */
+#define SPYRE_REG_ERR_QUEUES_HI		0x0064	/* RW1C: queues 32..63 */
+
+/* Device clock: ns since the last device reset (TIMESTAMP writes it too). */
+#define SPYRE_REG_CLOCK_LO		0x0068	/* RO: latches _HI */
+#define SPYRE_REG_CLOCK_HI		0x006c	/* RO: value latched by _LO */
+
+/* Device MMU */
+#define SPYRE_REG_MMU_CTX_TABLE_LO	0x0080	/* RW: bus address of context table */
+#define SPYRE_REG_MMU_CTX_TABLE_HI	0x0084	/* RW */
+#define SPYRE_REG_MMU_CTX_COUNT		0x0088	/* RW: entries in it, 0..SPYRE_MMU_MAX_CTX */
+#define SPYRE_REG_MMU_INVALIDATE	0x008c	/* WO: write any value: drop cached translations */
+
+/*
+ * Fault injection (debug). Write SPYRE_INJECT(queue, kind): the next matching
+ * event on that queue fails as described in docs/spyre-device.md. Reads
+ * return the injections still armed (bit per kind, any queue).
+ */
+#define SPYRE_REG_INJECT		0x0090
+#define SPYRE_INJECT(q, kind)		(((uint32_t)(q) << 8) | (uint32_t)(kind))
+#define SPYRE_INJECT_NONE		0	/* disarm all */
+#define SPYRE_INJECT_HANG		1	/* queue stops progressing until reset */
+#define SPYRE_INJECT_DMA_ERROR		2	/* next DMA fails: SPYRE_ERR_DMA */
+#define SPYRE_INJECT_PAGE_FAULT		3	/* next translation faults */
+#define SPYRE_INJECT_BAD_COMPLETION	4	/* next completion writes seq ^ ~0 */
+#define SPYRE_INJECT_KINDS		5
+
+/*
+ * Hardware queues: register block of queue q at SPYRE_QREG(q, reg).
+ * A queue is a ring of SPYRE_PKT_SIZE-byte packets in host memory. HEAD and
+ * TAIL are free-running 32-bit packet counters; the packet for counter n is at
+ * BASE + (n % SIZE) * SPYRE_PKT_SIZE. Software writes TAIL (the doorbell); the
+ * device advances HEAD as it consumes packets.
+ */
+#define SPYRE_QREG_BASE			0x1000
+#define SPYRE_QREG_STRIDE		0x40
+#define SPYRE_QREG(q, reg)		(SPYRE_QREG_BASE + (q) * SPYRE_QREG_STRIDE + (reg))
+#define SPYRE_Q_BASE_LO			0x00	/* RW: ring bus address (64-byte aligned) */
+#define SPYRE_Q_BASE_HI			0x04
+#define SPYRE_Q_SIZE			0x08	/* RW: packets in ring, power of 2, 2..65536 */
+#define SPYRE_Q_CTRL			0x0c	/* RW: SPYRE_QCTRL_* */
+#define SPYRE_Q_HEAD			0x10	/* RO while enabled; RW while disabled */
+#define SPYRE_Q_TAIL			0x14	/* RW: doorbell */
+#define SPYRE_Q_COMPL_LO		0x18	/* RW: bus address of 8-byte completion word */
+#define SPYRE_Q_COMPL_HI		0x1c
+#define SPYRE_Q_STATUS			0x20	/* RO: SPYRE_QSTAT_* */
+#define SPYRE_Q_ERROR			0x24	/* RO: SPYRE_ERR_* of the failed packet */
+#define SPYRE_Q_ERR_SEQ_LO		0x28	/* RO: seq of the failed packet */
+#define SPYRE_Q_ERR_SEQ_HI		0x2c
+#define SPYRE_Q_FAULT_LO		0x30	/* RO: faulting address */
+#define SPYRE_Q_FAULT_HI		0x34
+#define SPYRE_Q_FAULT_INFO		0x38	/* RO: SPYRE_FAULT_INFO_* fields */
+#define SPYRE_Q_DONE			0x3c	/* RO: packets completed since enable */
+
+#define SPYRE_QCTRL_ENABLE		(1u << 0)	/* process packets */
+#define SPYRE_QCTRL_RESET		(1u << 1)	/* WO: reset this queue */
+#define SPYRE_QCTRL_PRIO_SHIFT		4		/* bits 5:4: priority 0 (low) .. 3 */
+#define SPYRE_QCTRL_PRIO_MASK		(3u << 4)
+#define SPYRE_QCTRL_MAX_PRIO		3
+
+#define SPYRE_QSTAT_ENABLED		(1u << 0)
+#define SPYRE_QSTAT_BUSY		(1u << 1)	/* a packet is executing */
+#define SPYRE_QSTAT_WAITING		(1u << 2)	/* blocked in a WAIT packet */
+#define SPYRE_QSTAT_ERROR		(1u << 3)	/* stopped on an error (see Q_ERROR) */
+
+/* SPYRE_Q_FAULT_INFO: context, access, source, cause */
+#define SPYRE_FAULT_INFO(ctx, access, source, cause) \
+	(((uint32_t)(ctx) << 16) | ((uint32_t)(access) << 12) | \
+	 ((uint32_t)(source) << 8) | (uint32_t)(cause))
+#define SPYRE_FAULT_CTX(info)		(((info) >> 16) & 0xffff)
+#define SPYRE_FAULT_ACCESS(info)	(((info) >> 12) & 0xf)
+#define SPYRE_FAULT_SOURCE(info)	(((info) >> 8) & 0xf)
+#define SPYRE_FAULT_CAUSE(info)		((info) & 0xff)
+#define SPYRE_ACCESS_READ		1
+#define SPYRE_ACCESS_WRITE		2
+#define SPYRE_SOURCE_RING		1	/* fetching a packet */
+#define SPYRE_SOURCE_COPY_SRC		2
+#define SPYRE_SOURCE_COPY_DST		3
+#define SPYRE_SOURCE_SEMAPHORE		4	/* SIGNAL / WAIT / TIMESTAMP target */
+#define SPYRE_SOURCE_COMPLETION		5
+#define SPYRE_SOURCE_SGL		6	/* reading a scatter-gather list */
+#define SPYRE_SOURCE_PROGRAM		7	/* LAUNCH program or arguments */
+#define SPYRE_FAULT_NOT_PRESENT		1	/* no valid translation */
+#define SPYRE_FAULT_PERMISSION		2	/* PTE lacks read or write */
+#define SPYRE_FAULT_BAD_CTX		3	/* context not in the context table */
+#define SPYRE_FAULT_RANGE		4	/* beyond the VA space or device memory */
+#define SPYRE_FAULT_WALK		5	/* page table read failed */
+#define SPYRE_FAULT_DMA			6	/* host memory access failed */
+
+/* Packet errors (SPYRE_Q_ERROR). A failed packet stops its queue. */
+#define SPYRE_ERR_NONE			0
+#define SPYRE_ERR_BAD_OPCODE		1
+#define SPYRE_ERR_BAD_VERSION		2
+#define SPYRE_ERR_RESERVED		3	/* reserved field or flag not zero */
+#define SPYRE_ERR_ALIGN			4	/* device-side address not stick aligned */
+#define SPYRE_ERR_SIZE			5	/* size zero, not whole sticks, or too large */
+#define SPYRE_ERR_SPACE			6	/* unknown address space */
+#define SPYRE_ERR_FAULT			7	/* translation or access fault: Q_FAULT_* */
+#define SPYRE_ERR_DMA			8	/* host memory access failed */
+#define SPYRE_ERR_RING_OVERFLOW		9	/* TAIL - HEAD > SIZE */
+#define SPYRE_ERR_RING_CONFIG		10	/* bad BASE or SIZE at enable */
+#define SPYRE_ERR_NO_ENGINE		11	/* LAUNCH without a compute engine */
+#define SPYRE_ERR_SGL			12	/* malformed scatter-gather list */
+
+/* Device MMU: 128 GiB per-context virtual address space, 4 KiB pages. */
+#define SPYRE_MMU_VA_BITS		37
+#define SPYRE_MMU_VA_SIZE		(1ULL << SPYRE_MMU_VA_BITS)
+#define SPYRE_MMU_MAX_CTX		4096
+#define SPYRE_PAGE_SHIFT		12
+#define SPYRE_PAGE_SIZE			(1ULL << SPYRE_PAGE_SHIFT)
+#define SPYRE_HUGE_PAGE_SIZE		(1ULL << 21)	/* level-1 leaf */
+/*
+ * Three levels of 512 8-byte entries, each table one 4 KiB page in host
+ * memory: L0 index VA[38:30] (only 128 entries used), L1 VA[29:21],
+ * L2 VA[20:12]. A context table entry holds the bus address of its L0 table.
+ */
+#define SPYRE_PTE_VALID			(1ULL << 0)
+#define SPYRE_PTE_READ			(1ULL << 1)
+#define SPYRE_PTE_WRITE			(1ULL << 2)
+#define SPYRE_PTE_DEVMEM		(1ULL << 3)	/* target is device memory */
+#define SPYRE_PTE_LEAF			(1ULL << 4)	/* L1 entry maps a 2 MiB page */
+#define SPYRE_PTE_ADDR_MASK		0x000ffffffffff000ULL
+#define SPYRE_CTX_VALID			(1ULL << 0)
+
+/*
+ * Packets: SPYRE_PKT_SIZE bytes, little-endian. Every packet starts with the
+ * same header; reserved bytes and unknown flags must be zero.
+ */
+#define SPYRE_PKT_SIZE			64
+#define SPYRE_PKT_VERSION		1
+
+#define SPYRE_OP_NOP			0
+#define SPYRE_OP_COPY			1
+#define SPYRE_OP_LAUNCH			2
+#define SPYRE_OP_SIGNAL			3
+#define SPYRE_OP_WAIT			4
+#define SPYRE_OP_TIMESTAMP		5
+
+#define SPYRE_PKT_F_IRQ			(1u << 0)	/* interrupt on completion */
+#define SPYRE_PKT_F_MASK		SPYRE_PKT_F_IRQ
+
+/*
+ * Address spaces of packet operands. A device-side address (device memory,
+ * directly or through the MMU) must be stick aligned.
+ */
+#define SPYRE_AS_VIRT			0	/* context VA, translated by the MMU */
+#define SPYRE_AS_DEVPHYS		1	/* device memory offset */
+#define SPYRE_AS_HOST			2	/* host bus address, contiguous */
+#define SPYRE_AS_HOST_SGL		3	/* host bus address of a spyre_sge list */
+#define SPYRE_AS_COUNT			4
+
+/** Largest single COPY. */
+#define SPYRE_COPY_MAX			(1ULL << 40)
+
+struct spyre_pkt_hdr {
+	uint8_t opcode;		/* SPYRE_OP_* */
+	uint8_t version;	/* SPYRE_PKT_VERSION */
+	uint16_t flags;		/* SPYRE_PKT_F_* */
+	uint16_t ctx;		/* MMU context of SPYRE_AS_VIRT operands */
+	uint16_t reserved;
+	uint64_t seq;		/* written to the completion word when done */
+};
+
+struct spyre_pkt_copy {
+	struct spyre_pkt_hdr hdr;
+	uint64_t src;
+	uint64_t dst;
+	uint64_t size;		/* bytes, a multiple of SPYRE_STICK_BYTES */
+	uint8_t src_space;	/* SPYRE_AS_* */
+	uint8_t dst_space;
+	uint8_t reserved[22];
+};
+
+struct spyre_pkt_launch {
+	struct spyre_pkt_hdr hdr;
+	uint64_t program;	/* VA of the program image */
+	uint64_t args;		/* VA of the argument block */
+	uint32_t core_mask;	/* cores that run it */
+	uint32_t reserved[7];
+};
+
+/* SIGNAL writes value; WAIT blocks until *addr >= value (unsigned 64-bit). */
+struct spyre_pkt_sem {
+	struct spyre_pkt_hdr hdr;
+	uint64_t addr;		/* 8-byte aligned */
+	uint64_t value;
+	uint8_t space;		/* SPYRE_AS_* except SPYRE_AS_HOST_SGL */
+	uint8_t reserved[31];
+};
+
+/* TIMESTAMP writes the device clock (ns, SPYRE_REG_CLOCK) to addr. */
+#define spyre_pkt_timestamp spyre_pkt_sem
+
+/* One scatter-gather entry for SPYRE_AS_HOST_SGL; the list ends at size bytes. */
+struct spyre_sge {
+	uint64_t addr;		/* host bus address */
+	uint64_t len;		/* bytes, non-zero */
+};
 
 #endif /* SPYRE_HW_H */

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* qtest protocol client; see qtest-client.h. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -199,6 +198,77 @@ uint16_t qtest_readw(struct qtest *qt, uint64_t addr)
 void qtest_writew(struct qtest *qt, uint64_t addr, uint16_t val)
 {
 	cmd(qt, "writew 0x%" PRIx64 " 0x%x", addr, val);
+}
+
+#define QT_BULK 32768
+
+void qtest_memwrite(struct qtest *qt, uint64_t addr, const void *buf, uint64_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const uint8_t *b = buf;
+	char *line = malloc(2 * QT_BULK + 96), *reply = NULL;
+	size_t cap = 0;
+
+	while (len) {
+		uint64_t n = len < QT_BULK ? len : QT_BULK, i;
+		int k = sprintf(line, "write 0x%" PRIx64 " 0x%" PRIx64 " 0x", addr, n);
+
+		for (i = 0; i < n; i++) {
+			line[k++] = hex[b[i] >> 4];
+			line[k++] = hex[b[i] & 15];
+		}
+		line[k++] = '\n';
+		if (write(qt->fd, line, (size_t)k) != k)
+			die("write to QEMU: %s", strerror(errno));
+		do {
+			if (getline(&reply, &cap, qt->rx) < 0)
+				die("QEMU closed the qtest connection during a write");
+		} while (!strncmp(reply, "IRQ", 3));
+		if (strncmp(reply, "OK", 2))
+			die("qtest write failed: %s", reply);
+		addr += n;
+		b += n;
+		len -= n;
+	}
+	free(reply);
+	free(line);
+}
+
+static int unhex(char c)
+{
+	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+void qtest_memread(struct qtest *qt, uint64_t addr, void *buf, uint64_t len)
+{
+	uint8_t *b = buf;
+	char *reply = NULL, out[96];
+	size_t cap = 0;
+
+	while (len) {
+		uint64_t n = len < QT_BULK ? len : QT_BULK, i;
+		int k = snprintf(out, sizeof(out), "read 0x%" PRIx64 " 0x%" PRIx64 "\n", addr, n);
+
+		if (write(qt->fd, out, (size_t)k) != k)
+			die("write to QEMU: %s", strerror(errno));
+		do {
+			if (getline(&reply, &cap, qt->rx) < 0)
+				die("QEMU closed the qtest connection during a read");
+		} while (!strncmp(reply, "IRQ", 3));
+		if (strncmp(reply, "OK 0x", 5) || strlen(reply) < 5 + 2 * n)
+			die("qtest read failed: %.80s", reply);
+		for (i = 0; i < n; i++)
+			b[i] = (uint8_t)(unhex(reply[5 + 2 * i]) << 4 | unhex(reply[6 + 2 * i]));
+		addr += n;
+		b += n;
+		len -= n;
+	}
+	free(reply);
+}
+
+void qtest_memset(struct qtest *qt, uint64_t addr, uint8_t val, uint64_t len)
+{
+	cmd(qt, "memset 0x%" PRIx64 " 0x%" PRIx64 " 0x%02x", addr, len, val);
 }
 
 uint32_t qtest_inl(struct qtest *qt, uint16_t port)

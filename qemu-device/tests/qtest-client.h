@@ -37,6 +37,10 @@ uint64_t qtest_readq(struct qtest *qt, uint64_t addr);
 void qtest_writeq(struct qtest *qt, uint64_t addr, uint64_t val);
 uint16_t qtest_readw(struct qtest *qt, uint64_t addr);
 void qtest_writew(struct qtest *qt, uint64_t addr, uint16_t val);
+/* Bulk guest memory access (hex-encoded "read"/"write", and "memset"). */
+void qtest_memwrite(struct qtest *qt, uint64_t addr, const void *buf, uint64_t len);
+void qtest_memread(struct qtest *qt, uint64_t addr, void *buf, uint64_t len);
+void qtest_memset(struct qtest *qt, uint64_t addr, uint8_t val, uint64_t len);
 uint32_t qtest_inl(struct qtest *qt, uint16_t port);
 void qtest_outl(struct qtest *qt, uint16_t port, uint32_t val);
 

@@ -63,7 +63,8 @@ static void test_caps(struct qtest *qt, uint32_t cores, uint32_t spad, uint64_t 
 	QT_CHECK_EQ((uint32_t)mem, reg(qt, SPYRE_REG_CAP_MEM_LO));
 	QT_CHECK_EQ((uint32_t)(mem >> 32), reg(qt, SPYRE_REG_CAP_MEM_HI));
 	QT_CHECK_EQ(mhz, reg(qt, SPYRE_REG_CAP_CLOCK_MHZ));
-	QT_CHECK_EQ(SPYRE_FEAT_MSIX, reg(qt, SPYRE_REG_CAP_FEATURES));
+	QT_CHECK_EQ(SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU | SPYRE_FEAT_MEM_WINDOW |
+		    SPYRE_FEAT_FAULT_INJECT, reg(qt, SPYRE_REG_CAP_FEATURES));
 	QT_CHECK_EQ(SPYRE_STATUS_READY, reg(qt, SPYRE_REG_STATUS));
 }
 

@@ -192,6 +192,10 @@ step_qemu() {
 	# device change, and a retry (never a silent reuse) after a failed build.
 	run_logged "qemu: build qemu-system-x86_64 (first build takes ~6 min)" "$QEMU_CACHE/build.log" \
 		ninja -C "$build" qemu-system-x86_64
+	# The device's own files must build without warnings.
+	if grep -E '(hw/misc/spyre/[^ ]*: warning|hw/misc/spyre/[^ ]*:[0-9]+:[0-9]+: warning)' "$QEMU_CACHE/build.log"; then
+		die "the spyre device compiles with warnings (see above)"
+	fi
 	[ "$("$QEMU_BIN" -device help 2>&1 | grep -c '"spyre"')" -gt 0 ] || die "built QEMU does not list the spyre device"
 	log "qemu: $QEMU_BIN has the spyre device"
 }

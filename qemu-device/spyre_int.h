@@ -1,0 +1,151 @@
+/*
+ * spyre: internal state shared by the device's source files.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef HW_MISC_SPYRE_INT_H
+#define HW_MISC_SPYRE_INT_H
+
+#include "qemu/thread.h"
+#include "hw/pci/pci.h"
+#include "spyre_hw.h"
+
+#define TYPE_SPYRE "spyre"
+OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
+
+#define SPYRE_TLB_ENTRIES 64
+
+#define SPYRE_GUEST_ERR(fmt, ...) do {                                      \
+        char *msg_ = g_strdup_printf(fmt, ##__VA_ARGS__);                   \
+        trace_spyre_guest_error(msg_);                                      \
+        qemu_log_mask(LOG_GUEST_ERROR, "spyre: %s\n", msg_);                \
+        g_free(msg_);                                                       \
+    } while (0)
+
+/* Device properties; validated once in spyre_check_params(). */
+typedef struct SpyreParams {
+    uint32_t cores;
+    uint64_t scratchpad_size;
+    uint64_t mem_size;
+    uint32_t queues;
+    uint32_t clock_mhz;
+} SpyreParams;
+
+typedef struct SpyreTLBEntry {
+    uint64_t tag;           /* ctx << 32 | VA page number, + 1; 0 = empty */
+    uint64_t pte;           /* leaf PTE */
+    uint64_t page_size;
+} SpyreTLBEntry;
+
+/* A contiguous piece of an operand: device memory or host bus addresses. */
+typedef struct SpyreSeg {
+    bool devmem;
+    uint64_t addr;
+    uint64_t len;
+} SpyreSeg;
+
+/* Why a packet failed; filled by whoever detects the problem. */
+typedef struct SpyreFault {
+    uint32_t error;         /* SPYRE_ERR_* */
+    uint64_t addr;          /* SPYRE_Q_FAULT_* for SPYRE_ERR_FAULT / _DMA */
+    uint32_t info;
+} SpyreFault;
+
+typedef struct SpyreQueue {
+    struct SpyreState *s;
+    unsigned idx;
+    QemuThread thread;
+
+    /*
+     * Protects every field below up to the worker-private ones. Never held
+     * across DMA or while taking the BQL: the vCPU thread takes it (under
+     * the BQL) from MMIO handlers.
+     */
+    QemuMutex lock;
+    QemuCond cond;          /* work, enable, reset or quit */
+    uint64_t base;
+    uint32_t size;
+    uint32_t ctrl;          /* SPYRE_QCTRL_ENABLE | priority */
+    uint32_t head;
+    uint32_t tail;
+    uint64_t compl_addr;
+    uint32_t status;        /* SPYRE_QSTAT_* */
+    uint32_t error;
+    uint64_t err_seq;
+    uint64_t fault_addr;
+    uint32_t fault_info;
+    uint32_t done;
+    uint32_t epoch;         /* bumped by a reset; stale work is discarded */
+    uint32_t inject;        /* armed SPYRE_INJECT_* kinds, one bit each */
+    bool hung;              /* SPYRE_INJECT_HANG fired */
+    bool quit;
+
+    /* Worker-private: only the queue's own thread touches these. */
+    SpyreTLBEntry tlb[SPYRE_TLB_ENTRIES];
+    uint32_t tlb_gen;
+} SpyreQueue;
+
+struct SpyreState {
+    PCIDevice parent_obj;
+
+    MemoryRegion regs;
+    MemoryRegion mem;       /* device memory (sparse host backing) */
+    MemoryRegion window;    /* BAR2: alias into mem */
+    SpyreParams params;
+    uint8_t *mem_ptr;
+
+    uint32_t scratch;
+    uint32_t reset_count;
+    uint32_t window_lo;
+    uint64_t window_base;
+    int64_t clock_base_ns;
+    uint32_t clock_hi_latch;
+
+    /* MMU configuration: written under the BQL, read by workers. */
+    uint64_t ctx_table;
+    uint32_t ctx_count;
+    uint32_t mmu_gen;       /* bumped on invalidate and reset (atomic) */
+
+    uint64_t err_queues;    /* atomic: queues stopped on an error */
+
+    /* Interrupts are raised from workers through a bottom half. */
+    QEMUBH *irq_bh;
+    uint64_t irq_pending[2];        /* atomic bitmap of MSI-X vectors */
+
+    /* SIGNAL wakes WAITs: a generation counter avoids lost wake-ups. */
+    QemuMutex sem_lock;     /* Protects sem_gen */
+    QemuCond sem_cond;
+    uint64_t sem_gen;
+
+    /*
+     * The DMA engine is shared: queues take turns in SPYRE_DMA_CHUNK
+     * pieces, higher priority first, first come first served within one.
+     */
+    QemuMutex arb_lock;     /* Protects the arb_* fields */
+    QemuCond arb_cond;
+    bool arb_busy;
+    uint64_t arb_next[SPYRE_QCTRL_MAX_PRIO + 1];
+    uint64_t arb_serving[SPYRE_QCTRL_MAX_PRIO + 1];
+
+    SpyreQueue queues[SPYRE_MAX_QUEUES];
+};
+
+/* spyre.c */
+void spyre_raise_irq(SpyreState *s, unsigned vector);
+int64_t spyre_clock_ns(SpyreState *s);
+
+/* spyre_queue.c */
+void spyre_queues_init(SpyreState *s);
+void spyre_queues_fini(SpyreState *s);
+void spyre_queue_reset(SpyreQueue *q);
+uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg);
+void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val);
+void spyre_inject(SpyreState *s, uint32_t val);
+uint32_t spyre_inject_armed(SpyreState *s);
+
+/* spyre_mmu.c */
+bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
+                         unsigned access, unsigned source, SpyreSeg *seg,
+                         SpyreFault *f);
+
+#endif

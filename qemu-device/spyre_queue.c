@@ -1,0 +1,824 @@
+/*
+ * spyre hardware command queues: one worker thread per queue fetches
+ * packets from its ring in host memory, executes them (COPY through the
+ * shared DMA engine, SIGNAL/WAIT semaphores, TIMESTAMP, NOP, LAUNCH), writes
+ * the completion word and raises the queue's MSI-X vector. Workers never run
+ * on the vCPU thread and never hold the BQL.
+ *
+ * Protocol and packet formats: docs/spyre-device.md, "Queues and packets".
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/atomic.h"
+#include "qemu/bswap.h"
+#include "qemu/cutils.h"
+#include "qemu/log.h"
+#include "qemu/rcu.h"
+#include "qemu/main-loop.h"
+#include "trace.h"
+#include "spyre_int.h"
+
+#define SPYRE_DMA_CHUNK     (256 * 1024)
+#define SPYRE_WAIT_POLL_MS  1
+
+/* One operand of a packet: an address in one of the SPYRE_AS_* spaces. */
+typedef struct SpyreCursor {
+    uint8_t space;
+    uint16_t ctx;
+    uint64_t addr;          /* next address (VIRT/DEVPHYS/HOST) */
+    unsigned access;
+    unsigned source;
+    /* SPYRE_AS_HOST_SGL */
+    uint64_t sge_addr;      /* next list entry */
+    uint64_t sge_cur;       /* host address inside the current entry */
+    uint64_t sge_left;      /* bytes left in the current entry */
+} SpyreCursor;
+
+static bool queue_stale(SpyreQueue *q, uint32_t epoch)
+{
+    return qatomic_read(&q->epoch) != epoch;
+}
+
+/* Consume one armed injection of @kind on @q, if any. */
+static bool inject_take(SpyreQueue *q, unsigned kind)
+{
+    bool hit;
+
+    qemu_mutex_lock(&q->lock);
+    hit = q->inject & (1u << kind);
+    q->inject &= ~(1u << kind);
+    qemu_mutex_unlock(&q->lock);
+    if (hit) {
+        trace_spyre_inject_fired(q->idx, kind);
+    }
+    return hit;
+}
+
+static bool host_dma(SpyreQueue *q, uint64_t addr, void *buf, uint64_t len,
+                     bool write, unsigned source, SpyreFault *f)
+{
+    PCIDevice *pdev = PCI_DEVICE(q->s);
+    MemTxResult r;
+
+    if (inject_take(q, SPYRE_INJECT_DMA_ERROR)) {
+        r = MEMTX_ERROR;
+    } else if (write) {
+        r = pci_dma_write(pdev, addr, buf, len);
+    } else {
+        r = pci_dma_read(pdev, addr, buf, len);
+    }
+    if (r != MEMTX_OK) {
+        f->error = SPYRE_ERR_DMA;
+        f->addr = addr;
+        f->info = SPYRE_FAULT_INFO(0, write ? SPYRE_ACCESS_WRITE :
+                                   SPYRE_ACCESS_READ, source,
+                                   SPYRE_FAULT_DMA);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Resolve the next contiguous piece of @c, at most @want bytes. Advances
+ * nothing: the caller calls cursor_advance() with what it used.
+ */
+static bool cursor_peek(SpyreQueue *q, SpyreCursor *c, uint64_t want,
+                        SpyreSeg *seg, SpyreFault *f)
+{
+    SpyreState *s = q->s;
+
+    if (inject_take(q, SPYRE_INJECT_PAGE_FAULT)) {
+        f->error = SPYRE_ERR_FAULT;
+        f->addr = c->addr;
+        f->info = SPYRE_FAULT_INFO(c->ctx, c->access, c->source,
+                                   SPYRE_FAULT_NOT_PRESENT);
+        return false;
+    }
+
+    switch (c->space) {
+    case SPYRE_AS_VIRT:
+        if (!spyre_mmu_translate(q, c->ctx, c->addr, c->access, c->source,
+                                 seg, f)) {
+            return false;
+        }
+        break;
+    case SPYRE_AS_DEVPHYS:
+        if (c->addr >= s->params.mem_size) {
+            f->error = SPYRE_ERR_FAULT;
+            f->addr = c->addr;
+            f->info = SPYRE_FAULT_INFO(c->ctx, c->access, c->source,
+                                       SPYRE_FAULT_RANGE);
+            return false;
+        }
+        seg->devmem = true;
+        seg->addr = c->addr;
+        seg->len = s->params.mem_size - c->addr;
+        break;
+    case SPYRE_AS_HOST:
+        seg->devmem = false;
+        seg->addr = c->addr;
+        seg->len = want;
+        break;
+    case SPYRE_AS_HOST_SGL:
+        while (!c->sge_left) {
+            struct spyre_sge e;
+
+            if (!host_dma(q, c->sge_addr, &e, sizeof(e), false,
+                          SPYRE_SOURCE_SGL, f)) {
+                return false;
+            }
+            if (!le64_to_cpu(e.len)) {
+                f->error = SPYRE_ERR_SGL;
+                f->addr = c->sge_addr;
+                f->info = SPYRE_FAULT_INFO(0, SPYRE_ACCESS_READ,
+                                           SPYRE_SOURCE_SGL, 0);
+                return false;
+            }
+            c->sge_addr += sizeof(e);
+            c->sge_cur = le64_to_cpu(e.addr);
+            c->sge_left = le64_to_cpu(e.len);
+        }
+        seg->devmem = false;
+        seg->addr = c->sge_cur;
+        seg->len = c->sge_left;
+        break;
+    default:
+        g_assert_not_reached();     /* validated before execution */
+    }
+    seg->len = MIN(seg->len, want);
+    return true;
+}
+
+static void cursor_advance(SpyreCursor *c, uint64_t n)
+{
+    if (c->space == SPYRE_AS_HOST_SGL) {
+        c->sge_cur += n;
+        c->sge_left -= n;
+    } else {
+        c->addr += n;
+    }
+}
+
+static void cursor_init(SpyreCursor *c, uint8_t space, uint16_t ctx,
+                        uint64_t addr, unsigned access, unsigned source)
+{
+    memset(c, 0, sizeof(*c));
+    c->space = space;
+    c->ctx = ctx;
+    c->addr = addr;
+    c->sge_addr = addr;
+    c->access = access;
+    c->source = source;
+}
+
+/* The shared DMA engine: priority first, then first come first served. */
+static void arb_acquire(SpyreState *s, unsigned prio)
+{
+    uint64_t ticket;
+    unsigned p;
+    bool blocked;
+
+    qemu_mutex_lock(&s->arb_lock);
+    ticket = s->arb_next[prio]++;
+    for (;;) {
+        blocked = s->arb_busy || s->arb_serving[prio] != ticket;
+        for (p = prio + 1; p <= SPYRE_QCTRL_MAX_PRIO && !blocked; p++) {
+            blocked = s->arb_next[p] != s->arb_serving[p];
+        }
+        if (!blocked) {
+            break;
+        }
+        qemu_cond_wait(&s->arb_cond, &s->arb_lock);
+    }
+    s->arb_busy = true;
+    qemu_mutex_unlock(&s->arb_lock);
+}
+
+static void arb_release(SpyreState *s, unsigned prio)
+{
+    qemu_mutex_lock(&s->arb_lock);
+    s->arb_busy = false;
+    s->arb_serving[prio]++;
+    qemu_cond_broadcast(&s->arb_cond);
+    qemu_mutex_unlock(&s->arb_lock);
+}
+
+/* Move n bytes between two resolved pieces. */
+static bool move(SpyreQueue *q, SpyreSeg *src, SpyreSeg *dst, uint64_t n,
+                 uint8_t *bounce, SpyreFault *f)
+{
+    uint8_t *mem = q->s->mem_ptr;
+
+    if (src->devmem && dst->devmem) {
+        memmove(mem + dst->addr, mem + src->addr, n);
+        return true;
+    }
+    if (!src->devmem && dst->devmem) {
+        return host_dma(q, src->addr, mem + dst->addr, n, false,
+                        SPYRE_SOURCE_COPY_SRC, f);
+    }
+    if (src->devmem && !dst->devmem) {
+        return host_dma(q, dst->addr, mem + src->addr, n, true,
+                        SPYRE_SOURCE_COPY_DST, f);
+    }
+    return host_dma(q, src->addr, bounce, n, false, SPYRE_SOURCE_COPY_SRC, f) &&
+           host_dma(q, dst->addr, bounce, n, true, SPYRE_SOURCE_COPY_DST, f);
+}
+
+static bool exec_copy(SpyreQueue *q, const struct spyre_pkt_copy *p,
+                      uint32_t epoch, unsigned prio, SpyreFault *f)
+{
+    SpyreState *s = q->s;
+    uint16_t ctx = le16_to_cpu(p->hdr.ctx);
+    uint64_t left = le64_to_cpu(p->size);
+    SpyreCursor src, dst;
+    uint8_t *bounce = NULL;
+    bool ok = true;
+
+    cursor_init(&src, p->src_space, ctx, le64_to_cpu(p->src),
+                SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC);
+    cursor_init(&dst, p->dst_space, ctx, le64_to_cpu(p->dst),
+                SPYRE_ACCESS_WRITE, SPYRE_SOURCE_COPY_DST);
+    if (p->src_space >= SPYRE_AS_HOST && p->dst_space >= SPYRE_AS_HOST) {
+        bounce = g_malloc(SPYRE_DMA_CHUNK);
+    }
+
+    while (left && ok) {
+        uint64_t chunk = MIN(left, SPYRE_DMA_CHUNK);
+
+        if (queue_stale(q, epoch)) {
+            ok = false;     /* reset: abandon, the caller discards */
+            break;
+        }
+        arb_acquire(s, prio);
+        while (chunk) {
+            SpyreSeg a, b;
+            uint64_t n;
+
+            if (!cursor_peek(q, &src, chunk, &a, f) ||
+                !cursor_peek(q, &dst, chunk, &b, f)) {
+                ok = false;
+                break;
+            }
+            n = MIN(a.len, b.len);
+            if (!move(q, &a, &b, n, bounce, f)) {
+                ok = false;
+                break;
+            }
+            cursor_advance(&src, n);
+            cursor_advance(&dst, n);
+            chunk -= n;
+            left -= n;
+        }
+        arb_release(s, prio);
+    }
+    g_free(bounce);
+    return ok;
+}
+
+/* Read or write the 8-byte semaphore a SIGNAL/WAIT/TIMESTAMP names. */
+static bool sem_access(SpyreQueue *q, const struct spyre_pkt_sem *p,
+                       uint64_t *val, bool write, SpyreFault *f)
+{
+    SpyreCursor c;
+    SpyreSeg seg;
+    uint64_t le;
+
+    cursor_init(&c, p->space, le16_to_cpu(p->hdr.ctx), le64_to_cpu(p->addr),
+                write ? SPYRE_ACCESS_WRITE : SPYRE_ACCESS_READ,
+                SPYRE_SOURCE_SEMAPHORE);
+    if (!cursor_peek(q, &c, 8, &seg, f)) {
+        return false;
+    }
+    if (seg.devmem) {
+        uint64_t *ptr = (uint64_t *)(q->s->mem_ptr + seg.addr);
+
+        if (write) {
+            qatomic_set(ptr, cpu_to_le64(*val));
+        } else {
+            *val = le64_to_cpu(qatomic_read(ptr));
+        }
+        return true;
+    }
+    if (write) {
+        le = cpu_to_le64(*val);
+        return host_dma(q, seg.addr, &le, 8, true, SPYRE_SOURCE_SEMAPHORE, f);
+    }
+    if (!host_dma(q, seg.addr, &le, 8, false, SPYRE_SOURCE_SEMAPHORE, f)) {
+        return false;
+    }
+    *val = le64_to_cpu(le);
+    return true;
+}
+
+static void sem_kick(SpyreState *s)
+{
+    qemu_mutex_lock(&s->sem_lock);
+    s->sem_gen++;
+    qemu_cond_broadcast(&s->sem_cond);
+    qemu_mutex_unlock(&s->sem_lock);
+}
+
+static bool exec_wait(SpyreQueue *q, const struct spyre_pkt_sem *p,
+                      uint32_t epoch, SpyreFault *f)
+{
+    SpyreState *s = q->s;
+    uint64_t want = le64_to_cpu(p->value), cur, gen;
+    bool ok = true;
+
+    qemu_mutex_lock(&q->lock);
+    q->status |= SPYRE_QSTAT_WAITING;
+    qemu_mutex_unlock(&q->lock);
+    for (;;) {
+        qemu_mutex_lock(&s->sem_lock);
+        gen = s->sem_gen;
+        qemu_mutex_unlock(&s->sem_lock);
+        if (!sem_access(q, p, &cur, false, f)) {
+            ok = false;
+            break;
+        }
+        if (cur >= want) {
+            break;
+        }
+        if (queue_stale(q, epoch) || qatomic_read(&q->quit)) {
+            ok = false;
+            break;
+        }
+        /* Device SIGNALs wake us at once; host writes are polled. */
+        qemu_mutex_lock(&s->sem_lock);
+        if (s->sem_gen == gen) {
+            qemu_cond_timedwait(&s->sem_cond, &s->sem_lock, SPYRE_WAIT_POLL_MS);
+        }
+        qemu_mutex_unlock(&s->sem_lock);
+    }
+    qemu_mutex_lock(&q->lock);
+    q->status &= ~SPYRE_QSTAT_WAITING;
+    qemu_mutex_unlock(&q->lock);
+    return ok;
+}
+
+static bool is_zero(const void *p, size_t n)
+{
+    return buffer_is_zero(p, n);
+}
+
+/* Check everything that does not need memory accesses. */
+static uint32_t validate(const uint8_t *raw)
+{
+    const struct spyre_pkt_hdr *h = (const void *)raw;
+    const struct spyre_pkt_copy *c = (const void *)raw;
+    const struct spyre_pkt_sem *m = (const void *)raw;
+    const struct spyre_pkt_launch *l = (const void *)raw;
+    uint64_t size;
+
+    if (h->version != SPYRE_PKT_VERSION) {
+        return SPYRE_ERR_BAD_VERSION;
+    }
+    if (le16_to_cpu(h->flags) & ~SPYRE_PKT_F_MASK || h->reserved) {
+        return SPYRE_ERR_RESERVED;
+    }
+    switch (h->opcode) {
+    case SPYRE_OP_NOP:
+        return is_zero(raw + sizeof(*h), SPYRE_PKT_SIZE - sizeof(*h)) ?
+               SPYRE_ERR_NONE : SPYRE_ERR_RESERVED;
+    case SPYRE_OP_COPY:
+        if (!is_zero(c->reserved, sizeof(c->reserved))) {
+            return SPYRE_ERR_RESERVED;
+        }
+        if (c->src_space >= SPYRE_AS_COUNT || c->dst_space >= SPYRE_AS_COUNT) {
+            return SPYRE_ERR_SPACE;
+        }
+        size = le64_to_cpu(c->size);
+        if (!size || size % SPYRE_STICK_BYTES || size > SPYRE_COPY_MAX) {
+            return SPYRE_ERR_SIZE;
+        }
+        if ((c->src_space <= SPYRE_AS_DEVPHYS &&
+             le64_to_cpu(c->src) % SPYRE_STICK_BYTES) ||
+            (c->dst_space <= SPYRE_AS_DEVPHYS &&
+             le64_to_cpu(c->dst) % SPYRE_STICK_BYTES)) {
+            return SPYRE_ERR_ALIGN;
+        }
+        return SPYRE_ERR_NONE;
+    case SPYRE_OP_SIGNAL:
+    case SPYRE_OP_WAIT:
+    case SPYRE_OP_TIMESTAMP:
+        if (!is_zero(m->reserved, sizeof(m->reserved))) {
+            return SPYRE_ERR_RESERVED;
+        }
+        if (m->space >= SPYRE_AS_HOST_SGL) {
+            return SPYRE_ERR_SPACE;
+        }
+        if (le64_to_cpu(m->addr) % 8) {
+            return SPYRE_ERR_ALIGN;
+        }
+        if (h->opcode == SPYRE_OP_TIMESTAMP && m->value) {
+            return SPYRE_ERR_RESERVED;
+        }
+        return SPYRE_ERR_NONE;
+    case SPYRE_OP_LAUNCH:
+        if (!is_zero(l->reserved, sizeof(l->reserved))) {
+            return SPYRE_ERR_RESERVED;
+        }
+        return SPYRE_ERR_NONE;
+    default:
+        return SPYRE_ERR_BAD_OPCODE;
+    }
+}
+
+/* Execute one packet. Returns false with @f filled when it failed. */
+static bool execute(SpyreQueue *q, const uint8_t *raw, uint32_t epoch,
+                    unsigned prio, SpyreFault *f)
+{
+    const struct spyre_pkt_hdr *h = (const void *)raw;
+    const struct spyre_pkt_sem *m = (const void *)raw;
+    uint64_t v;
+
+    f->error = validate(raw);
+    if (f->error) {
+        return false;
+    }
+    trace_spyre_packet(q->idx, h->opcode, le64_to_cpu(h->seq));
+    switch (h->opcode) {
+    case SPYRE_OP_NOP:
+        return true;
+    case SPYRE_OP_COPY:
+        return exec_copy(q, (const void *)raw, epoch, prio, f);
+    case SPYRE_OP_SIGNAL:
+        v = le64_to_cpu(m->value);
+        if (!sem_access(q, m, &v, true, f)) {
+            return false;
+        }
+        sem_kick(q->s);
+        return true;
+    case SPYRE_OP_WAIT:
+        return exec_wait(q, m, epoch, f);
+    case SPYRE_OP_TIMESTAMP:
+        v = spyre_clock_ns(q->s);
+        return sem_access(q, m, &v, true, f);
+    case SPYRE_OP_LAUNCH:
+        /* The compute engine is not part of this device revision. */
+        f->error = SPYRE_ERR_NO_ENGINE;
+        return false;
+    default:
+        g_assert_not_reached();
+    }
+}
+
+static void queue_fail_locked(SpyreQueue *q, uint64_t seq, const SpyreFault *f)
+{
+    SpyreState *s = q->s;
+
+    q->status |= SPYRE_QSTAT_ERROR;
+    q->error = f->error;
+    q->err_seq = seq;
+    q->fault_addr = f->addr;
+    q->fault_info = f->info;
+    qatomic_or(&s->err_queues, 1ULL << q->idx);
+    trace_spyre_queue_error(q->idx, f->error, seq, f->addr, f->info);
+    spyre_raise_irq(s, s->params.queues);
+}
+
+static void *queue_thread(void *opaque)
+{
+    SpyreQueue *q = opaque;
+    SpyreState *s = q->s;
+
+    rcu_register_thread();
+    qemu_mutex_lock(&q->lock);
+    while (!q->quit) {
+        uint8_t raw[SPYRE_PKT_SIZE];
+        const struct spyre_pkt_hdr *h = (const void *)raw;
+        uint32_t epoch, head;
+        uint64_t base, compl, seq;
+        unsigned prio;
+        uint16_t flags;
+        SpyreFault f = { 0 };
+        bool ok;
+
+        if (!(q->status & SPYRE_QSTAT_ENABLED) ||
+            (q->status & SPYRE_QSTAT_ERROR) || q->hung || q->head == q->tail) {
+            qemu_cond_wait(&q->cond, &q->lock);
+            continue;
+        }
+        if (q->tail - q->head > q->size) {
+            f.error = SPYRE_ERR_RING_OVERFLOW;
+            queue_fail_locked(q, 0, &f);
+            continue;
+        }
+        if (q->inject & (1u << SPYRE_INJECT_HANG)) {
+            q->inject &= ~(1u << SPYRE_INJECT_HANG);
+            q->hung = true;
+            q->status |= SPYRE_QSTAT_BUSY;
+            trace_spyre_inject_fired(q->idx, SPYRE_INJECT_HANG);
+            continue;
+        }
+
+        epoch = q->epoch;
+        head = q->head;
+        base = q->base + (uint64_t)(head & (q->size - 1)) * SPYRE_PKT_SIZE;
+        compl = q->compl_addr;
+        prio = (q->ctrl & SPYRE_QCTRL_PRIO_MASK) >> SPYRE_QCTRL_PRIO_SHIFT;
+        q->status |= SPYRE_QSTAT_BUSY;
+        qemu_mutex_unlock(&q->lock);
+
+        /* No lock held from here: DMA may need the BQL (MMIO targets). */
+        memset(raw, 0, sizeof(raw));
+        ok = host_dma(q, base, raw, sizeof(raw), false, SPYRE_SOURCE_RING, &f);
+        seq = le64_to_cpu(h->seq);
+        flags = le16_to_cpu(h->flags);
+        ok = ok && execute(q, raw, epoch, prio, &f);
+        if (ok && compl && !queue_stale(q, epoch)) {
+            uint64_t le = cpu_to_le64(seq);
+
+            if (inject_take(q, SPYRE_INJECT_BAD_COMPLETION)) {
+                le = cpu_to_le64(seq ^ ~0ULL);
+            }
+            ok = host_dma(q, compl, &le, sizeof(le), true,
+                          SPYRE_SOURCE_COMPLETION, &f);
+        }
+
+        qemu_mutex_lock(&q->lock);
+        q->status &= ~SPYRE_QSTAT_BUSY;
+        if (q->epoch != epoch) {
+            continue;       /* the queue was reset meanwhile */
+        }
+        if (!ok) {
+            queue_fail_locked(q, seq, &f);
+            continue;
+        }
+        q->head = head + 1;
+        q->done++;
+        trace_spyre_packet_done(q->idx, seq);
+        if (flags & SPYRE_PKT_F_IRQ) {
+            spyre_raise_irq(s, q->idx);
+        }
+    }
+    qemu_mutex_unlock(&q->lock);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+void spyre_queue_reset(SpyreQueue *q)
+{
+    qemu_mutex_lock(&q->lock);
+    q->epoch++;
+    q->base = 0;
+    q->size = 0;
+    q->ctrl = 0;
+    q->head = 0;
+    q->tail = 0;
+    q->compl_addr = 0;
+    /* A running packet finishes and is discarded; a hung queue is idle. */
+    q->status = q->hung ? 0 : (q->status & SPYRE_QSTAT_BUSY);
+    q->error = 0;
+    q->err_seq = 0;
+    q->fault_addr = 0;
+    q->fault_info = 0;
+    q->done = 0;
+    q->inject = 0;
+    q->hung = false;
+    qatomic_and(&q->s->err_queues, ~(1ULL << q->idx));
+    qemu_cond_broadcast(&q->cond);
+    qemu_mutex_unlock(&q->lock);
+    /* A WAIT in progress notices the new epoch at once. */
+    sem_kick(q->s);
+    trace_spyre_queue_reset(q->idx);
+}
+
+static void queue_start_locked(SpyreQueue *q)
+{
+    SpyreFault f = { .error = SPYRE_ERR_RING_CONFIG };
+
+    if (!q->base || q->base % SPYRE_PKT_SIZE || q->size < 2 ||
+        q->size > 65536 || !is_power_of_2(q->size)) {
+        SPYRE_GUEST_ERR("queue %u: enable with bad ring base 0x%" PRIx64
+                        " / size %u", q->idx, q->base, q->size);
+        queue_fail_locked(q, 0, &f);
+        return;
+    }
+    q->status = (q->status & SPYRE_QSTAT_BUSY) | SPYRE_QSTAT_ENABLED;
+    q->error = 0;
+    qatomic_and(&q->s->err_queues, ~(1ULL << q->idx));
+    qemu_cond_broadcast(&q->cond);
+}
+
+uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg)
+{
+    uint64_t v = 0;
+
+    qemu_mutex_lock(&q->lock);
+    switch (reg) {
+    case SPYRE_Q_BASE_LO:
+        v = (uint32_t)q->base;
+        break;
+    case SPYRE_Q_BASE_HI:
+        v = q->base >> 32;
+        break;
+    case SPYRE_Q_SIZE:
+        v = q->size;
+        break;
+    case SPYRE_Q_CTRL:
+        v = q->ctrl;
+        break;
+    case SPYRE_Q_HEAD:
+        v = q->head;
+        break;
+    case SPYRE_Q_TAIL:
+        v = q->tail;
+        break;
+    case SPYRE_Q_COMPL_LO:
+        v = (uint32_t)q->compl_addr;
+        break;
+    case SPYRE_Q_COMPL_HI:
+        v = q->compl_addr >> 32;
+        break;
+    case SPYRE_Q_STATUS:
+        v = q->status;
+        break;
+    case SPYRE_Q_ERROR:
+        v = q->error;
+        break;
+    case SPYRE_Q_ERR_SEQ_LO:
+        v = (uint32_t)q->err_seq;
+        break;
+    case SPYRE_Q_ERR_SEQ_HI:
+        v = q->err_seq >> 32;
+        break;
+    case SPYRE_Q_FAULT_LO:
+        v = (uint32_t)q->fault_addr;
+        break;
+    case SPYRE_Q_FAULT_HI:
+        v = q->fault_addr >> 32;
+        break;
+    case SPYRE_Q_FAULT_INFO:
+        v = q->fault_info;
+        break;
+    case SPYRE_Q_DONE:
+        v = q->done;
+        break;
+    }
+    qemu_mutex_unlock(&q->lock);
+    return v;
+}
+
+void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val)
+{
+    bool enabled;
+
+    if (reg == SPYRE_Q_CTRL && (val & SPYRE_QCTRL_RESET)) {
+        spyre_queue_reset(q);
+        return;
+    }
+
+    qemu_mutex_lock(&q->lock);
+    enabled = q->status & SPYRE_QSTAT_ENABLED;
+    switch (reg) {
+    case SPYRE_Q_TAIL:
+        q->tail = val;
+        trace_spyre_doorbell(q->idx, val);
+        qemu_cond_broadcast(&q->cond);
+        break;
+    case SPYRE_Q_CTRL:
+        if (val & ~(SPYRE_QCTRL_ENABLE | SPYRE_QCTRL_PRIO_MASK)) {
+            SPYRE_GUEST_ERR("queue %u: CTRL reserved bits 0x%x", q->idx, val);
+            break;
+        }
+        q->ctrl = val;
+        if (val & SPYRE_QCTRL_ENABLE) {
+            if (!enabled || (q->status & SPYRE_QSTAT_ERROR)) {
+                queue_start_locked(q);
+            }
+        } else {
+            /* Stop after the packet in progress. */
+            q->status &= ~SPYRE_QSTAT_ENABLED;
+        }
+        break;
+    case SPYRE_Q_BASE_LO:
+    case SPYRE_Q_BASE_HI:
+    case SPYRE_Q_SIZE:
+    case SPYRE_Q_COMPL_LO:
+    case SPYRE_Q_COMPL_HI:
+    case SPYRE_Q_HEAD:
+        if (enabled && !(q->status & SPYRE_QSTAT_ERROR)) {
+            SPYRE_GUEST_ERR("queue %u: register 0x%x written while enabled",
+                            q->idx, reg);
+            break;
+        }
+        switch (reg) {
+        case SPYRE_Q_BASE_LO:
+            q->base = deposit64(q->base, 0, 32, val);
+            break;
+        case SPYRE_Q_BASE_HI:
+            q->base = deposit64(q->base, 32, 32, val);
+            break;
+        case SPYRE_Q_SIZE:
+            q->size = val;
+            break;
+        case SPYRE_Q_COMPL_LO:
+            q->compl_addr = deposit64(q->compl_addr, 0, 32, val);
+            break;
+        case SPYRE_Q_COMPL_HI:
+            q->compl_addr = deposit64(q->compl_addr, 32, 32, val);
+            break;
+        case SPYRE_Q_HEAD:
+            q->head = val;
+            break;
+        }
+        break;
+    default:
+        SPYRE_GUEST_ERR("queue %u: write 0x%x to read-only register 0x%x",
+                        q->idx, val, reg);
+        break;
+    }
+    qemu_mutex_unlock(&q->lock);
+}
+
+void spyre_inject(SpyreState *s, uint32_t val)
+{
+    unsigned qi = (val >> 8) & 0xff, kind = val & 0xff, i;
+
+    if (kind == SPYRE_INJECT_NONE) {
+        for (i = 0; i < s->params.queues; i++) {
+            qemu_mutex_lock(&s->queues[i].lock);
+            s->queues[i].inject = 0;
+            qemu_mutex_unlock(&s->queues[i].lock);
+        }
+        return;
+    }
+    if (qi >= s->params.queues || kind >= SPYRE_INJECT_KINDS || val >> 16) {
+        SPYRE_GUEST_ERR("INJECT: bad value 0x%x", val);
+        return;
+    }
+    qemu_mutex_lock(&s->queues[qi].lock);
+    s->queues[qi].inject |= 1u << kind;
+    qemu_cond_broadcast(&s->queues[qi].cond);
+    qemu_mutex_unlock(&s->queues[qi].lock);
+    trace_spyre_inject_armed(qi, kind);
+}
+
+uint32_t spyre_inject_armed(SpyreState *s)
+{
+    uint32_t v = 0;
+    unsigned i;
+
+    for (i = 0; i < s->params.queues; i++) {
+        qemu_mutex_lock(&s->queues[i].lock);
+        v |= s->queues[i].inject;
+        qemu_mutex_unlock(&s->queues[i].lock);
+    }
+    return v;
+}
+
+void spyre_queues_init(SpyreState *s)
+{
+    unsigned i;
+
+    qemu_mutex_init(&s->sem_lock);
+    qemu_cond_init(&s->sem_cond);
+    qemu_mutex_init(&s->arb_lock);
+    qemu_cond_init(&s->arb_cond);
+    for (i = 0; i < s->params.queues; i++) {
+        SpyreQueue *q = &s->queues[i];
+        char name[32];
+
+        q->s = s;
+        q->idx = i;
+        qemu_mutex_init(&q->lock);
+        qemu_cond_init(&q->cond);
+        snprintf(name, sizeof(name), "spyre-q%u", i);
+        qemu_thread_create(&q->thread, name, queue_thread, q,
+                           QEMU_THREAD_JOINABLE);
+    }
+}
+
+void spyre_queues_fini(SpyreState *s)
+{
+    unsigned i;
+
+    for (i = 0; i < s->params.queues; i++) {
+        SpyreQueue *q = &s->queues[i];
+
+        qemu_mutex_lock(&q->lock);
+        q->quit = true;
+        q->epoch++;
+        qemu_cond_broadcast(&q->cond);
+        qemu_mutex_unlock(&q->lock);
+    }
+    sem_kick(s);
+    /* Workers may be waiting for the BQL inside a DMA: let them finish. */
+    qemu_mutex_unlock_iothread();
+    for (i = 0; i < s->params.queues; i++) {
+        qemu_thread_join(&s->queues[i].thread);
+    }
+    qemu_mutex_lock_iothread();
+    for (i = 0; i < s->params.queues; i++) {
+        qemu_mutex_destroy(&s->queues[i].lock);
+        qemu_cond_destroy(&s->queues[i].cond);
+    }
+    qemu_mutex_destroy(&s->sem_lock);
+    qemu_cond_destroy(&s->sem_cond);
+    qemu_mutex_destroy(&s->arb_lock);
+    qemu_cond_destroy(&s->arb_cond);
+}

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+/* Driving a spyre device through qtest; see spyre-dev.h. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spyre-dev.h"
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t sdev_rd(struct sdev *d, uint32_t reg)
+{
+	return qtest_readl(&d->qt, SDEV_BAR0 + reg);
+}
+
+void sdev_wr(struct sdev *d, uint32_t reg, uint32_t val)
+{
+	qtest_writel(&d->qt, SDEV_BAR0 + reg, val);
+}
+
+uint32_t sdev_qrd(struct sdev *d, unsigned q, uint32_t reg)
+{
+	return sdev_rd(d, SPYRE_QREG(q, reg));
+}
+
+void sdev_qwr(struct sdev *d, unsigned q, uint32_t reg, uint32_t val)
+{
+	sdev_wr(d, SPYRE_QREG(q, reg), val);
+}
+
+uint64_t sdev_alloc(struct sdev *d, uint64_t size, uint64_t align)
+{
+	uint64_t a = (d->ram_next + align - 1) & ~(align - 1);
+
+	if (a + size > d->ram_end) {
+		fprintf(stderr, "sdev_alloc: guest RAM exhausted\n");
+		exit(1);
+	}
+	d->ram_next = a + size;
+	sdev_memset(d, a, 0, size);
+	return a;
+}
+
+void sdev_memwrite(struct sdev *d, uint64_t addr, const void *buf, uint64_t len)
+{
+	qtest_memwrite(&d->qt, addr, buf, len);
+}
+
+void sdev_memread(struct sdev *d, uint64_t addr, void *buf, uint64_t len)
+{
+	qtest_memread(&d->qt, addr, buf, len);
+}
+
+void sdev_memset(struct sdev *d, uint64_t addr, uint8_t val, uint64_t len)
+{
+	qtest_memset(&d->qt, addr, val, len);
+}
+
+uint64_t sdev_rd64(struct sdev *d, uint64_t addr)
+{
+	return qtest_readq(&d->qt, addr);
+}
+
+void sdev_wr64(struct sdev *d, uint64_t addr, uint64_t val)
+{
+	qtest_writeq(&d->qt, addr, val);
+}
+
+static void msix_setup(struct sdev *d)
+{
+	int cap = qpci_find_cap(&d->qt, SDEV_PCI_DEV, 0x11);
+	unsigned v, n = d->queues + 1;
+
+	d->mailbox = sdev_alloc(d, 4 * n, 64);
+	/* Table in BAR4 (64-bit BAR: low dword here, high dword zero). */
+	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x20, (uint32_t)SDEV_BAR4);
+	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x24, 0);
+	for (v = 0; v < n; v++) {
+		uint64_t e = SDEV_BAR4 + 16ull * v;
+
+		qtest_writel(&d->qt, e + 0, (uint32_t)(d->mailbox + 4 * v));
+		qtest_writel(&d->qt, e + 4, 0);
+		qtest_writel(&d->qt, e + 8, 0x1000 + v);
+		qtest_writel(&d->qt, e + 12, 0);	/* unmasked */
+	}
+	/* MSI-X enable, function mask clear. */
+	qpci_cfg_writew(&d->qt, SDEV_PCI_DEV, cap + 2,
+			(qpci_cfg_readw(&d->qt, SDEV_PCI_DEV, cap + 2) & ~0x4000) | 0x8000);
+}
+
+int sdev_start(struct sdev *d, const char *props, unsigned ram_mb)
+{
+	char extra[512];
+
+	memset(d, 0, sizeof(*d));
+	snprintf(extra, sizeof(extra), "-m %u -device spyre,addr=04.0%s%s", ram_mb,
+		 props && *props ? "," : "", props ? props : "");
+	if (qtest_start(&d->qt, extra))
+		return -1;
+	d->ram_next = SDEV_RAM_BASE;
+	d->ram_end = (uint64_t)ram_mb << 20;
+	qpci_map_bar32(&d->qt, SDEV_PCI_DEV, 0, (uint32_t)SDEV_BAR0);
+	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x18, (uint32_t)SDEV_BAR2);
+	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x1c, 0);
+	d->queues = sdev_rd(d, SPYRE_REG_CAP_QUEUES);
+	msix_setup(d);
+	return 0;
+}
+
+void sdev_stop(struct sdev *d)
+{
+	qtest_quit(&d->qt);
+}
+
+void sdev_queue_init(struct sdev *d, unsigned q, uint32_t size, unsigned prio)
+{
+	struct sdev_queue *sq = &d->q[q];
+
+	sq->ring = sdev_alloc(d, (uint64_t)size * SPYRE_PKT_SIZE, 4096);
+	sq->compl = sdev_alloc(d, 8, 64);
+	sq->size = size;
+	sq->tail = 0;
+	sdev_qwr(d, q, SPYRE_Q_BASE_LO, (uint32_t)sq->ring);
+	sdev_qwr(d, q, SPYRE_Q_BASE_HI, (uint32_t)(sq->ring >> 32));
+	sdev_qwr(d, q, SPYRE_Q_SIZE, size);
+	sdev_qwr(d, q, SPYRE_Q_COMPL_LO, (uint32_t)sq->compl);
+	sdev_qwr(d, q, SPYRE_Q_COMPL_HI, (uint32_t)(sq->compl >> 32));
+	sdev_qwr(d, q, SPYRE_Q_HEAD, 0);
+	sdev_qwr(d, q, SPYRE_Q_TAIL, 0);
+	sdev_qwr(d, q, SPYRE_Q_CTRL, SPYRE_QCTRL_ENABLE | prio << SPYRE_QCTRL_PRIO_SHIFT);
+}
+
+uint32_t sdev_push(struct sdev *d, unsigned q, const void *pkt)
+{
+	struct sdev_queue *sq = &d->q[q];
+	uint32_t idx = sq->tail++;
+
+	sdev_memwrite(d, sq->ring + (uint64_t)(idx % sq->size) * SPYRE_PKT_SIZE, pkt,
+		      SPYRE_PKT_SIZE);
+	return idx;
+}
+
+void sdev_doorbell(struct sdev *d, unsigned q)
+{
+	sdev_qwr(d, q, SPYRE_Q_TAIL, d->q[q].tail);
+}
+
+void sdev_submit(struct sdev *d, unsigned q, const void *pkt)
+{
+	sdev_push(d, q, pkt);
+	sdev_doorbell(d, q);
+}
+
+int sdev_wait(struct sdev *d, unsigned q, unsigned timeout_ms)
+{
+	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	for (;;) {
+		uint32_t st = sdev_qrd(d, q, SPYRE_Q_STATUS);
+
+		if (st & SPYRE_QSTAT_ERROR)
+			return -1;
+		if (sdev_qrd(d, q, SPYRE_Q_HEAD) == d->q[q].tail && !(st & SPYRE_QSTAT_BUSY))
+			return 0;
+		if (now_ns() > end)
+			return -2;
+		usleep(100);
+	}
+}
+
+uint32_t sdev_irq(struct sdev *d, unsigned vector)
+{
+	uint64_t end = now_ns() + 200000000ull;	/* MSI-X is sent from a bottom half */
+	uint32_t v;
+
+	while (!(v = qtest_readl(&d->qt, d->mailbox + 4 * vector)) && now_ns() < end)
+		usleep(100);
+	return v;
+}
+
+void sdev_irq_clear(struct sdev *d, unsigned vector)
+{
+	qtest_writel(&d->qt, d->mailbox + 4 * vector, 0);
+}
+
+void sdev_queue_skip(struct sdev *d, unsigned q)
+{
+	uint32_t head = sdev_qrd(d, q, SPYRE_Q_HEAD);
+	uint32_t ctrl = sdev_qrd(d, q, SPYRE_Q_CTRL);
+
+	sdev_qwr(d, q, SPYRE_Q_CTRL, ctrl & ~SPYRE_QCTRL_ENABLE);
+	sdev_qwr(d, q, SPYRE_Q_HEAD, head + 1);
+	sdev_qwr(d, q, SPYRE_Q_CTRL, ctrl | SPYRE_QCTRL_ENABLE);
+}
+
+static void hdr(void *p, uint8_t op, uint64_t seq, uint16_t flags, uint16_t ctx)
+{
+	struct spyre_pkt_hdr *h = p;
+
+	memset(p, 0, SPYRE_PKT_SIZE);
+	h->opcode = op;
+	h->version = SPYRE_PKT_VERSION;
+	h->flags = flags;
+	h->ctx = ctx;
+	h->seq = seq;
+}
+
+void pkt_nop(void *p, uint64_t seq, uint16_t flags)
+{
+	hdr(p, SPYRE_OP_NOP, seq, flags, 0);
+}
+
+void pkt_copy(void *p, uint64_t seq, uint16_t ctx, uint8_t src_space, uint64_t src,
+	      uint8_t dst_space, uint64_t dst, uint64_t size)
+{
+	struct spyre_pkt_copy *c = p;
+
+	hdr(p, SPYRE_OP_COPY, seq, 0, ctx);
+	c->src = src;
+	c->dst = dst;
+	c->size = size;
+	c->src_space = src_space;
+	c->dst_space = dst_space;
+}
+
+void pkt_sem(void *p, uint8_t op, uint64_t seq, uint16_t ctx, uint8_t space,
+	     uint64_t addr, uint64_t value)
+{
+	struct spyre_pkt_sem *m = p;
+
+	hdr(p, op, seq, 0, ctx);
+	m->addr = addr;
+	m->value = value;
+	m->space = space;
+}
+
+void pkt_launch(void *p, uint64_t seq, uint64_t program, uint64_t args, uint32_t mask)
+{
+	struct spyre_pkt_launch *l = p;
+
+	hdr(p, SPYRE_OP_LAUNCH, seq, 0, 0);
+	l->program = program;
+	l->args = args;
+	l->core_mask = mask;
+}
