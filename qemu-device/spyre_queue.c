@@ -62,7 +62,9 @@ static bool host_dma(SpyreQueue *q, uint64_t addr, void *buf, uint64_t len,
     PCIDevice *pdev = PCI_DEVICE(q->s);
     MemTxResult r;
 
-    if (inject_take(q, SPYRE_INJECT_DMA_ERROR)) {
+    /* Injected DMA errors hit packet data, not ring or completion traffic. */
+    if (source != SPYRE_SOURCE_RING && source != SPYRE_SOURCE_COMPLETION &&
+        inject_take(q, SPYRE_INJECT_DMA_ERROR)) {
         r = MEMTX_ERROR;
     } else if (write) {
         r = pci_dma_write(pdev, addr, buf, len);
@@ -207,7 +209,7 @@ static void arb_release(SpyreState *s, unsigned prio)
 
 /* Move n bytes between two resolved pieces. */
 static bool move(SpyreQueue *q, SpyreSeg *src, SpyreSeg *dst, uint64_t n,
-                 uint8_t *bounce, SpyreFault *f)
+                 uint8_t **bounce, SpyreFault *f)
 {
     uint8_t *mem = q->s->mem_ptr;
 
@@ -223,8 +225,12 @@ static bool move(SpyreQueue *q, SpyreSeg *src, SpyreSeg *dst, uint64_t n,
         return host_dma(q, dst->addr, mem + src->addr, n, true,
                         SPYRE_SOURCE_COPY_DST, f);
     }
-    return host_dma(q, src->addr, bounce, n, false, SPYRE_SOURCE_COPY_SRC, f) &&
-           host_dma(q, dst->addr, bounce, n, true, SPYRE_SOURCE_COPY_DST, f);
+    /* Host to host (possibly through the MMU): via a bounce buffer. */
+    if (!*bounce) {
+        *bounce = g_malloc(SPYRE_DMA_CHUNK);
+    }
+    return host_dma(q, src->addr, *bounce, n, false, SPYRE_SOURCE_COPY_SRC, f) &&
+           host_dma(q, dst->addr, *bounce, n, true, SPYRE_SOURCE_COPY_DST, f);
 }
 
 static bool exec_copy(SpyreQueue *q, const struct spyre_pkt_copy *p,
@@ -241,9 +247,6 @@ static bool exec_copy(SpyreQueue *q, const struct spyre_pkt_copy *p,
                 SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC);
     cursor_init(&dst, p->dst_space, ctx, le64_to_cpu(p->dst),
                 SPYRE_ACCESS_WRITE, SPYRE_SOURCE_COPY_DST);
-    if (p->src_space >= SPYRE_AS_HOST && p->dst_space >= SPYRE_AS_HOST) {
-        bounce = g_malloc(SPYRE_DMA_CHUNK);
-    }
 
     while (left && ok) {
         uint64_t chunk = MIN(left, SPYRE_DMA_CHUNK);
@@ -263,7 +266,7 @@ static bool exec_copy(SpyreQueue *q, const struct spyre_pkt_copy *p,
                 break;
             }
             n = MIN(a.len, b.len);
-            if (!move(q, &a, &b, n, bounce, f)) {
+            if (!move(q, &a, &b, n, &bounce, f)) {
                 ok = false;
                 break;
             }

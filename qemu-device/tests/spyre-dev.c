@@ -106,12 +106,17 @@ int sdev_start(struct sdev *d, const char *props, unsigned ram_mb)
 		return -1;
 	d->ram_next = SDEV_RAM_BASE;
 	d->ram_end = (uint64_t)ram_mb << 20;
+	sdev_pci_setup(d);
+	return 0;
+}
+
+void sdev_pci_setup(struct sdev *d)
+{
 	qpci_map_bar32(&d->qt, SDEV_PCI_DEV, 0, (uint32_t)SDEV_BAR0);
 	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x18, (uint32_t)SDEV_BAR2);
 	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x1c, 0);
 	d->queues = sdev_rd(d, SPYRE_REG_CAP_QUEUES);
 	msix_setup(d);
-	return 0;
 }
 
 void sdev_stop(struct sdev *d)
@@ -135,6 +140,21 @@ void sdev_queue_init(struct sdev *d, unsigned q, uint32_t size, unsigned prio)
 	sdev_qwr(d, q, SPYRE_Q_HEAD, 0);
 	sdev_qwr(d, q, SPYRE_Q_TAIL, 0);
 	sdev_qwr(d, q, SPYRE_Q_CTRL, SPYRE_QCTRL_ENABLE | prio << SPYRE_QCTRL_PRIO_SHIFT);
+}
+
+void sdev_queue_restart(struct sdev *d, unsigned q)
+{
+	struct sdev_queue *sq = &d->q[q];
+	uint32_t prio = sdev_qrd(d, q, SPYRE_Q_CTRL) & SPYRE_QCTRL_PRIO_MASK;
+
+	sdev_qwr(d, q, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
+	sq->tail = 0;
+	sdev_qwr(d, q, SPYRE_Q_BASE_LO, (uint32_t)sq->ring);
+	sdev_qwr(d, q, SPYRE_Q_BASE_HI, (uint32_t)(sq->ring >> 32));
+	sdev_qwr(d, q, SPYRE_Q_SIZE, sq->size);
+	sdev_qwr(d, q, SPYRE_Q_COMPL_LO, (uint32_t)sq->compl);
+	sdev_qwr(d, q, SPYRE_Q_COMPL_HI, (uint32_t)(sq->compl >> 32));
+	sdev_qwr(d, q, SPYRE_Q_CTRL, SPYRE_QCTRL_ENABLE | prio);
 }
 
 uint32_t sdev_push(struct sdev *d, unsigned q, const void *pkt)
@@ -249,4 +269,51 @@ void pkt_launch(void *p, uint64_t seq, uint64_t program, uint64_t args, uint32_t
 	l->program = program;
 	l->args = args;
 	l->core_mask = mask;
+}
+
+static uint64_t ctx_table;
+
+void sdev_ctx_set(struct sdev *d, unsigned ctx, bool valid)
+{
+	uint64_t l0 = valid ? sdev_alloc(d, 4096, 4096) : 0;
+
+	sdev_wr64(d, ctx_table + 8ull * ctx, valid ? l0 | SPYRE_CTX_VALID : 0);
+	sdev_wr(d, SPYRE_REG_MMU_INVALIDATE, 1);
+}
+
+void sdev_mmu_init(struct sdev *d, unsigned nctx)
+{
+	unsigned c;
+
+	ctx_table = sdev_alloc(d, 8ull * nctx, 4096);
+	for (c = 0; c < nctx; c++)
+		sdev_ctx_set(d, c, true);
+	sdev_wr(d, SPYRE_REG_MMU_CTX_TABLE_LO, (uint32_t)ctx_table);
+	sdev_wr(d, SPYRE_REG_MMU_CTX_TABLE_HI, (uint32_t)(ctx_table >> 32));
+	sdev_wr(d, SPYRE_REG_MMU_CTX_COUNT, nctx);
+}
+
+/* The next-level table behind entry @e, allocated if missing. */
+static uint64_t next_table(struct sdev *d, uint64_t e)
+{
+	uint64_t v = sdev_rd64(d, e);
+
+	if (!(v & SPYRE_PTE_VALID)) {
+		v = sdev_alloc(d, 4096, 4096) | SPYRE_PTE_VALID;
+		sdev_wr64(d, e, v);
+	}
+	return v & SPYRE_PTE_ADDR_MASK;
+}
+
+void sdev_map(struct sdev *d, unsigned ctx, uint64_t va, uint64_t pa, uint64_t flags)
+{
+	uint64_t l0 = sdev_rd64(d, ctx_table + 8ull * ctx) & SPYRE_PTE_ADDR_MASK;
+	uint64_t l1 = next_table(d, l0 + 8 * ((va >> 30) & 511));
+
+	if (flags & SPYRE_PTE_LEAF) {
+		sdev_wr64(d, l1 + 8 * ((va >> 21) & 511), pa | flags | SPYRE_PTE_VALID);
+		return;
+	}
+	sdev_wr64(d, next_table(d, l1 + 8 * ((va >> 21) & 511)) + 8 * ((va >> 12) & 511),
+		  pa | flags | SPYRE_PTE_VALID);
 }

@@ -8,6 +8,7 @@
 #ifndef SPYRE_DEV_H
 #define SPYRE_DEV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "qtest-client.h"
@@ -38,6 +39,8 @@ struct sdev {
 /* Start QEMU with "-m ram_mb -device spyre,PROPS" and bring the device up. */
 int sdev_start(struct sdev *d, const char *props, unsigned ram_mb);
 void sdev_stop(struct sdev *d);
+/* Map BARs, enable bus mastering, route MSI-X to a mailbox (again after FLR). */
+void sdev_pci_setup(struct sdev *d);
 
 uint32_t sdev_rd(struct sdev *d, uint32_t reg);
 void sdev_wr(struct sdev *d, uint32_t reg, uint32_t val);
@@ -54,6 +57,8 @@ void sdev_wr64(struct sdev *d, uint64_t addr, uint64_t val);
 
 /* Ring of @size packets with a completion word; enabled at priority @prio. */
 void sdev_queue_init(struct sdev *d, unsigned q, uint32_t size, unsigned prio);
+/* Reset queue @q and start it again on the same ring, empty. */
+void sdev_queue_restart(struct sdev *d, unsigned q);
 /* Copy a packet to the ring and ring the doorbell. */
 void sdev_submit(struct sdev *d, unsigned q, const void *pkt);
 /* Write a packet to the ring without ringing the doorbell; returns its index. */
@@ -81,3 +86,10 @@ void pkt_launch(void *p, uint64_t seq, uint64_t program, uint64_t args, uint32_t
 uint64_t now_ns(void);
 
 #endif
+
+/* Device MMU page tables in guest RAM (format: docs/spyre-device.md). */
+void sdev_mmu_init(struct sdev *d, unsigned nctx);
+/* Map one 4 KiB page (or a 2 MiB page with SPYRE_PTE_LEAF) of context @ctx. */
+void sdev_map(struct sdev *d, unsigned ctx, uint64_t va, uint64_t pa, uint64_t flags);
+/* Point context @ctx's entry at a fresh, empty L0 table (or invalidate it). */
+void sdev_ctx_set(struct sdev *d, unsigned ctx, bool valid);
