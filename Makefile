@@ -34,7 +34,7 @@ QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uap
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
 
-.PHONY: all setup module lib tools selftests host-tests demo check lint vm-shell clean help
+.PHONY: all setup module lib tools selftests host-tests bench demo check lint vm-shell clean help
 
 all: module lib tools selftests host-tests
 
@@ -43,6 +43,7 @@ help:
 	@echo "make check       set up if needed, build, run host and VM tests"
 	@echo "make setup       install packages, Linux $(KVER), QEMU with the device (idempotent)"
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
+	@echo "make bench       benchmarks: device COPY bandwidth vs memcpy"
 	@echo "make lint        checkpatch --strict, sparse (C=1) and W=1 on the driver"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 
@@ -106,6 +107,16 @@ $(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spy
 $(B)/tests/api-errors-test: libspyre/tests/api-errors-test.c $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
+
+# ---- benchmarks (not tests: they print same-run ratios) -----------------------
+BENCHES := $(B)/bench/copy-bw
+
+$(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
+
+bench: setup $(BENCHES)
+	SPYRE_QEMU=$(QEMU_BIN) $(B)/bench/copy-bw
 
 # ---- the two commands ------------------------------------------------------------
 demo: setup all
