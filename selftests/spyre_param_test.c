@@ -92,13 +92,13 @@ FIXTURE_VARIANT_ADD(param, defaults) {
 	.clock_mhz = 1500,
 };
 
-/* tools/check: SPYRE_CHECK_DEV1="cores=8,scratchpad-size=1M,mem-size=4G,queues=4,clock-mhz=1000" */
+/* tools/check: SPYRE_CHECK_DEV1="cores=8,scratchpad-size=1M,mem-size=128G,queues=4,clock-mhz=1000" */
 FIXTURE_VARIANT_ADD(param, configured) {
 	.index = 1,
 	.cores = 8,
 	.scratchpad = 1 << 20,
 	.queues = 4,
-	.mem_size = 4ULL << 30,
+	.mem_size = 128ULL << 30,
 	.clock_mhz = 1000,
 };
 
