@@ -118,6 +118,9 @@ $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 bench: setup $(BENCHES)
 	SPYRE_QEMU=$(QEMU_BIN) $(B)/bench/copy-bw
 
+# ---- the compute engine (plain C; its own rules) --------------------------------
+-include qemu-device/engine/engine.mk
+
 # ---- the two commands ------------------------------------------------------------
 demo: setup all
 	tools/demo
