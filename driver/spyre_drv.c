@@ -9,7 +9,10 @@
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
+#include <drm/drm_gem_shmem_helper.h>
 #include <drm/drm_ioctl.h>
+#include <drm/drm_managed.h>
+#include <drm/drm_prime.h>
 #include <drm/drm_print.h>
 
 #include "spyre_accel.h"
@@ -72,12 +75,56 @@ static int spyre_get_param_ioctl(struct drm_device *dev, void *data,
 
 static const struct drm_ioctl_desc spyre_drm_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(SPYRE_GET_PARAM, spyre_get_param_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_BO_CREATE, spyre_bo_create_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_BO_INFO, spyre_bo_info_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_BO_WAIT, spyre_bo_wait_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_QUEUE_CREATE, spyre_queue_create_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_QUEUE_DESTROY, spyre_queue_destroy_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_SUBMIT, spyre_submit_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(SPYRE_QUEUE_ERROR, spyre_queue_error_ioctl, 0),
 };
+
+static int spyre_open(struct drm_device *dev, struct drm_file *file)
+{
+	struct spyre_ctx *ctx;
+	int idx;
+
+	if (!drm_dev_enter(dev, &idx))
+		return -ENODEV;
+	ctx = spyre_ctx_create(to_spyre_device(dev));
+	drm_dev_exit(idx);
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	file->driver_priv = ctx;
+	return 0;
+}
+
+/* GEM handles are gone already (drm_gem_release runs before postclose). */
+static void spyre_postclose(struct drm_device *dev, struct drm_file *file)
+{
+	struct spyre_ctx *ctx = file->driver_priv;
+
+	spyre_ctx_queues_fini(ctx);
+	spyre_ctx_wait_idle(ctx);
+	spyre_ctx_destroy(ctx);
+}
+
+static struct drm_gem_object *
+spyre_gem_prime_import_sg_table(struct drm_device *dev, struct dma_buf_attachment *attach,
+				struct sg_table *sgt)
+{
+	return drm_gem_shmem_prime_import_sg_table(dev, attach, sgt);
+}
 
 DEFINE_DRM_ACCEL_FOPS(spyre_fops);
 
 static const struct drm_driver spyre_drm_driver = {
-	.driver_features = DRIVER_GEM | DRIVER_COMPUTE_ACCEL,
+	.driver_features = DRIVER_GEM | DRIVER_COMPUTE_ACCEL | DRIVER_SYNCOBJ |
+			   DRIVER_SYNCOBJ_TIMELINE,
+	.open = spyre_open,
+	.postclose = spyre_postclose,
+	.gem_create_object = spyre_gem_create_object,
+	.gem_prime_import_sg_table = spyre_gem_prime_import_sg_table,
 	.fops = &spyre_fops,
 	.ioctls = spyre_drm_ioctls,
 	.num_ioctls = ARRAY_SIZE(spyre_drm_ioctls),
@@ -87,6 +134,16 @@ static const struct drm_driver spyre_drm_driver = {
 	.major = DRIVER_MAJOR,
 	.minor = DRIVER_MINOR,
 };
+
+/* Runs when the last reference to the DRM device goes (after the last close). */
+static void spyre_release(struct drm_device *dev, void *arg)
+{
+	struct spyre_device *sdev = to_spyre_device(dev);
+
+	spyre_job_fini(sdev);
+	spyre_mmu_fini(sdev);
+	spyre_gem_fini(sdev);
+}
 
 static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
@@ -122,13 +179,38 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = spyre_hw_init(sdev);
 	if (ret)
 		return ret;
+	/* Start from a clean device: no queue, context or injection left over. */
+	spyre_hw_reg_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
+
+	/*
+	 * Schedulers, page tables and the memory allocator outlive the PCI
+	 * device while files are open: spyre_release() frees them with the
+	 * DRM device, whatever part of the set-up below succeeded.
+	 */
+	ret = drmm_add_action(&sdev->drm, spyre_release, NULL);
+	if (ret)
+		return ret;
+	ret = spyre_gem_init(sdev);
+	if (ret)
+		return ret;
+	ret = spyre_mmu_init(sdev);
+	if (ret)
+		return ret;
+	ret = spyre_job_init(sdev);
+	if (ret)
+		goto err_stop;
 
 	ret = drm_dev_register(&sdev->drm, 0);
 	if (ret) {
 		drm_err(&sdev->drm, "drm_dev_register failed: %d\n", ret);
-		return ret;
+		goto err_stop;
 	}
+	spyre_debugfs_init(sdev);
 	return 0;
+
+err_stop:
+	spyre_job_stop(sdev);
+	return ret;
 }
 
 static void spyre_remove(struct pci_dev *pdev)
@@ -137,6 +219,9 @@ static void spyre_remove(struct pci_dev *pdev)
 
 	/* Open files keep the drm_device alive; their ioctls now get -ENODEV. */
 	drm_dev_unplug(&sdev->drm);
+	/* Stop the device, then fail whatever was still in flight. */
+	spyre_hw_reg_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
+	spyre_job_stop(sdev);
 }
 
 static const struct pci_device_id spyre_pci_ids[] = {
@@ -147,6 +232,7 @@ MODULE_DEVICE_TABLE(pci, spyre_pci_ids);
 
 static struct pci_driver spyre_pci_driver = {
 	.name = DRIVER_NAME,
+	.dev_groups = spyre_sysfs_groups,
 	.id_table = spyre_pci_ids,
 	.probe = spyre_probe,
 	.remove = spyre_remove,

@@ -68,3 +68,32 @@ int spyre_hw_init(struct spyre_device *sdev)
 		 caps->clock_mhz);
 	return 0;
 }
+
+/**
+ * spyre_hw_queue_start() - program a hardware queue's ring and enable it
+ * @q: the queue; its ring is empty (software tail 0)
+ */
+void spyre_hw_queue_start(struct spyre_hwq *q)
+{
+	struct spyre_device *sdev = q->sdev;
+	u32 base = SPYRE_QREG(q->idx, 0);
+
+	*q->compl = 0;
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_LO, lower_32_bits(q->ring_dma));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_HI, upper_32_bits(q->ring_dma));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_SIZE, SPYRE_RING_PACKETS);
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_COMPL_LO, lower_32_bits(q->compl_dma));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_COMPL_HI, upper_32_bits(q->compl_dma));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL,
+			   SPYRE_QCTRL_ENABLE | q->prio << SPYRE_QCTRL_PRIO_SHIFT);
+}
+
+/**
+ * spyre_hw_queue_reset() - abort everything on a hardware queue
+ * @q: the queue
+ */
+void spyre_hw_queue_reset(struct spyre_hwq *q)
+{
+	spyre_hw_reg_write(q->sdev, SPYRE_QREG(q->idx, SPYRE_Q_CTRL), SPYRE_QCTRL_RESET);
+}

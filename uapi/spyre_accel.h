@@ -27,9 +27,30 @@ extern "C" {
  */
 
 #define DRM_SPYRE_GET_PARAM		0x00
+#define DRM_SPYRE_BO_CREATE		0x01
+#define DRM_SPYRE_BO_INFO		0x02
+#define DRM_SPYRE_BO_WAIT		0x03
+#define DRM_SPYRE_QUEUE_CREATE		0x04
+#define DRM_SPYRE_QUEUE_DESTROY		0x05
+#define DRM_SPYRE_SUBMIT		0x06
+#define DRM_SPYRE_QUEUE_ERROR		0x07
 
 #define DRM_IOCTL_SPYRE_GET_PARAM \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_GET_PARAM, struct drm_spyre_get_param)
+#define DRM_IOCTL_SPYRE_BO_CREATE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_BO_CREATE, struct drm_spyre_bo_create)
+#define DRM_IOCTL_SPYRE_BO_INFO \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_BO_INFO, struct drm_spyre_bo_info)
+#define DRM_IOCTL_SPYRE_BO_WAIT \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_SPYRE_BO_WAIT, struct drm_spyre_bo_wait)
+#define DRM_IOCTL_SPYRE_QUEUE_CREATE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_QUEUE_CREATE, struct drm_spyre_queue_create)
+#define DRM_IOCTL_SPYRE_QUEUE_DESTROY \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_SPYRE_QUEUE_DESTROY, struct drm_spyre_queue_destroy)
+#define DRM_IOCTL_SPYRE_SUBMIT \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_SUBMIT, struct drm_spyre_submit)
+#define DRM_IOCTL_SPYRE_QUEUE_ERROR \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_QUEUE_ERROR, struct drm_spyre_queue_error)
 
 /**
  * DOC: GET_PARAM parameters
@@ -80,6 +101,248 @@ struct drm_spyre_get_param {
 
 	/** @value: Out. The parameter's value. */
 	__u64 value;
+};
+
+/**
+ * DOC: buffers and the device address space
+ *
+ * Each open file of /dev/accel/accelN is one context with its own 128 GiB
+ * device virtual address space and its own device page tables. A buffer
+ * object (BO) is created in device memory (the default) or in host memory
+ * (%DRM_SPYRE_BO_HOST: pinned system pages the device reaches by DMA) and is
+ * mapped at once into the creating file's address space; BO_CREATE and
+ * BO_INFO return that device virtual address. Packets name memory only by
+ * these addresses (address space %SPYRE_AS_VIRT), so a context can reach
+ * nothing but its own buffers: any other address faults, failing only the
+ * job that used it.
+ *
+ * Host BOs can always be mmapped. Device BOs can be mmapped only when created
+ * with %DRM_SPYRE_BO_MAPPABLE, which places them in the 256 MiB of device
+ * memory the CPU sees through BAR2.
+ */
+
+/* drm_spyre_bo_create.flags */
+#define DRM_SPYRE_BO_HOST	0x00000001	/* host memory instead of device memory */
+#define DRM_SPYRE_BO_MAPPABLE	0x00000002	/* device BO the CPU can mmap */
+#define DRM_SPYRE_BO_FLAGS	(DRM_SPYRE_BO_HOST | DRM_SPYRE_BO_MAPPABLE)
+
+/**
+ * struct drm_spyre_bo_create - create a buffer object
+ *
+ * Returns -EINVAL for a zero size, a size above the device's memory, unknown
+ * flags or %DRM_SPYRE_BO_MAPPABLE with %DRM_SPYRE_BO_HOST; -ENOMEM when the
+ * placement or the address space is full.
+ */
+struct drm_spyre_bo_create {
+	/** @size: In. Bytes; rounded up to a multiple of 4 KiB. */
+	__u64 size;
+
+	/** @flags: In. %DRM_SPYRE_BO_HOST, %DRM_SPYRE_BO_MAPPABLE. */
+	__u32 flags;
+
+	/** @handle: Out. GEM handle of the new BO. */
+	__u32 handle;
+
+	/** @va: Out. Device virtual address in the caller's context. */
+	__u64 va;
+
+	/** @mmap_offset: Out. Offset for mmap() on the device fd; 0 if not mappable. */
+	__u64 mmap_offset;
+};
+
+/**
+ * struct drm_spyre_bo_info - describe a buffer object
+ *
+ * Returns -ENOENT for an unknown handle, -EINVAL for a non-zero @pad.
+ */
+struct drm_spyre_bo_info {
+	/** @handle: In. GEM handle. */
+	__u32 handle;
+
+	/** @flags: Out. The flags it was created with. */
+	__u32 flags;
+
+	/** @size: Out. Size in bytes. */
+	__u64 size;
+
+	/** @va: Out. Device virtual address in the caller's context. */
+	__u64 va;
+
+	/** @mmap_offset: Out. Offset for mmap(); 0 if not mappable. */
+	__u64 mmap_offset;
+
+	/** @pad: In. Must be zero. */
+	__u64 pad;
+};
+
+/**
+ * struct drm_spyre_bo_wait - wait until no submitted job uses a BO
+ *
+ * Returns 0 when idle, -ETIME when @timeout_ns passed first, -ENOENT for an
+ * unknown handle, -EINVAL for a non-zero @pad or a negative timeout.
+ */
+struct drm_spyre_bo_wait {
+	/** @handle: In. GEM handle. */
+	__u32 handle;
+
+	/** @pad: In. Must be zero. */
+	__u32 pad;
+
+	/** @timeout_ns: In. Relative timeout in nanoseconds; 0 polls. */
+	__s64 timeout_ns;
+};
+
+/* Queue priorities */
+#define DRM_SPYRE_PRIO_LOW	0
+#define DRM_SPYRE_PRIO_NORMAL	1
+#define DRM_SPYRE_PRIO_HIGH	2
+#define DRM_SPYRE_PRIO_REALTIME	3	/* needs CAP_SYS_NICE */
+
+/**
+ * struct drm_spyre_queue_create - create a submission queue
+ *
+ * A queue is an ordered stream of jobs. Jobs of one queue run in submission
+ * order; jobs of different queues are independent unless syncobjs order
+ * them. Returns -EINVAL for an unknown priority, non-zero flags or pad,
+ * -EPERM for %DRM_SPYRE_PRIO_REALTIME without CAP_SYS_NICE, -ENOSPC past
+ * 64 queues per file.
+ */
+struct drm_spyre_queue_create {
+	/** @priority: In. %DRM_SPYRE_PRIO_LOW .. %DRM_SPYRE_PRIO_REALTIME. */
+	__u32 priority;
+
+	/** @flags: In. Must be zero. */
+	__u32 flags;
+
+	/** @queue_id: Out. Identifies the queue in this file. */
+	__u32 queue_id;
+
+	/** @pad: In. Must be zero. */
+	__u32 pad;
+};
+
+/**
+ * struct drm_spyre_queue_destroy - destroy a queue
+ *
+ * Jobs already submitted still run. Returns -ENOENT for an unknown queue.
+ */
+struct drm_spyre_queue_destroy {
+	/** @queue_id: In. */
+	__u32 queue_id;
+
+	/** @pad: In. Must be zero. */
+	__u32 pad;
+};
+
+/**
+ * struct drm_spyre_sync - a syncobj and a timeline point
+ */
+struct drm_spyre_sync {
+	/** @handle: In. Syncobj handle. */
+	__u32 handle;
+
+	/** @flags: In. Must be zero. */
+	__u32 flags;
+
+	/** @point: In. Timeline point; 0 for a binary syncobj. */
+	__u64 point;
+};
+
+/** Largest number of packets in one job. */
+#define DRM_SPYRE_MAX_JOB_PACKETS	256
+
+/**
+ * struct drm_spyre_submit - submit a job: a list of packets
+ *
+ * Packets use the device's format (struct spyre_pkt_* in spyre_hw.h) with
+ * these rules: every address operand is %SPYRE_AS_VIRT (an address in the
+ * caller's context); header @ctx, @seq and the %SPYRE_PKT_F_IRQ flag are
+ * set by the driver and must be zero; reserved fields must be zero. The job
+ * starts when every in-sync has signaled; when it finishes, @out_sync is
+ * signaled (replaced for a binary syncobj, @out_point added to a timeline).
+ * A job that faults or times out completes with an error: its fences carry
+ * it, and DRM_IOCTL_SPYRE_QUEUE_ERROR describes it.
+ *
+ * Returns -EINVAL for malformed packets, counts, flags or pad; -ENOENT for
+ * unknown queue, BO or syncobj handles; -EFAULT for bad user pointers;
+ * -ECANCELED when this file's context has been banned for repeated hangs.
+ */
+struct drm_spyre_submit {
+	/** @queue_id: In. Queue from DRM_IOCTL_SPYRE_QUEUE_CREATE. */
+	__u32 queue_id;
+
+	/** @flags: In. Must be zero. */
+	__u32 flags;
+
+	/** @packets: In. Pointer to @packet_count packets of 64 bytes. */
+	__u64 packets;
+
+	/** @packet_count: In. 1 .. %DRM_SPYRE_MAX_JOB_PACKETS. */
+	__u32 packet_count;
+
+	/** @bo_count: In. Number of entries in @bo_handles (up to 1024). */
+	__u32 bo_count;
+
+	/**
+	 * @bo_handles: In. Pointer to __u32 GEM handles of the BOs the job
+	 * uses; they stay alive and busy (BO_WAIT) until the job is done.
+	 */
+	__u64 bo_handles;
+
+	/** @in_syncs: In. Pointer to @in_sync_count struct drm_spyre_sync. */
+	__u64 in_syncs;
+
+	/** @in_sync_count: In. Up to 64. */
+	__u32 in_sync_count;
+
+	/** @out_sync_handle: In. Syncobj to signal, or 0 for none. */
+	__u32 out_sync_handle;
+
+	/** @out_sync_point: In. Timeline point, or 0 for a binary syncobj. */
+	__u64 out_sync_point;
+
+	/** @job_seq: Out. The job's sequence number on its queue (1, 2, ...). */
+	__u64 job_seq;
+};
+
+/* drm_spyre_queue_error.error */
+#define DRM_SPYRE_ERROR_NONE		0
+#define DRM_SPYRE_ERROR_FAULT		1	/* the device reported a packet error */
+#define DRM_SPYRE_ERROR_TIMEOUT		2	/* the job hung and was reset */
+#define DRM_SPYRE_ERROR_CANCELED	3	/* not run: the context is banned */
+
+/**
+ * struct drm_spyre_queue_error - the last error of a queue
+ *
+ * Returns -ENOENT for an unknown queue, -EINVAL for non-zero pad.
+ */
+struct drm_spyre_queue_error {
+	/** @queue_id: In. */
+	__u32 queue_id;
+
+	/** @pad: In. Must be zero. */
+	__u32 pad;
+
+	/** @error_count: Out. Jobs of this queue that failed so far. */
+	__u64 error_count;
+
+	/** @job_seq: Out. The failed job (its @job_seq from SUBMIT). */
+	__u64 job_seq;
+
+	/** @error: Out. %DRM_SPYRE_ERROR_*. */
+	__u32 error;
+
+	/** @hw_error: Out. The device's packet error (SPYRE_ERR_* in spyre_hw.h). */
+	__u32 hw_error;
+
+	/** @fault_addr: Out. Faulting device virtual address, if any. */
+	__u64 fault_addr;
+
+	/** @fault_info: Out. SPYRE_FAULT_INFO() fields: access, source, cause. */
+	__u32 fault_info;
+
+	/** @packet: Out. Index of the failing packet within the job, if known. */
+	__u32 packet;
 };
 
 #if defined(__cplusplus)

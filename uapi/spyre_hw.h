@@ -11,8 +11,15 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+/* Little-endian in memory: sparse checks the kernel's conversions. */
+typedef __le16 spyre_le16;
+typedef __le32 spyre_le32;
+typedef __le64 spyre_le64;
 #else
 #include <stdint.h>
+typedef uint16_t spyre_le16;
+typedef uint32_t spyre_le32;
+typedef uint64_t spyre_le64;
 #endif
 
 /*
@@ -245,17 +252,17 @@
 struct spyre_pkt_hdr {
 	uint8_t opcode;		/* SPYRE_OP_* */
 	uint8_t version;	/* SPYRE_PKT_VERSION */
-	uint16_t flags;		/* SPYRE_PKT_F_* */
-	uint16_t ctx;		/* MMU context of SPYRE_AS_VIRT operands */
-	uint16_t reserved;
-	uint64_t seq;		/* written to the completion word when done */
+	spyre_le16 flags;		/* SPYRE_PKT_F_* */
+	spyre_le16 ctx;		/* MMU context of SPYRE_AS_VIRT operands */
+	spyre_le16 reserved;
+	spyre_le64 seq;		/* written to the completion word when done */
 };
 
 struct spyre_pkt_copy {
 	struct spyre_pkt_hdr hdr;
-	uint64_t src;
-	uint64_t dst;
-	uint64_t size;		/* bytes, a multiple of SPYRE_STICK_BYTES */
+	spyre_le64 src;
+	spyre_le64 dst;
+	spyre_le64 size;		/* bytes, a multiple of SPYRE_STICK_BYTES */
 	uint8_t src_space;	/* SPYRE_AS_* */
 	uint8_t dst_space;
 	uint8_t reserved[22];
@@ -263,17 +270,17 @@ struct spyre_pkt_copy {
 
 struct spyre_pkt_launch {
 	struct spyre_pkt_hdr hdr;
-	uint64_t program;	/* VA of the program image */
-	uint64_t args;		/* VA of the argument block */
-	uint32_t core_mask;	/* cores that run it */
-	uint32_t reserved[7];
+	spyre_le64 program;	/* VA of the program image */
+	spyre_le64 args;		/* VA of the argument block */
+	spyre_le32 core_mask;	/* cores that run it */
+	spyre_le32 reserved[7];
 };
 
 /* SIGNAL writes value; WAIT blocks until *addr >= value (unsigned 64-bit). */
 struct spyre_pkt_sem {
 	struct spyre_pkt_hdr hdr;
-	uint64_t addr;		/* 8-byte aligned */
-	uint64_t value;
+	spyre_le64 addr;		/* 8-byte aligned */
+	spyre_le64 value;
 	uint8_t space;		/* SPYRE_AS_* except SPYRE_AS_HOST_SGL */
 	uint8_t reserved[31];
 };
@@ -283,8 +290,8 @@ struct spyre_pkt_sem {
 
 /* One scatter-gather entry for SPYRE_AS_HOST_SGL; the list ends at size bytes. */
 struct spyre_sge {
-	uint64_t addr;		/* host bus address */
-	uint64_t len;		/* bytes, non-zero */
+	spyre_le64 addr;		/* host bus address */
+	spyre_le64 len;		/* bytes, non-zero */
 };
 
 #endif /* SPYRE_HW_H */

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * spyre_debugfs.c - /sys/kernel/debug/accel/<minor>/: queues and their rings,
+ * contexts, memory, the fault log, reset counts, and fault injection.
+ */
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_print.h>
+
+#include "spyre_drv.h"
+#include "spyre_hw.h"
+
+static int spyre_queues_show(struct seq_file *m, void *unused)
+{
+	struct spyre_device *sdev = m->private;
+	unsigned int i;
+	int idx;
+
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return -ENODEV;
+	seq_puts(m, "hwq prio     head     tail   status error   jobs_done  busy_ms\n");
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		struct spyre_hwq *q = &sdev->hwq[i];
+
+		seq_printf(m, "%3u %4u %8u %8u %#8x %5u %11llu %8llu\n", i, q->prio,
+			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_HEAD)),
+			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_TAIL)),
+			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_STATUS)),
+			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_ERROR)),
+			   q->jobs_done, q->busy_ns / NSEC_PER_MSEC);
+	}
+	seq_printf(m, "kernel queue %u: tail %u seq %llu\n", sdev->kq.idx, sdev->kq.tail,
+		   sdev->kq.seq);
+	drm_dev_exit(idx);
+	return 0;
+}
+
+static int spyre_contexts_show(struct seq_file *m, void *unused)
+{
+	struct spyre_device *sdev = m->private;
+	struct drm_device *dev = &sdev->drm;
+	struct drm_file *file;
+
+	seq_puts(m, "ctx  pid  hangs banned\n");
+	mutex_lock(&dev->filelist_mutex);
+	list_for_each_entry(file, &dev->filelist, lhead) {
+		struct spyre_ctx *ctx = file->driver_priv;
+
+		if (!ctx)
+			continue;
+		seq_printf(m, "%3u %5d %5d %6d\n", ctx->id, pid_nr(rcu_access_pointer(file->pid)),
+			   atomic_read(&ctx->hangs), READ_ONCE(ctx->banned));
+	}
+	mutex_unlock(&dev->filelist_mutex);
+	return 0;
+}
+
+static int spyre_memory_show(struct seq_file *m, void *unused)
+{
+	struct spyre_device *sdev = m->private;
+	struct drm_printer p = drm_seq_file_printer(m);
+
+	mutex_lock(&sdev->mem_lock);
+	seq_printf(m, "device memory: %llu of %llu bytes used\n", sdev->mem_used,
+		   sdev->caps.mem_size);
+	gpu_buddy_print(&sdev->mem);
+	mutex_unlock(&sdev->mem_lock);
+	drm_printf(&p, "host memory pinned: %lld bytes\n", atomic64_read(&sdev->host_used));
+	return 0;
+}
+
+static int spyre_faults_show(struct seq_file *m, void *unused)
+{
+	struct spyre_device *sdev = m->private;
+	unsigned int i, n;
+
+	seq_printf(m, "faults %d, resets %d\n", atomic_read(&sdev->faults),
+		   atomic_read(&sdev->resets));
+	seq_puts(m, "ctx hwq error     job_seq               addr       info\n");
+	spin_lock(&sdev->fault_log_lock);
+	n = min_t(unsigned int, sdev->fault_log_next, SPYRE_FAULT_LOG);
+	for (i = 0; i < n; i++) {
+		unsigned int k = (sdev->fault_log_next - n + i) % SPYRE_FAULT_LOG;
+
+		seq_printf(m, "%3u %3u %5u %11llu %#18llx %#10x\n", sdev->fault_log[k].ctx,
+			   sdev->fault_log[k].hwq, sdev->fault_log[k].error,
+			   sdev->fault_log[k].seq, sdev->fault_log[k].addr,
+			   sdev->fault_log[k].fault_info);
+	}
+	spin_unlock(&sdev->fault_log_lock);
+	return 0;
+}
+
+DEFINE_SHOW_ATTRIBUTE(spyre_queues);
+DEFINE_SHOW_ATTRIBUTE(spyre_contexts);
+DEFINE_SHOW_ATTRIBUTE(spyre_memory);
+DEFINE_SHOW_ATTRIBUTE(spyre_faults);
+
+/* "inject": write "<hwq> <kind>" (SPYRE_INJECT_* kinds), as the device defines. */
+static ssize_t spyre_inject_write(struct file *f, const char __user *ubuf, size_t len,
+				  loff_t *pos)
+{
+	struct spyre_device *sdev = file_inode(f)->i_private;
+	unsigned int q, kind;
+	char buf[32];
+	int idx;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = '\0';
+	if (sscanf(buf, "%u %u", &q, &kind) != 2 || q >= sdev->nr_hwq ||
+	    kind >= SPYRE_INJECT_KINDS)
+		return -EINVAL;
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return -ENODEV;
+	spyre_hw_reg_write(sdev, SPYRE_REG_INJECT, SPYRE_INJECT(q, kind));
+	drm_dev_exit(idx);
+	return len;
+}
+
+static const struct file_operations spyre_inject_fops = {
+	.owner = THIS_MODULE,
+	.write = spyre_inject_write,
+};
+
+void spyre_debugfs_init(struct spyre_device *sdev)
+{
+	struct dentry *root = sdev->drm.debugfs_root;
+
+	debugfs_create_file("queues", 0444, root, sdev, &spyre_queues_fops);
+	debugfs_create_file("contexts", 0444, root, sdev, &spyre_contexts_fops);
+	debugfs_create_file("memory", 0444, root, sdev, &spyre_memory_fops);
+	debugfs_create_file("faults", 0444, root, sdev, &spyre_faults_fops);
+	debugfs_create_file("inject", 0200, root, sdev, &spyre_inject_fops);
+}

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * spyre_gem.c - buffer objects.
+ *
+ * Device BOs live in the card's memory (allocated with the gpu_buddy
+ * allocator, zeroed by the device before first use); host BOs are shmem
+ * pages pinned and DMA-mapped for the device. Every GEM handle a file holds
+ * maps the BO into that file's device address space (gem open/close), so
+ * created, imported and self-imported BOs all behave alike.
+ */
+#include <linux/dma-buf.h>
+#include <linux/dma-resv.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+
+#include <drm/drm_gem.h>
+#include <drm/drm_gem_shmem_helper.h>
+#include <drm/drm_prime.h>
+#include <drm/drm_print.h>
+
+#include "spyre_accel.h"
+#include "spyre_drv.h"
+#include "spyre_gem.h"
+#include "spyre_hw.h"
+
+static struct spyre_bo_map *spyre_bo_find_map(struct spyre_bo *bo, struct spyre_ctx *ctx)
+{
+	struct spyre_bo_map *m;
+
+	lockdep_assert_held(&bo->map_lock);
+	list_for_each_entry(m, &bo->maps, link)
+		if (m->ctx == ctx)
+			return m;
+	return NULL;
+}
+
+/* Map every page of @bo at @va in @ctx. Caller holds ctx->lock. */
+static int spyre_bo_map_pages(struct spyre_bo *bo, struct spyre_ctx *ctx, u64 va)
+{
+	u64 flags = SPYRE_PTE_READ | SPYRE_PTE_WRITE;
+	struct gpu_buddy_block *block;
+	struct scatterlist *sg;
+	struct sg_table *sgt;
+	int ret, i;
+
+	if (bo->is_device) {
+		list_for_each_entry(block, &bo->blocks, link) {
+			u64 len = gpu_buddy_block_size(&ctx->sdev->mem, block);
+
+			ret = spyre_mmu_map(ctx, va, gpu_buddy_block_offset(block), len,
+					    flags | SPYRE_PTE_DEVMEM);
+			if (ret)
+				return ret;
+			va += len;
+		}
+		return 0;
+	}
+
+	sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
+	if (IS_ERR(sgt))
+		return PTR_ERR(sgt);
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		ret = spyre_mmu_map(ctx, va, sg_dma_address(sg), sg_dma_len(sg), flags);
+		if (ret)
+			return ret;
+		va += sg_dma_len(sg);
+	}
+	return 0;
+}
+
+/* GEM open: a handle for @file now exists; map the BO into its context. */
+static int spyre_bo_open(struct drm_gem_object *obj, struct drm_file *file)
+{
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	struct spyre_ctx *ctx = file->driver_priv;
+	struct spyre_bo_map *m;
+	u64 align;
+	int ret;
+
+	mutex_lock(&bo->map_lock);
+	m = spyre_bo_find_map(bo, ctx);
+	if (m) {
+		m->refs++;
+		mutex_unlock(&bo->map_lock);
+		return 0;
+	}
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m) {
+		ret = -ENOMEM;
+		goto err_unlock;
+	}
+	m->ctx = ctx;
+	m->refs = 1;
+	align = obj->size >= SZ_2M ? SZ_2M : SPYRE_PAGE_SIZE;
+
+	mutex_lock(&ctx->lock);
+	ret = drm_mm_insert_node_generic(&ctx->va_mm, &m->va, obj->size, align, 0,
+					 DRM_MM_INSERT_BEST);
+	if (ret) {
+		mutex_unlock(&ctx->lock);
+		goto err_free;
+	}
+	ret = spyre_bo_map_pages(bo, ctx, m->va.start);
+	if (ret) {
+		spyre_mmu_unmap(ctx, m->va.start, obj->size);
+		drm_mm_remove_node(&m->va);
+		mutex_unlock(&ctx->lock);
+		goto err_free;
+	}
+	mutex_unlock(&ctx->lock);
+	spyre_mmu_invalidate(ctx->sdev);
+	list_add_tail(&m->link, &bo->maps);
+	mutex_unlock(&bo->map_lock);
+	return 0;
+
+err_free:
+	kfree(m);
+err_unlock:
+	mutex_unlock(&bo->map_lock);
+	return ret;
+}
+
+/* GEM close: @file dropped its handle; unmap once no job of it can run. */
+static void spyre_bo_close(struct drm_gem_object *obj, struct drm_file *file)
+{
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	struct spyre_ctx *ctx = file->driver_priv;
+	struct spyre_bo_map *m;
+
+	mutex_lock(&bo->map_lock);
+	m = spyre_bo_find_map(bo, ctx);
+	if (!m || --m->refs) {
+		mutex_unlock(&bo->map_lock);
+		return;
+	}
+	list_del(&m->link);
+	mutex_unlock(&bo->map_lock);
+
+	mutex_lock(&ctx->lock);
+	spyre_mmu_unmap(ctx, m->va.start, obj->size);
+	mutex_unlock(&ctx->lock);
+	spyre_mmu_invalidate(ctx->sdev);
+	/*
+	 * A job of this context may still hold a translation of these pages.
+	 * Only when all of them are done may the addresses be reused.
+	 */
+	spyre_ctx_wait_idle(ctx);
+	mutex_lock(&ctx->lock);
+	drm_mm_remove_node(&m->va);
+	mutex_unlock(&ctx->lock);
+	kfree(m);
+}
+
+static void spyre_bo_free(struct drm_gem_object *obj)
+{
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	struct spyre_device *sdev = to_spyre_device(obj->dev);
+
+	drm_WARN_ON(obj->dev, !list_empty(&bo->maps));
+	mutex_destroy(&bo->map_lock);
+	if (bo->is_device) {
+		mutex_lock(&sdev->mem_lock);
+		gpu_buddy_free_list(&sdev->mem, &bo->blocks, 0);
+		sdev->mem_used -= obj->size;
+		mutex_unlock(&sdev->mem_lock);
+		drm_gem_object_release(obj);
+		kfree(bo);
+		return;
+	}
+	if (!obj->import_attach)
+		atomic64_sub(obj->size, &sdev->host_used);
+	drm_gem_shmem_free(&bo->base);
+}
+
+static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
+{
+	struct spyre_device *sdev = to_spyre_device(obj->dev);
+	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	struct gpu_buddy_block *block;
+	unsigned long addr = vma->vm_start;
+	u64 bar = pci_resource_start(pdev, SPYRE_BAR_MEM);
+	int ret;
+
+	if (!(bo->flags & DRM_SPYRE_BO_MAPPABLE) || vma->vm_pgoff ||
+	    vma->vm_end - vma->vm_start != obj->size)
+		return -EINVAL;
+	/* drm_gem_mmap_obj() took a reference for the VMA. */
+	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_page_prot = pgprot_writecombine(vm_get_page_prot(vma->vm_flags));
+	list_for_each_entry(block, &bo->blocks, link) {
+		u64 off = gpu_buddy_block_offset(block);
+		u64 len = gpu_buddy_block_size(&sdev->mem, block);
+
+		ret = io_remap_pfn_range(vma, addr, (bar + off) >> PAGE_SHIFT, len,
+					 vma->vm_page_prot);
+		if (ret)
+			return ret;
+		addr += len;
+	}
+	return 0;
+}
+
+static const struct vm_operations_struct spyre_dev_bo_vm_ops = {
+	.open = drm_gem_vm_open,
+	.close = drm_gem_vm_close,
+};
+
+static const struct drm_gem_object_funcs spyre_dev_bo_funcs = {
+	.free = spyre_bo_free,
+	.open = spyre_bo_open,
+	.close = spyre_bo_close,
+	.mmap = spyre_dev_bo_mmap,
+	.vm_ops = &spyre_dev_bo_vm_ops,
+};
+
+static const struct drm_gem_object_funcs spyre_host_bo_funcs = {
+	.free = spyre_bo_free,
+	.open = spyre_bo_open,
+	.close = spyre_bo_close,
+	.print_info = drm_gem_shmem_object_print_info,
+	.pin = drm_gem_shmem_object_pin,
+	.unpin = drm_gem_shmem_object_unpin,
+	.get_sg_table = drm_gem_shmem_object_get_sg_table,
+	.vmap = drm_gem_shmem_object_vmap,
+	.vunmap = drm_gem_shmem_object_vunmap,
+	.mmap = drm_gem_shmem_object_mmap,
+	.vm_ops = &drm_gem_shmem_vm_ops,
+};
+
+static void spyre_bo_init_common(struct spyre_bo *bo)
+{
+	mutex_init(&bo->map_lock);
+	INIT_LIST_HEAD(&bo->maps);
+	INIT_LIST_HEAD(&bo->blocks);
+}
+
+/* drm_driver.gem_create_object: shmem (host and imported) BOs. */
+struct drm_gem_object *spyre_gem_create_object(struct drm_device *dev, size_t size)
+{
+	struct spyre_bo *bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+
+	if (!bo)
+		return ERR_PTR(-ENOMEM);
+	spyre_bo_init_common(bo);
+	bo->flags = DRM_SPYRE_BO_HOST;
+	bo->base.map_wc = false;
+	bo->base.base.funcs = &spyre_host_bo_funcs;
+	return &bo->base.base;
+}
+
+static struct spyre_bo *spyre_dev_bo_create(struct spyre_device *sdev, u64 size, u32 flags)
+{
+	bool mappable = flags & DRM_SPYRE_BO_MAPPABLE;
+	u64 end = mappable ? min_t(u64, SPYRE_MEM_WINDOW_SIZE, sdev->caps.mem_size) :
+			     sdev->caps.mem_size;
+	struct spyre_bo *bo;
+	int ret;
+
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	if (!bo)
+		return ERR_PTR(-ENOMEM);
+	spyre_bo_init_common(bo);
+	bo->is_device = true;
+	bo->flags = flags;
+	bo->base.base.funcs = &spyre_dev_bo_funcs;
+	drm_gem_private_object_init(&sdev->drm, &bo->base.base, size);
+
+	mutex_lock(&sdev->mem_lock);
+	ret = gpu_buddy_alloc_blocks(&sdev->mem, 0, end, size, SPYRE_PAGE_SIZE, &bo->blocks,
+				     mappable ? GPU_BUDDY_RANGE_ALLOCATION : 0);
+	if (!ret)
+		sdev->mem_used += size;
+	mutex_unlock(&sdev->mem_lock);
+	if (ret) {
+		drm_gem_object_release(&bo->base.base);
+		kfree(bo);
+		return ERR_PTR(ret == -ENOSPC ? -ENOMEM : ret);
+	}
+
+	/* Nothing of a previous owner may be read back. */
+	ret = spyre_kq_zero(sdev, &bo->blocks);
+	if (!ret && (flags & DRM_SPYRE_BO_MAPPABLE))
+		ret = drm_gem_create_mmap_offset(&bo->base.base);
+	if (ret) {
+		drm_gem_object_put(&bo->base.base);
+		return ERR_PTR(ret);
+	}
+	return bo;
+}
+
+static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size)
+{
+	struct drm_gem_shmem_object *shmem;
+	struct sg_table *sgt;
+
+	shmem = drm_gem_shmem_create(&sdev->drm, size);
+	if (IS_ERR(shmem))
+		return ERR_CAST(shmem);
+	/* Pin and DMA-map now: device access never waits for page-in. */
+	sgt = drm_gem_shmem_get_pages_sgt(shmem);
+	if (IS_ERR(sgt)) {
+		drm_gem_object_put(&shmem->base);
+		return ERR_CAST(sgt);
+	}
+	atomic64_add(size, &sdev->host_used);
+	return to_spyre_bo(&shmem->base);
+}
+
+static u64 spyre_bo_va(struct spyre_bo *bo, struct spyre_ctx *ctx)
+{
+	struct spyre_bo_map *m;
+	u64 va = 0;
+
+	mutex_lock(&bo->map_lock);
+	m = spyre_bo_find_map(bo, ctx);
+	if (m)
+		va = m->va.start;
+	mutex_unlock(&bo->map_lock);
+	return va;
+}
+
+static u64 spyre_bo_mmap_offset(struct spyre_bo *bo)
+{
+	if (bo->is_device && !(bo->flags & DRM_SPYRE_BO_MAPPABLE))
+		return 0;
+	if (drm_gem_create_mmap_offset(&bo->base.base))
+		return 0;
+	return drm_vma_node_offset_addr(&bo->base.base.vma_node);
+}
+
+int spyre_bo_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+{
+	struct spyre_device *sdev = to_spyre_device(dev);
+	struct drm_spyre_bo_create *args = data;
+	u64 size = round_up(args->size, SPYRE_PAGE_SIZE);
+	struct spyre_bo *bo;
+	int ret;
+
+	if (args->flags & ~DRM_SPYRE_BO_FLAGS ||
+	    (args->flags & DRM_SPYRE_BO_HOST && args->flags & DRM_SPYRE_BO_MAPPABLE)) {
+		drm_dbg(dev, "BO_CREATE: bad flags 0x%x\n", args->flags);
+		return -EINVAL;
+	}
+	if (!args->size || args->size > sdev->caps.mem_size ||
+	    size >= SPYRE_MMU_VA_SIZE / 2) {
+		drm_dbg(dev, "BO_CREATE: bad size %llu\n", args->size);
+		return -EINVAL;
+	}
+
+	if (args->flags & DRM_SPYRE_BO_HOST)
+		bo = spyre_host_bo_create(sdev, size);
+	else
+		bo = spyre_dev_bo_create(sdev, size, args->flags);
+	if (IS_ERR(bo))
+		return PTR_ERR(bo);
+
+	/* Creating the handle maps the BO into this file's context (open). */
+	ret = drm_gem_handle_create(file, &bo->base.base, &args->handle);
+	if (!ret) {
+		args->va = spyre_bo_va(bo, file->driver_priv);
+		args->mmap_offset = spyre_bo_mmap_offset(bo);
+	}
+	drm_gem_object_put(&bo->base.base);
+	return ret;
+}
+
+int spyre_bo_info_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+{
+	struct drm_spyre_bo_info *args = data;
+	struct drm_gem_object *obj;
+	struct spyre_bo *bo;
+
+	if (args->pad)
+		return -EINVAL;
+	obj = drm_gem_object_lookup(file, args->handle);
+	if (!obj)
+		return -ENOENT;
+	bo = to_spyre_bo(obj);
+	args->flags = bo->flags;
+	args->size = obj->size;
+	args->va = spyre_bo_va(bo, file->driver_priv);
+	args->mmap_offset = spyre_bo_mmap_offset(bo);
+	drm_gem_object_put(obj);
+	return 0;
+}
+
+int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+{
+	struct drm_spyre_bo_wait *args = data;
+	struct drm_gem_object *obj;
+	unsigned long timeout;
+	long ret;
+
+	if (args->pad || args->timeout_ns < 0)
+		return -EINVAL;
+	obj = drm_gem_object_lookup(file, args->handle);
+	if (!obj)
+		return -ENOENT;
+	timeout = nsecs_to_jiffies(args->timeout_ns);
+	ret = dma_resv_wait_timeout(obj->resv, DMA_RESV_USAGE_READ, true, timeout);
+	drm_gem_object_put(obj);
+	if (ret == 0)
+		return -ETIME;
+	return ret < 0 ? ret : 0;
+}
+
+int spyre_gem_init(struct spyre_device *sdev)
+{
+	int ret;
+
+	mutex_init(&sdev->mem_lock);
+	ret = gpu_buddy_init(&sdev->mem, sdev->caps.mem_size, SPYRE_PAGE_SIZE);
+	if (!ret)
+		sdev->mem_ready = true;
+	return ret;
+}
+
+void spyre_gem_fini(struct spyre_device *sdev)
+{
+	if (sdev->mem_ready)
+		gpu_buddy_fini(&sdev->mem);
+}

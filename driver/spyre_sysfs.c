@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * spyre_sysfs.c - attributes of the PCI device: identity, memory, queue
+ * activity and resets (/sys/bus/pci/devices/<addr>/).
+ */
+#include <linux/device.h>
+#include <linux/sysfs.h>
+
+#include "spyre_drv.h"
+
+static struct spyre_device *dev_to_sdev(struct device *dev)
+{
+	return dev_get_drvdata(dev);
+}
+
+static ssize_t cores_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", dev_to_sdev(dev)->caps.cores);
+}
+static DEVICE_ATTR_RO(cores);
+
+static ssize_t mem_total_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", dev_to_sdev(dev)->caps.mem_size);
+}
+static DEVICE_ATTR_RO(mem_total);
+
+static ssize_t mem_used_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct spyre_device *sdev = dev_to_sdev(dev);
+	u64 used;
+
+	mutex_lock(&sdev->mem_lock);
+	used = sdev->mem_used;
+	mutex_unlock(&sdev->mem_lock);
+	return sysfs_emit(buf, "%llu\n", used);
+}
+static DEVICE_ATTR_RO(mem_used);
+
+static ssize_t host_mem_used_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&dev_to_sdev(dev)->host_used));
+}
+static DEVICE_ATTR_RO(host_mem_used);
+
+static ssize_t resets_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&dev_to_sdev(dev)->resets));
+}
+static DEVICE_ATTR_RO(resets);
+
+static ssize_t faults_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&dev_to_sdev(dev)->faults));
+}
+static DEVICE_ATTR_RO(faults);
+
+/* One line per hardware queue: "<busy ms> <jobs done>". */
+static ssize_t queue_busy_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct spyre_device *sdev = dev_to_sdev(dev);
+	unsigned int i;
+	int len = 0;
+
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		struct spyre_hwq *q = &sdev->hwq[i];
+		unsigned long flags;
+		u64 busy, done;
+
+		spin_lock_irqsave(&q->lock, flags);
+		busy = q->busy_ns + (q->busy_since ? ktime_get_ns() - q->busy_since : 0);
+		done = q->jobs_done;
+		spin_unlock_irqrestore(&q->lock, flags);
+		len += sysfs_emit_at(buf, len, "%llu %llu\n", busy / NSEC_PER_MSEC, done);
+	}
+	return len;
+}
+static DEVICE_ATTR_RO(queue_busy);
+
+static struct attribute *spyre_attrs[] = {
+	&dev_attr_cores.attr,
+	&dev_attr_mem_total.attr,
+	&dev_attr_mem_used.attr,
+	&dev_attr_host_mem_used.attr,
+	&dev_attr_resets.attr,
+	&dev_attr_faults.attr,
+	&dev_attr_queue_busy.attr,
+	NULL,
+};
+
+static const struct attribute_group spyre_attr_group = {
+	.attrs = spyre_attrs,
+};
+
+const struct attribute_group *spyre_sysfs_groups[] = {
+	&spyre_attr_group,
+	NULL,
+};
