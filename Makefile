@@ -28,7 +28,7 @@ LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h uapi/spyre_hw.h
 
 TOOLS := $(B)/bin/spyre-smi
-SELFTESTS := $(B)/selftests/spyre_param_test
+SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c))
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -88,7 +88,7 @@ $(B)/bin/spyre-smi: tools/spyre-smi/spyre-smi.c $(B)/lib/libspyre.so libspyre/in
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 
-$(B)/selftests/%: selftests/%.c uapi/spyre_accel.h uapi/spyre_hw.h
+$(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi $(DRM_CFLAGS) $< -o $@ -lpthread

@@ -182,9 +182,12 @@ static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *
 	u64 bar = pci_resource_start(pdev, SPYRE_BAR_MEM);
 	int ret;
 
-	if (!(bo->flags & DRM_SPYRE_BO_MAPPABLE) || vma->vm_pgoff ||
+	/* vm_pgoff still holds the fake offset: only whole-object maps. */
+	if (!(bo->flags & DRM_SPYRE_BO_MAPPABLE) ||
+	    vma->vm_pgoff != drm_vma_node_start(&obj->vma_node) ||
 	    vma->vm_end - vma->vm_start != obj->size)
 		return -EINVAL;
+	vma->vm_pgoff = 0;
 	/* drm_gem_mmap_obj() took a reference for the VMA. */
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_page_prot = pgprot_writecombine(vm_get_page_prot(vma->vm_flags));

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Helpers shared by the spyre kselftests: find the device, create BOs and
+ * queues, build packets, submit, and wait on syncobjs — raw ioctls only, so
+ * the tests exercise the ABI itself.
+ */
+#ifndef SPYRE_TEST_H
+#define SPYRE_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spyre_accel.h"
+#include "spyre_hw.h"
+
+/* accel node of the index-th device bound to spyre, or -ENODEV */
+static inline int spyre_node(int index, char *path, size_t len)
+{
+	char link[PATH_MAX], target[PATH_MAX];
+	int minor, found = 0;
+	ssize_t n;
+
+	for (minor = 0; minor < 64; minor++) {
+		snprintf(link, sizeof(link), "/sys/class/accel/accel%d/device/driver", minor);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		if (strcmp(strrchr(target, '/') + 1, "spyre"))
+			continue;
+		if (found++ == index) {
+			snprintf(path, len, "/dev/accel/accel%d", minor);
+			return 0;
+		}
+	}
+	return -ENODEV;
+}
+
+static inline int spyre_open(int index)
+{
+	char path[64];
+
+	if (spyre_node(index, path, sizeof(path)))
+		return -1;
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+/* ioctl returning 0 or -errno */
+static inline int xioctl(int fd, unsigned long req, void *arg)
+{
+	return ioctl(fd, req, arg) ? -errno : 0;
+}
+
+struct sbo {
+	uint32_t handle;
+	uint64_t va;
+	uint64_t size;
+	uint64_t mmap_offset;
+	void *map;
+};
+
+static inline int sbo_create(int fd, uint64_t size, uint32_t flags, struct sbo *bo)
+{
+	struct drm_spyre_bo_create c = { .size = size, .flags = flags };
+	int ret = xioctl(fd, DRM_IOCTL_SPYRE_BO_CREATE, &c);
+
+	memset(bo, 0, sizeof(*bo));
+	if (ret)
+		return ret;
+	bo->handle = c.handle;
+	bo->va = c.va;
+	bo->size = size;
+	bo->mmap_offset = c.mmap_offset;
+	if (c.mmap_offset) {
+		bo->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, c.mmap_offset);
+		if (bo->map == MAP_FAILED)
+			return -errno;
+	}
+	return 0;
+}
+
+static inline int sbo_close(int fd, struct sbo *bo)
+{
+	struct drm_gem_close c = { .handle = bo->handle };
+
+	if (bo->map)
+		munmap(bo->map, bo->size);
+	bo->map = NULL;
+	return xioctl(fd, DRM_IOCTL_GEM_CLOSE, &c);
+}
+
+static inline int squeue_create(int fd, uint32_t prio, uint32_t *id)
+{
+	struct drm_spyre_queue_create q = { .priority = prio };
+	int ret = xioctl(fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &q);
+
+	*id = q.queue_id;
+	return ret;
+}
+
+static inline int ssyncobj_create(int fd, uint32_t *handle)
+{
+	struct drm_syncobj_create c = { 0 };
+	int ret = xioctl(fd, DRM_IOCTL_SYNCOBJ_CREATE, &c);
+
+	*handle = c.handle;
+	return ret;
+}
+
+/* Wait for a binary syncobj (point 0) or a timeline point. */
+static inline int ssyncobj_wait(int fd, uint32_t handle, uint64_t point, int64_t timeout_ms)
+{
+	struct timespec ts;
+	struct drm_syncobj_timeline_wait w = {
+		.handles = (uintptr_t)&handle,
+		.points = (uintptr_t)&point,
+		.count_handles = 1,
+		.flags = DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT,
+	};
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	w.timeout_nsec = ts.tv_sec * 1000000000LL + ts.tv_nsec + timeout_ms * 1000000LL;
+	return xioctl(fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w);
+}
+
+static inline void pkt_hdr(void *p, uint8_t op)
+{
+	struct spyre_pkt_hdr *h = p;
+
+	memset(p, 0, SPYRE_PKT_SIZE);
+	h->opcode = op;
+	h->version = SPYRE_PKT_VERSION;
+}
+
+static inline void pkt_copy(void *p, uint64_t src, uint64_t dst, uint64_t size)
+{
+	struct spyre_pkt_copy *c = p;
+
+	pkt_hdr(p, SPYRE_OP_COPY);
+	c->src = src;
+	c->dst = dst;
+	c->size = size;
+	c->src_space = SPYRE_AS_VIRT;
+	c->dst_space = SPYRE_AS_VIRT;
+}
+
+static inline void pkt_sem(void *p, uint8_t op, uint64_t addr, uint64_t value)
+{
+	struct spyre_pkt_sem *m = p;
+
+	pkt_hdr(p, op);
+	m->addr = addr;
+	m->value = value;
+	m->space = SPYRE_AS_VIRT;
+}
+
+struct ssubmit {
+	uint32_t queue;
+	const void *packets;
+	uint32_t count;
+	const uint32_t *bos;
+	uint32_t nbos;
+	const struct drm_spyre_sync *in;
+	uint32_t nin;
+	uint32_t out;
+	uint64_t out_point;
+	uint64_t job_seq;	/* out */
+};
+
+static inline int ssubmit(int fd, struct ssubmit *s)
+{
+	struct drm_spyre_submit a = {
+		.queue_id = s->queue,
+		.packets = (uintptr_t)s->packets,
+		.packet_count = s->count,
+		.bo_count = s->nbos,
+		.bo_handles = (uintptr_t)s->bos,
+		.in_syncs = (uintptr_t)s->in,
+		.in_sync_count = s->nin,
+		.out_sync_handle = s->out,
+		.out_sync_point = s->out_point,
+	};
+	int ret = xioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &a);
+
+	s->job_seq = a.job_seq;
+	return ret;
+}
+
+/* Submit @count packets on @queue and wait for them (5 s). */
+static inline int srun(int fd, uint32_t queue, const void *packets, uint32_t count)
+{
+	struct ssubmit s = { .queue = queue, .packets = packets, .count = count };
+	uint32_t sync;
+	int ret;
+
+	ret = ssyncobj_create(fd, &sync);
+	if (ret)
+		return ret;
+	s.out = sync;
+	ret = ssubmit(fd, &s);
+	if (!ret)
+		ret = ssyncobj_wait(fd, sync, 0, 5000);
+	{
+		struct drm_syncobj_destroy d = { .handle = sync };
+
+		ioctl(fd, DRM_IOCTL_SYNCOBJ_DESTROY, &d);
+	}
+	return ret;
+}
+
+static inline int squeue_error(int fd, uint32_t queue, struct drm_spyre_queue_error *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->queue_id = queue;
+	return xioctl(fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, e);
+}
+
+static inline long read_sysfs_long(const char *fmt, const char *pci)
+{
+	char path[256], buf[64];
+	FILE *f;
+	long v = -1;
+
+	snprintf(path, sizeof(path), fmt, pci);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fgets(buf, sizeof(buf), f))
+		v = strtol(buf, NULL, 0);
+	fclose(f);
+	return v;
+}
+
+static inline void fill_pattern(uint8_t *p, size_t n, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31 + seed * 17 + (i >> 12));
+}
+
+#endif
