@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Decoding and validation of spyre programs: the container (header, core
+ * table, symbols, relocations, constant data) and every instruction's static
+ * rules. The engine runs the same instruction checks at execution time; the
+ * assembler, disassembler, fuzzer and libspyre use spyre_prog_validate().
+ * Everything here is total: any bytes give a verdict, never a crash.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "spyre_internal.h"
+
+#define STICK SPYRE_STICK_BYTES
+
+static const struct {
+	uint8_t opcode;
+	uint8_t cls;
+	const char *name;
+} optab[] = {
+	{ SPYRE_OPC_NOP, SPYRE_CLS_CTL, "nop" },
+	{ SPYRE_OPC_HALT, SPYRE_CLS_CTL, "halt" },
+	{ SPYRE_OPC_LI, SPYRE_CLS_CTL, "li" },
+	{ SPYRE_OPC_ADDI, SPYRE_CLS_CTL, "addi" },
+	{ SPYRE_OPC_LDARG, SPYRE_CLS_CTL, "ldarg" },
+	{ SPYRE_OPC_BNZ, SPYRE_CLS_CTL, "bnz" },
+	{ SPYRE_OPC_LOAD, SPYRE_CLS_DMA, "load" },
+	{ SPYRE_OPC_STORE, SPYRE_CLS_DMA, "store" },
+	{ SPYRE_OPC_MATMUL, SPYRE_CLS_MATMUL, "matmul" },
+	{ SPYRE_OPC_ADD, SPYRE_CLS_BINARY, "add" },
+	{ SPYRE_OPC_SUB, SPYRE_CLS_BINARY, "sub" },
+	{ SPYRE_OPC_MUL, SPYRE_CLS_BINARY, "mul" },
+	{ SPYRE_OPC_MAX, SPYRE_CLS_BINARY, "max" },
+	{ SPYRE_OPC_RELU, SPYRE_CLS_UNARY, "relu" },
+	{ SPYRE_OPC_GELU, SPYRE_CLS_UNARY, "gelu" },
+	{ SPYRE_OPC_SILU, SPYRE_CLS_UNARY, "silu" },
+	{ SPYRE_OPC_EXP, SPYRE_CLS_UNARY, "exp" },
+	{ SPYRE_OPC_RSQRT, SPYRE_CLS_UNARY, "rsqrt" },
+	{ SPYRE_OPC_SCALE, SPYRE_CLS_SCALE, "scale" },
+	{ SPYRE_OPC_CAST, SPYRE_CLS_CAST, "cast" },
+	{ SPYRE_OPC_FILL, SPYRE_CLS_FILL, "fill" },
+	{ SPYRE_OPC_REDSUM, SPYRE_CLS_REDUCE, "redsum" },
+	{ SPYRE_OPC_REDMAX, SPYRE_CLS_REDUCE, "redmax" },
+	{ SPYRE_OPC_SOFTMAX, SPYRE_CLS_SOFTMAX, "softmax" },
+	{ SPYRE_OPC_TRANSPOSE, SPYRE_CLS_TRANSPOSE, "transpose" },
+	{ SPYRE_OPC_SEND, SPYRE_CLS_RING, "send" },
+	{ SPYRE_OPC_RECV, SPYRE_CLS_RING, "recv" },
+	{ SPYRE_OPC_SIGNAL, SPYRE_CLS_RING, "signal" },
+	{ SPYRE_OPC_WAIT, SPYRE_CLS_RING, "wait" },
+	{ SPYRE_OPC_BARRIER, SPYRE_CLS_RING, "barrier" },
+};
+
+static const char *const dtnames[SPYRE_DT_COUNT] = {
+	"fp32", "fp16", "bf16", "dl16", "int8", "int32",
+};
+
+static const char *const faultnames[SPYRE_FAULT_COUNT] = {
+	"none", "bad-program", "bad-opcode", "bad-operand", "bad-dtype", "align",
+	"sp-range", "mem-range", "mem", "bad-peer", "ring-mismatch", "deadlock",
+	"budget", "bad-slot",
+};
+
+enum spyre_opclass spyre_opclass(uint32_t opcode)
+{
+	for (size_t i = 0; i < sizeof(optab) / sizeof(optab[0]); i++)
+		if (optab[i].opcode == opcode)
+			return (enum spyre_opclass)optab[i].cls;
+	return SPYRE_CLS_NONE;
+}
+
+const char *spyre_opcode_name(uint32_t opcode)
+{
+	for (size_t i = 0; i < sizeof(optab) / sizeof(optab[0]); i++)
+		if (optab[i].opcode == opcode)
+			return optab[i].name;
+	return NULL;
+}
+
+const char *spyre_dtype_name(uint32_t dt)
+{
+	return dt < SPYRE_DT_COUNT ? dtnames[dt] : NULL;
+}
+
+const char *spyre_fault_name(uint32_t cause)
+{
+	return cause < SPYRE_FAULT_COUNT ? faultnames[cause] : "unknown";
+}
+
+int spyre_op_transcendental(uint32_t opcode)
+{
+	return opcode == SPYRE_OPC_GELU || opcode == SPYRE_OPC_SILU ||
+	       opcode == SPYRE_OPC_EXP || opcode == SPYRE_OPC_RSQRT;
+}
+
+/* ---- instruction encoding --------------------------------------------- */
+
+static void st16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void st32(uint8_t *p, uint32_t v)
+{
+	st16(p, (uint16_t)v);
+	st16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void st64(uint8_t *p, uint64_t v)
+{
+	st32(p, (uint32_t)v);
+	st32(p + 4, (uint32_t)(v >> 32));
+}
+
+/*
+ * The four encodings differ only in how bytes 4..31 are grouped; decode by
+ * the opcode's class so host-order fields are right on any host.
+ */
+void spyre_insn_decode(const uint8_t raw[SPYRE_INSN_BYTES], union spyre_insn *in)
+{
+	memset(in, 0, sizeof(*in));
+	in->raw[0] = raw[0];
+	in->raw[1] = raw[1];
+	in->raw[2] = raw[2];
+	in->raw[3] = raw[3];
+	switch (spyre_opclass(raw[0])) {
+	case SPYRE_CLS_CTL:
+		in->ctl.reg = spyre_ld32(raw + 4);
+		in->ctl.imm = spyre_ld64(raw + 8);
+		in->ctl.reg2 = spyre_ld32(raw + 16);
+		for (int i = 0; i < 3; i++)
+			in->ctl.reserved[i] = spyre_ld32(raw + 20 + 4 * i);
+		break;
+	case SPYRE_CLS_DMA:
+		in->dma.sp = spyre_ld32(raw + 4);
+		in->dma.mem = spyre_ld64(raw + 8);
+		in->dma.rows = spyre_ld32(raw + 16);
+		in->dma.row_bytes = spyre_ld32(raw + 20);
+		in->dma.mem_stride = spyre_ld32(raw + 24);
+		in->dma.sp_stride = spyre_ld32(raw + 28);
+		break;
+	case SPYRE_CLS_RING:
+		in->ring.sp = spyre_ld32(raw + 4);
+		in->ring.peer = spyre_ld32(raw + 8);
+		in->ring.tag = spyre_ld32(raw + 12);
+		in->ring.bytes = spyre_ld32(raw + 16);
+		for (int i = 0; i < 3; i++)
+			in->ring.reserved[i] = spyre_ld32(raw + 20 + 4 * i);
+		break;
+	case SPYRE_CLS_NONE:
+		memcpy(in->raw, raw, SPYRE_INSN_BYTES);
+		break;
+	default:
+		in->t.d = spyre_ld32(raw + 4);
+		in->t.a = spyre_ld32(raw + 8);
+		in->t.b = spyre_ld32(raw + 12);
+		in->t.rows = spyre_ld32(raw + 16);
+		in->t.cols = spyre_ld16(raw + 20);
+		in->t.k = spyre_ld16(raw + 22);
+		in->t.ldd = spyre_ld16(raw + 24);
+		in->t.lda = spyre_ld16(raw + 26);
+		in->t.ldb = spyre_ld16(raw + 28);
+		in->t.ext = spyre_ld16(raw + 30);
+		break;
+	}
+}
+
+void spyre_insn_encode(const union spyre_insn *in, uint8_t raw[SPYRE_INSN_BYTES])
+{
+	memcpy(raw, in->raw, 4);
+	switch (spyre_opclass(in->raw[0])) {
+	case SPYRE_CLS_CTL:
+		st32(raw + 4, in->ctl.reg);
+		st64(raw + 8, in->ctl.imm);
+		st32(raw + 16, in->ctl.reg2);
+		for (int i = 0; i < 3; i++)
+			st32(raw + 20 + 4 * i, in->ctl.reserved[i]);
+		break;
+	case SPYRE_CLS_DMA:
+		st32(raw + 4, in->dma.sp);
+		st64(raw + 8, in->dma.mem);
+		st32(raw + 16, in->dma.rows);
+		st32(raw + 20, in->dma.row_bytes);
+		st32(raw + 24, in->dma.mem_stride);
+		st32(raw + 28, in->dma.sp_stride);
+		break;
+	case SPYRE_CLS_RING:
+		st32(raw + 4, in->ring.sp);
+		st32(raw + 8, in->ring.peer);
+		st32(raw + 12, in->ring.tag);
+		st32(raw + 16, in->ring.bytes);
+		for (int i = 0; i < 3; i++)
+			st32(raw + 20 + 4 * i, in->ring.reserved[i]);
+		break;
+	case SPYRE_CLS_NONE:
+		memcpy(raw, in->raw, SPYRE_INSN_BYTES);
+		break;
+	default:
+		st32(raw + 4, in->t.d);
+		st32(raw + 8, in->t.a);
+		st32(raw + 12, in->t.b);
+		st32(raw + 16, in->t.rows);
+		st16(raw + 20, in->t.cols);
+		st16(raw + 22, in->t.k);
+		st16(raw + 24, in->t.ldd);
+		st16(raw + 26, in->t.lda);
+		st16(raw + 28, in->t.ldb);
+		st16(raw + 30, in->t.ext);
+		break;
+	}
+}
+
+/* ---- instruction checks ------------------------------------------------ */
+
+uint64_t spyre_tile_extent(uint64_t rows, uint64_t cols, uint32_t esz, uint32_t ld)
+{
+	uint64_t row = (cols * esz + STICK - 1) / STICK * STICK;
+
+	return (rows - 1) * (uint64_t)ld * STICK + row;
+}
+
+static uint32_t sticks(uint64_t elems, uint32_t esz)
+{
+	return (uint32_t)((elems * esz + STICK - 1) / STICK);
+}
+
+/* A tile at off: aligned, ld wide enough, inside the scratchpad. */
+static uint32_t check_tile(uint32_t off, uint64_t rows, uint64_t cols, uint32_t esz, uint32_t ld,
+			   uint32_t sp_bytes, uint64_t *addr)
+{
+	*addr = off;
+	if (off % STICK)
+		return SPYRE_FAULT_ALIGN;
+	if (rows > 1 && ld < sticks(cols, esz))
+		return SPYRE_FAULT_BAD_OPERAND;
+	if ((uint64_t)off + spyre_tile_extent(rows, cols, esz, ld) > sp_bytes)
+		return SPYRE_FAULT_SP_RANGE;
+	return SPYRE_FAULT_NONE;
+}
+
+/* A contiguous vector of n elements at off. */
+static uint32_t check_vec(uint32_t off, uint64_t n, uint32_t esz, uint32_t sp_bytes, uint64_t *addr)
+{
+	return check_tile(off, 1, n, esz, 0, sp_bytes, addr);
+}
+
+static uint32_t check_ctl(const struct spyre_insn_ctl *c, uint32_t num_insns)
+{
+	if (c->dtype || c->dtype2 || c->flags || c->reserved[0] || c->reserved[1] || c->reserved[2])
+		return SPYRE_FAULT_BAD_OPERAND;
+	switch (c->opcode) {
+	case SPYRE_OPC_NOP:
+	case SPYRE_OPC_HALT:
+		return c->reg || c->imm || c->reg2 ? SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	case SPYRE_OPC_LI:
+		return c->reg >= SPYRE_NUM_REGS || c->reg2 ? SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	case SPYRE_OPC_ADDI:
+		return c->reg >= SPYRE_NUM_REGS || c->reg2 >= SPYRE_NUM_REGS ?
+			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	case SPYRE_OPC_LDARG:
+		return c->reg >= SPYRE_NUM_REGS || c->reg2 || c->imm >= SPYRE_PROG_MAX_SCALARS ?
+			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	default: /* BNZ */
+		return c->reg >= SPYRE_NUM_REGS || c->reg2 || c->imm >= num_insns ?
+			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	}
+}
+
+static uint32_t check_dma(const struct spyre_insn_dma *d, uint32_t sp_bytes, uint64_t *addr)
+{
+	if (d->dtype || d->dtype2 || (d->flags & ~SPYRE_IF_SLOT) || !d->rows || !d->row_bytes)
+		return SPYRE_FAULT_BAD_OPERAND;
+	*addr = d->sp;
+	if (d->sp % STICK)
+		return SPYRE_FAULT_ALIGN;
+	*addr = d->row_bytes % STICK ? d->row_bytes : d->mem_stride % STICK ? d->mem_stride : d->sp_stride;
+	if (d->row_bytes % STICK || d->mem_stride % STICK || d->sp_stride % STICK)
+		return SPYRE_FAULT_ALIGN;
+	if ((d->flags & SPYRE_IF_SLOT) && SPYRE_SLOT_OFF(d->mem) % STICK) {
+		*addr = d->mem;
+		return SPYRE_FAULT_ALIGN;
+	}
+	*addr = d->sp;
+	if ((uint64_t)d->sp + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes > sp_bytes)
+		return SPYRE_FAULT_SP_RANGE;
+	return SPYRE_FAULT_NONE;
+}
+
+static uint32_t check_ring(const struct spyre_insn_ring *r, uint32_t sp_bytes, uint64_t *addr)
+{
+	if (r->dtype || r->dtype2 || r->flags || r->reserved[0] || r->reserved[1] || r->reserved[2])
+		return SPYRE_FAULT_BAD_OPERAND;
+	switch (r->opcode) {
+	case SPYRE_OPC_SEND:
+	case SPYRE_OPC_RECV:
+		if (r->peer >= SPYRE_MAX_CORES)
+			return SPYRE_FAULT_BAD_PEER;
+		if (!r->bytes)
+			return SPYRE_FAULT_BAD_OPERAND;
+		*addr = r->sp % STICK ? r->sp : r->bytes;
+		if (r->sp % STICK || r->bytes % STICK)
+			return SPYRE_FAULT_ALIGN;
+		*addr = r->sp;
+		if ((uint64_t)r->sp + r->bytes > sp_bytes)
+			return SPYRE_FAULT_SP_RANGE;
+		return SPYRE_FAULT_NONE;
+	case SPYRE_OPC_SIGNAL:
+		if (r->peer >= SPYRE_MAX_CORES)
+			return SPYRE_FAULT_BAD_PEER;
+		return r->sp || r->bytes || r->tag >= SPYRE_NUM_TOKENS ?
+			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	case SPYRE_OPC_WAIT:
+		return r->sp || r->peer || r->tag >= SPYRE_NUM_TOKENS ?
+			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	default: /* BARRIER */
+		return r->sp || r->peer || r->tag ? SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+	}
+}
+
+static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opclass cls,
+			     uint32_t sp_bytes, uint64_t *addr)
+{
+	unsigned dt = t->dtype, dt2 = t->dtype2;
+	uint32_t f;
+
+	*addr = 0;
+	if (dt >= SPYRE_DT_COUNT || dt2 >= SPYRE_DT_COUNT)
+		return SPYRE_FAULT_BAD_DTYPE;
+	if (!t->rows || !t->cols)
+		return SPYRE_FAULT_BAD_OPERAND;
+	uint32_t e1 = SPYRE_DT_SIZE(dt), e2 = SPYRE_DT_SIZE(dt2);
+
+	switch (cls) {
+	case SPYRE_CLS_MATMUL:
+		if (SPYRE_DT_IS_FLOAT(dt) ? (dt2 != SPYRE_DT_FP32 && dt2 != dt) :
+		    (dt != SPYRE_DT_INT8 || dt2 != SPYRE_DT_INT32))
+			return SPYRE_FAULT_BAD_DTYPE;
+		if ((t->flags & ~SPYRE_IF_ACC) || !t->k || t->ext)
+			return SPYRE_FAULT_BAD_OPERAND;
+		if ((f = check_tile(t->a, t->rows, t->k, e1, t->lda, sp_bytes, addr)) ||
+		    (f = check_tile(t->b, t->k, t->cols, e1, t->ldb, sp_bytes, addr)))
+			return f;
+		return check_tile(t->d, t->rows, t->cols, e2, t->ldd, sp_bytes, addr);
+	case SPYRE_CLS_BINARY:
+		f = t->flags & (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL);
+		if ((t->flags & ~f) || f == (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL) || t->k || t->ext ||
+		    (f && t->ldb))
+			return SPYRE_FAULT_BAD_OPERAND;
+		if (f == SPYRE_IF_BCAST_ROW)
+			f = check_vec(t->b, t->cols, e1, sp_bytes, addr);
+		else if (f == SPYRE_IF_BCAST_COL)
+			f = check_vec(t->b, t->rows, e1, sp_bytes, addr);
+		else
+			f = check_tile(t->b, t->rows, t->cols, e1, t->ldb, sp_bytes, addr);
+		break;
+	case SPYRE_CLS_UNARY:
+	case SPYRE_CLS_SCALE:
+		if (t->opcode != SPYRE_OPC_RELU && !SPYRE_DT_IS_FLOAT(dt))
+			return SPYRE_FAULT_BAD_DTYPE;
+		if (t->flags || t->k || (cls == SPYRE_CLS_UNARY && (t->b || t->ldb || t->ext)))
+			return SPYRE_FAULT_BAD_OPERAND;
+		f = 0;
+		break;
+	case SPYRE_CLS_CAST:
+		if (t->flags || t->k || t->b || t->ldb || t->ext)
+			return SPYRE_FAULT_BAD_OPERAND;
+		f = 0;
+		break;
+	case SPYRE_CLS_FILL:
+		if (dt != dt2)
+			return SPYRE_FAULT_BAD_DTYPE;
+		if (t->flags || t->k || t->a || t->lda || t->ldb || t->ext)
+			return SPYRE_FAULT_BAD_OPERAND;
+		return check_tile(t->d, t->rows, t->cols, e2, t->ldd, sp_bytes, addr);
+	case SPYRE_CLS_REDUCE:
+		if ((t->flags & ~SPYRE_IF_AXIS0) || t->k || t->b || t->ldb || t->ext || t->ldd)
+			return SPYRE_FAULT_BAD_OPERAND;
+		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
+			return f;
+		return check_vec(t->d, (t->flags & SPYRE_IF_AXIS0) ? t->cols : t->rows, e2, sp_bytes, addr);
+	case SPYRE_CLS_SOFTMAX:
+		if (!SPYRE_DT_IS_FLOAT(dt) || !SPYRE_DT_IS_FLOAT(dt2))
+			return SPYRE_FAULT_BAD_DTYPE;
+		if (t->flags || t->k || t->b || t->ldb || t->ext)
+			return SPYRE_FAULT_BAD_OPERAND;
+		f = 0;
+		break;
+	case SPYRE_CLS_TRANSPOSE:
+		if (dt != dt2)
+			return SPYRE_FAULT_BAD_DTYPE;
+		if (t->flags || t->k || t->b || t->ldb || t->ext)
+			return SPYRE_FAULT_BAD_OPERAND;
+		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
+			return f;
+		return check_tile(t->d, t->cols, t->rows, e2, t->ldd, sp_bytes, addr);
+	default:
+		return SPYRE_FAULT_BAD_OPCODE;
+	}
+	/* elementwise shapes: a and d are rows x cols */
+	if (f)
+		return f;
+	if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
+		return f;
+	return check_tile(t->d, t->rows, t->cols, e2, t->ldd, sp_bytes, addr);
+}
+
+uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_t num_insns,
+			  uint64_t *addr)
+{
+	enum spyre_opclass cls = spyre_opclass(in->raw[0]);
+	uint64_t dummy;
+
+	if (!addr)
+		addr = &dummy;
+	*addr = 0;
+	switch (cls) {
+	case SPYRE_CLS_NONE:
+		return SPYRE_FAULT_BAD_OPCODE;
+	case SPYRE_CLS_CTL:
+		return check_ctl(&in->ctl, num_insns);
+	case SPYRE_CLS_DMA:
+		return check_dma(&in->dma, sp_bytes, addr);
+	case SPYRE_CLS_RING:
+		return check_ring(&in->ring, sp_bytes, addr);
+	default:
+		return check_tensor(&in->t, cls, sp_bytes, addr);
+	}
+}
+
+/* ---- container --------------------------------------------------------- */
+
+static void get_hdr(const uint8_t *p, struct spyre_prog_hdr *h)
+{
+	h->magic = spyre_ld32(p);
+	h->version = spyre_ld16(p + 4);
+	h->flags = spyre_ld16(p + 6);
+	h->total_size = spyre_ld32(p + 8);
+	h->num_cores = spyre_ld32(p + 12);
+	h->core_off = spyre_ld32(p + 16);
+	h->sym_off = spyre_ld32(p + 20);
+	h->num_syms = spyre_ld32(p + 24);
+	h->num_scalars = spyre_ld32(p + 28);
+	h->reloc_off = spyre_ld32(p + 32);
+	h->num_relocs = spyre_ld32(p + 36);
+	h->const_off = spyre_ld32(p + 40);
+	h->const_size = spyre_ld32(p + 44);
+	for (int i = 0; i < 4; i++)
+		h->reserved[i] = spyre_ld32(p + 48 + 4 * i);
+}
+
+void spyre_prog_get_sym(const struct spyre_prog_view *v, uint32_t i, struct spyre_prog_sym *s)
+{
+	const uint8_t *p = v->image + v->hdr.sym_off + (uint64_t)i * sizeof(*s);
+
+	memcpy(s->name, p, SPYRE_SYM_NAME_LEN);
+	s->dtype = p[32];
+	s->rank = p[33];
+	s->flags = spyre_ld16(p + 34);
+	s->reserved = spyre_ld32(p + 36);
+	s->size = spyre_ld64(p + 40);
+	for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
+		s->shape[d] = spyre_ld64(p + 48 + 8 * d);
+}
+
+/* Sections in the image: [off, off+len) inside the image, aligned, disjoint. */
+struct span {
+	uint64_t off, len;
+};
+
+static int span_ok(const struct span *s, uint64_t size, uint64_t align)
+{
+	return s->off % align == 0 && s->off <= size && s->len <= size - s->off;
+}
+
+static int overlaps(const struct span *a, const struct span *b)
+{
+	return a->len && b->len && a->off < b->off + b->len && b->off < a->off + a->len;
+}
+
+static int valid_name(const char *n)
+{
+	size_t i;
+
+	for (i = 0; i < SPYRE_SYM_NAME_LEN && n[i]; i++) {
+		char c = n[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.'))
+			return 0;
+	}
+	if (i == 0 || i == SPYRE_SYM_NAME_LEN)
+		return 0;
+	for (; i < SPYRE_SYM_NAME_LEN; i++)	/* padding after the NUL is zero */
+		if (n[i])
+			return 0;
+	return 1;
+}
+
+uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spyre_prog_view *v)
+{
+	const uint8_t *p = image;
+	struct spyre_prog_hdr *h = &v->hdr;
+	struct span sp[3 + SPYRE_MAX_CORES];
+	unsigned n = 0;
+
+	memset(v, 0, sizeof(*v));
+	v->image = p;
+	v->size = size;
+	if (!image || size < sizeof(*h))
+		return SPYRE_FAULT_BAD_PROGRAM;
+	get_hdr(p, h);
+	if (h->magic != SPYRE_PROG_MAGIC || h->version != SPYRE_PROG_VERSION || h->flags ||
+	    h->reserved[0] || h->reserved[1] || h->reserved[2] || h->reserved[3] ||
+	    h->total_size < sizeof(*h) || h->total_size > size || h->total_size > SPYRE_PROG_MAX_BYTES ||
+	    !h->num_cores || h->num_cores > SPYRE_MAX_CORES || h->num_syms > SPYRE_PROG_MAX_SYMS ||
+	    h->num_scalars > SPYRE_PROG_MAX_SCALARS || h->num_relocs > SPYRE_PROG_MAX_RELOCS ||
+	    h->const_size % SPYRE_PROG_ALIGN)
+		return SPYRE_FAULT_BAD_PROGRAM;
+	size = h->total_size;
+	v->size = size;
+
+	sp[n++] = (struct span){ 0, sizeof(*h) };
+	sp[n++] = (struct span){ h->core_off, (uint64_t)h->num_cores * sizeof(struct spyre_prog_core) };
+	if (!span_ok(&sp[1], size, 8))
+		return SPYRE_FAULT_BAD_PROGRAM;
+	struct span syms = { h->sym_off, (uint64_t)h->num_syms * sizeof(struct spyre_prog_sym) };
+	struct span rel = { h->reloc_off, (uint64_t)h->num_relocs * sizeof(struct spyre_prog_reloc) };
+	struct span cst = { h->const_off, h->const_size };
+
+	if (!span_ok(&syms, size, 8) || !span_ok(&rel, size, 8) ||
+	    !span_ok(&cst, size, SPYRE_PROG_ALIGN))
+		return SPYRE_FAULT_BAD_PROGRAM;
+	for (uint32_t c = 0; c < h->num_cores; c++) {
+		const uint8_t *e = p + h->core_off + 8ull * c;
+
+		v->cores[c].code_off = spyre_ld32(e);
+		v->cores[c].num_insns = spyre_ld32(e + 4);
+		struct span s = { v->cores[c].code_off, (uint64_t)v->cores[c].num_insns * SPYRE_INSN_BYTES };
+
+		if (v->cores[c].num_insns > SPYRE_PROG_MAX_INSNS || !span_ok(&s, size, 8))
+			return SPYRE_FAULT_BAD_PROGRAM;
+		sp[n++] = s;
+	}
+	sp[n++] = syms;
+	sp[n++] = rel;
+	sp[n++] = cst;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = i + 1; j < n; j++)
+			if (overlaps(&sp[i], &sp[j]))
+				return SPYRE_FAULT_BAD_PROGRAM;
+
+	for (uint32_t i = 0; i < h->num_syms; i++) {
+		struct spyre_prog_sym s;
+
+		spyre_prog_get_sym(v, i, &s);
+		if (!valid_name(s.name) || s.dtype >= SPYRE_DT_COUNT || s.rank > SPYRE_SYM_MAX_RANK ||
+		    (s.flags & ~SPYRE_SYM_F_MASK) || s.reserved)
+			return SPYRE_FAULT_BAD_PROGRAM;
+		for (int d = s.rank; d < SPYRE_SYM_MAX_RANK; d++)
+			if (s.shape[d])
+				return SPYRE_FAULT_BAD_PROGRAM;
+		for (uint32_t j = 0; j < i; j++) {
+			const uint8_t *o = p + h->sym_off + (uint64_t)j * sizeof(s);
+
+			if (!strncmp((const char *)o, s.name, SPYRE_SYM_NAME_LEN))
+				return SPYRE_FAULT_BAD_PROGRAM;
+		}
+	}
+	for (uint32_t i = 0; i < h->num_relocs; i++) {
+		const uint8_t *r = p + h->reloc_off + 24ull * i;
+		uint32_t core = spyre_ld32(r), pc = spyre_ld32(r + 4), sym = spyre_ld32(r + 8);
+
+		if (core >= h->num_cores || pc >= v->cores[core].num_insns || sym >= h->num_syms ||
+		    spyre_ld32(r + 12))
+			return SPYRE_FAULT_BAD_PROGRAM;
+		const uint8_t *insn = p + v->cores[core].code_off + (uint64_t)pc * SPYRE_INSN_BYTES;
+
+		if (spyre_opclass(insn[0]) != SPYRE_CLS_DMA || (insn[3] & SPYRE_IF_SLOT))
+			return SPYRE_FAULT_BAD_PROGRAM;
+	}
+	return SPYRE_FAULT_NONE;
+}
+
+uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes,
+			     uint32_t *core, uint32_t *pc)
+{
+	struct spyre_prog_view v;
+	uint32_t f;
+
+	*core = SPYRE_FAULT_CORE_NONE;
+	*pc = SPYRE_FAULT_PC_NONE;
+	f = spyre_prog_check_container(image, size, &v);
+	if (f)
+		return f;
+	for (uint32_t c = 0; c < v.hdr.num_cores; c++) {
+		for (uint32_t i = 0; i < v.cores[c].num_insns; i++) {
+			union spyre_insn in;
+
+			spyre_insn_decode(v.image + v.cores[c].code_off + (uint64_t)i * SPYRE_INSN_BYTES, &in);
+			f = spyre_insn_check(&in, sp_bytes, v.cores[c].num_insns, NULL);
+			if (!f && in.raw[0] == SPYRE_OPC_LDARG && in.ctl.imm >= v.hdr.num_scalars)
+				f = SPYRE_FAULT_BAD_OPERAND;
+			if (!f && spyre_opclass(in.raw[0]) == SPYRE_CLS_DMA && (in.dma.flags & SPYRE_IF_SLOT)) {
+				uint32_t slot = SPYRE_SLOT_OF(in.dma.mem);
+
+				if (slot == SPYRE_SLOT_CONST ? in.raw[0] == SPYRE_OPC_STORE : slot >= v.hdr.num_syms)
+					f = SPYRE_FAULT_BAD_SLOT;
+			}
+			if (f) {
+				*core = c;
+				*pc = i;
+				return f;
+			}
+		}
+	}
+	return SPYRE_FAULT_NONE;
+}

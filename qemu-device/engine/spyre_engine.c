@@ -1,0 +1,957 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The spyre compute engine: cores with scratchpads on a bidirectional ring,
+ * executing programs (uapi/spyre_isa.h) with real numerics and a timing
+ * model. docs/spyre-isa.md is the specification.
+ *
+ * Execution is deterministic: cores run in index order, each until it blocks
+ * (RECV with nothing to take, SEND into a full inbox, WAIT, BARRIER), halts
+ * or faults; passes repeat until every core has halted. A pass in which no
+ * core made progress while some are unfinished is a deadlock. Every core has
+ * its own modeled clock; clocks synchronise only where data or tokens flow
+ * (RECV, WAIT, a SEND that waited for room, BARRIER).
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spyre_internal.h"
+#include "spyre_kernels.h"
+#include "spyre_numerics.h"
+
+#define STICK SPYRE_STICK_BYTES
+
+struct msg {
+	struct msg *next;
+	uint32_t tag, bytes;
+	uint64_t arrival;	/* modeled cycle the last byte lands */
+	uint8_t data[];
+};
+
+struct core {
+	const uint8_t *code;
+	uint32_t num_insns, pc;
+	bool running, done, at_barrier, send_blocked;
+	uint32_t barrier_mask;
+	uint64_t r[SPYRE_NUM_REGS];
+	uint64_t clock, busy, insns;
+	uint32_t tok[SPYRE_NUM_TOKENS];
+	uint64_t tok_time[SPYRE_NUM_TOKENS];
+	/* inbox: one FIFO per sending core */
+	struct msg *head[SPYRE_MAX_CORES], *tail[SPYRE_MAX_CORES];
+	uint64_t inbox_bytes;
+	uint64_t inbox_freed;	/* clock of the RECV that last made room */
+	uint64_t sp_dirty;	/* bytes of scratchpad that may be non-zero */
+};
+
+struct spyre_engine {
+	struct spyre_engine_config cfg;
+	uint8_t *sp;			/* cores * scratchpad_bytes */
+	struct core core[SPYRE_MAX_CORES];
+	float *ws[3];			/* matmul workspaces (converted A, B, C) */
+	size_t ws_len[3];		/* floats */
+	float *pack;
+	size_t pack_len;
+	/* per launch */
+	const struct spyre_engine_mem_ops *ops;
+	void *opaque;
+	struct spyre_prog_view prog;
+	uint8_t *image;
+	uint64_t program_va;
+	uint64_t *args;			/* slots then scalars */
+	uint32_t mask;			/* launched cores (within cfg.cores) */
+	uint32_t active;		/* popcount(mask): cores sharing LPDDR */
+	struct spyre_launch_result *res;
+};
+
+enum step { STEP_NEXT, STEP_BLOCK, STEP_HALT, STEP_FAULT };
+
+void spyre_engine_config_default(struct spyre_engine_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->cores = 32;
+	c->scratchpad_bytes = 2u << 20;
+	c->clock_mhz = 1500;
+	c->peak_mac_per_ns[SPYRE_DT_FP16] = 1536;
+	c->peak_mac_per_ns[SPYRE_DT_BF16] = 1536;
+	c->peak_mac_per_ns[SPYRE_DT_DL16] = 1536;
+	c->peak_mac_per_ns[SPYRE_DT_INT8] = 3072;
+	c->peak_mac_per_ns[SPYRE_DT_FP32] = 384;
+	c->peak_mac_per_ns[SPYRE_DT_INT32] = 384;
+	c->mem_bw_mbps = 204800;
+	c->dma_latency_cycles = 200;
+	c->ring_bytes_per_cycle = 128;
+	c->ring_hop_cycles = 2;
+	c->sp_bytes_per_cycle = 256;
+	c->sfu_elems_per_cycle = 64;
+	c->sfu_transcendental_cycles = 4;
+	c->issue_cycles = 1;
+	c->barrier_cycles = 16;
+	c->insn_budget = 1u << 22;
+}
+
+static bool config_ok(const struct spyre_engine_config *c)
+{
+	if (!c->cores || c->cores > SPYRE_MAX_CORES || !c->clock_mhz || !c->mem_bw_mbps ||
+	    c->scratchpad_bytes < STICK || c->scratchpad_bytes % STICK ||
+	    c->scratchpad_bytes > (256u << 20) || !c->ring_bytes_per_cycle ||
+	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget)
+		return false;
+	for (int i = 0; i < SPYRE_DT_COUNT; i++)
+		if (!c->peak_mac_per_ns[i])
+			return false;
+	return true;
+}
+
+struct spyre_engine *spyre_engine_new(const struct spyre_engine_config *cfg)
+{
+	struct spyre_engine *e;
+
+	if (!cfg || !config_ok(cfg))
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->cfg = *cfg;
+	/* calloc: untouched scratchpad pages cost no host memory */
+	e->sp = calloc(cfg->cores, cfg->scratchpad_bytes);
+	if (!e->sp) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void spyre_engine_free(struct spyre_engine *e)
+{
+	if (!e)
+		return;
+	for (int i = 0; i < 3; i++)
+		free(e->ws[i]);
+	free(e->pack);
+	free(e->sp);
+	free(e);
+}
+
+const struct spyre_engine_config *spyre_engine_get_config(const struct spyre_engine *e)
+{
+	return &e->cfg;
+}
+
+uint8_t *spyre_engine_scratchpad(struct spyre_engine *e, uint32_t core)
+{
+	if (!e || core >= e->cfg.cores)
+		return NULL;
+	return e->sp + (size_t)core * e->cfg.scratchpad_bytes;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static int fault(struct spyre_engine *e, uint32_t cause, uint32_t core, uint32_t pc, uint64_t addr)
+{
+	struct spyre_launch_result *r = e->res;
+
+	if (r->status)
+		return STEP_FAULT;
+	r->status = cause;
+	r->fault_core = core;
+	r->fault_pc = pc;
+	r->fault_addr = addr;
+	return STEP_FAULT;
+}
+
+static uint32_t ring_hops(const struct spyre_engine *e, uint32_t a, uint32_t b)
+{
+	uint32_t d = a > b ? a - b : b - a;
+
+	return d < e->cfg.cores - d ? d : e->cfg.cores - d;
+}
+
+/* Grow a workspace to n floats, 64-byte aligned. */
+static float *workspace(float **buf, size_t *len, size_t n)
+{
+	if (*len < n) {
+		void *p = NULL;
+
+		free(*buf);
+		*buf = NULL;
+		*len = 0;
+		if (posix_memalign(&p, 64, n * sizeof(float)))
+			return NULL;
+		*buf = p;
+		*len = n;
+	}
+	return *buf;
+}
+
+static void charge(struct spyre_engine *e, struct core *c, uint64_t cycles)
+{
+	cycles += e->cfg.issue_cycles;
+	c->clock += cycles;
+	c->busy += cycles;
+}
+
+/* SFU / scratchpad-bound op: elems through the SFU, bytes through the scratchpad. */
+static uint64_t sfu_cycles(const struct spyre_engine *e, uint64_t elems, uint64_t bytes,
+			   uint32_t passes_per_vec)
+{
+	uint64_t c = div_up(elems, e->cfg.sfu_elems_per_cycle) * passes_per_vec;
+
+	return max64(c, div_up(bytes, e->cfg.sp_bytes_per_cycle));
+}
+
+/* ---- DMA ------------------------------------------------------------------ */
+
+static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_dma *d)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	uint64_t extent = (uint64_t)(d->rows - 1) * d->mem_stride + d->row_bytes;
+	uint64_t va = d->mem;
+	bool store = d->opcode == SPYRE_OPC_STORE;
+
+	if (d->flags & SPYRE_IF_SLOT) {
+		uint32_t slot = SPYRE_SLOT_OF(d->mem);
+		uint64_t off = SPYRE_SLOT_OFF(d->mem), base, size;
+
+		if (slot == SPYRE_SLOT_CONST && !store) {
+			base = e->program_va + e->prog.hdr.const_off;
+			size = e->prog.hdr.const_size;
+		} else if (slot < e->prog.hdr.num_syms) {
+			struct spyre_prog_sym s;
+
+			spyre_prog_get_sym(&e->prog, slot, &s);
+			base = e->args[slot];
+			size = s.size;
+		} else {
+			return fault(e, SPYRE_FAULT_BAD_SLOT, id, c->pc, d->mem);
+		}
+		if (off > size || extent > size - off || base + off < base)
+			return fault(e, SPYRE_FAULT_MEM_RANGE, id, c->pc, base + off);
+		va = base + off;
+	}
+	if (va % STICK)
+		return fault(e, SPYRE_FAULT_ALIGN, id, c->pc, va);
+	if (va + extent < va)
+		return fault(e, SPYRE_FAULT_MEM_RANGE, id, c->pc, va);
+
+	/* coalesce rows that are contiguous on both sides into one access */
+	uint32_t rows = d->rows;
+	uint64_t len = d->row_bytes;
+
+	if (rows > 1 && d->mem_stride == d->row_bytes && d->sp_stride == d->row_bytes) {
+		len *= rows;
+		rows = 1;
+	}
+	for (uint32_t r = 0; r < rows; r++) {
+		uint64_t a = va + (uint64_t)r * d->mem_stride, fva = a;
+		uint8_t *s = sp + d->sp + (uint64_t)r * d->sp_stride;
+		int rc = store ? e->ops->write(e->opaque, a, s, len, &fva) :
+				 e->ops->read(e->opaque, a, s, len, &fva);
+
+		if (rc) {
+			e->res->fault_detail = rc;
+			return fault(e, SPYRE_FAULT_MEM, id, c->pc, fva);
+		}
+	}
+	if (!store)
+		c->sp_dirty = max64(c->sp_dirty, d->sp + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes);
+
+	uint64_t bytes = (uint64_t)d->rows * d->row_bytes;
+
+	charge(e, c, e->cfg.dma_latency_cycles +
+		     div_up(bytes * e->cfg.clock_mhz * e->active, e->cfg.mem_bw_mbps));
+	return STEP_NEXT;
+}
+
+/* ---- tensor ops ----------------------------------------------------------- */
+
+#define ROW(base, off, r, ld) ((base) + (off) + (uint64_t)(r) * (ld) * STICK)
+
+static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
+		       const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	size_t m = t->rows, n = t->cols, k = t->k;
+	unsigned dt = t->dtype, dt2 = t->dtype2;
+	int acc = !!(t->flags & SPYRE_IF_ACC);
+	size_t lda = (size_t)t->lda * STICK / SPYRE_DT_SIZE(dt);
+	size_t ldb = (size_t)t->ldb * STICK / SPYRE_DT_SIZE(dt);
+	size_t ldc = (size_t)t->ldd * STICK / SPYRE_DT_SIZE(dt2);
+
+	if (dt == SPYRE_DT_INT8) {
+		spyre_igemm(m, n, k, (const int8_t *)(sp + t->a), lda, (const int8_t *)(sp + t->b), ldb,
+			    (int32_t *)(void *)(sp + t->d), ldc, acc);
+	} else {
+		const float *a = (const float *)(void *)(sp + t->a), *b = (const float *)(void *)(sp + t->b);
+		float *cc = (float *)(void *)(sp + t->d);
+		size_t ldcc = ldc;
+
+		if (!workspace(&e->pack, &e->pack_len, SPYRE_SGEMM_PACK_FLOATS(n)))
+			return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, t->d); /* host OOM: cannot model */
+		if (dt != SPYRE_DT_FP32) {
+			float *wa = workspace(&e->ws[0], &e->ws_len[0], m * k);
+			float *wb = workspace(&e->ws[1], &e->ws_len[1], k * n);
+
+			if (!wa || !wb)
+				return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, t->d);
+			for (size_t i = 0; i < m; i++)
+				for (size_t p = 0; p < k; p++)
+					wa[i * k + p] = spyre_load_f32(ROW(sp, t->a, i, t->lda), dt, p);
+			for (size_t p = 0; p < k; p++)
+				for (size_t j = 0; j < n; j++)
+					wb[p * n + j] = spyre_load_f32(ROW(sp, t->b, p, t->ldb), dt, j);
+			a = wa;
+			b = wb;
+			lda = k;
+			ldb = n;
+		}
+		if (dt2 != SPYRE_DT_FP32) {
+			float *wc = workspace(&e->ws[2], &e->ws_len[2], m * n);
+
+			if (!wc)
+				return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, t->d);
+			if (acc)
+				for (size_t i = 0; i < m; i++)
+					for (size_t j = 0; j < n; j++)
+						wc[i * n + j] = spyre_load_f32(ROW(sp, t->d, i, t->ldd), dt2, j);
+			cc = wc;
+			ldcc = n;
+		}
+		spyre_sgemm(m, n, k, a, lda, b, ldb, cc, ldcc, acc, e->pack);
+		if (dt2 != SPYRE_DT_FP32)
+			for (size_t i = 0; i < m; i++)
+				for (size_t j = 0; j < n; j++)
+					spyre_store_f32(ROW(sp, t->d, i, t->ldd), dt2, j, cc[i * n + j]);
+	}
+
+	/* the 8x8 PE array works in 8-row passes: rows are padded to 8 */
+	uint64_t macs = div_up(m, 8) * 8 * n * k;
+	uint64_t cyc = div_up(macs * e->cfg.clock_mhz, (uint64_t)e->cfg.peak_mac_per_ns[dt] * 1000);
+	uint64_t bytes = (m * k + k * n) * SPYRE_DT_SIZE(dt) + m * n * SPYRE_DT_SIZE(dt2) * (acc ? 2 : 1);
+
+	charge(e, c, max64(cyc, div_up(bytes, e->cfg.sp_bytes_per_cycle)));
+	return STEP_NEXT;
+}
+
+static float gelu(float x)
+{
+	return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+static float unary_f(uint32_t op, float x, float s, float b)
+{
+	switch (op) {
+	case SPYRE_OPC_RELU:
+		return x > 0.0f ? x : (isnan(x) ? x : 0.0f);
+	case SPYRE_OPC_GELU:
+		return gelu(x);
+	case SPYRE_OPC_SILU:
+		return x / (1.0f + expf(-x));
+	case SPYRE_OPC_EXP:
+		return expf(x);
+	case SPYRE_OPC_RSQRT:
+		return 1.0f / sqrtf(x);
+	case SPYRE_OPC_SCALE:
+		return x * s + b;
+	default: /* CAST */
+		return x;
+	}
+}
+
+static float binary_f(uint32_t op, float x, float y)
+{
+	switch (op) {
+	case SPYRE_OPC_ADD:
+		return x + y;
+	case SPYRE_OPC_SUB:
+		return x - y;
+	case SPYRE_OPC_MUL:
+		return x * y;
+	default: /* MAX: NaN propagates */
+		return isnan(x) || isnan(y) ? NAN : (x > y ? x : y);
+	}
+}
+
+static int64_t binary_i(uint32_t op, int64_t x, int64_t y)
+{
+	switch (op) {
+	case SPYRE_OPC_ADD:
+		return x + y;
+	case SPYRE_OPC_SUB:
+		return x - y;
+	case SPYRE_OPC_MUL:
+		return x * y;	/* |x|,|y| < 2^31: fits */
+	default:
+		return x > y ? x : y;
+	}
+}
+
+static float f32_of_bits(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id,
+			     const struct spyre_insn_tensor *t, enum spyre_opclass cls)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	unsigned dt = t->dtype, dt2 = t->dtype2;
+	bool isint = !SPYRE_DT_IS_FLOAT(dt);
+	float s = f32_of_bits(t->b), bias = f32_of_bits(SPYRE_SCALE_BIAS_BITS(t));
+
+	for (uint32_t r = 0; r < t->rows; r++) {
+		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
+		const uint8_t *ar = ROW(sp, t->a, r, t->lda);
+		const uint8_t *br = NULL;
+
+		if (cls == SPYRE_CLS_BINARY)
+			br = (t->flags & SPYRE_IF_BCAST_ROW) ? sp + t->b :
+			     (t->flags & SPYRE_IF_BCAST_COL) ? sp + t->b : ROW(sp, t->b, r, t->ldb);
+		for (uint32_t j = 0; j < t->cols; j++) {
+			uint64_t bj = (t->flags & SPYRE_IF_BCAST_COL) ? r : j;
+
+			if (cls == SPYRE_CLS_BINARY && isint) {
+				spyre_store_int(dr, dt2, j, binary_i(t->opcode, spyre_load_int(ar, dt, j),
+								     spyre_load_int(br, dt, bj)));
+			} else if (cls == SPYRE_CLS_BINARY) {
+				spyre_store_f32(dr, dt2, j, binary_f(t->opcode, spyre_load_f32(ar, dt, j),
+								     spyre_load_f32(br, dt, bj)));
+			} else if (isint && (t->opcode == SPYRE_OPC_RELU || !SPYRE_DT_IS_FLOAT(dt2))) {
+				int64_t x = spyre_load_int(ar, dt, j);
+
+				spyre_store_int(dr, dt2, j, t->opcode == SPYRE_OPC_RELU && x < 0 ? 0 : x);
+			} else {
+				spyre_store_f32(dr, dt2, j, unary_f(t->opcode, spyre_load_f32(ar, dt, j), s, bias));
+			}
+		}
+	}
+	uint64_t elems = (uint64_t)t->rows * t->cols;
+
+	charge(e, c, sfu_cycles(e, elems, elems * (SPYRE_DT_SIZE(dt) * (cls == SPYRE_CLS_BINARY ? 2 : 1) +
+						   SPYRE_DT_SIZE(dt2)),
+				spyre_op_transcendental(t->opcode) ? e->cfg.sfu_transcendental_cycles : 1));
+}
+
+static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	unsigned dt = t->dtype2;
+
+	for (uint32_t r = 0; r < t->rows; r++) {
+		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
+
+		for (uint32_t j = 0; j < t->cols; j++) {
+			if (SPYRE_DT_IS_FLOAT(dt))
+				spyre_store_f32(dr, dt, j, f32_of_bits(t->b));
+			else
+				spyre_store_int(dr, dt, j, (int32_t)t->b);
+		}
+	}
+	uint64_t elems = (uint64_t)t->rows * t->cols;
+
+	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(dt), 1));
+}
+
+static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	unsigned dt = t->dtype, dt2 = t->dtype2;
+	bool axis0 = t->flags & SPYRE_IF_AXIS0, isint = !SPYRE_DT_IS_FLOAT(dt), sum = t->opcode == SPYRE_OPC_REDSUM;
+	uint32_t outer = axis0 ? t->cols : t->rows, inner = axis0 ? t->rows : t->cols;
+
+	for (uint32_t o = 0; o < outer; o++) {
+		float fa = sum ? 0.0f : -INFINITY;
+		int64_t ia = sum ? 0 : INT64_MIN;
+
+		for (uint32_t i = 0; i < inner; i++) {
+			uint32_t r = axis0 ? i : o, j = axis0 ? o : i;
+			const uint8_t *ar = ROW(sp, t->a, r, t->lda);
+
+			if (isint) {
+				int64_t x = spyre_load_int(ar, dt, j);
+
+				ia = sum ? ia + x : (x > ia ? x : ia);
+			} else {
+				float x = spyre_load_f32(ar, dt, j);
+
+				fa = sum ? fa + x : binary_f(SPYRE_OPC_MAX, fa, x);
+			}
+		}
+		if (isint)
+			spyre_store_int(sp + t->d, dt2, o, ia);
+		else
+			spyre_store_f32(sp + t->d, dt2, o, fa);
+	}
+	uint64_t elems = (uint64_t)t->rows * t->cols;
+
+	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(dt) + outer * SPYRE_DT_SIZE(dt2), 1));
+}
+
+static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	unsigned dt = t->dtype, dt2 = t->dtype2;
+
+	for (uint32_t r = 0; r < t->rows; r++) {
+		const uint8_t *ar = ROW(sp, t->a, r, t->lda);
+		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
+		float mx = -INFINITY, sum = 0.0f;
+
+		for (uint32_t j = 0; j < t->cols; j++)
+			mx = binary_f(SPYRE_OPC_MAX, mx, spyre_load_f32(ar, dt, j));
+		/* two passes over a: d may alias a, so exponentials are recomputed */
+		for (uint32_t j = 0; j < t->cols; j++)
+			sum += expf(spyre_load_f32(ar, dt, j) - mx);
+		float inv = 1.0f / sum;
+		float ex[64];
+
+		for (uint32_t j0 = 0; j0 < t->cols; j0 += 64) {
+			uint32_t w = t->cols - j0 < 64 ? t->cols - j0 : 64;
+
+			for (uint32_t j = 0; j < w; j++)
+				ex[j] = expf(spyre_load_f32(ar, dt, j0 + j) - mx) * inv;
+			for (uint32_t j = 0; j < w; j++)
+				spyre_store_f32(dr, dt2, j0 + j, ex[j]);
+		}
+	}
+	uint64_t elems = (uint64_t)t->rows * t->cols;
+
+	charge(e, c, sfu_cycles(e, elems, elems * (2 * SPYRE_DT_SIZE(dt) + SPYRE_DT_SIZE(dt2)),
+				2 + e->cfg.sfu_transcendental_cycles));
+}
+
+static void exec_transpose(struct spyre_engine *e, struct core *c, uint32_t id,
+			   const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	uint32_t esz = SPYRE_DT_SIZE(t->dtype);
+
+	for (uint32_t r = 0; r < t->rows; r++)
+		for (uint32_t j = 0; j < t->cols; j++)
+			memmove(ROW(sp, t->d, j, t->ldd) + (uint64_t)r * esz, ROW(sp, t->a, r, t->lda) + (uint64_t)j * esz,
+				esz);
+	uint64_t elems = (uint64_t)t->rows * t->cols;
+
+	/* one element per lane per cycle through the relayout path */
+	charge(e, c, sfu_cycles(e, elems, 2 * elems * esz, 1));
+}
+
+static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opclass cls)
+{
+	unsigned e2 = SPYRE_DT_SIZE(t->dtype2);
+
+	switch (cls) {
+	case SPYRE_CLS_REDUCE:
+		return t->d + spyre_tile_extent(1, (t->flags & SPYRE_IF_AXIS0) ? t->cols : t->rows, e2, 0);
+	case SPYRE_CLS_TRANSPOSE:
+		return t->d + spyre_tile_extent(t->cols, t->rows, e2, t->ldd);
+	default:
+		return t->d + spyre_tile_extent(t->rows, t->cols, e2, t->ldd);
+	}
+}
+
+/* ---- ring and synchronisation ----------------------------------------------- */
+
+static bool launched(const struct spyre_engine *e, uint32_t core)
+{
+	return core < e->cfg.cores && (e->mask >> core & 1);
+}
+
+static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_ring *r)
+{
+	struct core *dst;
+	struct msg *m;
+
+	if (!launched(e, r->peer))
+		return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, r->peer);
+	dst = &e->core[r->peer];
+	/* the receiver buffers up to one scratchpad of messages; a lone message always fits */
+	if (dst->inbox_bytes && dst->inbox_bytes + r->bytes > e->cfg.scratchpad_bytes) {
+		c->send_blocked = true;
+		return STEP_BLOCK;
+	}
+	m = malloc(sizeof(*m) + r->bytes);
+	if (!m)
+		return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, r->sp);
+	memcpy(m->data, spyre_engine_scratchpad(e, id) + r->sp, r->bytes);
+	m->next = NULL;
+	m->tag = r->tag;
+	m->bytes = r->bytes;
+	if (c->send_blocked)	/* waited for room: resume when the receiver made it */
+		c->clock = max64(c->clock, dst->inbox_freed);
+	c->send_blocked = false;
+
+	uint64_t xfer = div_up(r->bytes, e->cfg.ring_bytes_per_cycle);
+
+	m->arrival = c->clock + e->cfg.issue_cycles + (uint64_t)ring_hops(e, id, r->peer) * e->cfg.ring_hop_cycles + xfer;
+	if (dst->tail[id])
+		dst->tail[id]->next = m;
+	else
+		dst->head[id] = m;
+	dst->tail[id] = m;
+	dst->inbox_bytes += r->bytes;
+	charge(e, c, xfer);
+	return STEP_NEXT;
+}
+
+static int exec_recv(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_ring *r)
+{
+	struct msg *m;
+
+	if (!launched(e, r->peer))
+		return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, r->peer);
+	m = c->head[r->peer];
+	if (!m)
+		return STEP_BLOCK;
+	if (m->tag != r->tag || m->bytes != r->bytes)
+		return fault(e, SPYRE_FAULT_RING_MISMATCH, id, c->pc, r->sp);
+	c->head[r->peer] = m->next;
+	if (!m->next)
+		c->tail[r->peer] = NULL;
+	c->inbox_bytes -= m->bytes;
+	memcpy(spyre_engine_scratchpad(e, id) + r->sp, m->data, m->bytes);
+	c->sp_dirty = max64(c->sp_dirty, (uint64_t)r->sp + r->bytes);
+	c->clock = max64(c->clock, m->arrival);	/* idle until the data is there */
+	free(m);
+	charge(e, c, 0);
+	c->inbox_freed = c->clock;
+	return STEP_NEXT;
+}
+
+static int exec_barrier(struct spyre_engine *e, struct core *c, uint32_t id, uint32_t mask)
+{
+	uint64_t t = 0;
+
+	if (!mask)
+		mask = e->mask;
+	if ((mask & ~e->mask) || !(mask >> id & 1))
+		return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, mask);
+	c->at_barrier = true;
+	c->barrier_mask = mask;
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		if (!(mask >> i & 1))
+			continue;
+		if (!e->core[i].at_barrier || e->core[i].barrier_mask != mask)
+			return STEP_BLOCK;
+		t = max64(t, e->core[i].clock);
+	}
+	/* everyone is here: release them all at the latest arrival */
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *o = &e->core[i];
+
+		if (!(mask >> i & 1))
+			continue;
+		o->at_barrier = false;
+		o->clock = t + e->cfg.barrier_cycles;
+		o->busy += e->cfg.issue_cycles;
+		if (o != c) {
+			o->pc++;
+			o->insns++;
+		}
+	}
+	return STEP_NEXT;
+}
+
+/* ---- the core loop ------------------------------------------------------------ */
+
+static int step(struct spyre_engine *e, uint32_t id)
+{
+	struct core *c = &e->core[id];
+	union spyre_insn in;
+	enum spyre_opclass cls;
+	uint64_t addr;
+	uint32_t f;
+
+	if (c->pc >= c->num_insns)
+		return STEP_HALT;
+	if (c->insns >= e->cfg.insn_budget)
+		return fault(e, SPYRE_FAULT_BUDGET, id, c->pc, 0);
+	spyre_insn_decode(c->code + (uint64_t)c->pc * SPYRE_INSN_BYTES, &in);
+	f = spyre_insn_check(&in, e->cfg.scratchpad_bytes, c->num_insns, &addr);
+	if (f)
+		return fault(e, f, id, c->pc, addr);
+	cls = spyre_opclass(in.raw[0]);
+
+	int rc = STEP_NEXT;
+
+	switch (cls) {
+	case SPYRE_CLS_CTL:
+		switch (in.ctl.opcode) {
+		case SPYRE_OPC_HALT:
+			c->insns++;
+			charge(e, c, 0);
+			return STEP_HALT;
+		case SPYRE_OPC_LI:
+			c->r[in.ctl.reg] = in.ctl.imm;
+			break;
+		case SPYRE_OPC_ADDI:
+			c->r[in.ctl.reg] = c->r[in.ctl.reg2] + in.ctl.imm;
+			break;
+		case SPYRE_OPC_LDARG:
+			if (in.ctl.imm >= e->prog.hdr.num_scalars)
+				return fault(e, SPYRE_FAULT_BAD_OPERAND, id, c->pc, in.ctl.imm);
+			c->r[in.ctl.reg] = e->args[e->prog.hdr.num_syms + in.ctl.imm];
+			break;
+		case SPYRE_OPC_BNZ:
+			if (c->r[in.ctl.reg]) {
+				c->insns++;
+				charge(e, c, 0);
+				c->pc = (uint32_t)in.ctl.imm;
+				return STEP_NEXT;
+			}
+			break;
+		default:
+			break;
+		}
+		charge(e, c, 0);
+		break;
+	case SPYRE_CLS_DMA:
+		rc = exec_dma(e, c, id, &in.dma);
+		break;
+	case SPYRE_CLS_MATMUL:
+		rc = exec_matmul(e, c, id, &in.t);
+		break;
+	case SPYRE_CLS_BINARY:
+	case SPYRE_CLS_UNARY:
+	case SPYRE_CLS_SCALE:
+	case SPYRE_CLS_CAST:
+		exec_elementwise(e, c, id, &in.t, cls);
+		break;
+	case SPYRE_CLS_FILL:
+		exec_fill(e, c, id, &in.t);
+		break;
+	case SPYRE_CLS_REDUCE:
+		exec_reduce(e, c, id, &in.t);
+		break;
+	case SPYRE_CLS_SOFTMAX:
+		exec_softmax(e, c, id, &in.t);
+		break;
+	case SPYRE_CLS_TRANSPOSE:
+		exec_transpose(e, c, id, &in.t);
+		break;
+	case SPYRE_CLS_RING:
+		switch (in.ring.opcode) {
+		case SPYRE_OPC_SEND:
+			rc = exec_send(e, c, id, &in.ring);
+			break;
+		case SPYRE_OPC_RECV:
+			rc = exec_recv(e, c, id, &in.ring);
+			break;
+		case SPYRE_OPC_SIGNAL:
+			if (!launched(e, in.ring.peer))
+				return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, in.ring.peer);
+			charge(e, c, 0);
+			e->core[in.ring.peer].tok[in.ring.tag]++;
+			e->core[in.ring.peer].tok_time[in.ring.tag] =
+				max64(e->core[in.ring.peer].tok_time[in.ring.tag],
+				      c->clock + (uint64_t)ring_hops(e, id, in.ring.peer) * e->cfg.ring_hop_cycles);
+			break;
+		case SPYRE_OPC_WAIT:
+			if (c->tok[in.ring.tag] < in.ring.bytes)
+				return STEP_BLOCK;
+			c->tok[in.ring.tag] -= in.ring.bytes;
+			if (in.ring.bytes)
+				c->clock = max64(c->clock, c->tok_time[in.ring.tag]);
+			charge(e, c, 0);
+			break;
+		default:
+			rc = exec_barrier(e, c, id, in.ring.bytes);
+			break;
+		}
+		break;
+	default:
+		return fault(e, SPYRE_FAULT_BAD_OPCODE, id, c->pc, 0);
+	}
+	if (rc == STEP_NEXT) {
+		if (cls >= SPYRE_CLS_MATMUL && cls <= SPYRE_CLS_TRANSPOSE)
+			c->sp_dirty = max64(c->sp_dirty, tensor_dirty(&in.t, cls));
+		c->insns++;
+		c->pc++;
+	}
+	return rc;
+}
+
+/* Run core id until it blocks, halts or faults. Returns true if it progressed. */
+static bool run_core(struct spyre_engine *e, uint32_t id, int *rc)
+{
+	struct core *c = &e->core[id];
+	bool progressed = false;
+
+	for (;;) {
+		*rc = step(e, id);
+		if (*rc == STEP_NEXT) {
+			progressed = true;
+			continue;
+		}
+		if (*rc == STEP_HALT) {
+			c->done = true;
+			progressed = true;
+		}
+		return progressed;
+	}
+}
+
+static void launch_cleanup(struct spyre_engine *e)
+{
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+
+		for (uint32_t s = 0; s < SPYRE_MAX_CORES; s++) {
+			while (c->head[s]) {
+				struct msg *m = c->head[s];
+
+				c->head[s] = m->next;
+				free(m);
+			}
+			c->tail[s] = NULL;
+		}
+	}
+	free(e->image);
+	free(e->args);
+	e->image = NULL;
+	e->args = NULL;
+}
+
+static int read_mem(struct spyre_engine *e, uint64_t va, void *buf, uint64_t len)
+{
+	uint64_t fva = va;
+	int rc;
+
+	if (!len)
+		return 0;
+	rc = e->ops->read(e->opaque, va, buf, len, &fva);
+	if (rc) {
+		e->res->fault_detail = rc;
+		fault(e, SPYRE_FAULT_MEM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, fva);
+	}
+	return rc;
+}
+
+int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t args_va,
+			uint32_t core_mask, const struct spyre_engine_mem_ops *ops, void *opaque,
+			struct spyre_launch_result *res)
+{
+	uint8_t hdr[sizeof(struct spyre_prog_hdr)];
+	uint32_t total, f;
+
+	memset(res, 0, sizeof(*res));
+	res->fault_core = SPYRE_FAULT_CORE_NONE;
+	res->fault_pc = SPYRE_FAULT_PC_NONE;
+	e->res = res;
+	e->ops = ops;
+	e->opaque = opaque;
+	e->program_va = program_va;
+	e->mask = e->cfg.cores == 32 ? core_mask : core_mask & ((1u << e->cfg.cores) - 1);
+	e->active = (uint32_t)__builtin_popcount(e->mask);
+
+	/* fetch: header first (for the size), then the whole image */
+	if (read_mem(e, program_va, hdr, sizeof(hdr)))
+		return (int)res->status;
+	total = spyre_ld32(hdr + 8);
+	if (spyre_ld32(hdr) != SPYRE_PROG_MAGIC || total < sizeof(hdr) || total > SPYRE_PROG_MAX_BYTES) {
+		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
+		e->res = NULL;
+		return (int)res->status;
+	}
+	e->image = malloc(total);
+	if (!e->image || read_mem(e, program_va, e->image, total))
+		goto out;
+	f = spyre_prog_check_container(e->image, total, &e->prog);
+	if (f) {
+		fault(e, f, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
+		goto out;
+	}
+	uint64_t nargs = (uint64_t)e->prog.hdr.num_syms + e->prog.hdr.num_scalars;
+
+	e->args = calloc(nargs + 1, 8);
+	if (!e->args) {
+		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, args_va);
+		goto out;
+	}
+	if (nargs) {
+		uint8_t *raw = malloc(nargs * 8);
+
+		if (!raw || read_mem(e, args_va, raw, nargs * 8)) {
+			free(raw);
+			goto out;
+		}
+		for (uint64_t i = 0; i < nargs; i++)
+			e->args[i] = spyre_ld64(raw + 8 * i);
+		free(raw);
+	}
+
+	/* reset the launched cores; scratchpads start zeroed (no data crosses launches) */
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+		uint64_t dirty = c->sp_dirty;
+
+		memset(c, 0, sizeof(*c));
+		if (dirty)
+			memset(spyre_engine_scratchpad(e, i), 0, dirty);
+		if (launched(e, i) && i < e->prog.hdr.num_cores && e->prog.cores[i].num_insns) {
+			c->code = e->image + e->prog.cores[i].code_off;
+			c->num_insns = e->prog.cores[i].num_insns;
+			c->running = true;
+			res->cores_run++;
+		}
+	}
+
+	for (;;) {
+		bool progress = false, all_done = true;
+		int rc = STEP_NEXT;
+
+		for (uint32_t i = 0; i < e->cfg.cores; i++) {
+			struct core *c = &e->core[i];
+
+			if (!c->running || c->done)
+				continue;
+			if (run_core(e, i, &rc))
+				progress = true;
+			if (rc == STEP_FAULT)
+				goto out;
+			if (!c->done)
+				all_done = false;
+		}
+		if (all_done)
+			break;
+		if (!progress) {
+			for (uint32_t i = 0; i < e->cfg.cores; i++)
+				if (e->core[i].running && !e->core[i].done) {
+					fault(e, SPYRE_FAULT_DEADLOCK, i, e->core[i].pc, 0);
+					break;
+				}
+			goto out;
+		}
+	}
+out:
+	if (!res->status && !e->image)
+		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+
+		if (!c->running)
+			continue;
+		res->core_busy_cycles[i] = c->busy;
+		res->core_end_cycles[i] = c->clock;
+		res->device_cycles = max64(res->device_cycles, c->clock);
+		res->insns += c->insns;
+	}
+	res->device_ns = div_up(res->device_cycles * 1000, e->cfg.clock_mhz);
+	launch_cleanup(e);
+	e->res = NULL;
+	return (int)res->status;
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* spyre_kernels.h - the engine's fast inner kernels (internal). */
+#ifndef SPYRE_KERNELS_H
+#define SPYRE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPYRE_SGEMM_KC		256	/* k block */
+#define SPYRE_SGEMM_NR		16	/* micro-tile columns */
+#define SPYRE_SGEMM_MR		6	/* micro-tile rows */
+
+/* Floats of packing buffer spyre_sgemm() needs for n columns. */
+#define SPYRE_SGEMM_PACK_FLOATS(n) \
+	((size_t)SPYRE_SGEMM_KC * (((size_t)(n) + SPYRE_SGEMM_NR - 1) / SPYRE_SGEMM_NR * SPYRE_SGEMM_NR))
+
+/*
+ * C[m,n] = (acc ? C : 0) + A[m,k] B[k,n], row-major with leading dimensions
+ * in elements, fp32 with fp32 accumulation. pack holds
+ * SPYRE_SGEMM_PACK_FLOATS(n) floats, 64-byte aligned.
+ */
+void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
+		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack);
+
+/* C[m,n] = (acc ? C : 0) + A B, int8 inputs, int32 accumulation (wrapping). */
+void spyre_igemm(size_t m, size_t n, size_t k, const int8_t *a, size_t lda,
+		 const int8_t *b, size_t ldb, int32_t *c, size_t ldc, int acc);
+
+#endif /* SPYRE_KERNELS_H */

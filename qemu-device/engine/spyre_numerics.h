@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spyre_numerics.h - element conversions of the spyre data types
+ * (uapi/spyre_isa.h SPYRE_DT_*): IEEE fp32/fp16, bfloat16, DLFloat16, int8
+ * and int32. Pure functions, no state.
+ */
+#ifndef SPYRE_NUMERICS_H
+#define SPYRE_NUMERICS_H
+
+#include <stdint.h>
+
+float spyre_f16_to_f32(uint16_t h);
+uint16_t spyre_f32_to_f16(float f);	/* round to nearest even, subnormals, inf, NaN */
+float spyre_bf16_to_f32(uint16_t h);
+uint16_t spyre_f32_to_bf16(float f);	/* round to nearest even, NaN stays NaN */
+float spyre_dl16_to_f32(uint16_t h);	/* 0x7fff/0xffff -> NaN */
+uint16_t spyre_f32_to_dl16(float f);	/* add 1 << 13, truncate; overflow/inf/NaN -> 0x7fff | sign */
+int8_t spyre_f32_to_i8(float f);	/* round to nearest even, saturate, NaN -> 0 */
+int32_t spyre_f32_to_i32(float f);	/* round to nearest even, saturate, NaN -> 0 */
+
+/* Element idx of a buffer of type dt, as fp32 (ints converted exactly or rounded). */
+float spyre_load_f32(const void *base, unsigned dt, uint64_t idx);
+void spyre_store_f32(void *base, unsigned dt, uint64_t idx, float v);
+int64_t spyre_load_int(const void *base, unsigned dt, uint64_t idx);
+void spyre_store_int(void *base, unsigned dt, uint64_t idx, int64_t v); /* saturates */
+
+#endif /* SPYRE_NUMERICS_H */

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Program builder: collects per-core instruction streams, symbols,
+ * relocations and constant data, then lays out a program image in the
+ * format of uapi/spyre_isa.h (header, core table, code, symbols,
+ * relocations, constants; each section 8-byte aligned, constants 128).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spyre_engine.h"
+#include "spyre_progbuild.h"
+
+struct stream {
+	uint8_t *code;
+	uint32_t n, cap;
+};
+
+struct spyre_pb {
+	struct stream s[SPYRE_MAX_CORES];
+	uint32_t num_cores;
+	struct spyre_prog_sym syms[SPYRE_PROG_MAX_SYMS];
+	uint32_t num_syms, num_scalars;
+	struct spyre_prog_reloc *rel;
+	uint32_t num_rel, rel_cap;
+	uint8_t *cst;
+	size_t cst_len;
+	int err;
+};
+
+struct spyre_pb *spyre_pb_new(void)
+{
+	return calloc(1, sizeof(struct spyre_pb));
+}
+
+void spyre_pb_free(struct spyre_pb *pb)
+{
+	if (!pb)
+		return;
+	for (int i = 0; i < SPYRE_MAX_CORES; i++)
+		free(pb->s[i].code);
+	free(pb->rel);
+	free(pb->cst);
+	free(pb);
+}
+
+static int fail(struct spyre_pb *pb)
+{
+	pb->err = 1;
+	return -1;
+}
+
+int spyre_pb_sym(struct spyre_pb *pb, const char *name, unsigned dtype, unsigned rank,
+		 const uint64_t *shape, uint64_t size, unsigned flags)
+{
+	struct spyre_prog_sym *s;
+
+	if (pb->num_syms >= SPYRE_PROG_MAX_SYMS || !name || strlen(name) >= SPYRE_SYM_NAME_LEN ||
+	    rank > SPYRE_SYM_MAX_RANK || dtype >= SPYRE_DT_COUNT)
+		return fail(pb);
+	s = &pb->syms[pb->num_syms];
+	memset(s, 0, sizeof(*s));
+	strcpy(s->name, name);
+	s->dtype = (uint8_t)dtype;
+	s->rank = (uint8_t)rank;
+	s->flags = (uint16_t)flags;
+	s->size = size;
+	for (unsigned i = 0; i < rank; i++)
+		s->shape[i] = shape[i];
+	return (int)pb->num_syms++;
+}
+
+void spyre_pb_set_scalars(struct spyre_pb *pb, uint32_t n)
+{
+	if (n > SPYRE_PROG_MAX_SCALARS)
+		fail(pb);
+	else
+		pb->num_scalars = n;
+}
+
+int64_t spyre_pb_const(struct spyre_pb *pb, const void *data, size_t len)
+{
+	size_t pad = (len + SPYRE_PROG_ALIGN - 1) / SPYRE_PROG_ALIGN * SPYRE_PROG_ALIGN;
+	uint8_t *n = realloc(pb->cst, pb->cst_len + pad);
+	int64_t off = (int64_t)pb->cst_len;
+
+	if (!n)
+		return fail(pb);
+	pb->cst = n;
+	memcpy(n + pb->cst_len, data, len);
+	memset(n + pb->cst_len + len, 0, pad - len);
+	pb->cst_len += pad;
+	return off;
+}
+
+void spyre_pb_core(struct spyre_pb *pb, unsigned core)
+{
+	if (core >= SPYRE_MAX_CORES)
+		fail(pb);
+	else if (core + 1 > pb->num_cores)
+		pb->num_cores = core + 1;
+}
+
+int spyre_pb_emit(struct spyre_pb *pb, unsigned core, const union spyre_insn *in)
+{
+	struct stream *s;
+
+	if (core >= SPYRE_MAX_CORES)
+		return fail(pb);
+	s = &pb->s[core];
+	if (s->n >= SPYRE_PROG_MAX_INSNS)
+		return fail(pb);
+	if (s->n == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 64;
+		uint8_t *n = realloc(s->code, (size_t)cap * SPYRE_INSN_BYTES);
+
+		if (!n)
+			return fail(pb);
+		s->code = n;
+		s->cap = cap;
+	}
+	spyre_insn_encode(in, s->code + (size_t)s->n * SPYRE_INSN_BYTES);
+	spyre_pb_core(pb, core);
+	return (int)s->n++;
+}
+
+int spyre_pb_reloc(struct spyre_pb *pb, unsigned core, unsigned pc, unsigned sym, uint64_t addend)
+{
+	if (pb->num_rel >= SPYRE_PROG_MAX_RELOCS)
+		return fail(pb);
+	if (pb->num_rel == pb->rel_cap) {
+		uint32_t cap = pb->rel_cap ? pb->rel_cap * 2 : 16;
+		struct spyre_prog_reloc *n = realloc(pb->rel, cap * sizeof(*n));
+
+		if (!n)
+			return fail(pb);
+		pb->rel = n;
+		pb->rel_cap = cap;
+	}
+	pb->rel[pb->num_rel++] = (struct spyre_prog_reloc){ .core = core, .pc = pc, .sym = sym, .addend = addend };
+	return 0;
+}
+
+int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, uint64_t imm, unsigned reg2)
+{
+	union spyre_insn in = { .ctl = { .opcode = (uint8_t)op, .reg = reg, .imm = imm, .reg2 = reg2 } };
+
+	return spyre_pb_emit(pb, core, &in);
+}
+
+static int dma(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint64_t mem, uint32_t rows,
+	       uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
+{
+	union spyre_insn in = { .dma = { .opcode = (uint8_t)op, .flags = (uint8_t)flags, .sp = sp, .mem = mem,
+					 .rows = rows, .row_bytes = row_bytes, .mem_stride = mem_stride,
+					 .sp_stride = sp_stride } };
+
+	return spyre_pb_emit(pb, core, &in);
+}
+
+int spyre_pb_load(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
+		  uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
+{
+	return dma(pb, core, SPYRE_OPC_LOAD, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
+}
+
+int spyre_pb_store(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
+		   uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
+{
+	return dma(pb, core, SPYRE_OPC_STORE, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
+}
+
+int spyre_pb_dma_abs(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, unsigned sym,
+		     uint64_t addend, uint32_t rows, uint32_t row_bytes, uint32_t mem_stride,
+		     uint32_t sp_stride)
+{
+	/* the unpatched operand holds the addend: validators see an aligned value */
+	int pc = dma(pb, core, op, sp, addend, rows, row_bytes, mem_stride, sp_stride, 0);
+
+	if (pc < 0 || spyre_pb_reloc(pb, core, (unsigned)pc, sym, addend) < 0)
+		return fail(pb);
+	return pc;
+}
+
+int spyre_pb_tensor(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
+		    unsigned flags, uint32_t d, uint32_t a, uint32_t b, uint32_t rows, uint32_t cols,
+		    uint32_t k, uint32_t ldd, uint32_t lda, uint32_t ldb)
+{
+	union spyre_insn in = { .t = { .opcode = (uint8_t)op, .dtype = (uint8_t)dt, .dtype2 = (uint8_t)dt2,
+				       .flags = (uint8_t)flags, .d = d, .a = a, .b = b, .rows = rows,
+				       .cols = (uint16_t)cols, .k = (uint16_t)k, .ldd = (uint16_t)ldd,
+				       .lda = (uint16_t)lda, .ldb = (uint16_t)ldb } };
+
+	if (cols > 0xffff || k > 0xffff || ldd > 0xffff || lda > 0xffff || ldb > 0xffff)
+		return fail(pb);
+	return spyre_pb_emit(pb, core, &in);
+}
+
+int spyre_pb_matmul(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, unsigned flags,
+		    uint32_t c, uint32_t a, uint32_t b, uint32_t m, uint32_t n, uint32_t k,
+		    uint32_t ldc, uint32_t lda, uint32_t ldb)
+{
+	return spyre_pb_tensor(pb, core, SPYRE_OPC_MATMUL, dt, dt2, flags, c, a, b, m, n, k, ldc, lda, ldb);
+}
+
+int spyre_pb_unary(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
+		   uint32_t d, uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda)
+{
+	return spyre_pb_tensor(pb, core, op, dt, dt2, 0, d, a, 0, rows, cols, 0, ldd, lda, 0);
+}
+
+static uint32_t fbits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+int spyre_pb_scale(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, uint32_t d,
+		   uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda, float scale,
+		   float bias)
+{
+	union spyre_insn in = { .t = { .opcode = SPYRE_OPC_SCALE, .dtype = (uint8_t)dt, .dtype2 = (uint8_t)dt2,
+				       .d = d, .a = a, .b = fbits(scale), .rows = rows, .cols = (uint16_t)cols,
+				       .ldd = (uint16_t)ldd, .lda = (uint16_t)lda,
+				       .ldb = (uint16_t)fbits(bias), .ext = (uint16_t)(fbits(bias) >> 16) } };
+
+	return spyre_pb_emit(pb, core, &in);
+}
+
+int spyre_pb_fill(struct spyre_pb *pb, unsigned core, unsigned dt, uint32_t d, uint32_t rows,
+		  uint32_t cols, uint32_t ldd, uint32_t bits)
+{
+	return spyre_pb_tensor(pb, core, SPYRE_OPC_FILL, dt, dt, 0, d, 0, bits, rows, cols, 0, ldd, 0, 0);
+}
+
+int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
+		  uint32_t tag, uint32_t bytes)
+{
+	union spyre_insn in = { .ring = { .opcode = (uint8_t)op, .sp = sp, .peer = peer, .tag = tag,
+					  .bytes = bytes } };
+
+	return spyre_pb_emit(pb, core, &in);
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)v);
+	put16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size)
+{
+	size_t off = sizeof(struct spyre_prog_hdr), core_off, code_off[SPYRE_MAX_CORES], sym_off, rel_off,
+	       cst_off, total;
+	uint8_t *p;
+
+	*image = NULL;
+	*size = 0;
+	if (pb->err)
+		return -1;
+	if (!pb->num_cores)
+		pb->num_cores = 1;
+	core_off = off;
+	off = align_up(off + 8 * pb->num_cores, 8);
+	for (uint32_t c = 0; c < pb->num_cores; c++) {
+		code_off[c] = off;
+		off += (size_t)pb->s[c].n * SPYRE_INSN_BYTES;
+	}
+	sym_off = off;
+	off += (size_t)pb->num_syms * sizeof(struct spyre_prog_sym);
+	rel_off = off;
+	off += (size_t)pb->num_rel * sizeof(struct spyre_prog_reloc);
+	cst_off = align_up(off, SPYRE_PROG_ALIGN);
+	total = align_up(cst_off + pb->cst_len, SPYRE_PROG_ALIGN);
+	if (total > SPYRE_PROG_MAX_BYTES)
+		return fail(pb);
+	p = calloc(1, total);
+	if (!p)
+		return fail(pb);
+
+	put32(p, SPYRE_PROG_MAGIC);
+	put16(p + 4, SPYRE_PROG_VERSION);
+	put32(p + 8, (uint32_t)total);
+	put32(p + 12, pb->num_cores);
+	put32(p + 16, (uint32_t)core_off);
+	put32(p + 20, (uint32_t)sym_off);
+	put32(p + 24, pb->num_syms);
+	put32(p + 28, pb->num_scalars);
+	put32(p + 32, (uint32_t)rel_off);
+	put32(p + 36, pb->num_rel);
+	put32(p + 40, (uint32_t)cst_off);
+	put32(p + 44, (uint32_t)pb->cst_len);
+	for (uint32_t c = 0; c < pb->num_cores; c++) {
+		put32(p + core_off + 8 * c, (uint32_t)code_off[c]);
+		put32(p + core_off + 8 * c + 4, pb->s[c].n);
+		if (pb->s[c].n)
+			memcpy(p + code_off[c], pb->s[c].code, (size_t)pb->s[c].n * SPYRE_INSN_BYTES);
+	}
+	for (uint32_t i = 0; i < pb->num_syms; i++) {
+		const struct spyre_prog_sym *s = &pb->syms[i];
+		uint8_t *q = p + sym_off + i * sizeof(*s);
+
+		memcpy(q, s->name, SPYRE_SYM_NAME_LEN);
+		q[32] = s->dtype;
+		q[33] = s->rank;
+		put16(q + 34, s->flags);
+		put64(q + 40, s->size);
+		for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
+			put64(q + 48 + 8 * d, s->shape[d]);
+	}
+	for (uint32_t i = 0; i < pb->num_rel; i++) {
+		uint8_t *q = p + rel_off + i * sizeof(struct spyre_prog_reloc);
+
+		put32(q, pb->rel[i].core);
+		put32(q + 4, pb->rel[i].pc);
+		put32(q + 8, pb->rel[i].sym);
+		put64(q + 16, pb->rel[i].addend);
+	}
+	if (pb->cst_len)
+		memcpy(p + cst_off, pb->cst, pb->cst_len);
+	*image = p;
+	*size = total;
+	return 0;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint32_t num_slots)
+{
+	uint8_t *p = image;
+	uint32_t core, pc;
+
+	if (spyre_prog_validate(image, size, UINT32_MAX, &core, &pc) == SPYRE_FAULT_BAD_PROGRAM)
+		return -1;
+	uint32_t core_off = get32(p + 16), nrel = get32(p + 36), rel_off = get32(p + 32);
+
+	for (uint32_t i = 0; i < nrel; i++) {
+		const uint8_t *r = p + rel_off + 24 * i;
+		uint32_t c = get32(r), ipc = get32(r + 4), sym = get32(r + 8);
+
+		if (sym >= num_slots)
+			return -1;
+		uint32_t code = get32(p + core_off + 8 * c);
+
+		put64(p + code + (size_t)ipc * SPYRE_INSN_BYTES + 8, slot_va[sym] + get64(r + 16));
+	}
+	return (int)nrel;
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spyre_progbuild.h - build spyre program images (uapi/spyre_isa.h) from C.
+ * Used by the engine's tests, the assembler and libspyre.
+ *
+ *	struct spyre_pb *pb = spyre_pb_new();
+ *	int x = spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
+ *	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(x, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+ *	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+ *	...
+ *	spyre_pb_finish(pb, &image, &size);	// malloc'd image
+ *
+ * Emitters return the instruction's pc (>= 0) or -1; an error also sticks
+ * in the builder and makes spyre_pb_finish() fail, so callers may check once.
+ */
+#ifndef SPYRE_PROGBUILD_H
+#define SPYRE_PROGBUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyre_isa.h"
+
+struct spyre_pb;
+
+struct spyre_pb *spyre_pb_new(void);
+void spyre_pb_free(struct spyre_pb *pb);
+
+/* Add a tensor slot; returns its index. */
+int spyre_pb_sym(struct spyre_pb *pb, const char *name, unsigned dtype, unsigned rank,
+		 const uint64_t *shape, uint64_t size, unsigned flags);
+void spyre_pb_set_scalars(struct spyre_pb *pb, uint32_t n);
+/* Append constant data (padded to 128 bytes); returns its offset in the constant section. */
+int64_t spyre_pb_const(struct spyre_pb *pb, const void *data, size_t len);
+/* Make core's stream exist (possibly empty) so num_cores covers it. */
+void spyre_pb_core(struct spyre_pb *pb, unsigned core);
+
+int spyre_pb_emit(struct spyre_pb *pb, unsigned core, const union spyre_insn *in);
+int spyre_pb_reloc(struct spyre_pb *pb, unsigned core, unsigned pc, unsigned sym, uint64_t addend);
+
+int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, uint64_t imm, unsigned reg2);
+int spyre_pb_load(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
+		  uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags);
+int spyre_pb_store(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
+		   uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags);
+/* LOAD/STORE with an absolute address: sym's VA + addend, patched at launch via a relocation. */
+int spyre_pb_dma_abs(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, unsigned sym,
+		     uint64_t addend, uint32_t rows, uint32_t row_bytes, uint32_t mem_stride,
+		     uint32_t sp_stride);
+int spyre_pb_tensor(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
+		    unsigned flags, uint32_t d, uint32_t a, uint32_t b, uint32_t rows, uint32_t cols,
+		    uint32_t k, uint32_t ldd, uint32_t lda, uint32_t ldb);
+int spyre_pb_matmul(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, unsigned flags,
+		    uint32_t c, uint32_t a, uint32_t b, uint32_t m, uint32_t n, uint32_t k,
+		    uint32_t ldc, uint32_t lda, uint32_t ldb);
+int spyre_pb_unary(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
+		   uint32_t d, uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda);
+int spyre_pb_scale(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, uint32_t d,
+		   uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda, float scale,
+		   float bias);
+int spyre_pb_fill(struct spyre_pb *pb, unsigned core, unsigned dt, uint32_t d, uint32_t rows,
+		  uint32_t cols, uint32_t ldd, uint32_t bits);
+int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
+		  uint32_t tag, uint32_t bytes);
+
+/* Lay out the image; *image is malloc'd. Returns 0 or -1 (after any earlier error). */
+int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size);
+
+/*
+ * The runtime's patch path: write slot_va[sym] + addend into every relocated
+ * operand of a (validated) image. Returns the number patched or -1.
+ */
+int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint32_t num_slots);
+
+/* Sticks (128-byte units) a row of n elements of dtype dt needs. */
+static inline uint32_t spyre_sticks(uint64_t n, unsigned dt)
+{
+	return (uint32_t)((n * SPYRE_DT_SIZE(dt) + SPYRE_STICK_BYTES - 1) / SPYRE_STICK_BYTES);
+}
+
+#endif /* SPYRE_PROGBUILD_H */

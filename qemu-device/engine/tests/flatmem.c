@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/* Flat device memory for engine host tests; see flatmem.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flatmem.h"
+
+static int check(struct flatmem *m, uint64_t va, uint64_t len, uint64_t *fault_va)
+{
+	if (va < m->base || va - m->base > m->size || len > m->size - (va - m->base)) {
+		*fault_va = va < m->base || va - m->base >= m->size ? va : m->base + m->size;
+		return FLATMEM_FAULT;
+	}
+	if (m->hole_lo < m->hole_hi && va < m->hole_hi && va + len > m->hole_lo) {
+		*fault_va = va > m->hole_lo ? va : m->hole_lo;
+		return FLATMEM_FAULT;
+	}
+	return 0;
+}
+
+static int fm_read(void *opaque, uint64_t va, void *buf, uint64_t len, uint64_t *fault_va)
+{
+	struct flatmem *m = opaque;
+	int rc = check(m, va, len, fault_va);
+
+	m->reads++;
+	if (!rc)
+		memcpy(buf, m->buf + (va - m->base), len);
+	return rc;
+}
+
+static int fm_write(void *opaque, uint64_t va, const void *buf, uint64_t len, uint64_t *fault_va)
+{
+	struct flatmem *m = opaque;
+	int rc = check(m, va, len, fault_va);
+
+	m->writes++;
+	if (!rc)
+		memcpy(m->buf + (va - m->base), buf, len);
+	return rc;
+}
+
+const struct spyre_engine_mem_ops flatmem_ops = { .read = fm_read, .write = fm_write };
+
+int flatmem_init(struct flatmem *m, uint64_t base, uint64_t size)
+{
+	memset(m, 0, sizeof(*m));
+	m->buf = calloc(1, size);
+	m->base = base;
+	m->size = size;
+	return m->buf ? 0 : -1;
+}
+
+void flatmem_fini(struct flatmem *m)
+{
+	free(m->buf);
+	m->buf = NULL;
+}
+
+uint64_t flatmem_alloc(struct flatmem *m, uint64_t len)
+{
+	uint64_t off = (m->next + 127) / 128 * 128;
+
+	if (off + len > m->size) {
+		fprintf(stderr, "flatmem: out of memory\n");
+		abort();
+	}
+	m->next = off + len;
+	memset(m->buf + off, 0, len);
+	return m->base + off;
+}
+
+void *flatmem_ptr(struct flatmem *m, uint64_t va)
+{
+	return m->buf + (va - m->base);
+}
+
+int flatmem_run(struct flatmem *m, struct spyre_engine *e, const void *image, size_t size,
+		const uint64_t *slots, uint32_t num_slots, const uint64_t *scalars,
+		uint32_t num_scalars, uint32_t core_mask, struct spyre_launch_result *res)
+{
+	uint64_t save = m->next;
+	uint64_t prog = flatmem_alloc(m, size);
+	uint64_t args = flatmem_alloc(m, 8ull * (num_slots + num_scalars) + 8);
+	uint8_t *a = flatmem_ptr(m, args);
+	int rc;
+
+	memcpy(flatmem_ptr(m, prog), image, size);
+	for (uint32_t i = 0; i < num_slots; i++)
+		memcpy(a + 8 * i, &slots[i], 8);
+	for (uint32_t i = 0; i < num_scalars; i++)
+		memcpy(a + 8 * (num_slots + i), &scalars[i], 8);
+	rc = spyre_engine_launch(e, prog, args, core_mask, &flatmem_ops, m, res);
+	m->next = save;
+	return rc;
+}

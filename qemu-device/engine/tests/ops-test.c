@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: every compute instruction of the spyre engine on every data
+ * type it accepts, against a plain CPU reference in double precision
+ * computed from the same (already rounded) inputs. Shapes include ones that
+ * are not multiples of a stick; padding bytes past a row must stay intact.
+ * Tolerances: |got - ref| <= eps(out) * |ref| + atol, with eps = 2^-22 for
+ * fp32 (2^-20 for transcendentals), 2^-10 fp16, 2^-7 bf16, 2^-9 dl16 (one
+ * rounding of the output), atol = 1e-6 (elementwise) or 1e-6 * sum|a*b|
+ * (matmul, fp32 accumulation error) and exact for int8/int32.
+ * Also: control instructions (li, addi, ldarg, bnz loop), strided DMA, both
+ * address forms (slot-relative and relocated absolute) and constant data.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "etest.h"
+#include "flatmem.h"
+#include "spyre_numerics.h"
+#include "spyre_progbuild.h"
+
+#define SPB	(256u << 10)	/* scratchpad bytes the tests shuttle in and out */
+#define SENT	0xa5
+
+static struct spyre_engine *E;
+static struct flatmem M;
+static uint8_t spin[SPB], spout[SPB];
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return (uint32_t)((rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+static float frnd(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)(rnd() & 0xffffff) / 16777216.0f;
+}
+
+/* Start a program: LOAD the SPB-byte scratchpad image from slot 0. */
+static struct spyre_pb *begin(void)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+
+	spyre_pb_sym(pb, "in", SPYRE_DT_INT8, 1, (uint64_t[]){ SPB }, SPB, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "out", SPYRE_DT_INT8, 1, (uint64_t[]){ SPB }, SPB, SPYRE_SYM_OUT);
+	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
+	return pb;
+}
+
+/* STORE the scratchpad to slot 1, run on core 0, copy the result to spout. */
+static int finish(struct spyre_pb *pb, struct spyre_launch_result *res)
+{
+	void *img;
+	size_t sz;
+	int rc;
+
+	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
+	if (spyre_pb_finish(pb, &img, &sz)) {
+		spyre_pb_free(pb);
+		return -1;
+	}
+	spyre_pb_free(pb);
+	uint64_t in = flatmem_alloc(&M, SPB), out = flatmem_alloc(&M, SPB);
+
+	memcpy(flatmem_ptr(&M, in), spin, SPB);
+	rc = flatmem_run(&M, E, img, sz, (uint64_t[]){ in, out }, 2, NULL, 0, 1, res);
+	memcpy(spout, flatmem_ptr(&M, out), SPB);
+	M.next = 0;
+	free(img);
+	return rc;
+}
+
+static double eps_of(unsigned dt, int transc)
+{
+	switch (dt) {
+	case SPYRE_DT_FP32:
+		return transc ? 1.0 / (1 << 20) : 1.0 / (1 << 22);
+	case SPYRE_DT_FP16:
+		return 1.0 / (1 << 10);
+	case SPYRE_DT_BF16:
+		return 1.0 / (1 << 7);
+	case SPYRE_DT_DL16:
+		return 1.0 / (1 << 9);
+	default:
+		return 0;
+	}
+}
+
+static const char *dn(unsigned dt)
+{
+	return spyre_dtype_name(dt);
+}
+
+/* Fill a tile in spin with random values of dt; return nothing (read back with load). */
+static void gen_tile(uint32_t off, uint32_t rows, uint32_t cols, uint32_t ld, unsigned dt, float lo, float hi)
+{
+	for (uint32_t r = 0; r < rows; r++)
+		for (uint32_t j = 0; j < cols; j++) {
+			uint8_t *row = spin + off + (size_t)r * ld * 128;
+
+			if (SPYRE_DT_IS_FLOAT(dt))
+				spyre_store_f32(row, dt, j, frnd(lo, hi));
+			else
+				spyre_store_int(row, dt, j, (int64_t)(lo + (float)(rnd() % (uint32_t)(hi - lo + 1))));
+		}
+}
+
+static double val(const uint8_t *sp, uint32_t off, uint32_t r, uint32_t ld, unsigned dt, uint32_t j)
+{
+	const uint8_t *row = sp + off + (size_t)r * ld * 128;
+
+	return SPYRE_DT_IS_FLOAT(dt) ? (double)spyre_load_f32(row, dt, j) : (double)spyre_load_int(row, dt, j);
+}
+
+/* Reference result rounded to an int type like the engine (saturating). */
+static double sat(double v, unsigned dt)
+{
+	double lo = dt == SPYRE_DT_INT8 ? -128 : -2147483648.0, hi = dt == SPYRE_DT_INT8 ? 127 : 2147483647.0;
+
+	v = nearbyint(v);
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static int close_to(double got, double ref, unsigned dt, double atol, int transc)
+{
+	if (!SPYRE_DT_IS_FLOAT(dt))
+		return got == sat(ref, dt);
+	if (isnan(ref))
+		return isnan(got);
+	if (dt == SPYRE_DT_DL16 && fabs(ref) < 4.7e-10)
+		atol += 4.7e-10;	/* below DL16's smallest normal: flushes to 0 */
+	return fabs(got - ref) <= eps_of(dt, transc) * fabs(ref) + atol;
+}
+
+/* Bytes past cols in each row of a tile must still hold SENT. */
+static int padding_intact(uint32_t off, uint32_t rows, uint32_t cols, uint32_t ld, unsigned dt)
+{
+	for (uint32_t r = 0; r < rows; r++)
+		for (uint32_t b = cols * SPYRE_DT_SIZE(dt); b < ld * 128u; b++)
+			if (spout[off + (size_t)r * ld * 128 + b] != SENT)
+				return 0;
+	return 1;
+}
+
+/* ---- matmul ---------------------------------------------------------------- */
+
+static void test_matmul(unsigned dt, unsigned dt2, uint32_t m, uint32_t n, uint32_t k, int acc)
+{
+	struct spyre_launch_result res;
+	uint32_t lda = spyre_sticks(k, dt), ldb = spyre_sticks(n, dt), ldc = spyre_sticks(n, dt2) + 1;
+	uint32_t A = 0, B = A + m * lda * 128, C = B + k * ldb * 128;
+	int isint = dt == SPYRE_DT_INT8, good = 1;
+	double worst = 0;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, m, k, lda, dt, isint ? -128 : -1, isint ? 127 : 1);
+	gen_tile(B, k, n, ldb, dt, isint ? -128 : -1, isint ? 127 : 1);
+	if (acc)
+		gen_tile(C, m, n, ldc, dt2, isint ? -1000 : -1, isint ? 1000 : 1);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_matmul(pb, 0, dt, dt2, acc ? SPYRE_IF_ACC : 0, C, A, B, m, n, k, ldc, lda, ldb);
+	int rc = finish(pb, &res);
+
+	for (uint32_t i = 0; i < m && rc == 0; i++)
+		for (uint32_t j = 0; j < n; j++) {
+			double ref = acc ? val(spin, C, i, ldc, dt2, j) : 0, mag = 0;
+
+			for (uint32_t p = 0; p < k; p++) {
+				double x = val(spin, A, i, lda, dt, p) * val(spin, B, p, ldb, dt, j);
+
+				ref += x;
+				mag += fabs(x);
+			}
+			double got = val(spout, C, i, ldc, dt2, j);
+
+			if (isint)
+				ref = (double)(int32_t)(int64_t)ref;	/* int32 wraps; here it never overflows */
+			if (!close_to(got, ref, dt2, 1e-6 * mag + 1e-30, 0))
+				good = 0;
+			if (fabs(got - ref) > worst)
+				worst = fabs(got - ref);
+		}
+	et_ok(rc == 0 && good && padding_intact(C, m, n, ldc, dt2),
+	      "matmul %s->%s m=%u n=%u k=%u%s (max err %.3g)", dn(dt), dn(dt2), m, n, k, acc ? " acc" : "", worst);
+}
+
+/* ---- elementwise ---------------------------------------------------------- */
+
+static double ref_unary(unsigned op, double x, float s, float b)
+{
+	switch (op) {
+	case SPYRE_OPC_RELU: return x > 0 ? x : 0;
+	case SPYRE_OPC_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+	case SPYRE_OPC_SILU: return x / (1 + exp(-x));
+	case SPYRE_OPC_EXP: return exp(x);
+	case SPYRE_OPC_RSQRT: return 1 / sqrt(x);
+	case SPYRE_OPC_SCALE: return x * s + b;
+	default: return x;
+	}
+}
+
+static double ref_binary(unsigned op, double x, double y)
+{
+	switch (op) {
+	case SPYRE_OPC_ADD: return x + y;
+	case SPYRE_OPC_SUB: return x - y;
+	case SPYRE_OPC_MUL: return x * y;
+	default: return x > y ? x : y;
+	}
+}
+
+static void test_binary(unsigned op, unsigned dt, unsigned flags, uint32_t rows, uint32_t cols)
+{
+	struct spyre_launch_result res;
+	uint32_t ld = spyre_sticks(cols, dt) + 1;
+	uint32_t A = 0, B = rows * ld * 128, D = 2 * B;
+	int isint = !SPYRE_DT_IS_FLOAT(dt), good = 1;
+	float lo = isint ? (dt == SPYRE_DT_INT8 ? -128 : -100000) : -3, hi = -lo;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, ld, dt, lo, hi);
+	if (flags == SPYRE_IF_BCAST_ROW)
+		gen_tile(B, 1, cols, 0, dt, lo, hi);
+	else if (flags == SPYRE_IF_BCAST_COL)
+		gen_tile(B, 1, rows, 0, dt, lo, hi);
+	else
+		gen_tile(B, rows, cols, ld, dt, lo, hi);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_tensor(pb, 0, op, dt, dt, flags, D, A, B, rows, cols, 0, ld, ld, flags ? 0 : ld);
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++) {
+			double b = flags == SPYRE_IF_BCAST_ROW ? val(spin, B, 0, 0, dt, j) :
+				   flags == SPYRE_IF_BCAST_COL ? val(spin, B, 0, 0, dt, r) : val(spin, B, r, ld, dt, j);
+			double ref = ref_binary(op, val(spin, A, r, ld, dt, j), b);
+
+			if (!close_to(val(spout, D, r, ld, dt, j), ref, dt, 1e-6, 0))
+				good = 0;
+		}
+	et_ok(rc == 0 && good && padding_intact(D, rows, cols, ld, dt), "%s.%s %ux%u%s", spyre_opcode_name(op),
+	      dn(dt), rows, cols, flags == SPYRE_IF_BCAST_ROW ? " bcast-row" : flags ? " bcast-col" : "");
+}
+
+static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
+{
+	struct spyre_launch_result res;
+	uint32_t lda = spyre_sticks(cols, dt), ldd = spyre_sticks(cols, dt2) + 1;
+	uint32_t A = 0, D = rows * lda * 128 + 128;
+	int isint = !SPYRE_DT_IS_FLOAT(dt), good = 1, transc = op != SPYRE_OPC_RELU && op != SPYRE_OPC_CAST &&
+								 op != SPYRE_OPC_SCALE;
+	float lo = op == SPYRE_OPC_RSQRT ? 0.01f : -4, hi = 4, s = 1.5f, b = -0.25f;
+
+	if (isint) {
+		lo = dt == SPYRE_DT_INT8 ? -128 : -60000;	/* fp16 overflows past 65504 */
+		hi = -lo - 1;
+	}
+	if (op == SPYRE_OPC_CAST && SPYRE_DT_IS_FLOAT(dt) && !SPYRE_DT_IS_FLOAT(dt2)) {
+		lo = -200;	/* exercise int8 saturation and rounding */
+		hi = 200;
+	}
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, lda, dt, lo, hi);
+	struct spyre_pb *pb = begin();
+
+	if (op == SPYRE_OPC_SCALE)
+		spyre_pb_scale(pb, 0, dt, dt2, D, A, rows, cols, ldd, lda, s, b);
+	else
+		spyre_pb_unary(pb, 0, op, dt, dt2, D, A, rows, cols, ldd, lda);
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++) {
+			double x = val(spin, A, r, lda, dt, j), ref = ref_unary(op, x, s, b);
+
+			if (op == SPYRE_OPC_CAST && SPYRE_DT_IS_FLOAT(dt2))
+				ref = (float)ref;	/* an int32 source is first rounded to fp32 */
+			if (!close_to(val(spout, D, r, ldd, dt2, j), ref, dt2, 1e-6, transc))
+				good = 0;
+		}
+	et_ok(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "%s.%s->%s %ux%u",
+	      spyre_opcode_name(op), dn(dt), dn(dt2), rows, cols);
+}
+
+static void test_fill(unsigned dt)
+{
+	struct spyre_launch_result res;
+	uint32_t rows = 5, cols = 77, ld = spyre_sticks(cols, dt) + 1;
+	float f = -2.5f;
+	uint32_t bits;
+	int good = 1;
+
+	if (SPYRE_DT_IS_FLOAT(dt))
+		memcpy(&bits, &f, 4);
+	else
+		bits = (uint32_t)-100;
+	memset(spin, SENT, SPB);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_fill(pb, 0, dt, 256, rows, cols, ld, bits);
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++)
+			if (val(spout, 256, r, ld, dt, j) != (SPYRE_DT_IS_FLOAT(dt) ? -2.5 : -100))
+				good = 0;
+	et_ok(rc == 0 && good && padding_intact(256, rows, cols, ld, dt), "fill.%s %ux%u", dn(dt), rows, cols);
+}
+
+static void test_reduce(unsigned op, unsigned dt, unsigned dt2, int axis0, uint32_t rows, uint32_t cols)
+{
+	struct spyre_launch_result res;
+	uint32_t lda = spyre_sticks(cols, dt), A = 0, D = rows * lda * 128 + 128;
+	uint32_t outn = axis0 ? cols : rows;
+	int isint = !SPYRE_DT_IS_FLOAT(dt), good = 1;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, lda, dt, isint ? -128 : -2, isint ? 127 : 2);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_tensor(pb, 0, op, dt, dt2, axis0 ? SPYRE_IF_AXIS0 : 0, D, A, 0, rows, cols, 0, 0, lda, 0);
+	int rc = finish(pb, &res);
+
+	for (uint32_t o = 0; o < outn && !rc; o++) {
+		double ref = op == SPYRE_OPC_REDSUM ? 0 : -INFINITY, mag = 0;
+
+		for (uint32_t i = 0; i < (axis0 ? rows : cols); i++) {
+			double x = axis0 ? val(spin, A, i, lda, dt, o) : val(spin, A, o, lda, dt, i);
+
+			ref = op == SPYRE_OPC_REDSUM ? ref + x : (x > ref ? x : ref);
+			mag += fabs(x);
+		}
+		if (!close_to(val(spout, D, 0, 0, dt2, o), ref, dt2, 1e-6 * mag, 0))
+			good = 0;
+	}
+	/* the vector's last stick keeps its padding */
+	int pad = 1;
+
+	for (uint32_t b = outn * SPYRE_DT_SIZE(dt2); b % 128; b++)
+		if (spout[D + b] != SENT)
+			pad = 0;
+	et_ok(rc == 0 && good && pad, "%s.%s->%s %ux%u axis%d", spyre_opcode_name(op), dn(dt), dn(dt2), rows, cols,
+	      axis0 ? 0 : 1);
+}
+
+static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
+{
+	struct spyre_launch_result res;
+	uint32_t lda = spyre_sticks(cols, dt), ldd = spyre_sticks(cols, dt2), A = 0, D = rows * lda * 128;
+	int good = 1;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, lda, dt, -8, 8);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_unary(pb, 0, SPYRE_OPC_SOFTMAX, dt, dt2, D, A, rows, cols, ldd, lda);
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++) {
+		double mx = -INFINITY, sum = 0;
+
+		for (uint32_t j = 0; j < cols; j++)
+			mx = fmax(mx, val(spin, A, r, lda, dt, j));
+		for (uint32_t j = 0; j < cols; j++)
+			sum += exp(val(spin, A, r, lda, dt, j) - mx);
+		for (uint32_t j = 0; j < cols; j++) {
+			double ref = exp(val(spin, A, r, lda, dt, j) - mx) / sum;
+
+			if (!close_to(val(spout, D, r, ldd, dt2, j), ref, dt2, 1e-7, 1))
+				good = 0;
+		}
+	}
+	et_ok(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "softmax.%s->%s %ux%u", dn(dt), dn(dt2),
+	      rows, cols);
+}
+
+static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
+{
+	struct spyre_launch_result res;
+	uint32_t lda = spyre_sticks(cols, dt), ldd = spyre_sticks(rows, dt), A = 0, D = rows * lda * 128;
+	int good = 1;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, lda, dt, -100, 100);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_unary(pb, 0, SPYRE_OPC_TRANSPOSE, dt, dt, D, A, rows, cols, ldd, lda);
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++)
+			if (memcmp(spout + D + (size_t)j * ldd * 128 + r * SPYRE_DT_SIZE(dt),
+				   spin + A + (size_t)r * lda * 128 + j * SPYRE_DT_SIZE(dt), SPYRE_DT_SIZE(dt)))
+				good = 0;
+	et_ok(rc == 0 && good && padding_intact(D, cols, rows, ldd, dt), "transpose.%s %ux%u", dn(dt), rows, cols);
+}
+
+/* ---- control, DMA and addressing -------------------------------------------- */
+
+/* acc = 0; repeat n (from a scalar) times: acc += x. */
+static void test_control(void)
+{
+	struct spyre_launch_result res;
+	struct spyre_pb *pb = begin();
+	int good = 1;
+
+	memset(spin, 0, SPB);
+	gen_tile(0, 1, 32, 1, SPYRE_DT_FP32, -1, 1);
+	memcpy(spin + 128, spin, 128);	/* acc starts as x: 10 more adds give 11 x */
+	spyre_pb_set_scalars(pb, 1);
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_LDARG, 3, 0, 0);		/* r3 = n */
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_LI, 4, 7, 0);		/* r4 = 7 (unused, li) */
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+	int loop = spyre_pb_tensor(pb, 0, SPYRE_OPC_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 128, 128, 0, 1, 32, 0,
+				   1, 1, 1);
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_ADDI, 3, (uint64_t)-1, 3);	/* r3 -= 1 */
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_BNZ, 3, (uint64_t)loop, 0);
+	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_HALT, 0, 0, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_FILL, 0, 0, 0);	/* never reached (and invalid) */
+
+	void *img;
+	size_t sz;
+
+	spyre_pb_finish(pb, &img, &sz);
+	spyre_pb_free(pb);
+	uint64_t in = flatmem_alloc(&M, SPB), out = flatmem_alloc(&M, SPB);
+
+	memcpy(flatmem_ptr(&M, in), spin, SPB);
+	int rc = flatmem_run(&M, E, img, sz, (uint64_t[]){ in, out }, 2, (uint64_t[]){ 10 }, 1, 1, &res);
+
+	memcpy(spout, flatmem_ptr(&M, out), SPB);
+	M.next = 0;
+	free(img);
+	/* r3 counted 10 iterations: acc = x + 10 x, summed in fp32 */
+	for (uint32_t j = 0; j < 32; j++) {
+		float x = (float)val(spin, 0, 0, 1, SPYRE_DT_FP32, j), a = 0;
+
+		for (int i = 0; i < 11; i++)
+			a += x;
+		if ((float)val(spout, 128, 0, 1, SPYRE_DT_FP32, j) != a)
+			good = 0;
+	}
+	/* 1 load + 3 + 10 * 3 loop + store + halt */
+	et_ok(rc == 0 && good && res.insns == 1 + 3 + 30 + 1 + 1, "control: ldarg/li/nop/addi/bnz loop x10, halt (%llu insns)",
+	      (unsigned long long)res.insns);
+}
+
+/* Strided LOAD/STORE through both address forms and constant data. */
+static void test_dma(void)
+{
+	struct spyre_launch_result res;
+	uint8_t cdata[256];
+	const uint32_t rows = 6, rb = 256, mstride = 384, sstride = 512;
+	uint64_t src = flatmem_alloc(&M, rows * mstride), dst = flatmem_alloc(&M, rows * mstride);
+	uint64_t dst2 = flatmem_alloc(&M, rows * mstride), cout = flatmem_alloc(&M, 256);
+	uint8_t *s = flatmem_ptr(&M, src);
+
+	for (uint32_t i = 0; i < rows * mstride; i++)
+		s[i] = (uint8_t)(i * 7 + 3);
+	for (int i = 0; i < 256; i++)
+		cdata[i] = (uint8_t)(255 - i);
+	struct spyre_pb *pb = spyre_pb_new();
+	int sx = spyre_pb_sym(pb, "src", SPYRE_DT_INT8, 2, (uint64_t[]){ rows, mstride }, rows * mstride, SPYRE_SYM_IN);
+	int sd = spyre_pb_sym(pb, "dst", SPYRE_DT_INT8, 2, (uint64_t[]){ rows, mstride }, rows * mstride, SPYRE_SYM_OUT);
+	int sd2 = spyre_pb_sym(pb, "dst2", SPYRE_DT_INT8, 2, (uint64_t[]){ rows, mstride }, rows * mstride, SPYRE_SYM_OUT);
+	int sc = spyre_pb_sym(pb, "cout", SPYRE_DT_INT8, 1, (uint64_t[]){ 256 }, 256, SPYRE_SYM_OUT);
+	int64_t coff = spyre_pb_const(pb, cdata, sizeof(cdata));
+
+	spyre_pb_load(pb, 0, 1024, SPYRE_SLOT_ADDR(sx, 0), rows, rb, mstride, sstride, SPYRE_IF_SLOT);
+	spyre_pb_store(pb, 0, 1024, SPYRE_SLOT_ADDR(sd, 0), rows, rb, mstride, sstride, SPYRE_IF_SLOT);
+	spyre_pb_dma_abs(pb, 0, SPYRE_OPC_STORE, 1024, (unsigned)sd2, 0, rows, rb, mstride, sstride);
+	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(SPYRE_SLOT_CONST, (uint64_t)coff), 1, 256, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(sc, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
+	void *img;
+	size_t sz;
+	uint64_t slots[4] = { src, dst, dst2, cout };
+	uint32_t vc, vp;
+
+	spyre_pb_finish(pb, &img, &sz);
+	spyre_pb_free(pb);
+	et_ok(spyre_prog_validate(img, sz, 2u << 20, &vc, &vp) == 0, "dma: image validates");
+	et_ok(spyre_prog_relocate(img, sz, slots, 4) == 1, "dma: one relocation patched");
+	int rc = flatmem_run(&M, E, img, sz, slots, 4, NULL, 0, 1, &res);
+	int good = 1, good2 = 1, pad = 1;
+	const uint8_t *d = flatmem_ptr(&M, dst), *d2 = flatmem_ptr(&M, dst2);
+
+	for (uint32_t r = 0; r < rows; r++)
+		for (uint32_t b = 0; b < mstride; b++) {
+			uint8_t want = b < rb ? s[r * mstride + b] : 0;
+
+			good &= d[r * mstride + b] == want;
+			good2 &= d2[r * mstride + b] == want;
+			if (b >= rb && d[r * mstride + b])
+				pad = 0;
+		}
+	et_ok(rc == 0 && good && pad, "dma: strided load/store, slot-relative (rows %u, row %u B, strides %u/%u)",
+	      rows, rb, mstride, sstride);
+	et_ok(rc == 0 && good2, "dma: absolute address patched through the relocation table");
+	et_ok(rc == 0 && !memcmp(flatmem_ptr(&M, cout), cdata, 256), "dma: load from the constant slot");
+	free(img);
+	M.next = 0;
+}
+
+int main(void)
+{
+	static const unsigned fl[] = { SPYRE_DT_FP32, SPYRE_DT_FP16, SPYRE_DT_BF16, SPYRE_DT_DL16 };
+	struct spyre_engine_config cfg;
+
+	spyre_engine_config_default(&cfg);
+	E = spyre_engine_new(&cfg);
+	if (!E || flatmem_init(&M, 0x100000000ull, 16u << 20))
+		return 1;
+
+	/* matmul: every input type, both output choices, odd shapes, k > the kernel's k block */
+	static const uint32_t shapes[][3] = { { 1, 1, 1 }, { 7, 33, 65 }, { 16, 64, 64 }, { 13, 100, 300 } };
+
+	for (unsigned s = 0; s < 4; s++) {
+		const uint32_t *sh = shapes[s];
+
+		for (unsigned i = 0; i < 4; i++) {
+			test_matmul(fl[i], SPYRE_DT_FP32, sh[0], sh[1], sh[2], 0);
+			if (fl[i] != SPYRE_DT_FP32)
+				test_matmul(fl[i], fl[i], sh[0], sh[1], sh[2], 0);
+		}
+		test_matmul(SPYRE_DT_INT8, SPYRE_DT_INT32, sh[0], sh[1], sh[2], 0);
+	}
+	test_matmul(SPYRE_DT_FP32, SPYRE_DT_FP32, 9, 40, 20, 1);
+	test_matmul(SPYRE_DT_BF16, SPYRE_DT_FP32, 9, 40, 20, 1);
+	test_matmul(SPYRE_DT_DL16, SPYRE_DT_DL16, 9, 40, 20, 1);
+	test_matmul(SPYRE_DT_INT8, SPYRE_DT_INT32, 9, 40, 20, 1);
+
+	static const unsigned bin[] = { SPYRE_OPC_ADD, SPYRE_OPC_SUB, SPYRE_OPC_MUL, SPYRE_OPC_MAX };
+
+	for (unsigned o = 0; o < 4; o++) {
+		for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
+			test_binary(bin[o], dt, 0, 3, 70);
+		test_binary(bin[o], SPYRE_DT_FP32, SPYRE_IF_BCAST_ROW, 5, 33);
+		test_binary(bin[o], SPYRE_DT_DL16, SPYRE_IF_BCAST_COL, 5, 33);
+	}
+	static const unsigned un[] = { SPYRE_OPC_RELU, SPYRE_OPC_GELU, SPYRE_OPC_SILU, SPYRE_OPC_EXP,
+				       SPYRE_OPC_RSQRT, SPYRE_OPC_SCALE };
+
+	for (unsigned o = 0; o < 6; o++)
+		for (unsigned i = 0; i < 4; i++)
+			test_unary(un[o], fl[i], fl[i], 4, 100);
+	test_unary(SPYRE_OPC_RELU, SPYRE_DT_INT8, SPYRE_DT_INT8, 3, 129);
+	test_unary(SPYRE_OPC_RELU, SPYRE_DT_INT32, SPYRE_DT_INT32, 3, 33);
+	test_unary(SPYRE_OPC_GELU, SPYRE_DT_DL16, SPYRE_DT_FP32, 2, 50);	/* fused output cast */
+	for (unsigned a = 0; a < SPYRE_DT_COUNT; a++)
+		for (unsigned b = 0; b < SPYRE_DT_COUNT; b++)
+			test_unary(SPYRE_OPC_CAST, a, b, 3, 45);
+	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
+		test_fill(dt);
+	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++) {
+		unsigned out = SPYRE_DT_IS_FLOAT(dt) ? SPYRE_DT_FP32 : SPYRE_DT_INT32;
+
+		test_reduce(SPYRE_OPC_REDSUM, dt, out, 0, 6, 75);
+		test_reduce(SPYRE_OPC_REDSUM, dt, out, 1, 6, 75);
+		test_reduce(SPYRE_OPC_REDMAX, dt, dt, 0, 6, 75);
+		test_reduce(SPYRE_OPC_REDMAX, dt, dt, 1, 6, 75);
+	}
+	for (unsigned i = 0; i < 4; i++)
+		test_softmax(fl[i], fl[i], 5, 100);
+	test_softmax(SPYRE_DT_DL16, SPYRE_DT_FP32, 3, 1024);
+	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
+		test_transpose(dt, 7, 45);
+	test_transpose(SPYRE_DT_FP32, 64, 3);
+	test_control();
+	test_dma();
+
+	spyre_engine_free(E);
+	flatmem_fini(&M);
+	return et_done();
+}

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spyre_isa.h - the spyre compute engine's program container format, ISA
+ * encoding, argument block and fault codes. Shared by the engine
+ * (qemu-device/engine/), the program builder, the assembler and libspyre.
+ * Plain C, fixed-width types, no kernel or QEMU types. docs/spyre-isa.md is
+ * the prose specification; this header is the only place the numbers live.
+ *
+ * Everything is little-endian. Offsets inside a program image are bytes from
+ * the start of the image.
+ */
+#ifndef SPYRE_ISA_H
+#define SPYRE_ISA_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include <stdint.h>
+#endif
+
+#include "spyre_hw.h"	/* SPYRE_STICK_BYTES, SPYRE_MAX_CORES */
+
+/* ---- program container ------------------------------------------------ */
+
+#define SPYRE_PROG_MAGIC		0x47525053u	/* "SPRG" in memory order */
+#define SPYRE_PROG_VERSION		1
+#define SPYRE_PROG_MAX_BYTES		(16u << 20)	/* largest image */
+#define SPYRE_PROG_MAX_INSNS		65536u		/* per core stream */
+#define SPYRE_PROG_MAX_SYMS		256u
+#define SPYRE_PROG_MAX_SCALARS		256u
+#define SPYRE_PROG_MAX_RELOCS		65536u
+#define SPYRE_PROG_ALIGN		128u		/* image, sections, const data */
+
+/*
+ * The image starts with this header. Sections (core table, code streams,
+ * symbols, relocations, constant data) may appear in any order but must lie
+ * inside total_size, be 8-byte aligned (constant data: 128-byte aligned) and
+ * not overlap. Unused reserved fields must be zero.
+ */
+struct spyre_prog_hdr {
+	uint32_t magic;		/* SPYRE_PROG_MAGIC */
+	uint16_t version;	/* SPYRE_PROG_VERSION */
+	uint16_t flags;		/* 0 */
+	uint32_t total_size;	/* bytes of the whole image, <= SPYRE_PROG_MAX_BYTES */
+	uint32_t num_cores;	/* entries in the core table, 1..SPYRE_MAX_CORES */
+	uint32_t core_off;	/* -> struct spyre_prog_core[num_cores] */
+	uint32_t sym_off;	/* -> struct spyre_prog_sym[num_syms] */
+	uint32_t num_syms;	/* tensor slots, <= SPYRE_PROG_MAX_SYMS */
+	uint32_t num_scalars;	/* u64 scalars after the slots in the argument block */
+	uint32_t reloc_off;	/* -> struct spyre_prog_reloc[num_relocs] */
+	uint32_t num_relocs;	/* <= SPYRE_PROG_MAX_RELOCS */
+	uint32_t const_off;	/* constant data, 128-byte aligned */
+	uint32_t const_size;	/* bytes, multiple of 128 */
+	uint32_t reserved[4];
+};					/* 64 bytes */
+
+/*
+ * Core table entry i is the instruction stream of core i. A stream of zero
+ * instructions leaves the core idle; so does a launched core >= num_cores.
+ */
+struct spyre_prog_core {
+	uint32_t code_off;	/* -> struct spyre_insn[num_insns], 8-byte aligned */
+	uint32_t num_insns;	/* <= SPYRE_PROG_MAX_INSNS */
+};
+
+/* Symbol: a named tensor slot, i.e. one u64 device VA in the argument block. */
+#define SPYRE_SYM_NAME_LEN		32
+#define SPYRE_SYM_MAX_RANK		4
+#define SPYRE_SYM_IN			(1u << 0)	/* read by the program */
+#define SPYRE_SYM_OUT			(1u << 1)	/* written by the program */
+#define SPYRE_SYM_F_MASK		(SPYRE_SYM_IN | SPYRE_SYM_OUT)
+
+struct spyre_prog_sym {
+	char name[SPYRE_SYM_NAME_LEN];	/* NUL-terminated, [A-Za-z0-9_.] */
+	uint8_t dtype;			/* SPYRE_DT_* */
+	uint8_t rank;			/* 0..SPYRE_SYM_MAX_RANK */
+	uint16_t flags;			/* SPYRE_SYM_* */
+	uint32_t reserved;
+	uint64_t size;			/* bytes of the slot's buffer (bounds slot-relative access) */
+	uint64_t shape[SPYRE_SYM_MAX_RANK]; /* host shape, unused dims 0 */
+};					/* 80 bytes */
+
+/*
+ * Relocation: the absolute address operand (struct spyre_insn_dma.mem) of
+ * instruction pc of core's stream is patched by the runtime to
+ * args.slot[sym] + addend before launch. The instruction must be a LOAD or
+ * STORE without SPYRE_IF_SLOT. The engine does not apply relocations; it
+ * executes absolute addresses as they are in the image.
+ */
+struct spyre_prog_reloc {
+	uint32_t core;
+	uint32_t pc;
+	uint32_t sym;		/* symbol index */
+	uint32_t reserved;
+	uint64_t addend;	/* byte offset into the slot */
+};
+
+/*
+ * Argument block (per launch, at the LAUNCH packet's args VA, 8-byte
+ * aligned): num_syms u64 device VAs (one per symbol, in symbol order)
+ * followed by num_scalars u64 scalars (read by the LDARG instruction).
+ */
+#define SPYRE_ARGS_BYTES(num_syms, num_scalars) \
+	(8u * ((uint64_t)(num_syms) + (uint64_t)(num_scalars)))
+
+/* ---- data types ------------------------------------------------------- */
+
+#define SPYRE_DT_FP32			0	/* IEEE binary32 */
+#define SPYRE_DT_FP16			1	/* IEEE binary16 */
+#define SPYRE_DT_BF16			2	/* bfloat16 */
+#define SPYRE_DT_DL16			3	/* DLFloat16: s1 e6 (bias 31) f9 */
+#define SPYRE_DT_INT8			4
+#define SPYRE_DT_INT32			5
+#define SPYRE_DT_COUNT			6
+#define SPYRE_DT_SIZE(dt)		((dt) == SPYRE_DT_INT8 ? 1u : \
+					 ((dt) == SPYRE_DT_FP32 || (dt) == SPYRE_DT_INT32) ? 4u : 2u)
+#define SPYRE_DT_IS_FLOAT(dt)		((dt) <= SPYRE_DT_DL16)
+
+/* DLFloat16 special values: 0x7fff (and 0xffff) is the one NaN/infinity. */
+#define SPYRE_DL16_NAN			0x7fffu
+#define SPYRE_DL16_BIAS			31
+
+/* ---- instructions ----------------------------------------------------- */
+
+/*
+ * Every instruction is 32 bytes; byte 0 is the opcode. Four encodings share
+ * the first 4 bytes {opcode, dtype, dtype2, flags}. Fields an instruction
+ * does not use, and all reserved fields, must be zero.
+ */
+#define SPYRE_INSN_BYTES		32
+
+enum spyre_opcode {
+	/* control (struct spyre_insn_ctl) */
+	SPYRE_OPC_NOP = 0x00,		/* nothing */
+	SPYRE_OPC_HALT = 0x01,		/* core finished (also: running off the end) */
+	SPYRE_OPC_LI = 0x02,		/* r[reg] = imm */
+	SPYRE_OPC_ADDI = 0x03,		/* r[reg] = r[reg2] + imm (mod 2^64) */
+	SPYRE_OPC_LDARG = 0x04,		/* r[reg] = args.scalar[imm] */
+	SPYRE_OPC_BNZ = 0x05,		/* if r[reg] != 0: pc = imm */
+	/* stick DMA (struct spyre_insn_dma) */
+	SPYRE_OPC_LOAD = 0x10,		/* device memory -> scratchpad */
+	SPYRE_OPC_STORE = 0x11,		/* scratchpad -> device memory */
+	/* tensor ops in the scratchpad (struct spyre_insn_tensor) */
+	SPYRE_OPC_MATMUL = 0x20,	/* C[m,n] (+)= A[m,k] B[k,n] */
+	SPYRE_OPC_ADD = 0x30,		/* binary elementwise: d = a op b */
+	SPYRE_OPC_SUB = 0x31,
+	SPYRE_OPC_MUL = 0x32,
+	SPYRE_OPC_MAX = 0x33,
+	SPYRE_OPC_RELU = 0x40,		/* unary elementwise: d = f(a) */
+	SPYRE_OPC_GELU = 0x41,		/* x/2 (1 + erf(x/sqrt 2)) */
+	SPYRE_OPC_SILU = 0x42,		/* x / (1 + exp(-x)) */
+	SPYRE_OPC_EXP = 0x43,
+	SPYRE_OPC_RSQRT = 0x44,		/* 1 / sqrt(x) */
+	SPYRE_OPC_SCALE = 0x45,		/* d = a * imm + imm2 (fp32 immediates) */
+	SPYRE_OPC_CAST = 0x46,		/* d (dtype2) = a (dtype) */
+	SPYRE_OPC_FILL = 0x47,		/* d = imm (fp32 bits, or int32 for int types) */
+	SPYRE_OPC_REDSUM = 0x50,	/* reductions, see SPYRE_IF_AXIS0 */
+	SPYRE_OPC_REDMAX = 0x51,
+	SPYRE_OPC_SOFTMAX = 0x52,	/* row-wise softmax along the stick dimension */
+	SPYRE_OPC_TRANSPOSE = 0x53,	/* d[c,r] = a[r,c] */
+	/* ring and synchronisation (struct spyre_insn_ring) */
+	SPYRE_OPC_SEND = 0x60,		/* bytes from sp to core peer, with tag */
+	SPYRE_OPC_RECV = 0x61,		/* wait for the next message from peer into sp */
+	SPYRE_OPC_SIGNAL = 0x62,	/* token[tag] of core peer += 1 */
+	SPYRE_OPC_WAIT = 0x63,		/* wait until own token[tag] >= count; subtract count */
+	SPYRE_OPC_BARRIER = 0x64,	/* wait for every core of mask (0: all launched) */
+};
+
+/* flags (byte 3) */
+#define SPYRE_IF_SLOT			(1u << 0)	/* LOAD/STORE: mem is slot-relative */
+#define SPYRE_IF_ACC			(1u << 1)	/* MATMUL: C += A B */
+#define SPYRE_IF_BCAST_ROW		(1u << 2)	/* binary: b is one row, for every row */
+#define SPYRE_IF_BCAST_COL		(1u << 3)	/* binary: b is a vector of rows elements */
+#define SPYRE_IF_AXIS0			(1u << 4)	/* REDSUM/REDMAX: over rows (-> one row of cols) */
+
+/*
+ * Slot-relative memory operand: bits 63..48 slot (symbol index, or
+ * SPYRE_SLOT_CONST for the image's constant data), bits 47..0 byte offset.
+ * The engine resolves it from the argument block and checks the whole
+ * access lies inside the slot's size (the constant data's const_size).
+ */
+#define SPYRE_SLOT_CONST		0xffffu
+#define SPYRE_SLOT_ADDR(slot, off)	(((uint64_t)(slot) << 48) | ((uint64_t)(off) & 0xffffffffffffull))
+#define SPYRE_SLOT_OF(mem)		((uint32_t)((mem) >> 48))
+#define SPYRE_SLOT_OFF(mem)		((mem) & 0xffffffffffffull)
+
+#define SPYRE_NUM_REGS			16
+#define SPYRE_NUM_TOKENS		16
+
+/* NOP, HALT, LI, ADDI, LDARG, BNZ */
+struct spyre_insn_ctl {
+	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2, flags: 0 */
+	uint32_t reg;		/* destination (BNZ: tested) register */
+	uint64_t imm;		/* LI/ADDI value, LDARG scalar index, BNZ target pc */
+	uint32_t reg2;		/* ADDI source register */
+	uint32_t reserved[3];
+};
+
+/*
+ * LOAD/STORE: rows rows of row_bytes bytes; row r is at mem + r*mem_stride
+ * and sp + r*sp_stride. mem (absolute VA or the resolved slot address), sp,
+ * row_bytes and both strides must be multiples of SPYRE_STICK_BYTES.
+ */
+struct spyre_insn_dma {
+	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2: 0; flags: SLOT */
+	uint32_t sp;		/* scratchpad byte offset */
+	uint64_t mem;		/* device VA, or SPYRE_SLOT_ADDR() with SPYRE_IF_SLOT */
+	uint32_t rows;		/* >= 1 */
+	uint32_t row_bytes;	/* >= 128 */
+	uint32_t mem_stride;	/* bytes */
+	uint32_t sp_stride;	/* bytes */
+};
+
+/*
+ * Tensor ops on row-major 2-D tiles in the scratchpad. A tile is rows rows
+ * of cols elements; each row starts on a stick and rows are ld sticks apart
+ * (ld * 128 >= cols * element size). Elements past cols in a row (the
+ * padding of the last stick) are neither read nor written.
+ *
+ * MATMUL: d = C (m=rows x n=cols, dtype2), a = A (m x k, dtype), b = B
+ *         (k x n, dtype). dtype fp32/fp16/bf16/dl16 accumulate in fp32 and
+ *         dtype2 is fp32 or dtype; int8 accumulates in int32, dtype2 int32.
+ * binary: d = a op b, all rows x cols (b: see BCAST flags); unary: d = f(a).
+ *         Computed in fp32 (float dtypes) or int64 saturated to the output
+ *         type (int dtypes); result converted to dtype2.
+ * REDSUM/REDMAX: default reduces each row (-> a vector of rows elements at d);
+ *         with SPYRE_IF_AXIS0 each column (-> one row of cols elements).
+ * SOFTMAX: each row of cols; dtype in, dtype2 out, fp32 inside.
+ * TRANSPOSE: d is cols x rows; dtype2 == dtype.
+ * FILL: d = imm converted to dtype2 (imm is fp32 bits, int32 for int types).
+ */
+struct spyre_insn_tensor {
+	uint8_t opcode, dtype, dtype2, flags;
+	uint32_t d;		/* destination scratchpad offset, stick aligned */
+	uint32_t a;		/* source 1 (FILL: 0) */
+	uint32_t b;		/* source 2; SCALE: imm (fp32 scale bits); FILL: value bits */
+	uint32_t rows;		/* m; >= 1 */
+	uint16_t cols;		/* n; >= 1 */
+	uint16_t k;		/* MATMUL inner dimension; else 0 */
+	uint16_t ldd, lda;	/* row strides in sticks */
+	uint16_t ldb;		/* MATMUL, binary; else 0 */
+	uint16_t ext;		/* SCALE: high 16 bits of fp32 bias; else 0 */
+};
+/* SCALE keeps its fp32 bias in ldb (low 16 bits) and ext (high 16 bits). */
+#define SPYRE_SCALE_BIAS_BITS(t)	(((uint32_t)(t)->ext << 16) | (t)->ldb)
+
+/*
+ * SEND/RECV: bytes (multiple of 128) at scratchpad sp to/from core peer.
+ * Messages between a pair of cores arrive in order; a RECV takes the next
+ * message from peer, which must carry the same tag and size.
+ * SIGNAL: token tag of core peer += 1. WAIT: tag, count (own tokens).
+ * BARRIER: mask of participating cores (0: every launched core).
+ */
+struct spyre_insn_ring {
+	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2, flags: 0 */
+	uint32_t sp;
+	uint32_t peer;		/* core number */
+	uint32_t tag;		/* message tag; token index < SPYRE_NUM_TOKENS */
+	uint32_t bytes;		/* SEND/RECV size; WAIT count; BARRIER core mask */
+	uint32_t reserved[3];
+};
+
+union spyre_insn {
+	uint8_t raw[SPYRE_INSN_BYTES];
+	struct spyre_insn_ctl ctl;
+	struct spyre_insn_dma dma;
+	struct spyre_insn_tensor t;
+	struct spyre_insn_ring ring;
+};
+
+/* ---- faults ----------------------------------------------------------- */
+
+/* A launch ends with status SPYRE_FAULT_NONE or one of these causes. */
+#define SPYRE_FAULT_NONE		0
+#define SPYRE_FAULT_BAD_PROGRAM		1	/* container malformed (core, pc: ~0) */
+#define SPYRE_FAULT_BAD_OPCODE		2
+#define SPYRE_FAULT_BAD_OPERAND		3	/* reserved field, flag, register, size, branch target */
+#define SPYRE_FAULT_BAD_DTYPE		4	/* data type not valid for the opcode */
+#define SPYRE_FAULT_ALIGN		5	/* operand not on a stick boundary */
+#define SPYRE_FAULT_SP_RANGE		6	/* scratchpad access beyond the scratchpad */
+#define SPYRE_FAULT_MEM_RANGE		7	/* slot-relative access beyond the slot, or VA overflow */
+#define SPYRE_FAULT_MEM			8	/* memory callback failed: address = faulting VA */
+#define SPYRE_FAULT_BAD_PEER		9	/* ring peer or barrier mask names a core not launched */
+#define SPYRE_FAULT_RING_MISMATCH	10	/* RECV tag or size differs from the message */
+#define SPYRE_FAULT_DEADLOCK		11	/* every unfinished core waits for something that cannot come */
+#define SPYRE_FAULT_BUDGET		12	/* instruction budget exhausted */
+#define SPYRE_FAULT_BAD_SLOT		13	/* slot index >= num_syms */
+#define SPYRE_FAULT_COUNT		14
+
+#define SPYRE_FAULT_CORE_NONE		0xffffffffu	/* fault not tied to a core */
+#define SPYRE_FAULT_PC_NONE		0xffffffffu
+
+#endif /* SPYRE_ISA_H */
