@@ -102,6 +102,7 @@ struct spyre_kq {
  * @busy_ns: accumulated time with at least one job in flight
  * @busy_since: start of the current busy period (0 when idle)
  * @jobs_done: jobs completed
+ * @nr_uqueues: user queues feeding this hardware queue
  */
 struct spyre_hwq {
 	struct spyre_device *sdev;
@@ -122,6 +123,7 @@ struct spyre_hwq {
 	u64 busy_ns;
 	u64 busy_since;
 	u64 jobs_done;
+	atomic_t nr_uqueues;
 };
 
 /**

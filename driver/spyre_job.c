@@ -591,6 +591,7 @@ static void spyre_uqueue_release(struct kref *kref)
 {
 	struct spyre_uqueue *uq = container_of(kref, struct spyre_uqueue, ref);
 
+	atomic_dec(&uq->hwq->nr_uqueues);
 	mutex_destroy(&uq->submit_lock);
 	kfree(uq);
 }
@@ -628,15 +629,18 @@ int spyre_queue_create_ioctl(struct drm_device *dev, void *data, struct drm_file
 		return -EPERM;
 
 	/*
-	 * The least-loaded hardware queue of the matching device priority (any
-	 * queue when the device has too few to give each priority its own).
+	 * The hardware queue of the matching device priority (any queue when
+	 * the device has too few to give each priority its own) that serves
+	 * the fewest user queues. User queues sharing a hardware queue run in
+	 * one FIFO, so a device-side WAIT in one of them also holds up the
+	 * others: spreading them keeps that rare.
 	 */
 	want = sdev->nr_hwq > SPYRE_QCTRL_MAX_PRIO ? args->priority : U32_MAX;
 	for (i = 0; i < sdev->nr_hwq; i++) {
 		if (want != U32_MAX && sdev->hwq[i].prio != want)
 			continue;
-		if (!seen++ || atomic_read(&sdev->hwq[i].sched.credit_count) <
-			       atomic_read(&sdev->hwq[pick].sched.credit_count))
+		if (!seen++ || atomic_read(&sdev->hwq[i].nr_uqueues) <
+			       atomic_read(&sdev->hwq[pick].nr_uqueues))
 			pick = i;
 	}
 
@@ -646,6 +650,7 @@ int spyre_queue_create_ioctl(struct drm_device *dev, void *data, struct drm_file
 	kref_init(&uq->ref);
 	uq->ctx = ctx;
 	uq->hwq = &sdev->hwq[pick];
+	atomic_inc(&uq->hwq->nr_uqueues);
 	mutex_init(&uq->submit_lock);
 	spin_lock_init(&uq->err_lock);
 	sched = &uq->hwq->sched;

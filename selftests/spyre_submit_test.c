@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Description: job submission on spyre.ko: queues, COPY round trips with
+ * data checked from one stick to 64 MiB, syncobjs (binary, timeline, in-sync
+ * chains across queues), device-side SIGNAL/WAIT between queues, BO_WAIT on a
+ * busy BO, TIMESTAMP, every malformed SUBMIT with its errno, page faults that
+ * fail only their job with a precise error record, isolation between files,
+ * and many processes submitting at once with every result checked.
+ */
+#include <sys/wait.h>
+
+#include "kselftest_harness.h"
+#include "spyre_test.h"
+
+#define MiB (1ull << 20)
+
+FIXTURE(sub) {
+	int fd;
+	uint32_t q;
+};
+
+FIXTURE_SETUP(sub)
+{
+	self->fd = spyre_open(0);
+	if (self->fd < 0)
+		SKIP(return, "no spyre device");
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &self->q));
+}
+
+FIXTURE_TEARDOWN(sub)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* host -> device -> host through two COPYs, checked byte for byte */
+static int round_trip(int fd, uint32_t q, uint64_t size, unsigned int seed)
+{
+	struct sbo in, dev, out;
+	uint8_t p[2][64];
+	int ret;
+
+	ret = sbo_create(fd, size, DRM_SPYRE_BO_HOST, &in);
+	ret = ret ?: sbo_create(fd, size, 0, &dev);
+	ret = ret ?: sbo_create(fd, size, DRM_SPYRE_BO_HOST, &out);
+	if (ret)
+		return ret;
+	fill_pattern(in.map, size, seed);
+	pkt_copy(p[0], in.va, dev.va, size);
+	pkt_copy(p[1], dev.va, out.va, size);
+	ret = srun(fd, q, p, 2);
+	if (!ret && memcmp(in.map, out.map, size))
+		ret = -EBADMSG;
+	sbo_close(fd, &in);
+	sbo_close(fd, &dev);
+	sbo_close(fd, &out);
+	return ret;
+}
+
+TEST_F(sub, queue_create_destroy)
+{
+	struct drm_spyre_queue_create c = { .priority = 4 };
+	struct drm_spyre_queue_destroy d = { .queue_id = self->q };
+	uint32_t q2;
+
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &c));
+	c.priority = 0;
+	c.flags = 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &c));
+	c.flags = 0;
+	c.pad = 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &c));
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_REALTIME, &q2));	/* root */
+	ASSERT_NE(self->q, q2);
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d));
+	ASSERT_EQ(-ENOENT, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d));
+	d.queue_id = q2;
+	d.pad = 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d));
+}
+
+TEST_F(sub, nop_jobs_signal_and_count)
+{
+	struct ssubmit s = { .queue = self->q, .count = 1 };
+	uint8_t p[64];
+	uint32_t sync;
+	int i;
+
+	pkt_hdr(p, SPYRE_OP_NOP);
+	s.packets = p;
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync));
+	s.out = sync;
+	for (i = 1; i <= 3; i++) {
+		ASSERT_EQ(0, ssubmit(self->fd, &s));
+		ASSERT_EQ(i, s.job_seq);
+	}
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
+}
+
+TEST_F(sub, copy_round_trip_sizes)
+{
+	static const uint64_t sizes[] = { 128, 4096, 4096 * 3 + 128, 1 * MiB, 64 * MiB };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		ASSERT_EQ(0, round_trip(self->fd, self->q, sizes[i], i))
+			TH_LOG("size %llu", (unsigned long long)sizes[i]);
+}
+
+TEST_F(sub, timeline_points_and_cross_queue_chain)
+{
+	struct sbo a, b, c;
+	struct drm_spyre_sync dep;
+	struct ssubmit s1 = { 0 }, s2 = { 0 };
+	uint8_t p1[64], p2[64];
+	uint32_t q2, tl;
+
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_HIGH, &q2));
+	ASSERT_EQ(0, sbo_create(self->fd, 1 * MiB, DRM_SPYRE_BO_HOST, &a));
+	ASSERT_EQ(0, sbo_create(self->fd, 1 * MiB, 0, &b));
+	ASSERT_EQ(0, sbo_create(self->fd, 1 * MiB, DRM_SPYRE_BO_HOST, &c));
+	fill_pattern(a.map, 1 * MiB, 7);
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &tl));
+
+	/* queue 2's job must wait for point 5, signaled by queue 1's job */
+	pkt_copy(p2, b.va, c.va, 1 * MiB);
+	dep.handle = tl;
+	dep.flags = 0;
+	dep.point = 5;
+	s2.queue = q2;
+	s2.packets = p2;
+	s2.count = 1;
+	s2.in = &dep;
+	s2.nin = 1;
+	s2.out = tl;
+	s2.out_point = 6;
+	pkt_copy(p1, a.va, b.va, 1 * MiB);
+	s1.queue = self->q;
+	s1.packets = p1;
+	s1.count = 1;
+	s1.out = tl;
+	s1.out_point = 5;
+	ASSERT_EQ(0, ssubmit(self->fd, &s1));
+	ASSERT_EQ(0, ssubmit(self->fd, &s2));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, tl, 6, 5000));
+	ASSERT_EQ(0, memcmp(a.map, c.map, 1 * MiB));
+}
+
+TEST_F(sub, device_side_signal_wait_between_queues)
+{
+	struct ssubmit s = { 0 };
+	struct sbo sem, src, dst;
+	struct drm_spyre_bo_wait w = { 0 };
+	uint8_t pw[2][64], ps[2][64];
+	uint32_t q2, sync;
+
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &src));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &dst));
+	fill_pattern(src.map, 4096, 3);
+
+	/* q2: WAIT sem >= 1, then copy dst <- src; it holds dst busy meanwhile */
+	pkt_sem(pw[0], SPYRE_OP_WAIT, sem.va, 1);
+	pkt_copy(pw[1], src.va, dst.va, 4096);
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync));
+	s.queue = q2;
+	s.packets = pw;
+	s.count = 2;
+	s.bos = &dst.handle;
+	s.nbos = 1;
+	s.out = sync;
+	ASSERT_EQ(0, ssubmit(self->fd, &s));
+	usleep(50000);
+	w.handle = dst.handle;
+	w.timeout_ns = 10000000;
+	ASSERT_EQ(-ETIME, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_WAIT, &w));
+	ASSERT_EQ(0, ((uint8_t *)dst.map)[1]);
+
+	/* q1 signals the semaphore in device memory: q2 proceeds */
+	pkt_sem(ps[0], SPYRE_OP_SIGNAL, sem.va, 1);
+	ASSERT_EQ(0, srun(self->fd, self->q, ps, 1));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
+	w.timeout_ns = 1000000000;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_WAIT, &w));
+	ASSERT_EQ(0, memcmp(src.map, dst.map, 4096));
+}
+
+TEST_F(sub, timestamps_increase)
+{
+	struct sbo t;
+	uint8_t p[2][64];
+	uint64_t *ts;
+
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
+	pkt_sem(p[0], SPYRE_OP_TIMESTAMP, t.va, 0);
+	pkt_sem(p[1], SPYRE_OP_TIMESTAMP, t.va + 8, 0);
+	ASSERT_EQ(0, srun(self->fd, self->q, p, 2));
+	ts = t.map;
+	ASSERT_LT(0, ts[0]);
+	ASSERT_LE(ts[0], ts[1]);
+}
+
+TEST_F(sub, malformed_submits)
+{
+	struct drm_spyre_submit a = { 0 };
+	struct sbo b;
+	uint8_t p[64];
+	uint32_t bad = 0xdead;
+	struct drm_spyre_sync in = { .handle = 0xdead };
+
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &b));
+	pkt_hdr(p, SPYRE_OP_NOP);
+	a.queue_id = self->q;
+	a.packets = (uintptr_t)p;
+	a.packet_count = 1;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+
+#define EXPECT_SUBMIT(err) ASSERT_EQ(err, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
+	a.flags = 1;
+	EXPECT_SUBMIT(-EINVAL);
+	a.flags = 0;
+	a.packet_count = 0;
+	EXPECT_SUBMIT(-EINVAL);
+	a.packet_count = DRM_SPYRE_MAX_JOB_PACKETS + 1;
+	EXPECT_SUBMIT(-EINVAL);
+	a.packet_count = 1;
+	a.queue_id = 99;
+	EXPECT_SUBMIT(-ENOENT);
+	a.queue_id = self->q;
+	a.packets = 8;
+	EXPECT_SUBMIT(-EFAULT);
+	a.packets = (uintptr_t)p;
+	p[1] = 2;			/* version */
+	EXPECT_SUBMIT(-EINVAL);
+	p[1] = 1;
+	p[0] = 0x42;			/* opcode */
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_hdr(p, SPYRE_OP_NOP);
+	((struct spyre_pkt_hdr *)p)->seq = 1;	/* driver-owned */
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_hdr(p, SPYRE_OP_NOP);
+	((struct spyre_pkt_hdr *)p)->ctx = 3;	/* driver-owned */
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_hdr(p, SPYRE_OP_NOP);
+	((struct spyre_pkt_hdr *)p)->flags = SPYRE_PKT_F_IRQ;
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_copy(p, b.va, b.va, 128);
+	((struct spyre_pkt_copy *)p)->src_space = SPYRE_AS_DEVPHYS;	/* physical: never */
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_copy(p, b.va, b.va, 128);
+	((struct spyre_pkt_copy *)p)->dst_space = SPYRE_AS_HOST;
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_sem(p, SPYRE_OP_SIGNAL, b.va, 1);
+	((struct spyre_pkt_sem *)p)->space = SPYRE_AS_HOST;
+	EXPECT_SUBMIT(-EINVAL);
+	pkt_hdr(p, SPYRE_OP_NOP);
+	a.bo_handles = (uintptr_t)&bad;
+	a.bo_count = 1;
+	EXPECT_SUBMIT(-ENOENT);
+	a.bo_handles = 8;
+	EXPECT_SUBMIT(-EFAULT);
+	a.bo_count = 0;
+	a.in_syncs = (uintptr_t)&in;
+	a.in_sync_count = 1;
+	EXPECT_SUBMIT(-ENOENT);
+	in.flags = 1;
+	EXPECT_SUBMIT(-EINVAL);
+	a.in_syncs = 8;
+	EXPECT_SUBMIT(-EFAULT);
+	a.in_sync_count = 0;
+	a.out_sync_handle = 0xdead;
+	EXPECT_SUBMIT(-ENOENT);
+	a.out_sync_handle = 0;
+	a.out_sync_point = 3;
+	EXPECT_SUBMIT(-EINVAL);
+	a.out_sync_point = 0;
+	EXPECT_SUBMIT(0);
+	ASSERT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, (void *)8));
+#undef EXPECT_SUBMIT
+}
+
+TEST_F(sub, page_fault_fails_only_that_job)
+{
+	struct drm_spyre_queue_error e;
+	struct sbo b;
+	uint8_t p[3][64];
+
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(0, e.error_count);
+	ASSERT_EQ(DRM_SPYRE_ERROR_NONE, e.error);
+	ASSERT_EQ(0, sbo_create(self->fd, 8192, 0, &b));
+
+	/* packet 1 reads 4 KiB past the end of the BO: an unmapped address */
+	pkt_hdr(p[0], SPYRE_OP_NOP);
+	pkt_copy(p[1], b.va + 4096, b.va, 8192);
+	pkt_hdr(p[2], SPYRE_OP_NOP);
+	ASSERT_EQ(0, srun(self->fd, self->q, p, 3));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(1, e.error_count);
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+	ASSERT_EQ(SPYRE_ERR_FAULT, e.hw_error);
+	ASSERT_EQ(b.va + 8192, e.fault_addr);
+	ASSERT_EQ(SPYRE_FAULT_NOT_PRESENT, SPYRE_FAULT_CAUSE(e.fault_info));
+	ASSERT_EQ(SPYRE_SOURCE_COPY_SRC, SPYRE_FAULT_SOURCE(e.fault_info));
+	ASSERT_EQ(SPYRE_ACCESS_READ, SPYRE_FAULT_ACCESS(e.fault_info));
+	ASSERT_EQ(1, e.packet);
+	ASSERT_EQ(1, e.job_seq);
+
+	/* the queue goes on: the next job works */
+	ASSERT_EQ(0, round_trip(self->fd, self->q, 4096, 9));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(1, e.error_count);
+}
+
+TEST_F(sub, launch_without_engine_reports_no_engine)
+{
+	struct drm_spyre_queue_error e;
+	uint8_t p[64];
+
+	pkt_hdr(p, SPYRE_OP_LAUNCH);
+	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+	ASSERT_EQ(SPYRE_ERR_NO_ENGINE, e.hw_error);
+}
+
+TEST_F(sub, other_files_memory_is_unreachable)
+{
+	struct drm_spyre_queue_error e;
+	struct sbo secret, mine;
+	uint8_t p[64];
+	uint32_t q2;
+	int fd2;
+
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &secret));
+	memset(secret.map, 0x5a, 4096);
+
+	fd2 = spyre_open(0);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, sbo_create(fd2, 4096, DRM_SPYRE_BO_HOST, &mine));
+	/* Guessing the other file's address: it is not mapped in this context. */
+	pkt_copy(p, secret.va, mine.va, 4096);
+	if (secret.va == mine.va)
+		pkt_copy(p, secret.va + 4096, mine.va, 4096);
+	ASSERT_EQ(0, srun(fd2, q2, p, 1));
+	ASSERT_EQ(0, squeue_error(fd2, q2, &e));
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+	ASSERT_EQ(0, ((uint8_t *)mine.map)[0]);
+	/* Writing there from the second file faults too; the owner is unaffected. */
+	pkt_copy(p, mine.va, secret.va == mine.va ? secret.va + 4096 : secret.va, 4096);
+	ASSERT_EQ(0, srun(fd2, q2, p, 1));
+	ASSERT_EQ(0x5a, ((uint8_t *)secret.map)[100]);
+	ASSERT_EQ(0, round_trip(self->fd, self->q, 4096, 2));
+	close(fd2);
+}
+
+TEST_F(sub, many_processes_concurrently)
+{
+	int i, status, nproc = 4;
+	pid_t pid[4];
+
+	for (i = 0; i < nproc; i++) {
+		pid[i] = fork();
+		ASSERT_LE(0, pid[i]);
+		if (pid[i] == 0) {
+			int fd = spyre_open(0), j, bad = 0;
+			uint32_t q;
+
+			if (fd < 0 || squeue_create(fd, i % 3, &q))
+				_exit(2);
+			for (j = 0; j < 10; j++)
+				if (round_trip(fd, q, 4096 * (j + 1) + 128 * i, i * 100 + j))
+					bad++;
+			_exit(bad ? 1 : 0);
+		}
+	}
+	for (i = 0; i < nproc; i++) {
+		ASSERT_EQ(pid[i], waitpid(pid[i], &status, 0));
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(0, WEXITSTATUS(status)) TH_LOG("process %d", i);
+	}
+}
+
+TEST_F(sub, queue_error_invalid)
+{
+	struct drm_spyre_queue_error e = { .queue_id = 77 };
+
+	ASSERT_EQ(-ENOENT, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e));
+	e.queue_id = self->q;
+	e.pad = 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e));
+}
+
+TEST_HARNESS_MAIN
