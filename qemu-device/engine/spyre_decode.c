@@ -500,7 +500,7 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 {
 	const uint8_t *p = image;
 	struct spyre_prog_hdr *h = &v->hdr;
-	struct span sp[3 + SPYRE_MAX_CORES];
+	struct span sp[5 + SPYRE_MAX_CORES];	/* header, core table, streams, symbols, relocations, constants */
 	unsigned n = 0;
 
 	memset(v, 0, sizeof(*v));

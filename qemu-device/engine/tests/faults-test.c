@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: every fault kind ends the launch with the precise (core, pc,
+ * cause) and address: invalid opcode, reserved field, bad dtype, misaligned
+ * stick (scratchpad and memory), scratchpad out of range, slot-relative
+ * access beyond its slot, unknown slot, a memory fault reported by the
+ * callback (exact faulting VA and code; earlier stores stay done), a
+ * program or argument block that cannot be read, a malformed container, a
+ * ring peer that is not launched, a RECV whose tag or size differs, a RECV
+ * or BARRIER that can never be satisfied (deadlock), and a runaway loop over
+ * the instruction budget. The static validator agrees with the engine.
+ */
+#include <string.h>
+
+#include "etest.h"
+#include "flatmem.h"
+#include "spyre_progbuild.h"
+
+static struct spyre_engine *E;
+static struct flatmem M;
+static uint64_t buf;	/* a 4 KiB buffer, slot 0 */
+
+static struct spyre_pb *newpb(void)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+
+	spyre_pb_sym(pb, "buf", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN | SPYRE_SYM_OUT);
+	return pb;
+}
+
+static int run(struct spyre_pb *pb, uint32_t mask, struct spyre_launch_result *res, uint32_t *vcause,
+	       uint32_t *vcore, uint32_t *vpc)
+{
+	void *img;
+	size_t sz;
+	int rc;
+
+	if (spyre_pb_finish(pb, &img, &sz))
+		return -1;
+	spyre_pb_free(pb);
+	if (vcause)
+		*vcause = spyre_prog_validate(img, sz, spyre_engine_get_config(E)->scratchpad_bytes, vcore, vpc);
+	rc = flatmem_run(&M, E, img, sz, (uint64_t[]){ buf }, 1, NULL, 0, mask, res);
+	free(img);
+	return rc;
+}
+
+static void expect(const char *what, const struct spyre_launch_result *r, uint32_t cause, uint32_t core,
+		   uint32_t pc, uint64_t addr, int check_addr)
+{
+	et_ok(r->status == cause && r->fault_core == core && r->fault_pc == pc &&
+	      (!check_addr || r->fault_addr == addr),
+	      "%s: %s core %d pc %d addr 0x%llx (want %s core %d pc %d)", what, spyre_fault_name(r->status),
+	      (int)r->fault_core, (int)r->fault_pc, (unsigned long long)r->fault_addr, spyre_fault_name(cause),
+	      (int)core, (int)pc);
+}
+
+int main(void)
+{
+	struct spyre_engine_config cfg;
+	struct spyre_launch_result r;
+	struct spyre_pb *pb;
+	uint32_t vc, vcore, vpc;
+	union spyre_insn in;
+
+	spyre_engine_config_default(&cfg);
+	cfg.insn_budget = 10000;
+	E = spyre_engine_new(&cfg);
+	if (!E || flatmem_init(&M, 0x200000000ull, 8u << 20))
+		return 1;
+	buf = flatmem_alloc(&M, 4096);
+	M.next = 8192;	/* programs go after buf */
+
+	/* invalid opcode on core 2 at pc 2; the validator finds the same place */
+	pb = newpb();
+	spyre_pb_ctl(pb, 2, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 2, SPYRE_OPC_NOP, 0, 0, 0);
+	memset(&in, 0, sizeof(in));
+	in.raw[0] = 0xee;
+	spyre_pb_emit(pb, 2, &in);
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+	run(pb, 0xffffffff, &r, &vc, &vcore, &vpc);
+	expect("invalid opcode", &r, SPYRE_FAULT_BAD_OPCODE, 2, 2, 0, 0);
+	et_ok(vc == SPYRE_FAULT_BAD_OPCODE && vcore == 2 && vpc == 2, "validator: bad-opcode at core 2 pc 2");
+
+	/* reserved field non-zero */
+	pb = newpb();
+	in = (union spyre_insn){ .ring = { .opcode = SPYRE_OPC_WAIT, .tag = 1, .bytes = 0, .reserved = { 0, 1, 0 } } };
+	spyre_pb_emit(pb, 0, &in);
+	run(pb, 1, &r, &vc, &vcore, &vpc);
+	expect("reserved field", &r, SPYRE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
+
+	/* bad dtype: int8 matmul must produce int32 */
+	pb = newpb();
+	spyre_pb_ctl(pb, 1, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_matmul(pb, 1, SPYRE_DT_INT8, SPYRE_DT_FP32, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1);
+	run(pb, 2, &r, &vc, &vcore, &vpc);
+	expect("bad dtype", &r, SPYRE_FAULT_BAD_DTYPE, 1, 1, 0, 0);
+	et_ok(vc == SPYRE_FAULT_BAD_DTYPE && vcore == 1 && vpc == 1, "validator: bad-dtype at core 1 pc 1");
+
+	/* misaligned stick: scratchpad operand */
+	pb = newpb();
+	spyre_pb_load(pb, 0, 64, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	expect("misaligned scratchpad", &r, SPYRE_FAULT_ALIGN, 0, 0, 64, 1);
+
+	/* misaligned tensor operand */
+	pb = newpb();
+	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 200, 1, 32, 1, 1);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	expect("misaligned tensor source", &r, SPYRE_FAULT_ALIGN, 0, 0, 200, 1);
+
+	/* misaligned absolute memory operand (after relocation) */
+	pb = newpb();
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_load(pb, 0, 0, buf + 64, 1, 128, 0, 0, 0);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	expect("misaligned memory VA", &r, SPYRE_FAULT_ALIGN, 0, 1, buf + 64, 1);
+
+	/* scratchpad out of range: a tile running past 2 MiB */
+	pb = newpb();
+	spyre_pb_fill(pb, 3, SPYRE_DT_FP32, (2u << 20) - 256, 4, 32, 1, 0);
+	run(pb, 8, &r, &vc, &vcore, &vpc);
+	expect("scratchpad out of range", &r, SPYRE_FAULT_SP_RANGE, 3, 0, (2u << 20) - 256, 1);
+	et_ok(vc == SPYRE_FAULT_SP_RANGE && vcore == 3 && vpc == 0, "validator: sp-range at core 3 pc 0");
+
+	/* DMA past the scratchpad */
+	pb = newpb();
+	spyre_pb_load(pb, 0, (2u << 20) - 128, SPYRE_SLOT_ADDR(0, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	expect("DMA past the scratchpad", &r, SPYRE_FAULT_SP_RANGE, 0, 0, (2u << 20) - 128, 1);
+
+	/* slot-relative access beyond the slot's 4 KiB */
+	pb = newpb();
+	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 3968), 2, 128, 128, 128, SPYRE_IF_SLOT);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	expect("beyond the slot", &r, SPYRE_FAULT_MEM_RANGE, 0, 0, buf + 3968, 1);
+
+	/* unknown slot */
+	pb = newpb();
+	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(7, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	run(pb, 1, &r, &vc, &vcore, &vpc);
+	expect("unknown slot", &r, SPYRE_FAULT_BAD_SLOT, 0, 0, 0, 0);
+	et_ok(vc == SPYRE_FAULT_BAD_SLOT, "validator: bad-slot");
+
+	/* memory fault from the callback: a hole in the middle of a strided store */
+	pb = newpb();
+	spyre_pb_fill(pb, 0, SPYRE_DT_FP32, 0, 4, 32, 1, 0x3f800000);
+	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 4, 128, 1024, 128, SPYRE_IF_SLOT);
+	M.hole_lo = buf + 2048;
+	M.hole_hi = buf + 2048 + 4096;
+	memset(flatmem_ptr(&M, buf), 0, 4096);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	M.hole_lo = M.hole_hi = 0;
+	expect("memory fault from the callback", &r, SPYRE_FAULT_MEM, 0, 1, buf + 2048, 1);
+	float f0, f1, f2;
+
+	memcpy(&f0, flatmem_ptr(&M, buf), 4);
+	memcpy(&f1, flatmem_ptr(&M, buf + 1024), 4);
+	memcpy(&f2, flatmem_ptr(&M, buf + 2048), 4);
+	et_ok(r.fault_detail == FLATMEM_FAULT && f0 == 1.0f && f1 == 1.0f && f2 == 0.0f,
+	      "memory fault: callback code passed through, rows before the fault written, none after");
+
+	/* program not readable; argument block not readable */
+	memset(&r, 0xff, sizeof(r));
+	spyre_engine_launch(E, 0x10, 0, 1, &flatmem_ops, &M, &r);
+	expect("program fetch fault", &r, SPYRE_FAULT_MEM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, 0x10, 1);
+	{
+		void *img;
+		size_t sz;
+
+		pb = newpb();
+		spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+		spyre_pb_finish(pb, &img, &sz);
+		spyre_pb_free(pb);
+		uint64_t p = flatmem_alloc(&M, sz);
+
+		memcpy(flatmem_ptr(&M, p), img, sz);
+		spyre_engine_launch(E, p, 0x40, 1, &flatmem_ops, &M, &r);
+		expect("argument block fault", &r, SPYRE_FAULT_MEM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, 0x40, 1);
+		/* malformed container: a bad magic, then a core table pointing outside the image */
+		((uint8_t *)flatmem_ptr(&M, p))[0] ^= 1;
+		spyre_engine_launch(E, p, buf, 1, &flatmem_ops, &M, &r);
+		expect("bad magic", &r, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, 0, 0);
+		((uint8_t *)flatmem_ptr(&M, p))[0] ^= 1;
+		((uint8_t *)flatmem_ptr(&M, p))[19] = 0x7f;
+		spyre_engine_launch(E, p, buf, 1, &flatmem_ops, &M, &r);
+		expect("core table outside the image", &r, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE,
+		       SPYRE_FAULT_PC_NONE, 0, 0);
+		free(img);
+		M.next = 8192;
+	}
+
+	/* ring peer not launched */
+	pb = newpb();
+	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 5, 0, 128);
+	run(pb, 1 | 2, &r, NULL, NULL, NULL);
+	expect("send to a core not launched", &r, SPYRE_FAULT_BAD_PEER, 0, 0, 5, 1);
+
+	/* RECV with a different tag */
+	pb = newpb();
+	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 1, 7, 128);
+	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 8, 128);
+	run(pb, 3, &r, NULL, NULL, NULL);
+	expect("recv tag mismatch", &r, SPYRE_FAULT_RING_MISMATCH, 1, 0, 0, 0);
+
+	/* deadlock: core 1 waits for core 0, which halted without sending */
+	pb = newpb();
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 1, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 0, 128);
+	run(pb, 3, &r, NULL, NULL, NULL);
+	expect("recv that can never be satisfied", &r, SPYRE_FAULT_DEADLOCK, 1, 1, 0, 0);
+
+	/* deadlock: a cycle of receives */
+	pb = newpb();
+	spyre_pb_ring(pb, 0, SPYRE_OPC_RECV, 0, 1, 0, 128);
+	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 0, 128);
+	run(pb, 3, &r, NULL, NULL, NULL);
+	expect("receive cycle", &r, SPYRE_FAULT_DEADLOCK, 0, 0, 0, 0);
+
+	/* deadlock: a barrier that a halted core never reaches; a token never signalled */
+	pb = newpb();
+	spyre_pb_ring(pb, 0, SPYRE_OPC_BARRIER, 0, 0, 0, 0x3);
+	spyre_pb_ctl(pb, 1, SPYRE_OPC_HALT, 0, 0, 0);
+	run(pb, 3, &r, NULL, NULL, NULL);
+	expect("barrier never complete", &r, SPYRE_FAULT_DEADLOCK, 0, 0, 0, 0);
+	pb = newpb();
+	spyre_pb_ctl(pb, 4, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ring(pb, 4, SPYRE_OPC_WAIT, 0, 0, 3, 1);
+	run(pb, 1u << 4, &r, NULL, NULL, NULL);
+	expect("token never signalled", &r, SPYRE_FAULT_DEADLOCK, 4, 1, 0, 0);
+
+	/* barrier naming a core outside the launch */
+	pb = newpb();
+	spyre_pb_ring(pb, 0, SPYRE_OPC_BARRIER, 0, 0, 0, 0x5);
+	run(pb, 3, &r, NULL, NULL, NULL);
+	expect("barrier mask outside the launch", &r, SPYRE_FAULT_BAD_PEER, 0, 0, 0x5, 1);
+
+	/* runaway: an endless loop stops at the budget (10000 instructions) */
+	pb = newpb();
+	spyre_pb_ctl(pb, 6, SPYRE_OPC_LI, 1, 1, 0);
+	spyre_pb_ctl(pb, 6, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 6, SPYRE_OPC_BNZ, 1, 1, 0);
+	run(pb, 1u << 6, &r, NULL, NULL, NULL);
+	/* li + 4999 x (nop, bnz) + one nop = 10000 executed: the next one (a bnz at pc 2) faults */
+	expect("runaway loop", &r, SPYRE_FAULT_BUDGET, 6, 2, 0, 0);
+	et_ok(r.insns == 10000, "budget: exactly 10000 instructions ran (%llu)", (unsigned long long)r.insns);
+
+	/* branch target outside the stream */
+	pb = newpb();
+	spyre_pb_ctl(pb, 0, SPYRE_OPC_BNZ, 0, 5, 0);
+	run(pb, 1, &r, &vc, &vcore, &vpc);
+	expect("branch outside the stream", &r, SPYRE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
+
+	/* the engine is usable after all that */
+	pb = newpb();
+	spyre_pb_fill(pb, 0, SPYRE_DT_FP32, 0, 1, 32, 1, 0x40000000);
+	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	run(pb, 1, &r, NULL, NULL, NULL);
+	memcpy(&f0, flatmem_ptr(&M, buf + 124), 4);
+	et_ok(r.status == 0 && f0 == 2.0f, "a good launch after faults succeeds");
+
+	spyre_engine_free(E);
+	flatmem_fini(&M);
+	return et_done();
+}
