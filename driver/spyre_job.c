@@ -168,11 +168,8 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 			break;
 		}
 	}
-	if (job) {
+	if (job)
 		list_del_init(&job->link);
-		dma_fence_set_error(job->hw_fence, -EIO);
-		dma_fence_signal_locked(job->hw_fence);
-	}
 	spin_unlock_irqrestore(&q->lock, flags);
 
 	pkt = seq & 0xffff;
@@ -180,9 +177,13 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 		pkt = job->npackets - 1;
 	atomic_inc(&sdev->faults);
 	spyre_fault_log(sdev, job, q->idx, error, addr, info);
-	if (job)
+	if (job) {
+		/* Record first: whoever the fence wakes reads the error at once. */
 		spyre_uq_record(job->uq, job->user_seq, DRM_SPYRE_ERROR_FAULT, error, addr,
 				info, pkt);
+		dma_fence_set_error(job->hw_fence, -EIO);
+		dma_fence_signal(job->hw_fence);
+	}
 	drm_dbg(&sdev->drm, "hwq %u: job %llu packet %u failed: error %u addr 0x%llx info 0x%x\n",
 		q->idx, job ? job->user_seq : 0, pkt, error, addr, info);
 

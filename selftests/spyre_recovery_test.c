@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Description: recovery of spyre.ko: an injected queue hang times out, fails
+ * the guilty job with a TIMEOUT error its context can read and resets the
+ * queue, innocent jobs queued behind it run, the next job succeeds; a
+ * context that keeps hanging is banned (-ECANCELED); closing a file with
+ * jobs in flight; unbind/rebind and rmmod/insmod with files open. Runs as
+ * root in the test VM (debugfs and sysfs writes).
+ */
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "kselftest_harness.h"
+#include "spyre_test.h"
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s, strlen(s)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* PCI address and debugfs dir of the first spyre device */
+static int spyre_pci(char *pci, size_t len)
+{
+	char link[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/sys/class/accel/accel0/device");
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
+	return 0;
+}
+
+/* Arm a hang on the hardware queue that user queue @q feeds: all of them. */
+static int inject_hang_all(const char *pci)
+{
+	char path[256], cmd[32];
+	int q, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
+	for (q = 0; q < 15 && !ret; q++) {
+		snprintf(cmd, sizeof(cmd), "%d 1", q);
+		ret = write_file(path, cmd);
+		if (ret == -EINVAL)
+			return 0;	/* past the last user queue */
+	}
+	return ret;
+}
+
+static int disarm(const char *pci)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
+	return write_file(path, "0 0");
+}
+
+FIXTURE(rec) {
+	int fd;
+	uint32_t q;
+	char pci[32];
+};
+
+FIXTURE_SETUP(rec)
+{
+	self->fd = spyre_open(0);
+	if (self->fd < 0)
+		SKIP(return, "no spyre device");
+	ASSERT_EQ(0, spyre_pci(self->pci, sizeof(self->pci)));
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &self->q));
+}
+
+FIXTURE_TEARDOWN(rec)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+TEST_F(rec, hang_times_out_and_queue_recovers)
+{
+	char path[256];
+	struct drm_spyre_queue_error e;
+	struct ssubmit s = { .queue = self->q, .count = 1 };
+	struct sbo t;
+	uint8_t p[64], ts[64];
+	uint32_t s1, s2;
+	long resets;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resets", self->pci);
+	resets = read_sysfs_long("%s", path);
+	ASSERT_EQ(0, inject_hang_all(self->pci));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
+
+	/* job 1 hangs; job 2 (innocent, queued behind) must still run */
+	pkt_hdr(p, SPYRE_OP_NOP);
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s2));
+	s.packets = p;
+	s.out = s1;
+	ASSERT_EQ(0, ssubmit(self->fd, &s));
+	pkt_sem(ts, SPYRE_OP_TIMESTAMP, t.va, 0);
+	s.packets = ts;
+	s.out = s2;
+	ASSERT_EQ(0, ssubmit(self->fd, &s));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, 10000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 10000));
+	ASSERT_EQ(0, disarm(self->pci));
+
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.error);
+	ASSERT_EQ(1, e.job_seq);
+	ASSERT_EQ(1, e.error_count);
+	ASSERT_LT(0, ((uint64_t *)t.map)[0]);	/* the innocent job ran */
+	ASSERT_EQ(resets + 1, read_sysfs_long("%s", path));
+	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
+}
+
+TEST_F(rec, repeated_hangs_ban_the_context)
+{
+	struct drm_spyre_queue_error e;
+	struct ssubmit s = { .queue = self->q, .count = 1 };
+	uint8_t p[64];
+	uint32_t q2;
+	int i, fd2;
+
+	pkt_hdr(p, SPYRE_OP_NOP);
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, inject_hang_all(self->pci));
+		ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
+	}
+	ASSERT_EQ(0, disarm(self->pci));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(3, e.error_count);
+	s.packets = p;
+	ASSERT_EQ(-ECANCELED, ssubmit(self->fd, &s));
+	/* Another file is not affected. */
+	fd2 = spyre_open(0);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, srun(fd2, q2, p, 1));
+	close(fd2);
+}
+
+TEST_F(rec, close_with_jobs_in_flight)
+{
+	struct sbo sem;
+	uint8_t p[64];
+	struct ssubmit s = { .queue = self->q, .packets = p, .count = 1 };
+	int fd2;
+	uint32_t q2;
+
+	/* A job blocked on a semaphore nobody signals, then close the file. */
+	fd2 = spyre_open(0);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_LOW, &q2));
+	ASSERT_EQ(0, sbo_create(fd2, 4096, 0, &sem));
+	pkt_sem(p, SPYRE_OP_WAIT, sem.va, 1);
+	s.queue = q2;
+	ASSERT_EQ(0, ssubmit(fd2, &s));
+	ASSERT_EQ(0, close(fd2));	/* returns once the job timed out */
+	/* The device keeps working for everyone else. */
+	pkt_hdr(p, SPYRE_OP_NOP);
+	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
+}
+
+TEST_F(rec, unbind_and_rebind_with_file_open)
+{
+	struct drm_spyre_get_param gp = { .param = DRM_SPYRE_PARAM_NUM_CORES };
+	struct ssubmit s = { .queue = self->q, .count = 1 };
+	uint8_t p[64];
+	int fd2;
+	uint32_t q2;
+
+	ASSERT_EQ(0, write_file("/sys/bus/pci/drivers/spyre/unbind", self->pci));
+	/* The open file now gets -ENODEV, and closing it is safe. */
+	ASSERT_EQ(-ENODEV, xioctl(self->fd, DRM_IOCTL_SPYRE_GET_PARAM, &gp));
+	pkt_hdr(p, SPYRE_OP_NOP);
+	s.packets = p;
+	ASSERT_EQ(-ENODEV, ssubmit(self->fd, &s));
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, write_file("/sys/bus/pci/drivers/spyre/bind", self->pci));
+	fd2 = spyre_open(0);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, srun(fd2, q2, p, 1));
+	close(fd2);
+}
+
+TEST_F(rec, rmmod_busy_while_open_then_reload)
+{
+	uint8_t p[64];
+	int mfd, fd2;
+	uint32_t q2;
+
+	if (access("/lib/modules/spyre.ko", R_OK))
+		SKIP(return, "spyre.ko not at /lib/modules (not the test VM)");
+	/* An open file pins the module. */
+	ASSERT_EQ(-1, syscall(SYS_delete_module, "spyre", O_NONBLOCK));
+	ASSERT_EQ(EWOULDBLOCK, errno);
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, syscall(SYS_delete_module, "spyre", O_NONBLOCK));
+	ASSERT_NE(0, spyre_node(0, (char[64]){ 0 }, 64));
+	mfd = open("/lib/modules/spyre.ko", O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, mfd);
+	ASSERT_EQ(0, syscall(SYS_finit_module, mfd, "", 0));
+	close(mfd);
+	fd2 = spyre_open(0);
+	ASSERT_LE(0, fd2);
+	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
+	pkt_hdr(p, SPYRE_OP_NOP);
+	ASSERT_EQ(0, srun(fd2, q2, p, 1));
+	close(fd2);
+}
+
+TEST_HARNESS_MAIN
