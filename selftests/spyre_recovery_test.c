@@ -181,6 +181,15 @@ TEST_F(rec, unbind_and_rebind_with_file_open)
 	int fd2;
 	uint32_t q2;
 
+	struct sbo sem;
+	uint8_t w[64];
+
+	/* A job in flight (blocked on a semaphore) while the driver unbinds. */
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	pkt_sem(w, SPYRE_OP_WAIT, sem.va, 1);
+	s.packets = w;
+	ASSERT_EQ(0, ssubmit(self->fd, &s));
+	usleep(20000);
 	ASSERT_EQ(0, write_file("/sys/bus/pci/drivers/spyre/unbind", self->pci));
 	/* The open file now gets -ENODEV, and closing it is safe. */
 	ASSERT_EQ(-ENODEV, xioctl(self->fd, DRM_IOCTL_SPYRE_GET_PARAM, &gp));
