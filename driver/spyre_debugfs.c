@@ -10,7 +10,9 @@
 #include <drm/drm_file.h>
 #include <drm/drm_print.h>
 
+#include "spyre_accel.h"
 #include "spyre_drv.h"
+#include "spyre_gem.h"
 #include "spyre_hw.h"
 
 static int spyre_queues_show(struct seq_file *m, void *unused)
@@ -44,15 +46,17 @@ static int spyre_contexts_show(struct seq_file *m, void *unused)
 	struct drm_device *dev = &sdev->drm;
 	struct drm_file *file;
 
-	seq_puts(m, "ctx  pid  hangs banned\n");
+	seq_puts(m, "ctx   pid hangs banned    dev_bytes   host_bytes\n");
 	mutex_lock(&dev->filelist_mutex);
 	list_for_each_entry(file, &dev->filelist, lhead) {
 		struct spyre_ctx *ctx = file->driver_priv;
 
 		if (!ctx)
 			continue;
-		seq_printf(m, "%3u %5d %5d %6d\n", ctx->id, pid_nr(rcu_access_pointer(file->pid)),
-			   atomic_read(&ctx->hangs), READ_ONCE(ctx->banned));
+		seq_printf(m, "%3u %5d %5d %6d %12lld %12lld\n", ctx->id,
+			   pid_nr(rcu_access_pointer(file->pid)), atomic_read(&ctx->hangs),
+			   READ_ONCE(ctx->banned), atomic64_read(&ctx->dev_bytes),
+			   atomic64_read(&ctx->host_bytes));
 	}
 	mutex_unlock(&dev->filelist_mutex);
 	return 0;
@@ -94,6 +98,42 @@ static int spyre_faults_show(struct seq_file *m, void *unused)
 	return 0;
 }
 
+static int spyre_bos_show_one(int id, void *ptr, void *data)
+{
+	struct drm_gem_object *obj = ptr;
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	struct seq_file *m = data;
+
+	seq_printf(m, "  handle %4d size %12zu %s%s%s refs %u\n", id, obj->size,
+		   bo->is_device ? "device" : "host",
+		   bo->flags & DRM_SPYRE_BO_MAPPABLE ? " mappable" : "",
+		   obj->import_attach ? " imported" : "", kref_read(&obj->refcount));
+	return 0;
+}
+
+/* Every file's BOs, by handle. */
+static int spyre_bos_show(struct seq_file *m, void *unused)
+{
+	struct spyre_device *sdev = m->private;
+	struct drm_device *dev = &sdev->drm;
+	struct drm_file *file;
+
+	mutex_lock(&dev->filelist_mutex);
+	list_for_each_entry(file, &dev->filelist, lhead) {
+		struct spyre_ctx *ctx = file->driver_priv;
+
+		if (!ctx)
+			continue;
+		seq_printf(m, "context %u:\n", ctx->id);
+		spin_lock(&file->table_lock);
+		idr_for_each(&file->object_idr, spyre_bos_show_one, m);
+		spin_unlock(&file->table_lock);
+	}
+	mutex_unlock(&dev->filelist_mutex);
+	return 0;
+}
+
+DEFINE_SHOW_ATTRIBUTE(spyre_bos);
 DEFINE_SHOW_ATTRIBUTE(spyre_queues);
 DEFINE_SHOW_ATTRIBUTE(spyre_contexts);
 DEFINE_SHOW_ATTRIBUTE(spyre_memory);
@@ -135,6 +175,7 @@ void spyre_debugfs_init(struct spyre_device *sdev)
 	debugfs_create_file("queues", 0444, root, sdev, &spyre_queues_fops);
 	debugfs_create_file("contexts", 0444, root, sdev, &spyre_contexts_fops);
 	debugfs_create_file("memory", 0444, root, sdev, &spyre_memory_fops);
+	debugfs_create_file("bos", 0444, root, sdev, &spyre_bos_fops);
 	debugfs_create_file("faults", 0444, root, sdev, &spyre_faults_fops);
 	debugfs_create_file("inject", 0200, root, sdev, &spyre_inject_fops);
 }

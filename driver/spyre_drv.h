@@ -209,6 +209,8 @@ struct spyre_pt {
  * @banned: set after SPYRE_BAN_HANGS hangs; submissions fail
  * @last_fence: fence of the newest submitted job (for safe buffer freeing)
  * @fence_lock: protects @last_fence
+ * @dev_bytes: device memory mapped in this context
+ * @host_bytes: host memory mapped in this context
  */
 struct spyre_ctx {
 	struct spyre_device *sdev;
@@ -225,6 +227,8 @@ struct spyre_ctx {
 	struct dma_fence *last_fence;
 	/* Protects last_fence */
 	spinlock_t fence_lock;
+	atomic64_t dev_bytes;
+	atomic64_t host_bytes;
 };
 
 /**

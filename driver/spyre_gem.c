@@ -109,6 +109,7 @@ static int spyre_bo_open(struct drm_gem_object *obj, struct drm_file *file)
 	}
 	mutex_unlock(&ctx->lock);
 	spyre_mmu_invalidate(ctx->sdev);
+	atomic64_add(obj->size, bo->is_device ? &ctx->dev_bytes : &ctx->host_bytes);
 	list_add_tail(&m->link, &bo->maps);
 	mutex_unlock(&bo->map_lock);
 	return 0;
@@ -135,6 +136,7 @@ static void spyre_bo_close(struct drm_gem_object *obj, struct drm_file *file)
 	}
 	list_del(&m->link);
 	mutex_unlock(&bo->map_lock);
+	atomic64_sub(obj->size, bo->is_device ? &ctx->dev_bytes : &ctx->host_bytes);
 
 	mutex_lock(&ctx->lock);
 	spyre_mmu_unmap(ctx, m->va.start, obj->size);
