@@ -26,7 +26,7 @@ ENGINE_HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo yes)
 
 all: engine-all
 host-tests: $(ENGINE_TESTS)
-engine-all: $(ENGINE_LIB) $(ENGINE_TESTS)
+engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(ENGINE_TOOLS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
 
 $(B)/engine/%.o: $(ENGINE_DIR)/%.c $(ENGINE_HDRS)
 	@mkdir -p $(@D)
@@ -41,9 +41,10 @@ engine-qemu-flags: $(ENGINE_SRCS) $(ENGINE_HDRS)
 	for f in $(ENGINE_SRCS); do $(CC) -O2 $(ENGINE_QEMU_WARN) -Werror -Iuapi -I$(ENGINE_DIR) \
 		-c $$f -o $(B)/engine/qemu/$$(basename $$f .c).o || exit 1; done
 
-$(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB)
+$(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB) tools/spyre-as/asm.c tools/spyre-as/asm.h
 	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) -lm -o $@
+	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests -Itools/spyre-as $< $(ENGINE_TEST_LIB) \
+		tools/spyre-as/asm.c $(ENGINE_LIB) -lm -o $@
 
 $(B)/bin/spyre-as: tools/spyre-as/spyre-as.c tools/spyre-as/asm.c tools/spyre-as/asm.h $(ENGINE_LIB)
 	@mkdir -p $(@D)
@@ -73,3 +74,4 @@ $(B)/bench/matmul-bench: bench/matmul-bench.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_H
 bench-engine: $(B)/bench/matmul-bench
 	$(B)/bench/matmul-bench
 bench: bench-engine
+$(B)/tests/asm-test: $(ENGINE_TOOLS)

@@ -88,23 +88,29 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 		size_t kc = k - p0 < SPYRE_SGEMM_KC ? k - p0 : SPYRE_SGEMM_KC;
 
 		pack_b(kc, n, b + p0 * ldb, ldb, pack);
-		for (size_t i0 = 0; i0 < m; i0 += SPYRE_SGEMM_MR) {
-			size_t h = m - i0 < SPYRE_SGEMM_MR ? m - i0 : SPYRE_SGEMM_MR;
-			const float *ar[SPYRE_SGEMM_MR];
+		/* BLIS order: a block of A rows stays in L2, one packed B panel in L1 */
+		for (size_t ib = 0; ib < m; ib += SPYRE_SGEMM_MC) {
+			size_t mc = m - ib < SPYRE_SGEMM_MC ? m - ib : SPYRE_SGEMM_MC;
 
-			for (size_t r = 0; r < SPYRE_SGEMM_MR; r++)
-				ar[r] = a + (i0 + (r < h ? r : 0)) * lda + p0;
 			for (size_t jp = 0; jp < np; jp++) {
-				float t[SPYRE_SGEMM_MR][SPYRE_SGEMM_NR];
 				size_t j0 = jp * SPYRE_SGEMM_NR;
 				size_t w = n - j0 < SPYRE_SGEMM_NR ? n - j0 : SPYRE_SGEMM_NR;
+				const float *bp = pack + jp * kc * SPYRE_SGEMM_NR;
 
-				micro_6x16(kc, ar, pack + jp * kc * SPYRE_SGEMM_NR, t);
-				for (size_t r = 0; r < h; r++) {
-					float *cr = c + (i0 + r) * ldc + j0;
+				for (size_t i0 = ib; i0 < ib + mc; i0 += SPYRE_SGEMM_MR) {
+					size_t h = ib + mc - i0 < SPYRE_SGEMM_MR ? ib + mc - i0 : SPYRE_SGEMM_MR;
+					const float *ar[SPYRE_SGEMM_MR];
+					float t[SPYRE_SGEMM_MR][SPYRE_SGEMM_NR];
 
-					for (size_t j = 0; j < w; j++)
-						cr[j] += t[r][j];
+					for (size_t r = 0; r < SPYRE_SGEMM_MR; r++)
+						ar[r] = a + (i0 + (r < h ? r : 0)) * lda + p0;
+					micro_6x16(kc, ar, bp, t);
+					for (size_t r = 0; r < h; r++) {
+						float *cr = c + (i0 + r) * ldc + j0;
+
+						for (size_t j = 0; j < w; j++)
+							cr[j] += t[r][j];
+					}
 				}
 			}
 		}

@@ -9,6 +9,7 @@
 #define SPYRE_SGEMM_KC		256	/* k block */
 #define SPYRE_SGEMM_NR		16	/* micro-tile columns */
 #define SPYRE_SGEMM_MR		6	/* micro-tile rows */
+#define SPYRE_SGEMM_MC		96	/* rows of A per L2 block */
 
 /* Floats of packing buffer spyre_sgemm() needs for n columns. */
 #define SPYRE_SGEMM_PACK_FLOATS(n) \

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/*
+ * matmul-bench: the engine's fp32 matmul throughput as a ratio to
+ * single-threaded OpenBLAS sgemm on the same shapes, measured in the same
+ * run (wall clock on the host; the engine's *modeled* device time is a
+ * different thing and is printed for reference).
+ *
+ * Two ratios per shape:
+ *   kernel  - one MATMUL instruction on operands already in the scratchpad
+ *             (the engine's inner kernel vs sgemm);
+ *   launch  - a whole launch: 32 cores each LOAD a block of A and B, MATMUL,
+ *             STORE their block of C (program fetch, DMA and all).
+ * The engine runs its cores one after another on one host thread, so both
+ * compare one host thread to one host thread.
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flatmem.h"
+#include "spyre_progbuild.h"
+
+void openblas_set_num_threads(int n);
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static float frand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return (float)((*s >> 9) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* best-of-reps seconds for fn */
+#define BEST(reps, secs, stmt) do { \
+	secs = 1e30; \
+	for (int _r = 0; _r < (reps); _r++) { \
+		double _t = now(); \
+		stmt; \
+		_t = now() - _t; \
+		if (_t < secs) \
+			secs = _t; \
+	} \
+} while (0)
+
+static int run_prog(struct flatmem *m, struct spyre_engine *e, void *img, size_t sz, const uint64_t *slots,
+		    uint32_t ns, struct spyre_launch_result *r)
+{
+	uint64_t save = m->next;
+	int rc = flatmem_run(m, e, img, sz, slots, ns, NULL, 0, 0xffffffff, r);
+
+	m->next = save;
+	return rc;
+}
+
+/* kernel: A (m x k), B (k x n) loaded once, then `iters` MATMULs; minus the load-only program */
+static double kernel_secs(struct spyre_engine *e, struct flatmem *m, uint32_t M, uint32_t N, uint32_t K, int iters,
+			  uint64_t a, uint64_t b)
+{
+	double t[2];
+
+	for (int with = 0; with < 2; with++) {
+		struct spyre_pb *pb = spyre_pb_new();
+		uint32_t lda = spyre_sticks(K, 0), ldb = spyre_sticks(N, 0), ldc = ldb;
+		uint32_t B0 = M * lda * 128, C0 = B0 + K * ldb * 128;
+		void *img;
+		size_t sz;
+		struct spyre_launch_result r;
+
+		spyre_pb_sym(pb, "a", 0, 0, NULL, (uint64_t)M * K * 4, SPYRE_SYM_IN);
+		spyre_pb_sym(pb, "b", 0, 0, NULL, (uint64_t)K * N * 4, SPYRE_SYM_IN);
+		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), M, K * 4, K * 4, lda * 128, SPYRE_IF_SLOT);
+		spyre_pb_load(pb, 0, B0, SPYRE_SLOT_ADDR(1, 0), K, N * 4, N * 4, ldb * 128, SPYRE_IF_SLOT);
+		for (int i = 0; with && i < iters; i++)
+			spyre_pb_matmul(pb, 0, 0, 0, 0, C0, 0, B0, M, N, K, ldc, lda, ldb);
+		spyre_pb_finish(pb, &img, &sz);
+		spyre_pb_free(pb);
+		BEST(5, t[with], run_prog(m, e, img, sz, (uint64_t[]){ a, b }, 2, &r));
+		free(img);
+	}
+	return (t[1] - t[0]) / iters;
+}
+
+/*
+ * launch: C = A B with A row-blocked over a GRxGC grid of cores: core (i, j)
+ * loads A rows block i and B column block j, MATMULs, stores C block (i, j).
+ */
+static double launch_secs(struct spyre_engine *e, struct flatmem *m, uint32_t M, uint32_t N, uint32_t K,
+			  uint64_t a, uint64_t b, uint64_t c, struct spyre_launch_result *r)
+{
+	const uint32_t GR = 8, GC = 4, mb = M / GR, nb = N / GC;
+	struct spyre_pb *pb = spyre_pb_new();
+	uint32_t lda = spyre_sticks(K, 0), ldb = spyre_sticks(nb, 0), ldc = ldb;
+	uint32_t B0 = mb * lda * 128, C0 = B0 + K * ldb * 128;
+	void *img;
+	size_t sz;
+	double t;
+
+	spyre_pb_sym(pb, "a", 0, 2, (uint64_t[]){ M, K }, (uint64_t)M * K * 4, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "b", 0, 2, (uint64_t[]){ K, N }, (uint64_t)K * N * 4, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "c", 0, 2, (uint64_t[]){ M, N }, (uint64_t)M * N * 4, SPYRE_SYM_OUT);
+	for (uint32_t i = 0; i < GR; i++)
+		for (uint32_t j = 0; j < GC; j++) {
+			unsigned core = i * GC + j;
+
+			spyre_pb_load(pb, core, 0, SPYRE_SLOT_ADDR(0, (uint64_t)i * mb * K * 4), mb, K * 4, K * 4,
+				      lda * 128, SPYRE_IF_SLOT);
+			spyre_pb_load(pb, core, B0, SPYRE_SLOT_ADDR(1, (uint64_t)j * nb * 4), K, nb * 4, N * 4,
+				      ldb * 128, SPYRE_IF_SLOT);
+			spyre_pb_matmul(pb, core, 0, 0, 0, C0, 0, B0, mb, nb, K, ldc, lda, ldb);
+			spyre_pb_store(pb, core, C0, SPYRE_SLOT_ADDR(2, ((uint64_t)i * mb * N + j * nb) * 4), mb, nb * 4,
+				       N * 4, ldc * 128, SPYRE_IF_SLOT);
+		}
+	if (spyre_pb_finish(pb, &img, &sz))
+		return -1;
+	spyre_pb_free(pb);
+	BEST(3, t, run_prog(m, e, img, sz, (uint64_t[]){ a, b, c }, 3, r));
+	free(img);
+	return r->status ? -1 : t;
+}
+
+int main(void)
+{
+	static const uint32_t shapes[][3] = { { 512, 512, 512 }, { 1024, 1024, 1024 }, { 256, 2048, 512 } };
+	struct spyre_engine_config cfg;
+	struct spyre_engine *e;
+	struct flatmem m;
+	double worst = 1e9;
+
+	openblas_set_num_threads(1);
+	spyre_engine_config_default(&cfg);
+	e = spyre_engine_new(&cfg);
+	if (!e || flatmem_init(&m, 0x100000000ull, 64u << 20))
+		return 1;
+	printf("engine fp32 matmul vs OpenBLAS sgemm (1 thread), same shapes, same run\n");
+	printf("%-16s %10s %12s %12s %8s %12s %8s %14s\n", "M x N x K", "sgemm GF/s", "kernel GF/s", "kernel ratio",
+	       "", "launch GF/s", "ratio", "modeled us");
+	for (unsigned s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		uint32_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+		uint64_t a = flatmem_alloc(&m, (uint64_t)M * K * 4), b = flatmem_alloc(&m, (uint64_t)K * N * 4);
+		uint64_t c = flatmem_alloc(&m, (uint64_t)M * N * 4);
+		float *pa = flatmem_ptr(&m, a), *pb = flatmem_ptr(&m, b), *pc = malloc((size_t)M * N * 4);
+		unsigned seed = 1;
+		double tb, flops = 2.0 * M * N * K;
+		struct spyre_launch_result r;
+
+		for (size_t i = 0; i < (size_t)M * K; i++)
+			pa[i] = frand(&seed);
+		for (size_t i = 0; i < (size_t)K * N; i++)
+			pb[i] = frand(&seed);
+		BEST(5, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, pa,
+					(int)K, pb, (int)N, 0.0f, pc, (int)N));
+		/* kernel: a row block that fits one scratchpad with all of B's columns in 2 MiB */
+		uint32_t km = 64, kn = N > 1024 ? 1024 : N, kk = 256;
+		double tk = kernel_secs(e, &m, km, kn, kk, 20, a, b);
+		double kflops = 2.0 * km * kn * kk;
+		double gb = flops / tb * 1e-9, gk = kflops / tk * 1e-9;
+		double tl = launch_secs(e, &m, M, N, K, a, b, c, &r);
+		double gl = tl > 0 ? flops / tl * 1e-9 : 0;
+		/* check the launch's C against sgemm's */
+		double maxerr = 0;
+		const float *ec = flatmem_ptr(&m, c);
+
+		for (size_t i = 0; i < (size_t)M * N; i++) {
+			double d = ec[i] - pc[i];
+
+			if (d < 0)
+				d = -d;
+			if (d > maxerr)
+				maxerr = d;
+		}
+		printf("%4ux%4ux%4u %10.1f %12.1f %12.2f %8s %12.1f %8.2f %14.1f   (max |C - sgemm| %.2g)\n", M, N, K, gb,
+		       gk, gk / gb, "", gl, gl / gb, r.device_ns / 1000.0, maxerr);
+		if (gl / gb < worst)
+			worst = gl / gb;
+		free(pc);
+		m.next = 0;
+		if (maxerr > 1e-3 * K)
+			return 1;
+	}
+	printf("ratio (whole launch, worst shape): %.2f\n", worst);
+	spyre_engine_free(e);
+	flatmem_fini(&m);
+	return 0;
+}

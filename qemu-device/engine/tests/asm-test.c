@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: the text assembler and disassembler round-trip exactly: a
+ * program using every opcode, every encoding class, symbols, scalars,
+ * relocations, constant data, an empty core stream and a non-canonical
+ * instruction (.word) is disassembled, assembled again and must give the
+ * identical bytes (and the identical text a second time); the same through
+ * the build/bin/spyre-objdump and spyre-as programs; assembler errors name
+ * the line.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "asm.h"
+#include "etest.h"
+#include "spyre_engine.h"
+#include "spyre_progbuild.h"
+
+static char *disasm(const void *img, size_t sz)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f || spyre_disasm_image(img, sz, f)) {
+		if (f)
+			fclose(f);
+		free(text);
+		return NULL;
+	}
+	fclose(f);
+	return text;
+}
+
+int main(void)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+	uint8_t cdata[200];
+	union spyre_insn odd;
+	void *img, *img2;
+	size_t sz, sz2;
+	char err[256];
+	int rc;
+
+	for (int i = 0; i < 200; i++)
+		cdata[i] = (uint8_t)(i * 13);
+	spyre_pb_sym(pb, "x", SPYRE_DT_DL16, 2, (uint64_t[]){ 3, 70 }, 3 * 256, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y.out", SPYRE_DT_INT32, 0, NULL, 4096, SPYRE_SYM_OUT);
+	spyre_pb_set_scalars(pb, 3);
+	spyre_pb_const(pb, cdata, sizeof(cdata));
+	for (unsigned op = 0; op < 256; op++) {
+		const char *n = spyre_opcode_name(op);
+
+		if (!n)
+			continue;
+		union spyre_insn in;
+
+		memset(&in, 0, sizeof(in));
+		in.raw[0] = (uint8_t)op;
+		for (int b = 1; b < SPYRE_INSN_BYTES; b++)
+			in.raw[b] = (uint8_t)(op * 31 + b * 7);
+		in.raw[1] %= SPYRE_DT_COUNT;
+		in.raw[2] %= SPYRE_DT_COUNT;
+		union spyre_insn d;
+
+		/* decode the pseudo-random bytes as this class, then zero reserved fields */
+		spyre_insn_decode(in.raw, &d);
+		if (op < 0x10) {
+			d.ctl.dtype = d.ctl.dtype2 = d.ctl.flags = 0;
+			memset(d.ctl.reserved, 0, sizeof(d.ctl.reserved));
+		} else if (op < 0x20) {
+			d.dma.dtype = d.dma.dtype2 = 0;
+		} else if (op >= 0x60) {
+			d.ring.dtype = d.ring.dtype2 = d.ring.flags = 0;
+			memset(d.ring.reserved, 0, sizeof(d.ring.reserved));
+		}
+		spyre_pb_emit(pb, op % 3, &d);
+	}
+	memset(&odd, 0, sizeof(odd));
+	odd.raw[0] = 0xee;
+	odd.raw[31] = 0x42;
+	spyre_pb_emit(pb, 1, &odd);
+	spyre_pb_dma_abs(pb, 2, SPYRE_OPC_STORE, 0, 1, 0x80, 1, 128, 0, 0);
+	spyre_pb_core(pb, 4);	/* cores 3 and 4 empty */
+	rc = spyre_pb_finish(pb, &img, &sz);
+	et_ok(rc == 0, "builder lays out a %zu-byte image", sz);
+	spyre_pb_free(pb);
+
+	char *t1 = disasm(img, sz);
+
+	et_ok(t1 != NULL, "disassembles");
+	rc = t1 ? spyre_asm_text(t1, &img2, &sz2, err, sizeof(err)) : -1;
+
+	et_ok(rc == 0, "assembles its own disassembly %s", rc ? err : "");
+	et_ok(rc == 0 && sz2 == sz && !memcmp(img, img2, sz), "assemble(disassemble(image)) == image (%zu bytes)", sz2);
+	char *t2 = rc == 0 ? disasm(img2, sz2) : NULL;
+
+	et_ok(t2 && !strcmp(t1, t2), "disassembly is stable");
+	et_ok(t1 && strstr(t1, ".word ee000000") && strstr(t1, "matmul.") && strstr(t1, ".reloc 2 ") &&
+	      strstr(t1, ".sym y.out int32"), "text names opcodes, dtypes, symbols, relocations and raw words");
+
+	/* the command-line tools, next to this test: build/tests/.. -> build/bin */
+	char self[PATH_MAX], cmd[3 * PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0) {
+		self[n] = 0;
+		*strrchr(self, '/') = 0;
+		char bin[PATH_MAX + 16], s1[] = "/tmp/spyre-asm-test-XXXXXX";
+		int fd = mkstemp(s1);
+		FILE *f = fdopen(fd, "wb");
+
+		fwrite(img, 1, sz, f);
+		fclose(f);
+		snprintf(bin, sizeof(bin), "%s/../bin", self);
+		snprintf(cmd, sizeof(cmd), "%s/spyre-objdump %s > %s.s && %s/spyre-as %s.s -o %s.2 && cmp -s %s %s.2",
+			 bin, s1, s1, bin, s1, s1, s1, s1);
+		et_ok(system(cmd) == 0, "spyre-objdump | spyre-as reproduces the file");
+		snprintf(cmd, sizeof(cmd), "rm -f %s %s.s %s.2", s1, s1, s1);
+		if (system(cmd))
+			return 1;
+	}
+
+	/* errors */
+	et_ok(spyre_asm_text(".core 0\nnop\nfrob x=1\n", &img2, &sz2, err, sizeof(err)) == -1 &&
+	      !strncmp(err, "line 3: unknown mnemonic", 24), "unknown mnemonic reported with its line (%s)", err);
+	et_ok(spyre_asm_text("matmul.fp32.fp32 cols=70000\n", &img2, &sz2, err, sizeof(err)) == -1,
+	      "out-of-range field rejected (%s)", err);
+	et_ok(spyre_asm_text("add.fp32 d=0\n", &img2, &sz2, err, sizeof(err)) == -1, "missing dtype2 rejected (%s)", err);
+
+	/* a hand-written program assembles, validates and means what it says */
+	const char *src = ".sym x fp32 flags=0x3 size=128 shape=32\n.core 0\n"
+			  "load sp=0 mem=0 rows=1 row_bytes=128 mem_stride=0 sp_stride=0 flags=1\n"
+			  "relu.fp32.fp32 d=0 a=0 rows=1 cols=32 ldd=1 lda=1\n"
+			  "store sp=0 mem=0 rows=1 row_bytes=128 flags=1\n";
+	uint32_t c, p;
+
+	rc = spyre_asm_text(src, &img2, &sz2, err, sizeof(err));
+	et_ok(rc == 0 && spyre_prog_validate(img2, sz2, 2u << 20, &c, &p) == 0, "hand-written program validates %s", err);
+	if (!rc)
+		free(img2);
+	free(t1);
+	free(t2);
+	free(img);
+	return et_done();
+}

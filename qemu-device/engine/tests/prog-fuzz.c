@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target (make fuzz): arbitrary bytes as a program image go
+ * through the validator, the disassembler (and the assembler on its output,
+ * which must reproduce the image whenever the input was laid out the
+ * builder's way) and the engine itself (4 cores, 64 KiB scratchpads, a 4096
+ * instruction budget, flat memory holding the image and a 1 MiB buffer that
+ * every slot points at). Any crash, sanitizer report or hang is a bug.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "asm.h"
+#include "flatmem.h"
+#include "spyre_engine.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct spyre_engine *e;
+	static struct flatmem m;
+	struct spyre_launch_result r;
+	uint32_t core, pc;
+
+	if (!e) {
+		struct spyre_engine_config cfg;
+
+		spyre_engine_config_default(&cfg);
+		cfg.cores = 4;
+		cfg.scratchpad_bytes = 64 << 10;
+		cfg.insn_budget = 4096;
+		e = spyre_engine_new(&cfg);
+		if (!e || flatmem_init(&m, 0x10000, 4u << 20))
+			abort();
+	}
+	if (size > (2u << 20))
+		return 0;
+	(void)spyre_prog_validate(data, size, 64 << 10, &core, &pc);
+
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (f && spyre_disasm_image(data, size, f) == 0) {
+		void *img;
+		size_t isz;
+		char err[128];
+
+		fclose(f);
+		if (spyre_asm_text(text, &img, &isz, err, sizeof(err)) == 0) {
+			char *t2 = NULL;
+			size_t l2 = 0;
+			FILE *g = open_memstream(&t2, &l2);
+
+			/* the re-assembled image is canonical: it must disassemble to the same text */
+			if (spyre_disasm_image(img, isz, g))
+				abort();
+			fclose(g);
+			if (strcmp(text, t2) && strstr(text, "\n.const") == NULL)
+				abort();
+			free(t2);
+			free(img);
+		}
+	} else if (f) {
+		fclose(f);
+	}
+	free(text);
+
+	/* run it: image at 0x10000, every slot -> a 1 MiB buffer, scalars small */
+	m.next = 0;
+	uint64_t prog = flatmem_alloc(&m, size ? size : 1);
+	uint64_t args = flatmem_alloc(&m, 8 * 512);
+	uint64_t buf = flatmem_alloc(&m, 1u << 20);
+
+	memcpy(flatmem_ptr(&m, prog), data, size);
+	for (int i = 0; i < 512; i++) {
+		uint64_t v = i < 256 ? buf : (uint64_t)(i & 7);
+
+		memcpy((uint8_t *)flatmem_ptr(&m, args) + 8 * i, &v, 8);
+	}
+	spyre_engine_launch(e, prog, args, 0xf, &flatmem_ops, &m, &r);
+	if (r.status >= SPYRE_FAULT_COUNT)
+		abort();
+	return 0;
+}
