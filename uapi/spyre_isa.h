@@ -199,7 +199,8 @@ struct spyre_insn_ctl {
 /*
  * LOAD/STORE: rows rows of row_bytes bytes; row r is at mem + r*mem_stride
  * and sp + r*sp_stride. mem (absolute VA or the resolved slot address), sp,
- * row_bytes and both strides must be multiples of SPYRE_STICK_BYTES.
+ * row_bytes and both strides must be multiples of SPYRE_STICK_BYTES, and
+ * rows * row_bytes must not exceed the scratchpad size.
  */
 struct spyre_insn_dma {
 	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2: 0; flags: SLOT */

@@ -283,6 +283,9 @@ static uint32_t check_dma(const struct spyre_insn_dma *d, uint32_t sp_bytes, uin
 	*addr = d->sp;
 	if ((uint64_t)d->sp + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes > sp_bytes)
 		return SPYRE_FAULT_SP_RANGE;
+	/* one DMA moves at most a scratchpad's worth (bounds the work of any instruction) */
+	if ((uint64_t)d->rows * d->row_bytes > sp_bytes)
+		return SPYRE_FAULT_BAD_OPERAND;
 	return SPYRE_FAULT_NONE;
 }
 
