@@ -16,7 +16,7 @@ PACKAGES=(
 	libdrm-dev libudev-dev sparse perl python3
 	dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev flex bison
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
-	libopenblas-dev
+	libopenblas-dev clang libclang-rt-14-dev
 )
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "set-up needs root (apt-get, /var/cache): run as root"; }
