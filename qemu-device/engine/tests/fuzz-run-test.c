@@ -79,7 +79,7 @@ int main(void)
 	seed(dir, 2, pb);
 
 	snprintf(cmd, sizeof(cmd), "%s -runs=200000 -max_total_time=45 -timeout=10 -rss_limit_mb=2048 "
-		 "-print_final_stats=1 %s > %s/log 2>&1", fuzz, dir, dir);
+		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, dir, dir, dir);
 	int rc = system(cmd);
 
 	snprintf(cmd, sizeof(cmd), "grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' %s/log; "
@@ -92,8 +92,12 @@ int main(void)
 		if (system(cmd))
 			rc = 1;
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd))
-		return 1;
+	if (rc) {	/* keep the reproducer */
+		printf("# crash input kept in %s\n", dir);
+	} else {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd))
+			return 1;
+	}
 	return et_done();
 }
