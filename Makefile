@@ -28,7 +28,8 @@ LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h uapi/spyre_hw.h
 
 TOOLS := $(B)/bin/spyre-smi
-SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c))
+SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
+	$(B)/selftests/spyre_runtime_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -92,6 +93,12 @@ $(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/s
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi $(DRM_CFLAGS) $< -o $@ -lpthread
+
+# libspyre's own tests run in the VM too (they need cards), with the harness.
+$(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include $< -o $@ \
+		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)

@@ -46,9 +46,13 @@ struct spyre_device_props {
 
 /**
  * spyre_device_count() - number of spyre devices bound to the spyre driver.
- * Return: the count (0 when there are none), or a negative status.
+ * Never fails: 0 when there are none or discovery failed (see spyre_last_error()).
  */
 int spyre_device_count(void);
+
+/** spyre_set_device() / spyre_get_device() - the calling thread's current device index. */
+int spyre_set_device(int index);
+int spyre_get_device(int *index);
 
 /**
  * spyre_device_open() - open device @index (0 .. count-1).
@@ -76,6 +80,142 @@ int spyre_device_get_param(spyre_device_t *dev, uint32_t param, uint64_t *value)
 
 /** spyre_device_fd() - the device's file descriptor (for libdrm calls). */
 int spyre_device_fd(const spyre_device_t *dev);
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** A device pointer: a device virtual address in this process's context. */
+typedef uint64_t spyre_dptr_t;
+
+/**
+ * spyre_malloc() - allocate device memory.
+ *
+ * Small sizes come from a caching sub-allocator (no ioctl once warm);
+ * allocations are 128-byte (stick) aligned. Return: 0, -EINVAL for size 0,
+ * -ENOMEM.
+ */
+int spyre_malloc(spyre_device_t *dev, size_t size, spyre_dptr_t *ptr);
+
+/** spyre_free() - release device memory; 0 is a no-op. -EINVAL for an unknown pointer. */
+int spyre_free(spyre_device_t *dev, spyre_dptr_t ptr);
+
+/**
+ * spyre_malloc_host() - allocate pinned host memory the device can reach.
+ * Copies from and to it need no staging. Return: 0, -EINVAL, -ENOMEM.
+ */
+int spyre_malloc_host(spyre_device_t *dev, size_t size, void **host);
+
+/** spyre_free_host() - release memory from spyre_malloc_host(). */
+int spyre_free_host(spyre_device_t *dev, void *host);
+
+enum spyre_memory_type {
+	SPYRE_MEMORY_UNREGISTERED = 0,	/**< not known to libspyre */
+	SPYRE_MEMORY_DEVICE = 1,	/**< from spyre_malloc() */
+	SPYRE_MEMORY_HOST = 2,		/**< from spyre_malloc_host() */
+};
+
+/** What an (interior) pointer belongs to. */
+struct spyre_pointer_attributes {
+	uint32_t size;			/**< In: sizeof(struct spyre_pointer_attributes). */
+	uint32_t type;			/**< enum spyre_memory_type. */
+	int32_t device;			/**< Device index. */
+	uint32_t pad;
+	spyre_dptr_t device_base;	/**< Device address of the allocation. */
+	void *host_base;		/**< Host address (SPYRE_MEMORY_HOST), else NULL. */
+	uint64_t alloc_size;		/**< Bytes requested for the allocation. */
+};
+
+/**
+ * spyre_pointer_get_attributes() - resolve @ptr (a device address, or a host
+ * address cast to uint64_t) to its allocation. Unknown pointers give type
+ * SPYRE_MEMORY_UNREGISTERED and return 0.
+ */
+int spyre_pointer_get_attributes(spyre_device_t *dev, uint64_t ptr,
+				 struct spyre_pointer_attributes *attr);
+
+/** Allocator statistics. */
+struct spyre_mem_stats {
+	uint32_t size;			/**< In: sizeof(struct spyre_mem_stats). */
+	uint32_t pad;
+	uint64_t allocated;		/**< Bytes handed out by spyre_malloc(). */
+	uint64_t peak_allocated;	/**< High-water mark of @allocated. */
+	uint64_t reserved;		/**< Device memory held in buffers (used + cached). */
+	uint64_t alloc_calls;		/**< spyre_malloc() calls. */
+	uint64_t bo_creates;		/**< Of those, calls that needed a new buffer (an ioctl). */
+};
+
+int spyre_mem_get_stats(spyre_device_t *dev, struct spyre_mem_stats *stats);
+
+/** spyre_empty_cache() - give cached, unused device memory back to the driver. */
+int spyre_empty_cache(spyre_device_t *dev);
+
+/* ------------------------------------------------------------------------ */
+/* Streams, events, copies                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spyre_stream spyre_stream_t;
+typedef struct spyre_event spyre_event_t;
+
+enum spyre_stream_priority {
+	SPYRE_STREAM_PRIORITY_LOW = 0,
+	SPYRE_STREAM_PRIORITY_NORMAL = 1,
+	SPYRE_STREAM_PRIORITY_HIGH = 2,
+};
+
+/** spyre_stream_create() - an ordered stream of device work on its own queue. */
+int spyre_stream_create(spyre_device_t *dev, int priority, spyre_stream_t **stream);
+/** spyre_stream_destroy() - wait for the stream's work, then release it. */
+int spyre_stream_destroy(spyre_stream_t *stream);
+/**
+ * spyre_stream_synchronize() - wait until all work on @stream is done.
+ * Return: 0, or -EIO once a job of the stream failed: the stream is poisoned,
+ * every later call on it fails the same way, and spyre_last_error() carries
+ * the device's fault record. Other streams are unaffected.
+ */
+int spyre_stream_synchronize(spyre_stream_t *stream);
+/** spyre_stream_query() - 0 when all work is done, -EBUSY while some runs, -EIO if poisoned. */
+int spyre_stream_query(spyre_stream_t *stream);
+/** spyre_stream_wait_event() - later work on @stream waits for @event (no host wait). */
+int spyre_stream_wait_event(spyre_stream_t *stream, spyre_event_t *event);
+/**
+ * spyre_stream_add_callback() - run @fn(@arg) on a library thread after all
+ * work enqueued so far; work enqueued later starts after @fn returned.
+ */
+int spyre_stream_add_callback(spyre_stream_t *stream, void (*fn)(void *arg), void *arg);
+
+int spyre_event_create(spyre_device_t *dev, spyre_event_t **event);
+int spyre_event_destroy(spyre_event_t *event);
+/** spyre_event_record() - capture the work enqueued on @stream so far (re-recordable). */
+int spyre_event_record(spyre_event_t *event, spyre_stream_t *stream);
+/** spyre_event_query() - 0 when reached, -EBUSY before; -EINVAL if never recorded. */
+int spyre_event_query(spyre_event_t *event);
+int spyre_event_synchronize(spyre_event_t *event);
+/** spyre_event_elapsed_ms() - device time between two reached events, in ms. */
+int spyre_event_elapsed_ms(spyre_event_t *start, spyre_event_t *end, float *ms);
+
+enum spyre_memcpy_kind {
+	SPYRE_MEMCPY_H2D = 1,
+	SPYRE_MEMCPY_D2H = 2,
+	SPYRE_MEMCPY_D2D = 3,
+};
+
+/**
+ * spyre_memcpy() / spyre_memcpy_async() - copy @size bytes. Device addresses
+ * must be 128-byte (stick) aligned; host addresses and sizes are free.
+ * Host memory from spyre_malloc_host() is used in place (truly async);
+ * other host memory is staged (the async call then returns after the
+ * host-side part). D2D needs a whole number of sticks.
+ */
+int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
+		 enum spyre_memcpy_kind kind);
+int spyre_memcpy_async(spyre_stream_t *stream, uint64_t dst, uint64_t src, size_t size,
+		       enum spyre_memcpy_kind kind);
+/** spyre_memset_async() - set @size bytes (whole sticks) at @dst to @value. */
+int spyre_memset_async(spyre_stream_t *stream, spyre_dptr_t dst, uint8_t value, size_t size);
+
+/** spyre_device_synchronize() - wait for every stream of @dev. */
+int spyre_device_synchronize(spyre_device_t *dev);
 
 /**
  * spyre_last_error() - detail of the calling thread's last failed call.

@@ -83,11 +83,33 @@ static int discover(struct found *out, int max)
 	return n;
 }
 
+/* Never fails (as a PrivateUse1 backend needs): 0 when discovery fails. */
 SPYRE_EXPORT int spyre_device_count(void)
 {
 	struct found f[SPYRE_MAX_DEVICES];
+	int n = discover(f, SPYRE_MAX_DEVICES);
 
-	return discover(f, SPYRE_MAX_DEVICES);
+	return n < 0 ? 0 : n;
+}
+
+static __thread int current_device;
+
+SPYRE_EXPORT int spyre_set_device(int index)
+{
+	int n = spyre_device_count();
+
+	if (index < 0 || index >= n)
+		return spyre_error(-ENODEV, "no spyre device %d (%d present)", index, n);
+	current_device = index;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_get_device(int *index)
+{
+	if (!index)
+		return spyre_error(-EINVAL, "spyre_get_device: NULL argument");
+	*index = current_device;
+	return 0;
 }
 
 static int get_param(int fd, uint32_t param, uint64_t *value)
@@ -143,6 +165,9 @@ SPYRE_EXPORT int spyre_device_open(int index, spyre_device_t **out)
 		return spyre_error(-ENOMEM, "out of memory");
 	}
 	dev->fd = fd;
+	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->staging_lock, NULL);
+	dev->stats.size = sizeof(dev->stats);
 	dev->props.size = sizeof(dev->props);
 	dev->props.index = (uint32_t)index;
 	memcpy(dev->props.devnode, f[index].devnode, sizeof(dev->props.devnode));
@@ -165,7 +190,11 @@ SPYRE_EXPORT void spyre_device_close(spyre_device_t *dev)
 {
 	if (!dev)
 		return;
+	spyre_streams_fini(dev);
+	spyre_memory_fini(dev);
 	close(dev->fd);
+	pthread_mutex_destroy(&dev->lock);
+	pthread_mutex_destroy(&dev->staging_lock);
 	free(dev);
 }
 

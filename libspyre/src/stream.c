@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Streams and events over driver queues and libdrm syncobjs: each stream is
+ * a driver queue plus a timeline syncobj whose point n is the end of the
+ * n-th job; an event is a (timeline, point) pair plus a device TIMESTAMP.
+ * Copies and memsets are jobs of COPY packets.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xf86drm.h>
+
+#include "spyre_accel.h"
+#include "spyre_hw.h"
+#include "internal.h"
+
+#define SPYRE_MAX_WAITS 16
+
+struct spyre_callback {
+	void (*fn)(void *arg);
+	void *arg;
+	uint64_t point;			/* runs after this timeline point */
+	struct spyre_callback *next;
+};
+
+struct spyre_stream {
+	struct spyre_device *dev;
+	uint32_t queue;
+	uint32_t timeline;
+	/* Protects everything below */
+	pthread_mutex_t lock;
+	uint64_t point;			/* last point handed out */
+	struct drm_spyre_sync waits[SPYRE_MAX_WAITS];	/* for the next job */
+	uint32_t nwaits;
+	uint64_t errors_seen;
+	int poisoned;
+	char poison[256];
+	/* host callbacks */
+	pthread_t thread;
+	bool thread_started, quit;
+	pthread_cond_t cond;
+	struct spyre_callback *cb_head, *cb_tail;
+	uint64_t cb_done;		/* callbacks finished (count) */
+	uint64_t cb_queued;
+};
+
+struct spyre_event {
+	struct spyre_device *dev;
+	struct spyre_bo ts;		/* 8-byte device timestamp, host memory */
+	uint32_t timeline;
+	uint64_t point;
+	bool recorded;
+};
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static const char *hw_error_name(uint32_t e)
+{
+	static const char *const names[] = {
+		"none", "bad opcode", "bad version", "reserved field set", "misaligned address",
+		"bad size", "bad address space", "page fault", "DMA error", "ring overflow",
+		"ring configuration", "no compute engine", "bad scatter-gather list",
+	};
+
+	return e < sizeof(names) / sizeof(names[0]) ? names[e] : "unknown";
+}
+
+/* Poison the stream if the driver recorded a new failure on its queue. */
+static int check_errors_locked(struct spyre_stream *s)
+{
+	struct drm_spyre_queue_error e = { .queue_id = s->queue };
+
+	if (s->poisoned)
+		return spyre_error(-EIO, "%s", s->poison);
+	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
+		return spyre_error(-errno, "querying queue %u failed", s->queue);
+	if (e.error_count == s->errors_seen)
+		return 0;
+	s->poisoned = 1;
+	if (e.error == DRM_SPYRE_ERROR_TIMEOUT)
+		snprintf(s->poison, sizeof(s->poison),
+			 "stream job %llu hung and was reset (stream poisoned)",
+			 (unsigned long long)e.job_seq);
+	else if (e.error == DRM_SPYRE_ERROR_CANCELED)
+		snprintf(s->poison, sizeof(s->poison),
+			 "stream job %llu canceled: the context is banned",
+			 (unsigned long long)e.job_seq);
+	else
+		snprintf(s->poison, sizeof(s->poison),
+			 "stream job %llu failed at packet %u: %s at device address 0x%llx"
+			 " (%s, source %u, cause %u) (stream poisoned)",
+			 (unsigned long long)e.job_seq, e.packet,
+			 hw_error_name(e.hw_error), (unsigned long long)e.fault_addr,
+			 SPYRE_FAULT_ACCESS(e.fault_info) == SPYRE_ACCESS_WRITE ? "write" : "read",
+			 SPYRE_FAULT_SOURCE(e.fault_info), SPYRE_FAULT_CAUSE(e.fault_info));
+	return spyre_error(-EIO, "%s", s->poison);
+}
+
+/* ---- host callbacks ----------------------------------------------------------- */
+
+static void *callback_thread(void *arg)
+{
+	struct spyre_stream *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		struct spyre_callback *cb;
+		uint64_t point;
+
+		while (!s->cb_head && !s->quit)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (!s->cb_head)
+			break;
+		cb = s->cb_head;
+		point = cb->point;
+		pthread_mutex_unlock(&s->lock);
+		if (point)
+			drmSyncobjTimelineWait(s->dev->fd, &s->timeline, &point, 1, INT64_MAX,
+					       DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL);
+		cb->fn(cb->arg);
+		pthread_mutex_lock(&s->lock);
+		s->cb_head = cb->next;
+		if (!s->cb_head)
+			s->cb_tail = NULL;
+		s->cb_done++;
+		free(cb);
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* Work enqueued after a callback starts after it: wait for pending ones. */
+static void wait_callbacks_locked(struct spyre_stream *s)
+{
+	while (s->cb_done != s->cb_queued)
+		pthread_cond_wait(&s->cond, &s->lock);
+}
+
+SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *arg), void *arg)
+{
+	struct spyre_callback *cb;
+
+	if (!s || !fn)
+		return spyre_error(-EINVAL, "spyre_stream_add_callback: NULL argument");
+	cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return spyre_error(-ENOMEM, "out of memory");
+	cb->fn = fn;
+	cb->arg = arg;
+	pthread_mutex_lock(&s->lock);
+	if (!s->thread_started) {
+		if (pthread_create(&s->thread, NULL, callback_thread, s)) {
+			pthread_mutex_unlock(&s->lock);
+			free(cb);
+			return spyre_error(-EAGAIN, "cannot start the callback thread");
+		}
+		s->thread_started = true;
+	}
+	cb->point = s->point;
+	if (s->cb_tail)
+		s->cb_tail->next = cb;
+	else
+		s->cb_head = cb;
+	s->cb_tail = cb;
+	s->cb_queued++;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+static int submit_locked(struct spyre_stream *s, const void *packets, uint32_t count)
+{
+	struct drm_spyre_submit a = {
+		.queue_id = s->queue,
+		.packets = (uintptr_t)packets,
+		.packet_count = count,
+		.in_syncs = (uintptr_t)s->waits,
+		.in_sync_count = s->nwaits,
+		.out_sync_handle = s->timeline,
+		.out_sync_point = s->point + 1,
+	};
+	int ret;
+
+	ret = check_errors_locked(s);
+	if (ret)
+		return ret;
+	wait_callbacks_locked(s);
+	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
+		return spyre_error(-errno, "%s: submitting %u packets failed",
+				   s->dev->props.devnode, count);
+	s->point++;
+	s->nwaits = 0;
+	return 0;
+}
+
+int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count)
+{
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	ret = submit_locked(s, packets, count);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_stream_t **out)
+{
+	struct drm_spyre_queue_create q = { .priority = (uint32_t)priority };
+	struct spyre_stream *s, **arr;
+
+	if (!dev || !out || priority < SPYRE_STREAM_PRIORITY_LOW ||
+	    priority > SPYRE_STREAM_PRIORITY_HIGH)
+		return spyre_error(-EINVAL, "spyre_stream_create: bad argument (priority %d)", priority);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return spyre_error(-ENOMEM, "out of memory");
+	s->dev = dev;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	if (drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &q)) {
+		free(s);
+		return spyre_error(-errno, "%s: creating a queue failed", dev->props.devnode);
+	}
+	s->queue = q.queue_id;
+	if (drmSyncobjCreate(dev->fd, 0, &s->timeline)) {
+		struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
+
+		drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
+		free(s);
+		return spyre_error(-errno, "creating a syncobj failed");
+	}
+	pthread_mutex_lock(&dev->lock);
+	arr = realloc(dev->streams, (dev->nstreams + 1) * sizeof(*arr));
+	if (arr) {
+		dev->streams = arr;
+		dev->streams[dev->nstreams++] = s;
+	}
+	pthread_mutex_unlock(&dev->lock);
+	*out = s;
+	return 0;
+}
+
+static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns)
+{
+	if (!point)
+		return 0;
+	if (drmSyncobjTimelineWait(s->dev->fd, &s->timeline, &point, 1, timeout_ns,
+				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
+		return -errno;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_stream_synchronize(spyre_stream_t *s)
+{
+	uint64_t point;
+	int ret;
+
+	if (!s)
+		return spyre_error(-EINVAL, "spyre_stream_synchronize: NULL stream");
+	pthread_mutex_lock(&s->lock);
+	point = s->point;
+	wait_callbacks_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	ret = wait_point(s, point, INT64_MAX);
+	if (ret)
+		return spyre_error(ret, "waiting for the stream failed");
+	pthread_mutex_lock(&s->lock);
+	ret = check_errors_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_query(spyre_stream_t *s)
+{
+	uint64_t done = 0;
+	int ret;
+
+	if (!s)
+		return spyre_error(-EINVAL, "spyre_stream_query: NULL stream");
+	pthread_mutex_lock(&s->lock);
+	ret = check_errors_locked(s);
+	if (!ret && drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1))
+		ret = spyre_error(-errno, "querying the stream failed");
+	if (!ret && (done < s->point || s->cb_done != s->cb_queued))
+		ret = -EBUSY;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
+{
+	int ret = 0;
+
+	if (!s || !e)
+		return spyre_error(-EINVAL, "spyre_stream_wait_event: NULL argument");
+	if (!e->recorded)
+		return 0;	/* as in CUDA: waiting for an unrecorded event is a no-op */
+	pthread_mutex_lock(&s->lock);
+	if (s->nwaits == SPYRE_MAX_WAITS) {
+		/* Too many pending waits: flush them into an empty job. */
+		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_OP_NOP, SPYRE_PKT_VERSION };
+
+		ret = submit_locked(s, nop, 1);
+	}
+	if (!ret) {
+		s->waits[s->nwaits].handle = e->timeline;
+		s->waits[s->nwaits].flags = 0;
+		s->waits[s->nwaits].point = e->point;
+		s->nwaits++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
+{
+	struct drm_spyre_queue_destroy d;
+	struct spyre_device *dev;
+	size_t i;
+
+	if (!s)
+		return 0;
+	dev = s->dev;
+	spyre_stream_synchronize(s);
+	pthread_mutex_lock(&s->lock);
+	s->quit = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	if (s->thread_started)
+		pthread_join(s->thread, NULL);
+	d.queue_id = s->queue;
+	d.pad = 0;
+	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
+	drmSyncobjDestroy(dev->fd, s->timeline);
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < dev->nstreams; i++)
+		if (dev->streams[i] == s)
+			dev->streams[i] = dev->streams[--dev->nstreams];
+	pthread_mutex_unlock(&dev->lock);
+	free(s);
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_device_synchronize(spyre_device_t *dev)
+{
+	int ret = 0, r;
+	size_t i;
+
+	if (!dev)
+		return spyre_error(-EINVAL, "spyre_device_synchronize: NULL device");
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < dev->nstreams; i++) {
+		spyre_stream_t *s = dev->streams[i];
+
+		pthread_mutex_unlock(&dev->lock);
+		r = spyre_stream_synchronize(s);
+		if (r && !ret)
+			ret = r;
+		pthread_mutex_lock(&dev->lock);
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+void spyre_streams_fini(struct spyre_device *dev)
+{
+	while (dev->nstreams)
+		spyre_stream_destroy(dev->streams[dev->nstreams - 1]);
+	free(dev->streams);
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+SPYRE_EXPORT int spyre_event_create(spyre_device_t *dev, spyre_event_t **out)
+{
+	struct spyre_event *e;
+	int ret;
+
+	if (!dev || !out)
+		return spyre_error(-EINVAL, "spyre_event_create: NULL argument");
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return spyre_error(-ENOMEM, "out of memory");
+	e->dev = dev;
+	ret = spyre_bo_new(dev, 4096, DRM_SPYRE_BO_HOST, &e->ts);
+	if (ret) {
+		free(e);
+		return ret;
+	}
+	*out = e;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_event_destroy(spyre_event_t *e)
+{
+	if (!e)
+		return 0;
+	spyre_event_synchronize(e);
+	spyre_bo_del(e->dev, &e->ts);
+	free(e);
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_event_record(spyre_event_t *e, spyre_stream_t *s)
+{
+	struct spyre_pkt_sem p;
+	int ret;
+
+	if (!e || !s || e->dev != s->dev)
+		return spyre_error(-EINVAL, "spyre_event_record: NULL argument or another device");
+	memset(&p, 0, sizeof(p));
+	p.hdr.opcode = SPYRE_OP_TIMESTAMP;
+	p.hdr.version = SPYRE_PKT_VERSION;
+	p.addr = e->ts.va;
+	p.space = SPYRE_AS_VIRT;
+	pthread_mutex_lock(&s->lock);
+	ret = submit_locked(s, &p, 1);
+	if (!ret) {
+		e->timeline = s->timeline;
+		e->point = s->point;
+		e->recorded = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_event_query(spyre_event_t *e)
+{
+	uint64_t done = 0;
+
+	if (!e || !e->recorded)
+		return spyre_error(-EINVAL, "spyre_event_query: %s", e ? "never recorded" : "NULL event");
+	if (drmSyncobjQuery(e->dev->fd, &e->timeline, &done, 1))
+		return spyre_error(-errno, "querying the event failed");
+	return done >= e->point ? 0 : -EBUSY;
+}
+
+SPYRE_EXPORT int spyre_event_synchronize(spyre_event_t *e)
+{
+	if (!e)
+		return spyre_error(-EINVAL, "spyre_event_synchronize: NULL event");
+	if (!e->recorded)
+		return 0;
+	if (drmSyncobjTimelineWait(e->dev->fd, &e->timeline, &e->point, 1, INT64_MAX,
+				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
+		return spyre_error(-errno, "waiting for the event failed");
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_event_elapsed_ms(spyre_event_t *a, spyre_event_t *b, float *ms)
+{
+	uint64_t ta, tb;
+
+	if (!a || !b || !ms || !a->recorded || !b->recorded)
+		return spyre_error(-EINVAL, "spyre_event_elapsed_ms: NULL or unrecorded event");
+	if (spyre_event_query(a) || spyre_event_query(b))
+		return spyre_error(-EBUSY, "spyre_event_elapsed_ms: an event has not been reached");
+	ta = *(volatile uint64_t *)a->ts.map;
+	tb = *(volatile uint64_t *)b->ts.map;
+	*ms = (float)((double)((int64_t)(tb - ta)) / 1e6);
+	return 0;
+}
+
+/* ---- copies ------------------------------------------------------------------- */
+
+static void copy_pkt(struct spyre_pkt_copy *p, uint64_t src, uint64_t dst, uint64_t size)
+{
+	memset(p, 0, sizeof(*p));
+	p->hdr.opcode = SPYRE_OP_COPY;
+	p->hdr.version = SPYRE_PKT_VERSION;
+	p->src = src;
+	p->dst = dst;
+	p->size = size;
+	p->src_space = SPYRE_AS_VIRT;
+	p->dst_space = SPYRE_AS_VIRT;
+}
+
+static int get_internal_stream(struct spyre_device *dev, struct spyre_stream **out)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&dev->staging_lock);
+	if (!dev->internal)
+		ret = spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &dev->internal);
+	*out = dev->internal;
+	pthread_mutex_unlock(&dev->staging_lock);
+	return ret;
+}
+
+/* Device address of host memory from spyre_malloc_host(), or 0. */
+static uint64_t pinned_va(struct spyre_device *dev, const void *p, size_t size)
+{
+	const struct spyre_alloc *a;
+	uint64_t va = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	a = spyre_alloc_find_host_locked(dev, p);
+	if (a && (const char *)p + size <= (char *)a->bo.map + a->span)
+		va = a->base + (uint64_t)((const char *)p - (char *)a->bo.map);
+	pthread_mutex_unlock(&dev->lock);
+	return va;
+}
+
+static int staging_get_locked(struct spyre_device *dev)
+{
+	if (dev->staging.handle)
+		return 0;
+	return spyre_bo_new(dev, SPYRE_STAGING_SIZE, DRM_SPYRE_BO_HOST, &dev->staging);
+}
+
+static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t size,
+		     enum spyre_memcpy_kind kind)
+{
+	struct spyre_device *dev = s->dev;
+	struct spyre_pkt_copy p;
+	uint64_t va;
+	size_t off, n;
+	int ret = 0;
+
+	if (!size)
+		return 0;
+	switch (kind) {
+	case SPYRE_MEMCPY_D2D:
+		if (dst % SPYRE_STICK || src % SPYRE_STICK || size % SPYRE_STICK)
+			return spyre_error(-EINVAL, "device-to-device copies move whole 128-byte sticks "
+					   "(dst 0x%llx src 0x%llx size %zu)", (unsigned long long)dst,
+					   (unsigned long long)src, size);
+		copy_pkt(&p, src, dst, size);
+		return spyre_stream_submit(s, &p, 1);
+	case SPYRE_MEMCPY_H2D:
+		if (dst % SPYRE_STICK)
+			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
+					   (unsigned long long)dst);
+		va = pinned_va(dev, (const void *)(uintptr_t)src, size);
+		if (va && !(size % SPYRE_STICK)) {
+			copy_pkt(&p, va, dst, size);
+			return spyre_stream_submit(s, &p, 1);
+		}
+		/* Stage: the tail stick keeps its device bytes beyond size. */
+		pthread_mutex_lock(&dev->staging_lock);
+		ret = staging_get_locked(dev);
+		for (off = 0; !ret && off < size; off += n) {
+			size_t whole;
+
+			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
+			whole = (n + SPYRE_STICK - 1) & ~(size_t)(SPYRE_STICK - 1);
+			if (whole != n) {
+				copy_pkt(&p, dst + off + whole - SPYRE_STICK,
+					 dev->staging.va + whole - SPYRE_STICK, SPYRE_STICK);
+				ret = spyre_stream_submit(s, &p, 1);
+				ret = ret ?: spyre_stream_synchronize(s);
+				if (ret)
+					break;
+			}
+			memcpy(dev->staging.map, (const char *)(uintptr_t)src + off, n);
+			copy_pkt(&p, dev->staging.va, dst + off, whole);
+			ret = spyre_stream_submit(s, &p, 1);
+			/* The staging buffer is reused: wait before refilling it. */
+			ret = ret ?: spyre_stream_synchronize(s);
+		}
+		pthread_mutex_unlock(&dev->staging_lock);
+		return ret;
+	case SPYRE_MEMCPY_D2H:
+		if (src % SPYRE_STICK)
+			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
+					   (unsigned long long)src);
+		va = pinned_va(dev, (const void *)(uintptr_t)dst, size);
+		if (va && !(size % SPYRE_STICK)) {
+			copy_pkt(&p, src, va, size);
+			return spyre_stream_submit(s, &p, 1);
+		}
+		pthread_mutex_lock(&dev->staging_lock);
+		ret = staging_get_locked(dev);
+		for (off = 0; !ret && off < size; off += n) {
+			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
+			copy_pkt(&p, src + off, dev->staging.va,
+				 (n + SPYRE_STICK - 1) & ~(size_t)(SPYRE_STICK - 1));
+			ret = spyre_stream_submit(s, &p, 1);
+			ret = ret ?: spyre_stream_synchronize(s);
+			if (!ret)
+				memcpy((char *)(uintptr_t)dst + off, dev->staging.map, n);
+		}
+		pthread_mutex_unlock(&dev->staging_lock);
+		return ret;
+	}
+	return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
+}
+
+SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t src, size_t size,
+				    enum spyre_memcpy_kind kind)
+{
+	if (!s)
+		return spyre_error(-EINVAL, "spyre_memcpy_async: NULL stream");
+	return copy_impl(s, dst, src, size, kind);
+}
+
+SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
+			      enum spyre_memcpy_kind kind)
+{
+	struct spyre_stream *s;
+	int ret;
+
+	if (!dev)
+		return spyre_error(-EINVAL, "spyre_memcpy: NULL device");
+	ret = get_internal_stream(dev, &s);
+	ret = ret ?: copy_impl(s, dst, src, size, kind);
+	return ret ?: spyre_stream_synchronize(s);
+}
+
+SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value,
+				    size_t size)
+{
+	struct spyre_pkt_copy p[64];
+	struct spyre_device *dev;
+	size_t done, n = 0;
+	int ret = 0, v;
+
+	if (!s || dst % SPYRE_STICK || size % SPYRE_STICK)
+		return spyre_error(-EINVAL, "spyre_memset_async: %s", !s ? "NULL stream" :
+				   "address and size must be whole 128-byte sticks");
+	if (!size)
+		return 0;
+	dev = s->dev;
+	/* 256 host sticks, stick v filled with byte v: written once, read-only after. */
+	pthread_mutex_lock(&dev->staging_lock);
+	if (!dev->values.handle) {
+		ret = spyre_bo_new(dev, 256 * SPYRE_STICK, DRM_SPYRE_BO_HOST, &dev->values);
+		for (v = 0; !ret && v < 256; v++)
+			memset((char *)dev->values.map + v * SPYRE_STICK, v, SPYRE_STICK);
+	}
+	pthread_mutex_unlock(&dev->staging_lock);
+	if (ret)
+		return ret;
+	/* One stick of the value, then double what is done: log2(size) packets. */
+	copy_pkt(&p[n++], dev->values.va + (uint64_t)value * SPYRE_STICK, dst, SPYRE_STICK);
+	for (done = SPYRE_STICK; done < size; done *= 2)
+		copy_pkt(&p[n++], dst, dst + done, done < size - done ? done : size - done);
+	return spyre_stream_submit(s, p, (uint32_t)n);
+}

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: libspyre's runtime on real cards (run in the VM): the caching
+ * allocator and its statistics, pointer attributes of interior pointers,
+ * memcpy in every direction with pageable and pinned host memory and odd
+ * sizes (the bytes beyond a partial stick are preserved), memset, streams
+ * ordered by events, event timing, host callbacks, an asynchronous fault
+ * that poisons only its stream with the device's fault record in the detail,
+ * producer/consumer chains with random sizes, threads x streams, and two
+ * cards in one process.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "spyre.h"
+
+#define MiB (1u << 20)
+
+static void fill(uint8_t *p, size_t n, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 13 + seed * 101 + (i >> 10));
+}
+
+FIXTURE(rt) {
+	spyre_device_t *dev;
+	spyre_stream_t *s;
+};
+
+FIXTURE_SETUP(rt)
+{
+	if (spyre_device_count() < 1)
+		SKIP(return, "no spyre device");
+	ASSERT_EQ(0, spyre_device_open(0, &self->dev)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &self->s));
+}
+
+FIXTURE_TEARDOWN(rt)
+{
+	if (self->dev)
+		spyre_device_close(self->dev);
+}
+
+TEST_F(rt, caching_allocator_and_stats)
+{
+	struct spyre_mem_stats st = { .size = sizeof(st) };
+	spyre_dptr_t p[100], again, big;
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		ASSERT_EQ(0, spyre_malloc(self->dev, 900 + i, &p[i]));
+		ASSERT_EQ(0, p[i] % 128);
+	}
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &st));
+	ASSERT_EQ(100, st.alloc_calls);
+	ASSERT_EQ(1, st.bo_creates);		/* 100 small tensors, one ioctl */
+	ASSERT_EQ(100 * 900 + 4950, st.allocated);
+	ASSERT_EQ(0, spyre_free(self->dev, p[42]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 1024, &again));
+	ASSERT_EQ(p[42], again);		/* reused from the cache */
+	ASSERT_EQ(-EINVAL, spyre_free(self->dev, p[0] + 128));	/* not an allocation */
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "is not an allocation"));
+	ASSERT_EQ(-EINVAL, spyre_malloc(self->dev, 0, &big));
+
+	ASSERT_EQ(0, spyre_malloc(self->dev, 3 * MiB, &big));
+	ASSERT_EQ(0, spyre_free(self->dev, big));
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &st));
+	ASSERT_EQ(2, st.bo_creates);
+	ASSERT_LE(2 * MiB + 3 * MiB, st.reserved);
+	ASSERT_EQ(0, spyre_malloc(self->dev, 3 * MiB, &big));	/* cached large BO */
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &st));
+	ASSERT_EQ(2, st.bo_creates);
+	ASSERT_EQ(0, spyre_free(self->dev, big));
+	for (i = 0; i < 100; i++)
+		ASSERT_EQ(0, spyre_free(self->dev, i == 42 ? again : p[i]));
+	ASSERT_EQ(0, spyre_empty_cache(self->dev));
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &st));
+	ASSERT_EQ(0, st.reserved);
+	ASSERT_EQ(0, st.allocated);
+}
+
+TEST_F(rt, pointer_attributes)
+{
+	struct spyre_pointer_attributes a = { .size = sizeof(a) };
+	spyre_dptr_t d;
+	void *h;
+
+	ASSERT_EQ(0, spyre_malloc(self->dev, 5000, &d));
+	ASSERT_EQ(0, spyre_pointer_get_attributes(self->dev, d + 4999, &a));
+	ASSERT_EQ(SPYRE_MEMORY_DEVICE, a.type);
+	ASSERT_EQ(0, a.device);
+	ASSERT_EQ(d, a.device_base);
+	ASSERT_EQ(5000, a.alloc_size);
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, 10000, &h));
+	ASSERT_EQ(0, spyre_pointer_get_attributes(self->dev, (uintptr_t)h + 777, &a));
+	ASSERT_EQ(SPYRE_MEMORY_HOST, a.type);
+	ASSERT_EQ(h, a.host_base);
+	ASSERT_EQ(10000, a.alloc_size);
+	ASSERT_EQ(0, spyre_pointer_get_attributes(self->dev, 0x42, &a));
+	ASSERT_EQ(SPYRE_MEMORY_UNREGISTERED, a.type);
+	ASSERT_EQ(0, spyre_free_host(self->dev, h));
+	ASSERT_EQ(0, spyre_free(self->dev, d));
+}
+
+TEST_F(rt, memcpy_all_directions_and_odd_sizes)
+{
+	static const size_t sizes[] = { 128, 1000, 4096, 5 * MiB + 3 };
+	uint8_t *in = malloc(6 * MiB), *out = malloc(6 * MiB);
+	spyre_dptr_t a, b;
+	unsigned int i;
+
+	ASSERT_NE(NULL, in);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+
+		fill(in, n, i);
+		memset(out, 0, n);
+		ASSERT_EQ(0, spyre_malloc(self->dev, n, &a));
+		ASSERT_EQ(0, spyre_malloc(self->dev, n, &b));
+		ASSERT_EQ(0, spyre_memcpy(self->dev, a, (uintptr_t)in, n, SPYRE_MEMCPY_H2D))
+			TH_LOG("%s", spyre_last_error());
+		if (n % 128 == 0) {
+			ASSERT_EQ(0, spyre_memcpy(self->dev, b, a, n, SPYRE_MEMCPY_D2D));
+		} else {
+			ASSERT_EQ(0, spyre_memcpy(self->dev, b, (uintptr_t)in, n, SPYRE_MEMCPY_H2D));
+		}
+		ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)out, b, n, SPYRE_MEMCPY_D2H));
+		ASSERT_EQ(0, memcmp(in, out, n)) TH_LOG("size %zu", n);
+		spyre_free(self->dev, a);
+		spyre_free(self->dev, b);
+	}
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &a));
+	ASSERT_EQ(-EINVAL, spyre_memcpy(self->dev, a + 64, a, 128, SPYRE_MEMCPY_D2D));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "whole 128-byte sticks"));
+	ASSERT_EQ(-EINVAL, spyre_memcpy(self->dev, a, a, 100, SPYRE_MEMCPY_D2D));
+	free(in);
+	free(out);
+}
+
+TEST_F(rt, partial_stick_keeps_neighbours)
+{
+	uint8_t buf[256], in[100];
+	spyre_dptr_t d;
+
+	memset(buf, 0xaa, sizeof(buf));
+	memset(in, 0x11, sizeof(in));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 256, &d));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, d, (uintptr_t)buf, 256, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, d, (uintptr_t)in, 100, SPYRE_MEMCPY_H2D));
+	memset(buf, 0, sizeof(buf));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)buf, d, 256, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0x11, buf[0]);
+	ASSERT_EQ(0x11, buf[99]);
+	ASSERT_EQ(0xaa, buf[100]);
+	ASSERT_EQ(0xaa, buf[255]);
+}
+
+TEST_F(rt, pinned_async_and_memset)
+{
+	uint8_t *h;
+	spyre_dptr_t d;
+	size_t i, n = 3 * MiB + 128 * 5;
+
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, n, (void **)&h));
+	ASSERT_EQ(0, spyre_malloc(self->dev, n, &d));
+	ASSERT_EQ(0, spyre_memset_async(self->s, d, 0x5c, n));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)h, d, n, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	for (i = 0; i < n; i += 4093)
+		ASSERT_EQ(0x5c, h[i]);
+	ASSERT_EQ(0x5c, h[n - 1]);
+	ASSERT_EQ(-EINVAL, spyre_memset_async(self->s, d, 1, 100));
+	ASSERT_EQ(0, spyre_free_host(self->dev, h));
+}
+
+TEST_F(rt, events_order_streams_and_time)
+{
+	spyre_stream_t *s2;
+	spyre_event_t *e, *t0, *t1;
+	uint8_t *x, *z;
+	spyre_dptr_t y;
+	float ms = -1;
+
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_HIGH, &s2));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &e));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &t0));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &t1));
+	ASSERT_EQ(-EINVAL, spyre_event_query(e));	/* never recorded */
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, 4 * MiB, (void **)&x));
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, 4 * MiB, (void **)&z));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4 * MiB, &y));
+	fill(x, 4 * MiB, 5);
+
+	ASSERT_EQ(0, spyre_event_record(t0, self->s));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, y, (uintptr_t)x, 4 * MiB, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_event_record(e, self->s));
+	ASSERT_EQ(0, spyre_stream_wait_event(s2, e));
+	ASSERT_EQ(0, spyre_memcpy_async(s2, (uintptr_t)z, y, 4 * MiB, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_event_record(t1, s2));
+	ASSERT_EQ(0, spyre_stream_synchronize(s2));
+	ASSERT_EQ(0, memcmp(x, z, 4 * MiB));
+	ASSERT_EQ(0, spyre_event_query(e));
+	ASSERT_EQ(0, spyre_event_synchronize(t1));
+	ASSERT_EQ(0, spyre_event_elapsed_ms(t0, t1, &ms));
+	ASSERT_LT(0.0f, ms);
+	ASSERT_GT(10000.0f, ms);
+	ASSERT_EQ(0, spyre_event_record(e, s2));	/* re-recordable */
+	ASSERT_EQ(0, spyre_event_synchronize(e));
+	spyre_event_destroy(e);
+	spyre_event_destroy(t0);
+	spyre_event_destroy(t1);
+	spyre_stream_destroy(s2);
+}
+
+static int cb_order[4], cb_n;
+
+static void cb(void *arg)
+{
+	cb_order[cb_n++] = (int)(intptr_t)arg;
+}
+
+TEST_F(rt, host_callbacks_run_in_stream_order)
+{
+	spyre_dptr_t d;
+	uint8_t *h;
+
+	cb_n = 0;
+	ASSERT_EQ(0, spyre_malloc(self->dev, MiB, &d));
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, MiB, (void **)&h));
+	ASSERT_EQ(0, spyre_memset_async(self->s, d, 7, MiB));
+	ASSERT_EQ(0, spyre_stream_add_callback(self->s, cb, (void *)1));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)h, d, MiB, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_stream_add_callback(self->s, cb, (void *)2));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(2, cb_n);
+	ASSERT_EQ(1, cb_order[0]);
+	ASSERT_EQ(2, cb_order[1]);
+	ASSERT_EQ(7, h[MiB - 1]);
+	ASSERT_EQ(-EINVAL, spyre_stream_add_callback(self->s, NULL, NULL));
+}
+
+TEST_F(rt, async_fault_poisons_only_its_stream)
+{
+	spyre_stream_t *ok;
+	spyre_dptr_t d;
+
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &ok));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &d));
+	/* 0x100000 is never mapped: the device faults, asynchronously. */
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, d, 0x100000, 4096, SPYRE_MEMCPY_D2D));
+	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "page fault at device address 0x100000"))
+		TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EIO, spyre_stream_query(self->s));
+	ASSERT_EQ(-EIO, spyre_memset_async(self->s, d, 0, 4096));
+	/* Another stream is fine. */
+	ASSERT_EQ(0, spyre_memset_async(ok, d, 3, 4096));
+	ASSERT_EQ(0, spyre_stream_synchronize(ok));
+	spyre_stream_destroy(ok);
+}
+
+TEST_F(rt, producer_consumer_random_sizes)
+{
+	spyre_stream_t *cons;
+	spyre_event_t *e;
+	uint8_t *src, *dst;
+	spyre_dptr_t buf;
+	unsigned int it, seed = 12345;
+
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_LOW, &cons));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &e));
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, MiB, (void **)&src));
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, MiB, (void **)&dst));
+	ASSERT_EQ(0, spyre_malloc(self->dev, MiB, &buf));
+	for (it = 0; it < 20; it++) {
+		size_t n = 128 * (1 + (rand_r(&seed) % 8192));
+
+		memset(src, (int)it + 1, n);
+		ASSERT_EQ(0, spyre_memcpy_async(self->s, buf, (uintptr_t)src, n, SPYRE_MEMCPY_H2D));
+		ASSERT_EQ(0, spyre_event_record(e, self->s));
+		ASSERT_EQ(0, spyre_stream_wait_event(cons, e));
+		ASSERT_EQ(0, spyre_memcpy_async(cons, (uintptr_t)dst, buf, n, SPYRE_MEMCPY_D2H));
+		ASSERT_EQ(0, spyre_stream_synchronize(cons));
+		ASSERT_EQ(it + 1, dst[0]);
+		ASSERT_EQ(it + 1, dst[n - 1]);
+	}
+	spyre_event_destroy(e);
+	spyre_stream_destroy(cons);
+}
+
+struct worker {
+	spyre_device_t *dev;
+	int idx;
+	int bad;
+};
+
+static void *thread_main(void *arg)
+{
+	struct worker *w = arg;
+	spyre_stream_t *s;
+	uint8_t in[8192], out[8192];
+	spyre_dptr_t d;
+	int i;
+
+	if (spyre_stream_create(w->dev, w->idx % 3, &s) || spyre_malloc(w->dev, 8192, &d)) {
+		w->bad = 1;
+		return NULL;
+	}
+	for (i = 0; i < 10; i++) {
+		fill(in, sizeof(in), (unsigned int)(w->idx * 100 + i));
+		if (spyre_memcpy(w->dev, d, (uintptr_t)in, sizeof(in), SPYRE_MEMCPY_H2D) ||
+		    spyre_memcpy_async(s, (uintptr_t)out, d, sizeof(out), SPYRE_MEMCPY_D2H) ||
+		    spyre_stream_synchronize(s) || memcmp(in, out, sizeof(in)))
+			w->bad++;
+	}
+	spyre_free(w->dev, d);
+	spyre_stream_destroy(s);
+	return NULL;
+}
+
+TEST_F(rt, threads_times_streams)
+{
+	struct worker w[4];
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		w[i].dev = self->dev;
+		w[i].idx = i;
+		w[i].bad = 0;
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, thread_main, &w[i]));
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ASSERT_EQ(0, w[i].bad) TH_LOG("thread %d", i);
+	}
+}
+
+TEST(two_cards_in_one_process)
+{
+	spyre_device_t *d0, *d1;
+	uint8_t in[4096], out[4096];
+	spyre_dptr_t a, b;
+	int cur = -1;
+
+	if (spyre_device_count() < 2)
+		SKIP(return, "fewer than two cards");
+	ASSERT_EQ(0, spyre_device_open(0, &d0));
+	ASSERT_EQ(0, spyre_device_open(1, &d1));
+	ASSERT_EQ(0, spyre_set_device(1));
+	ASSERT_EQ(0, spyre_get_device(&cur));
+	ASSERT_EQ(1, cur);
+	ASSERT_EQ(-ENODEV, spyre_set_device(9));
+	fill(in, sizeof(in), 9);
+	ASSERT_EQ(0, spyre_malloc(d0, 4096, &a));
+	ASSERT_EQ(0, spyre_malloc(d1, 4096, &b));
+	ASSERT_EQ(0, spyre_memcpy(d0, a, (uintptr_t)in, 4096, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_memcpy(d0, (uintptr_t)out, a, 4096, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_memcpy(d1, b, (uintptr_t)out, 4096, SPYRE_MEMCPY_H2D));
+	memset(out, 0, sizeof(out));
+	ASSERT_EQ(0, spyre_memcpy(d1, (uintptr_t)out, b, 4096, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, memcmp(in, out, sizeof(in)));
+	spyre_device_close(d0);
+	spyre_device_close(d1);
+}
+
+TEST_HARNESS_MAIN
