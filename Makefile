@@ -100,12 +100,16 @@ $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include $< -o $@ \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
 
+# ---- the compute engine (plain C; its own rules) --------------------------------
+include qemu-device/engine/engine.mk
+
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)
 
-$(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS)
+$(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ENGINE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ENGINE_DIR) \
+		$< $(QTEST_LIB) -o $@ $(ENGINE_LIB) -lm
 
 $(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h
 	@mkdir -p $(@D)
@@ -124,9 +128,6 @@ $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 
 bench: setup $(BENCHES)
 	SPYRE_QEMU=$(QEMU_BIN) $(B)/bench/copy-bw
-
-# ---- the compute engine (plain C; its own rules) --------------------------------
--include qemu-device/engine/engine.mk
 
 # ---- the two commands ------------------------------------------------------------
 demo: setup all

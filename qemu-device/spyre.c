@@ -77,7 +77,8 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case SPYRE_REG_CAP_FEATURES:
         val = SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU |
-              SPYRE_FEAT_MEM_WINDOW | SPYRE_FEAT_FAULT_INJECT;
+              SPYRE_FEAT_MEM_WINDOW | SPYRE_FEAT_FAULT_INJECT |
+              SPYRE_FEAT_ENGINE;
         break;
     case SPYRE_REG_SCRATCH:
         val = s->scratch;
@@ -127,6 +128,14 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
         /* write-only: reads as zero */
         break;
     default:
+        if (addr >= SPYRE_QENG_BASE &&
+            addr < SPYRE_QENG(s->params.queues, 0) &&
+            (addr - SPYRE_QENG_BASE) % SPYRE_QENG_STRIDE <= SPYRE_QE_PC) {
+            val = spyre_queue_engine_read(
+                &s->queues[(addr - SPYRE_QENG_BASE) / SPYRE_QENG_STRIDE],
+                (addr - SPYRE_QENG_BASE) % SPYRE_QENG_STRIDE);
+            break;
+        }
         if (addr >= SPYRE_QREG_BASE &&
             addr < SPYRE_QREG(s->params.queues, 0)) {
             val = spyre_queue_read(&s->queues[(addr - SPYRE_QREG_BASE) /
@@ -393,6 +402,20 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     }
     pcie_cap_flr_init(pdev);
 
+    {
+        struct spyre_engine_config cfg;
+
+        spyre_engine_config_default(&cfg);
+        cfg.cores = s->params.cores;
+        cfg.scratchpad_bytes = s->params.scratchpad_size;
+        cfg.clock_mhz = s->params.clock_mhz;
+        s->engine = spyre_engine_new(&cfg);
+        if (!s->engine) {
+            error_setg(errp, "spyre: cannot create the compute engine");
+            return;
+        }
+        qemu_mutex_init(&s->engine_lock);
+    }
     s->irq_bh = qemu_bh_new(spyre_irq_bh, s);
     s->clock_base_ns = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
     spyre_queues_init(s);
@@ -408,6 +431,8 @@ static void spyre_exit(PCIDevice *pdev)
 
     spyre_queues_fini(s);
     qemu_bh_delete(s->irq_bh);
+    spyre_engine_free(s->engine);
+    qemu_mutex_destroy(&s->engine_lock);
     msix_uninit_exclusive_bar(pdev);
 }
 

@@ -9,6 +9,7 @@
 #include "qemu/thread.h"
 #include "hw/pci/pci.h"
 #include "spyre_hw.h"
+#include "engine/spyre_engine.h"
 
 #define TYPE_SPYRE "spyre"
 OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
@@ -49,6 +50,8 @@ typedef struct SpyreFault {
     uint32_t error;         /* SPYRE_ERR_* */
     uint64_t addr;          /* SPYRE_Q_FAULT_* for SPYRE_ERR_FAULT / _DMA */
     uint32_t info;
+    uint32_t core;          /* SPYRE_ERR_ENGINE */
+    uint32_t pc;
 } SpyreFault;
 
 typedef struct SpyreQueue {
@@ -74,6 +77,8 @@ typedef struct SpyreQueue {
     uint64_t err_seq;
     uint64_t fault_addr;
     uint32_t fault_info;
+    uint32_t fault_core;    /* SPYRE_ERR_ENGINE: core and pc */
+    uint32_t fault_pc;
     uint32_t done;
     uint32_t epoch;         /* bumped by a reset; stale work is discarded */
     uint32_t inject;        /* armed SPYRE_INJECT_* kinds, one bit each */
@@ -127,6 +132,10 @@ struct SpyreState {
     uint64_t arb_next[SPYRE_QCTRL_MAX_PRIO + 1];
     uint64_t arb_serving[SPYRE_QCTRL_MAX_PRIO + 1];
 
+    /* The cores: one compute fabric, so launches take turns. */
+    QemuMutex engine_lock;  /* Protects engine */
+    struct spyre_engine *engine;
+
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
 
@@ -139,6 +148,7 @@ void spyre_queues_init(SpyreState *s);
 void spyre_queues_fini(SpyreState *s);
 void spyre_queue_reset(SpyreQueue *q);
 uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg);
+uint64_t spyre_queue_engine_read(SpyreQueue *q, unsigned reg);
 void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val);
 void spyre_inject(SpyreState *s, uint32_t val);
 uint32_t spyre_inject_armed(SpyreState *s);

@@ -421,13 +421,133 @@ static uint32_t validate(const uint8_t *raw)
         }
         return SPYRE_ERR_NONE;
     case SPYRE_OP_LAUNCH:
-        if (!is_zero(l->reserved, sizeof(l->reserved))) {
+        if (!is_zero(l->reserved, sizeof(l->reserved)) || l->reserved0) {
             return SPYRE_ERR_RESERVED;
+        }
+        if (le64_to_cpu(l->record) % 8) {
+            return SPYRE_ERR_ALIGN;
         }
         return SPYRE_ERR_NONE;
     default:
         return SPYRE_ERR_BAD_OPCODE;
     }
+}
+
+/* Engine memory callbacks: every access goes through the packet's context. */
+typedef struct SpyreLaunchCtx {
+    SpyreQueue *q;
+    uint16_t ctx;
+    uint32_t epoch;
+    SpyreFault f;
+} SpyreLaunchCtx;
+
+static int launch_access(void *opaque, uint64_t va, void *buf, uint64_t len,
+                         uint64_t *fault_va, bool write)
+{
+    SpyreLaunchCtx *lc = opaque;
+    SpyreQueue *q = lc->q;
+    uint8_t *p = buf;
+
+    if (queue_stale(q, lc->epoch)) {
+        *fault_va = va;
+        return SPYRE_FAULT_DMA;     /* reset: end the launch quickly */
+    }
+    while (len) {
+        SpyreSeg seg;
+        uint64_t n;
+
+        if (!spyre_mmu_translate(q, lc->ctx, va, write ? SPYRE_ACCESS_WRITE :
+                                 SPYRE_ACCESS_READ, SPYRE_SOURCE_PROGRAM,
+                                 &seg, &lc->f)) {
+            *fault_va = va;
+            return SPYRE_FAULT_CAUSE(lc->f.info);
+        }
+        n = MIN(seg.len, len);
+        if (seg.devmem) {
+            if (write) {
+                memcpy(q->s->mem_ptr + seg.addr, p, n);
+            } else {
+                memcpy(p, q->s->mem_ptr + seg.addr, n);
+            }
+        } else if (!host_dma(q, seg.addr, p, n, write, SPYRE_SOURCE_PROGRAM,
+                             &lc->f)) {
+            *fault_va = va;
+            return SPYRE_FAULT_DMA;
+        }
+        va += n;
+        p += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static int launch_read(void *opaque, uint64_t va, void *buf, uint64_t len,
+                       uint64_t *fault_va)
+{
+    return launch_access(opaque, va, buf, len, fault_va, false);
+}
+
+static int launch_write(void *opaque, uint64_t va, const void *buf,
+                        uint64_t len, uint64_t *fault_va)
+{
+    return launch_access(opaque, va, (void *)buf, len, fault_va, true);
+}
+
+static const struct spyre_engine_mem_ops launch_ops = {
+    .read = launch_read,
+    .write = launch_write,
+};
+
+static bool exec_launch(SpyreQueue *q, const struct spyre_pkt_launch *p,
+                        uint32_t epoch, SpyreFault *f)
+{
+    SpyreState *s = q->s;
+    SpyreLaunchCtx lc = { .q = q, .ctx = le16_to_cpu(p->hdr.ctx), .epoch = epoch };
+    struct spyre_launch_result res;
+    struct spyre_launch_record rec;
+    uint64_t record = le64_to_cpu(p->record), fva = 0;
+    unsigned i;
+
+    qemu_mutex_lock(&s->engine_lock);
+    spyre_engine_launch(s->engine, le64_to_cpu(p->program), le64_to_cpu(p->args),
+                        le32_to_cpu(p->core_mask), &launch_ops, &lc, &res);
+    qemu_mutex_unlock(&s->engine_lock);
+    trace_spyre_launch(q->idx, res.status, res.device_ns, res.insns);
+
+    if (record) {
+        memset(&rec, 0, sizeof(rec));
+        rec.status = cpu_to_le32(res.status);
+        rec.fault_core = cpu_to_le32(res.fault_core);
+        rec.fault_pc = cpu_to_le32(res.fault_pc);
+        rec.cores_run = cpu_to_le32(res.cores_run);
+        rec.fault_addr = cpu_to_le64(res.fault_addr);
+        rec.device_ns = cpu_to_le64(res.device_ns);
+        rec.device_cycles = cpu_to_le64(res.device_cycles);
+        rec.insns = cpu_to_le64(res.insns);
+        for (i = 0; i < SPYRE_MAX_CORES; i++) {
+            rec.core_busy_cycles[i] = cpu_to_le64(res.core_busy_cycles[i]);
+        }
+        if (launch_access(&lc, record, &rec, sizeof(rec), &fva, true)) {
+            *f = lc.f;
+            if (!f->error) {
+                f->error = SPYRE_ERR_FAULT;
+            }
+            f->info = SPYRE_FAULT_INFO(lc.ctx, SPYRE_ACCESS_WRITE,
+                                       SPYRE_SOURCE_PROGRAM,
+                                       SPYRE_FAULT_CAUSE(lc.f.info));
+            f->addr = fva;
+            return false;
+        }
+    }
+    if (res.status == SPYRE_FAULT_NONE) {
+        return true;
+    }
+    f->error = SPYRE_ERR_ENGINE;
+    f->addr = res.fault_addr;
+    f->info = SPYRE_FAULT_INFO(lc.ctx, 0, SPYRE_SOURCE_PROGRAM, res.status);
+    f->core = res.fault_core;
+    f->pc = res.fault_pc;
+    return false;
 }
 
 /* Execute one packet. Returns false with @f filled when it failed. */
@@ -461,9 +581,7 @@ static bool execute(SpyreQueue *q, const uint8_t *raw, uint32_t epoch,
         v = spyre_clock_ns(q->s);
         return sem_access(q, m, &v, true, f);
     case SPYRE_OP_LAUNCH:
-        /* The compute engine is not part of this device revision. */
-        f->error = SPYRE_ERR_NO_ENGINE;
-        return false;
+        return exec_launch(q, (const void *)raw, epoch, f);
     default:
         g_assert_not_reached();
     }
@@ -478,6 +596,8 @@ static void queue_fail_locked(SpyreQueue *q, uint64_t seq, const SpyreFault *f)
     q->err_seq = seq;
     q->fault_addr = f->addr;
     q->fault_info = f->info;
+    q->fault_core = f->error == SPYRE_ERR_ENGINE ? f->core : ~0u;
+    q->fault_pc = f->error == SPYRE_ERR_ENGINE ? f->pc : ~0u;
     qatomic_or(&s->err_queues, 1ULL << q->idx);
     trace_spyre_queue_error(q->idx, f->error, seq, f->addr, f->info);
     spyre_raise_irq(s, s->params.queues);
@@ -579,6 +699,8 @@ void spyre_queue_reset(SpyreQueue *q)
     q->err_seq = 0;
     q->fault_addr = 0;
     q->fault_info = 0;
+    q->fault_core = ~0u;
+    q->fault_pc = ~0u;
     q->done = 0;
     q->inject = 0;
     q->hung = false;
@@ -605,6 +727,16 @@ static void queue_start_locked(SpyreQueue *q)
     q->error = 0;
     qatomic_and(&q->s->err_queues, ~(1ULL << q->idx));
     qemu_cond_broadcast(&q->cond);
+}
+
+uint64_t spyre_queue_engine_read(SpyreQueue *q, unsigned reg)
+{
+    uint64_t v;
+
+    qemu_mutex_lock(&q->lock);
+    v = reg == SPYRE_QE_CORE ? q->fault_core : q->fault_pc;
+    qemu_mutex_unlock(&q->lock);
+    return v;
 }
 
 uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg)
@@ -788,6 +920,8 @@ void spyre_queues_init(SpyreState *s)
 
         q->s = s;
         q->idx = i;
+        q->fault_core = ~0u;
+        q->fault_pc = ~0u;
         qemu_mutex_init(&q->lock);
         qemu_cond_init(&q->cond);
         snprintf(name, sizeof(name), "spyre-q%u", i);

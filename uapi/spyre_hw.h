@@ -41,7 +41,7 @@ typedef uint64_t spyre_le64;
 
 /* Hardware version: major changes are incompatible, minor ones add. */
 #define SPYRE_HW_VERSION_MAJOR		0
-#define SPYRE_HW_VERSION_MINOR		2
+#define SPYRE_HW_VERSION_MINOR		3
 #define SPYRE_HW_VERSION		((SPYRE_HW_VERSION_MAJOR << 16) | SPYRE_HW_VERSION_MINOR)
 #define SPYRE_HW_VERSION_GET_MAJOR(v)	(((v) >> 16) & 0xffff)
 #define SPYRE_HW_VERSION_GET_MINOR(v)	((v) & 0xffff)
@@ -198,6 +198,18 @@ typedef uint64_t spyre_le64;
 #define SPYRE_ERR_RING_CONFIG		10	/* bad BASE or SIZE at enable */
 #define SPYRE_ERR_NO_ENGINE		11	/* LAUNCH without a compute engine */
 #define SPYRE_ERR_SGL			12	/* malformed scatter-gather list */
+#define SPYRE_ERR_ENGINE		13	/* LAUNCH: the program faulted (see below) */
+
+/*
+ * Engine faults of queue q: the core and instruction index that faulted.
+ * Q_FAULT_LO/HI hold the address, Q_FAULT_INFO the cause (SPYRE_FAULT_*
+ * of spyre_isa.h) with source SPYRE_SOURCE_PROGRAM.
+ */
+#define SPYRE_QENG_BASE			0x3000
+#define SPYRE_QENG_STRIDE		0x10
+#define SPYRE_QENG(q, reg)		(SPYRE_QENG_BASE + (q) * SPYRE_QENG_STRIDE + (reg))
+#define SPYRE_QE_CORE			0x00	/* RO: faulting core, ~0 if none */
+#define SPYRE_QE_PC			0x04	/* RO: faulting instruction index, ~0 if none */
 
 /* Device MMU: 128 GiB per-context virtual address space, 4 KiB pages. */
 #define SPYRE_MMU_VA_BITS		37
@@ -270,10 +282,28 @@ struct spyre_pkt_copy {
 
 struct spyre_pkt_launch {
 	struct spyre_pkt_hdr hdr;
-	spyre_le64 program;	/* VA of the program image */
+	spyre_le64 program;	/* VA of the program image (spyre_isa.h) */
 	spyre_le64 args;		/* VA of the argument block */
 	spyre_le32 core_mask;	/* cores that run it */
-	spyre_le32 reserved[7];
+	spyre_le32 reserved0;
+	spyre_le64 record;	/* VA of a struct spyre_launch_record to fill, or 0 */
+	spyre_le32 reserved[4];
+};
+
+/*
+ * What a LAUNCH reports (written to spyre_pkt_launch.record when it ends,
+ * successfully or not): the modeled device time and per-core busy time.
+ */
+struct spyre_launch_record {
+	spyre_le32 status;	/* SPYRE_FAULT_NONE (0) or an engine fault cause */
+	spyre_le32 fault_core;
+	spyre_le32 fault_pc;
+	spyre_le32 cores_run;
+	spyre_le64 fault_addr;
+	spyre_le64 device_ns;	/* modeled device time of the launch */
+	spyre_le64 device_cycles;
+	spyre_le64 insns;
+	spyre_le64 core_busy_cycles[SPYRE_MAX_CORES];
 };
 
 /* SIGNAL writes value; WAIT blocks until *addr >= value (unsigned 64-bit). */

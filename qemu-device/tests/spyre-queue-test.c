@@ -3,8 +3,9 @@
  * Description: the spyre device's command queues through qtest, without a
  * guest kernel: every packet type (NOP, COPY in all directions including
  * scatter-gather, SIGNAL, WAIT across queues and on host memory, TIMESTAMP,
- * LAUNCH without an engine), completion words and MSI-X per queue, the error
- * vector, ring wrap-around, concurrent queues, priorities, and the BAR2
+ * LAUNCH), completion words and MSI-X per queue, the error vector, LAUNCH running a program on the compute engine through the MMU
+ * (result checked, launch record, precise engine faults), ring wrap-around,
+ * concurrent queues, priorities, and the BAR2
  * device-memory window.
  */
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
+#include "spyre_progbuild.h"
 
 #define MiB (1ull << 20)
 
@@ -221,32 +223,134 @@ static void test_wait_cross_queue(void)
 	QT_CHECK_EQ(44, sdev_rd64(&D, D.q[1].compl));
 }
 
-static void test_launch_no_engine(void)
+/* y = relu(x) on core 0, with slot-relative operands (the patch-free form). */
+static void *relu_program(size_t *size, uint32_t x_bytes)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+	void *img = NULL;
+
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, x_bytes, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
+	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
+}
+
+static void test_launch(void)
+{
+	/* VA layout of context 0: program, arguments and record in host pages,
+	 * tensors in a 2 MiB device-memory page. */
+	const uint64_t va_prog = 0x100000, va_args = 0x110000, va_rec = 0x111000,
+		       va_dev = 0x200000, dev_off = 0xa00000;
+	uint64_t h_prog = sdev_alloc(&D, 0x10000, 4096), h_args = sdev_alloc(&D, 4096, 4096),
+		 h_rec = sdev_alloc(&D, 4096, 4096), args[2] = { va_dev, va_dev + 0x1000 };
+	struct spyre_pkt_launch *l;
+	struct spyre_launch_record rec;
+	float x[32], y[32];
+	size_t size = 0;
+	uint8_t p[64];
+	void *img;
+	int i;
+
+	img = relu_program(&size, 128);
+	QT_CHECK(img && size <= 0x10000, "building the program failed");
+	if (!img)
+		return;
+	sdev_mmu_init(&D, 1);
+	for (i = 0; i < 16; i++)
+		sdev_map(&D, 0, va_prog + 4096ull * i, h_prog + 4096ull * i, SPYRE_PTE_READ);
+	sdev_map(&D, 0, va_args, h_args, SPYRE_PTE_READ);
+	sdev_map(&D, 0, va_rec, h_rec, SPYRE_PTE_READ | SPYRE_PTE_WRITE);
+	sdev_map(&D, 0, va_dev, dev_off, SPYRE_PTE_READ | SPYRE_PTE_WRITE | SPYRE_PTE_DEVMEM |
+		 SPYRE_PTE_LEAF);
+	sdev_memwrite(&D, h_prog, img, size);
+	sdev_memwrite(&D, h_args, args, sizeof(args));
+	for (i = 0; i < 32; i++)
+		x[i] = (float)(i - 16) * 0.5f;
+	sdev_memwrite(&D, SDEV_BAR2 + dev_off, x, sizeof(x));
+
+	sdev_queue_init(&D, 3, 8, 0);
+	memset(p, 0, sizeof(p));
+	l = (void *)p;
+	l->hdr.opcode = SPYRE_OP_LAUNCH;
+	l->hdr.version = SPYRE_PKT_VERSION;
+	l->hdr.seq = 50;
+	l->program = va_prog;
+	l->args = va_args;
+	l->core_mask = 1;
+	l->record = va_rec;
+	sdev_submit(&D, 3, p);
+	QT_CHECK_EQ(0, sdev_wait(&D, 3, 5000));
+	sdev_memread(&D, SDEV_BAR2 + dev_off + 0x1000, y, sizeof(y));
+	for (i = 0; i < 32; i++)
+		QT_CHECK(y[i] == (x[i] > 0 ? x[i] : 0.0f), "y[%d] = %f, x = %f", i, y[i], x[i]);
+	sdev_memread(&D, h_rec, &rec, sizeof(rec));
+	QT_CHECK_EQ(0, rec.status);
+	QT_CHECK_EQ(1, rec.cores_run);
+	QT_CHECK(rec.insns >= 3, "insns %llu", (unsigned long long)rec.insns);
+	QT_CHECK(rec.device_ns > 0 && rec.core_busy_cycles[0] > 0, "no modeled time");
+
+	/* A program reading beyond its slot faults precisely: engine error,
+	 * the core and pc in QE_*, the cause in Q_FAULT_INFO and the record. */
+	free(img);
+	img = relu_program(&size, 64);		/* "x" claims 64 bytes, reads 128 */
+	sdev_memwrite(&D, h_prog, img, size);
+	l->hdr.seq = 51;
+	sdev_submit(&D, 3, p);
+	QT_CHECK_EQ(-1, sdev_wait(&D, 3, 5000));
+	QT_CHECK_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
+	QT_CHECK_EQ(51, sdev_qrd(&D, 3, SPYRE_Q_ERR_SEQ_LO));
+	QT_CHECK_EQ(SPYRE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
+	QT_CHECK_EQ(SPYRE_SOURCE_PROGRAM, SPYRE_FAULT_SOURCE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
+	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_CORE)));
+	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_PC)));
+	sdev_memread(&D, h_rec, &rec, sizeof(rec));
+	QT_CHECK_EQ(SPYRE_FAULT_MEM_RANGE, rec.status);
+	sdev_queue_skip(&D, 3);
+	QT_CHECK_EQ(0, sdev_wait(&D, 3, 2000));
+
+	/* Program fetch through an unmapped VA: an engine fault naming the VA. */
+	l->program = 0x7000000;
+	l->hdr.seq = 52;
+	sdev_submit(&D, 3, p);
+	QT_CHECK_EQ(-1, sdev_wait(&D, 3, 5000));
+	QT_CHECK_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
+	QT_CHECK_EQ(0x7000000, sdev_qrd(&D, 3, SPYRE_Q_FAULT_LO));
+	sdev_queue_skip(&D, 3);
+	free(img);
+}
+
+static void test_error_vector(void)
 {
 	uint8_t p[64];
 	unsigned ev = D.queues;
 
-	sdev_queue_init(&D, 3, 8, 0);
+	sdev_queue_init(&D, 5, 8, 0);
 	sdev_irq_clear(&D, ev);
-	pkt_launch(p, 50, 0x1000, 0x2000, 0xffffffff);
-	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(-1, sdev_wait(&D, 3, 2000));
-	QT_CHECK_EQ(SPYRE_ERR_NO_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(50, sdev_qrd(&D, 3, SPYRE_Q_ERR_SEQ_LO));
-	QT_CHECK_EQ(1u << 3, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
+	pkt_nop(p, 55, 0);
+	p[0] = 0x66;				/* bad opcode */
+	sdev_submit(&D, 5, p);
+	QT_CHECK_EQ(-1, sdev_wait(&D, 5, 2000));
+	QT_CHECK_EQ(SPYRE_ERR_BAD_OPCODE, sdev_qrd(&D, 5, SPYRE_Q_ERROR));
+	QT_CHECK_EQ(55, sdev_qrd(&D, 5, SPYRE_Q_ERR_SEQ_LO));
+	QT_CHECK_EQ(1u << 5, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
 	QT_CHECK_EQ(0x1000 + ev, sdev_irq(&D, ev));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 3, SPYRE_Q_HEAD));
+	QT_CHECK_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));
 	/* RW1C */
-	sdev_wr(&D, SPYRE_REG_ERR_QUEUES_LO, 1u << 3);
+	sdev_wr(&D, SPYRE_REG_ERR_QUEUES_LO, 1u << 5);
 	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
 	/* Restart past the failed packet: the queue works again. */
-	pkt_nop(p, 51, 0);
-	sdev_push(&D, 3, p);
-	sdev_queue_skip(&D, 3);
-	sdev_doorbell(&D, 3);
-	QT_CHECK_EQ(0, sdev_wait(&D, 3, 2000));
-	QT_CHECK_EQ(51, sdev_rd64(&D, D.q[3].compl));
-	QT_CHECK_EQ(SPYRE_ERR_NONE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
+	pkt_nop(p, 56, 0);
+	sdev_push(&D, 5, p);
+	sdev_queue_skip(&D, 5);
+	sdev_doorbell(&D, 5);
+	QT_CHECK_EQ(0, sdev_wait(&D, 5, 2000));
+	QT_CHECK_EQ(56, sdev_rd64(&D, D.q[5].compl));
+	QT_CHECK_EQ(SPYRE_ERR_NONE, sdev_qrd(&D, 5, SPYRE_Q_ERROR));
 }
 
 static void test_ring_wrap(void)
@@ -360,7 +464,8 @@ int main(void)
 		{ "copy_large", test_copy_large },
 		{ "signal_timestamp", test_signal_timestamp },
 		{ "wait_cross_queue", test_wait_cross_queue },
-		{ "launch_no_engine", test_launch_no_engine },
+		{ "launch", test_launch },
+		{ "error_vector", test_error_vector },
 		{ "ring_wrap", test_ring_wrap },
 		{ "concurrent_queues", test_concurrent_queues },
 		{ "priority", test_priority },

@@ -142,7 +142,8 @@ sync_tree() {
 	# Drop files that no longer exist in the repo.
 	while IFS= read -r -d '' f; do
 		rel=${f#"$to"/}
-		[ -e "$from/$rel" ] || [ "$rel" = "spyre_hw.h" ] || [ "$rel" = "spyre_isa.h" ] || rm -f "$f"
+		case "$(basename "$rel")" in spyre_hw.h | spyre_isa.h) continue ;; esac
+		[ -e "$from/$rel" ] || rm -f "$f"
 	done < <(find "$to" -type f -print0)
 }
 
@@ -169,8 +170,11 @@ step_qemu() {
 
 	# Wire the device in the way hw/misc/edu.c is: a subdir with meson.build + Kconfig.
 	sync_tree "$SPYRE_TOP/qemu-device" "$src/hw/misc/spyre"
-	for h in spyre_hw.h; do
-		cmp -s "$SPYRE_TOP/uapi/$h" "$src/hw/misc/spyre/$h" || cp "$SPYRE_TOP/uapi/$h" "$src/hw/misc/spyre/$h"
+	# The shared headers, beside the device and beside the engine.
+	for h in spyre_hw.h spyre_isa.h; do
+		for d in "$src/hw/misc/spyre" "$src/hw/misc/spyre/engine"; do
+			cmp -s "$SPYRE_TOP/uapi/$h" "$d/$h" || cp "$SPYRE_TOP/uapi/$h" "$d/$h"
+		done
 	done
 	append_once "$src/hw/misc/meson.build" "subdir('spyre')"
 	append_once "$src/hw/misc/Kconfig" "source spyre/Kconfig"
