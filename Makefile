@@ -51,6 +51,9 @@ help:
 setup:
 	tools/setup/setup.sh all
 
+# ---- the compute engine (plain C; its own rules) --------------------------------
+include qemu-device/engine/engine.mk
+
 # ---- kernel module -------------------------------------------------------
 module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 modules
@@ -89,19 +92,18 @@ $(B)/bin/spyre-smi: tools/spyre-smi/spyre-smi.c $(B)/lib/libspyre.so libspyre/in
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 
-$(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h
+$(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h \
+		$(ENGINE_LIB)
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi $(DRM_CFLAGS) $< -o $@ -lpthread
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi -I$(ENGINE_DIR) $(DRM_CFLAGS) \
+		$< -o $@ $(ENGINE_LIB) -lpthread -lm
 
 # libspyre's own tests run in the VM too (they need cards), with the harness.
 $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include $< -o $@ \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
-
-# ---- the compute engine (plain C; its own rules) --------------------------------
-include qemu-device/engine/engine.mk
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)

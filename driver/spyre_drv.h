@@ -248,6 +248,8 @@ struct spyre_ctx {
  * @fault_addr: its faulting address
  * @fault_info: its SPYRE_FAULT_INFO()
  * @packet: index of the failing packet in the job
+ * @core: faulting core of a LAUNCH, or ~0
+ * @pc: faulting instruction of a LAUNCH, or ~0
  */
 struct spyre_uqueue {
 	struct kref ref;
@@ -267,6 +269,8 @@ struct spyre_uqueue {
 	u64 fault_addr;
 	u32 fault_info;
 	u32 packet;
+	u32 core;
+	u32 pc;
 };
 
 static inline struct spyre_device *to_spyre_device(struct drm_device *drm)

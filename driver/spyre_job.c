@@ -108,7 +108,7 @@ static irqreturn_t spyre_error_irq(int irq, void *arg)
 }
 
 static void spyre_uq_record(struct spyre_uqueue *uq, u64 seq, u32 error, u32 hw_error,
-			    u64 addr, u32 info, u32 packet)
+			    u64 addr, u32 info, u32 packet, u32 core, u32 pc)
 {
 	unsigned long flags;
 
@@ -120,6 +120,8 @@ static void spyre_uq_record(struct spyre_uqueue *uq, u64 seq, u32 error, u32 hw_
 	uq->fault_addr = addr;
 	uq->fault_info = info;
 	uq->packet = packet;
+	uq->core = core;
+	uq->pc = pc;
 	spin_unlock_irqrestore(&uq->err_lock, flags);
 }
 
@@ -145,7 +147,7 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 {
 	struct spyre_device *sdev = q->sdev;
 	struct spyre_job *job = NULL, *j;
-	u32 base = SPYRE_QREG(q->idx, 0), error, info, head, pkt;
+	u32 base = SPYRE_QREG(q->idx, 0), error, info, head, pkt, core, pc;
 	unsigned long flags;
 	u64 seq, addr;
 
@@ -159,6 +161,8 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 	       (u64)spyre_hw_reg_read(sdev, base + SPYRE_Q_FAULT_HI) << 32;
 	info = spyre_hw_reg_read(sdev, base + SPYRE_Q_FAULT_INFO);
 	head = spyre_hw_reg_read(sdev, base + SPYRE_Q_HEAD);
+	core = spyre_hw_reg_read(sdev, SPYRE_QENG(q->idx, SPYRE_QE_CORE));
+	pc = spyre_hw_reg_read(sdev, SPYRE_QENG(q->idx, SPYRE_QE_PC));
 
 	spin_lock_irqsave(&q->lock, flags);
 	list_for_each_entry(j, &q->inflight, link) {
@@ -180,7 +184,7 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 	if (job) {
 		/* Record first: whoever the fence wakes reads the error at once. */
 		spyre_uq_record(job->uq, job->user_seq, DRM_SPYRE_ERROR_FAULT, error, addr,
-				info, pkt);
+				info, pkt, core, pc);
 		dma_fence_set_error(job->hw_fence, -EIO);
 		dma_fence_signal(job->hw_fence);
 	}
@@ -230,7 +234,8 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	if (job->guilty)
 		return ERR_PTR(-ETIMEDOUT);
 	if (READ_ONCE(job->ctx->banned)) {
-		spyre_uq_record(job->uq, job->user_seq, DRM_SPYRE_ERROR_CANCELED, 0, 0, 0, 0);
+		spyre_uq_record(job->uq, job->user_seq, DRM_SPYRE_ERROR_CANCELED, 0, 0, 0, 0,
+				~0u, ~0u);
 		return ERR_PTR(-ECANCELED);
 	}
 	if (sched_job->s_fence->finished.error)
@@ -330,7 +335,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 
 	/* The job that hung fails; the context is banned after repeated hangs. */
 	job->guilty = true;
-	spyre_uq_record(job->uq, job->user_seq, DRM_SPYRE_ERROR_TIMEOUT, 0, 0, 0, 0);
+	spyre_uq_record(job->uq, job->user_seq, DRM_SPYRE_ERROR_TIMEOUT, 0, 0, 0, 0, ~0u, ~0u);
 	spyre_fault_log(sdev, job, q->idx, 0, 0, 0);
 	if (atomic_inc_return(&job->ctx->hangs) >= SPYRE_BAN_HANGS)
 		WRITE_ONCE(job->ctx->banned, true);
@@ -654,6 +659,8 @@ int spyre_queue_create_ioctl(struct drm_device *dev, void *data, struct drm_file
 	atomic_inc(&uq->hwq->nr_uqueues);
 	mutex_init(&uq->submit_lock);
 	spin_lock_init(&uq->err_lock);
+	uq->core = ~0u;
+	uq->pc = ~0u;
 	sched = &uq->hwq->sched;
 	ret = drm_sched_entity_init(&uq->entity, prio_map[args->priority], &sched, 1, NULL);
 	if (ret)
@@ -740,6 +747,8 @@ int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file 
 	args->fault_addr = uq->fault_addr;
 	args->fault_info = uq->fault_info;
 	args->packet = uq->packet;
+	args->core = uq->core;
+	args->pc = uq->pc;
 	spin_unlock_irqrestore(&uq->err_lock, flags);
 	kref_put(&uq->ref, spyre_uqueue_release);
 	return 0;

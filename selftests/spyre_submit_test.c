@@ -313,18 +313,6 @@ TEST_F(sub, page_fault_fails_only_that_job)
 	ASSERT_EQ(1, e.error_count);
 }
 
-TEST_F(sub, launch_without_engine_reports_no_engine)
-{
-	struct drm_spyre_queue_error e;
-	uint8_t p[64];
-
-	pkt_hdr(p, SPYRE_OP_LAUNCH);
-	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
-	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
-	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
-	ASSERT_EQ(SPYRE_ERR_NO_ENGINE, e.hw_error);
-}
-
 TEST_F(sub, other_files_memory_is_unreachable)
 {
 	struct drm_spyre_queue_error e;

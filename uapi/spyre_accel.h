@@ -307,7 +307,9 @@ struct drm_spyre_submit {
 
 /* drm_spyre_queue_error.error */
 #define DRM_SPYRE_ERROR_NONE		0
-#define DRM_SPYRE_ERROR_FAULT		1	/* the device reported a packet error */
+#define DRM_SPYRE_ERROR_FAULT		1	/* the device reported a packet error;
+						 * SPYRE_ERR_ENGINE: the program faulted
+						 */
 #define DRM_SPYRE_ERROR_TIMEOUT		2	/* the job hung and was reset */
 #define DRM_SPYRE_ERROR_CANCELED	3	/* not run: the context is banned */
 
@@ -343,6 +345,12 @@ struct drm_spyre_queue_error {
 
 	/** @packet: Out. Index of the failing packet within the job, if known. */
 	__u32 packet;
+
+	/** @core: Out. For a LAUNCH that faulted: the faulting core, else ~0. */
+	__u32 core;
+
+	/** @pc: Out. For a LAUNCH that faulted: the instruction index, else ~0. */
+	__u32 pc;
 };
 
 #if defined(__cplusplus)
