@@ -15,6 +15,17 @@
 
 static struct sdev D;
 
+/* A reset aborts the running packet; BUSY clears once the device stopped it. */
+static uint32_t status_settled(unsigned q)
+{
+	uint64_t end = now_ns() + 2000000000ull;
+	uint32_t st;
+
+	while ((st = sdev_qrd(&D, q, SPYRE_Q_STATUS)) && now_ns() < end)
+		usleep(1000);
+	return st;
+}
+
 /* Submit @p on @q, expect it to fail with @err, then skip it and go on. */
 static void expect_error(unsigned q, const uint8_t *p, uint32_t err)
 {
@@ -181,8 +192,7 @@ static void test_queue_reset_unblocks_wait(void)
 	usleep(10000);
 	QT_CHECK(sdev_qrd(&D, 5, SPYRE_Q_STATUS) & SPYRE_QSTAT_WAITING, "not waiting");
 	sdev_qwr(&D, 5, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
-	usleep(10000);
-	QT_CHECK_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_STATUS));
+	QT_CHECK_EQ(0, status_settled(5));
 	QT_CHECK_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));
 	/* The abandoned WAIT writes no completion, even when released later. */
 	sdev_wr64(&D, sem, 1);
@@ -226,7 +236,7 @@ static void test_device_reset(void)
 	sdev_wr(&D, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
 	QT_CHECK_EQ(count + 1, sdev_rd(&D, SPYRE_REG_RESET_COUNT));
 	for (q = 0; q < D.queues; q++)
-		QT_CHECK(sdev_qrd(&D, q, SPYRE_Q_STATUS) == 0, "queue %u status after reset", q);
+		QT_CHECK(status_settled(q) == 0, "queue %u status after reset", q);
 	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_MMU_CTX_COUNT));
 	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
 	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
@@ -245,7 +255,7 @@ static void test_device_reset(void)
 	QT_CHECK_EQ(0, qpci_cfg_readl(&D.qt, SDEV_PCI_DEV, 0x10) & ~0xfu);
 	sdev_pci_setup(&D);
 	QT_CHECK_EQ(count + 2, sdev_rd(&D, SPYRE_REG_RESET_COUNT));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 6, SPYRE_Q_STATUS));
+	QT_CHECK_EQ(0, status_settled(6));
 	device_usable("FLR");
 	sdev_stop(&D);
 }
