@@ -25,9 +25,10 @@ APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
 
 LIB_SRCS := $(wildcard libspyre/src/*.c)
 LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
-LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h uapi/spyre_hw.h
+LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h uapi/spyre_hw.h \
+	uapi/spyre_isa.h
 
-TOOLS := $(B)/bin/spyre-smi
+TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
@@ -88,6 +89,11 @@ tools: $(TOOLS)
 $(B)/bin/spyre-smi: tools/spyre-smi/spyre-smi.c $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(B)/bin/spyre-run: tools/spyre-run/spyre-run.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
+		$(ENGINE_LIB) -lm
 
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)

@@ -217,6 +217,96 @@ int spyre_memset_async(spyre_stream_t *stream, spyre_dptr_t dst, uint8_t value, 
 /** spyre_device_synchronize() - wait for every stream of @dev. */
 int spyre_device_synchronize(spyre_device_t *dev);
 
+/* ------------------------------------------------------------------------ */
+/* Programs and launch                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spyre_program spyre_program_t;
+
+/** How launches of a program reach the device. */
+enum spyre_launch_path {
+	/**
+	 * Three-step patching (the baseline): resolve the bound addresses,
+	 * patch them into a copy of the program through its relocation table,
+	 * upload the copy, then launch. Skipped when the bindings are
+	 * unchanged; only relocations of changed slots are re-patched.
+	 */
+	SPYRE_LAUNCH_PATCH = 0,
+	/**
+	 * Patch-free: the program stays immutable and resident; each launch
+	 * writes only its argument block (slot addresses) into a per-stream
+	 * ring, and nothing at all when the bindings are unchanged.
+	 */
+	SPYRE_LAUNCH_FAST = 1,
+};
+
+/**
+ * spyre_program_load() - upload a program image (uapi/spyre_isa.h format).
+ * The path is SPYRE_LAUNCH_PATCH when the image has relocations (absolute
+ * operands), SPYRE_LAUNCH_FAST when it has none (slot-relative operands).
+ * Return: 0, -EINVAL for a malformed image, -ENOMEM.
+ */
+int spyre_program_load(spyre_device_t *dev, const void *image, size_t size,
+		       spyre_program_t **prog);
+int spyre_program_unload(spyre_program_t *prog);
+
+/** A tensor slot of a program. */
+struct spyre_slot_info {
+	uint32_t size;			/**< In: sizeof(struct spyre_slot_info). */
+	uint32_t index;
+	char name[32];
+	uint32_t dtype;			/**< SPYRE_DT_* of spyre_isa.h */
+	uint32_t rank;
+	uint64_t shape[4];
+	uint64_t bytes;			/**< bytes a binding must provide */
+	uint32_t flags;			/**< SPYRE_SYM_IN / SPYRE_SYM_OUT */
+	uint32_t pad;
+};
+
+struct spyre_program_info {
+	uint32_t size;			/**< In: sizeof(struct spyre_program_info). */
+	uint32_t path;			/**< enum spyre_launch_path */
+	uint32_t num_slots;
+	uint32_t num_scalars;
+	uint32_t num_relocs;
+	uint32_t num_cores;
+	uint64_t image_bytes;
+};
+
+int spyre_program_get_info(spyre_program_t *prog, struct spyre_program_info *info);
+/** spyre_program_find_slot() - slot index by name; -ENOENT if there is none. */
+int spyre_program_find_slot(spyre_program_t *prog, const char *name, uint32_t *index);
+int spyre_program_slot_info(spyre_program_t *prog, uint32_t index, struct spyre_slot_info *info);
+
+/**
+ * spyre_launch() - run @prog on @stream's device on the cores in @core_mask.
+ * @slots: one device pointer per slot, in slot order (@nslots must equal
+ * the program's slot count); each must lie in an allocation of this device
+ * with at least the slot's bytes from that pointer on.
+ * @scalars: the program's scalars (@nscalars must match).
+ * Return: 0 (asynchronous: errors of the run surface on the stream), or
+ * -EINVAL with a detail naming the slot for a wrong binding.
+ */
+int spyre_launch(spyre_stream_t *stream, spyre_program_t *prog, uint32_t core_mask,
+		 const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars,
+		 uint32_t nscalars);
+
+/** What the device reported for the last launch on a stream. */
+struct spyre_launch_stats {
+	uint32_t size;			/**< In: sizeof(struct spyre_launch_stats). */
+	uint32_t status;		/**< engine fault cause, 0 = success */
+	uint64_t device_ns;		/**< modeled device time */
+	uint64_t device_cycles;
+	uint64_t insns;
+	uint32_t cores_run;
+	uint32_t fault_core, fault_pc;
+	uint32_t pad;
+	uint64_t core_busy_cycles[32];	/**< per core; busy / device_cycles = utilization */
+};
+
+/** spyre_stream_last_launch() - stats of the stream's last launch (synchronizes first). */
+int spyre_stream_last_launch(spyre_stream_t *stream, struct spyre_launch_stats *stats);
+
 /**
  * spyre_last_error() - detail of the calling thread's last failed call.
  * Return: a string owned by the library, valid until the thread's next call.

@@ -4,6 +4,9 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "spyre_accel.h"
 
 #include "spyre.h"
 
@@ -69,6 +72,50 @@ struct spyre_device {
 	size_t nstreams;
 };
 
+#define SPYRE_ARG_SLOTS		32
+#define SPYRE_ARG_SLOT_BYTES	2048	/* argument block, then the launch record */
+#define SPYRE_ARG_WORDS		200	/* u64 slots + scalars per launch */
+#define SPYRE_ARG_RECORD_OFF	1664
+
+#define SPYRE_MAX_WAITS 16
+
+struct spyre_callback {
+	void (*fn)(void *arg);
+	void *arg;
+	uint64_t point;			/* runs after this timeline point */
+	struct spyre_callback *next;
+};
+
+struct spyre_stream {
+	struct spyre_device *dev;
+	uint32_t queue;
+	uint32_t timeline;
+	/* Protects everything below */
+	pthread_mutex_t lock;
+	uint64_t point;			/* last point handed out */
+	struct drm_spyre_sync waits[SPYRE_MAX_WAITS];	/* for the next job */
+	uint32_t nwaits;
+	uint64_t errors_seen;
+	int poisoned;
+	char poison[256];
+	/* host callbacks */
+	pthread_t thread;
+	bool thread_started, quit;
+	pthread_cond_t cond;
+	struct spyre_callback *cb_head, *cb_tail;
+	uint64_t cb_done;		/* callbacks finished (count) */
+	uint64_t cb_queued;
+	/* launch argument ring (program.c) */
+	struct spyre_bo argring;
+	uint32_t arg_next;
+	uint64_t arg_point[SPYRE_ARG_SLOTS];
+	int last_slot;			/* slot of the last launch, -1 if none */
+	struct spyre_program *last_prog;
+	uint64_t last_args[SPYRE_ARG_WORDS];
+	uint32_t last_nargs;
+};
+
+
 /* Record a detail for spyre_last_error() and return @status. */
 int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -81,6 +128,8 @@ void spyre_memory_fini(struct spyre_device *dev);
 
 /* stream.c */
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);
+int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count);
+int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
 void spyre_streams_fini(struct spyre_device *dev);
 
 #endif

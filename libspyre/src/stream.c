@@ -18,36 +18,6 @@
 #include "spyre_hw.h"
 #include "internal.h"
 
-#define SPYRE_MAX_WAITS 16
-
-struct spyre_callback {
-	void (*fn)(void *arg);
-	void *arg;
-	uint64_t point;			/* runs after this timeline point */
-	struct spyre_callback *next;
-};
-
-struct spyre_stream {
-	struct spyre_device *dev;
-	uint32_t queue;
-	uint32_t timeline;
-	/* Protects everything below */
-	pthread_mutex_t lock;
-	uint64_t point;			/* last point handed out */
-	struct drm_spyre_sync waits[SPYRE_MAX_WAITS];	/* for the next job */
-	uint32_t nwaits;
-	uint64_t errors_seen;
-	int poisoned;
-	char poison[256];
-	/* host callbacks */
-	pthread_t thread;
-	bool thread_started, quit;
-	pthread_cond_t cond;
-	struct spyre_callback *cb_head, *cb_tail;
-	uint64_t cb_done;		/* callbacks finished (count) */
-	uint64_t cb_queued;
-};
-
 struct spyre_event {
 	struct spyre_device *dev;
 	struct spyre_bo ts;		/* 8-byte device timestamp, host memory */
@@ -175,6 +145,8 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 
 /* ---- streams ---------------------------------------------------------------- */
 
+static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns);
+
 static int submit_locked(struct spyre_stream *s, const void *packets, uint32_t count)
 {
 	struct drm_spyre_submit a = {
@@ -200,6 +172,16 @@ static int submit_locked(struct spyre_stream *s, const void *packets, uint32_t c
 	return 0;
 }
 
+int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count)
+{
+	return submit_locked(s, packets, count);
+}
+
+int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point)
+{
+	return wait_point(s, point, INT64_MAX);
+}
+
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count)
 {
 	int ret;
@@ -222,6 +204,7 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 	if (!s)
 		return spyre_error(-ENOMEM, "out of memory");
 	s->dev = dev;
+	s->last_slot = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	if (drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &q)) {
@@ -337,6 +320,8 @@ SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
 		pthread_join(s->thread, NULL);
 	d.queue_id = s->queue;
 	d.pad = 0;
+	if (s->argring.handle)
+		spyre_bo_del(dev, &s->argring);
 	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 	drmSyncobjDestroy(dev->fd, s->timeline);
 	pthread_mutex_lock(&dev->lock);

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Programs and launch. A program image (uapi/spyre_isa.h) is uploaded to a
+ * device buffer once. Two launch paths:
+ *  - patch (baseline): the bound slot addresses are patched into a host copy
+ *    of the image through its relocation table and the copy is uploaded
+ *    before the LAUNCH - three sequential steps, skipped when the bindings
+ *    are unchanged, re-patching only the relocations of changed slots;
+ *  - fast (patch-free): the image is never touched again; a launch writes
+ *    only its argument block into the stream's ring, and reuses the previous
+ *    block when the bindings are unchanged.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spyre_hw.h"
+#include "spyre_isa.h"
+#include "internal.h"
+
+struct spyre_reloc_site {
+	uint32_t off;		/* byte offset of the 8-byte operand in the image */
+	uint32_t sym;
+	uint64_t addend;
+};
+
+struct spyre_program {
+	struct spyre_device *dev;
+	size_t size, upload_size;
+	uint32_t num_syms, num_scalars, num_cores;
+	struct spyre_prog_sym *syms;
+	struct spyre_reloc_site *relocs;
+	uint32_t num_relocs;
+	enum spyre_launch_path path;
+	struct spyre_bo image;		/* device copy the engine runs */
+	/* patch path */
+	pthread_mutex_t lock;		/* Protects the patch state */
+	struct spyre_bo host;		/* patched host copy, the upload source */
+	uint64_t *bound;		/* slot addresses patched into @host */
+	bool patched;
+	struct spyre_stream *upload_stream;	/* last upload from @host */
+	uint64_t upload_point;
+};
+
+static uint32_t ld32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static void st64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+/* Bounds checks of the container; the device validates everything else. */
+static int parse(struct spyre_program *pr, const uint8_t *img, size_t size)
+{
+	const struct spyre_prog_hdr *h = (const void *)img;
+	const struct spyre_prog_reloc *r;
+	uint32_t i, code;
+
+	if (size < sizeof(*h) || h->magic != SPYRE_PROG_MAGIC || h->version != SPYRE_PROG_VERSION ||
+	    h->total_size != size || !h->num_cores || h->num_cores > SPYRE_MAX_CORES ||
+	    h->num_syms > SPYRE_PROG_MAX_SYMS || h->num_scalars > SPYRE_PROG_MAX_SCALARS ||
+	    h->num_relocs > SPYRE_PROG_MAX_RELOCS ||
+	    (uint64_t)h->core_off + 8ull * h->num_cores > size ||
+	    (uint64_t)h->sym_off + sizeof(struct spyre_prog_sym) * (uint64_t)h->num_syms > size ||
+	    (uint64_t)h->reloc_off + sizeof(*r) * (uint64_t)h->num_relocs > size)
+		return spyre_error(-EINVAL, "not a valid spyre program image (%zu bytes)", size);
+	if (h->num_syms + h->num_scalars > SPYRE_ARG_WORDS)
+		return spyre_error(-E2BIG, "program has %u slots and %u scalars; at most %u in all",
+				   h->num_syms, h->num_scalars, SPYRE_ARG_WORDS);
+	pr->num_syms = h->num_syms;
+	pr->num_scalars = h->num_scalars;
+	pr->num_cores = h->num_cores;
+	pr->num_relocs = h->num_relocs;
+	pr->syms = calloc(h->num_syms + 1, sizeof(*pr->syms));
+	pr->relocs = calloc(h->num_relocs + 1, sizeof(*pr->relocs));
+	if (!pr->syms || !pr->relocs)
+		return spyre_error(-ENOMEM, "out of memory");
+	memcpy(pr->syms, img + h->sym_off, sizeof(*pr->syms) * h->num_syms);
+	for (i = 0; i < h->num_syms; i++)
+		pr->syms[i].name[SPYRE_SYM_NAME_LEN - 1] = '\0';
+	r = (const void *)(img + h->reloc_off);
+	for (i = 0; i < h->num_relocs; i++) {
+		if (r[i].core >= h->num_cores || r[i].sym >= h->num_syms)
+			return spyre_error(-EINVAL, "relocation %u names core %u / slot %u", i,
+					   r[i].core, r[i].sym);
+		code = ld32(img + h->core_off + 8 * r[i].core);
+		if (r[i].pc >= ld32(img + h->core_off + 8 * r[i].core + 4) ||
+		    (uint64_t)code + (uint64_t)r[i].pc * SPYRE_INSN_BYTES + 16 > size)
+			return spyre_error(-EINVAL, "relocation %u is outside the code", i);
+		pr->relocs[i].off = code + r[i].pc * SPYRE_INSN_BYTES + 8;
+		pr->relocs[i].sym = r[i].sym;
+		pr->relocs[i].addend = r[i].addend;
+	}
+	return 0;
+}
+
+static void program_free(struct spyre_program *pr)
+{
+	if (pr->image.handle)
+		spyre_bo_del(pr->dev, &pr->image);
+	if (pr->host.handle)
+		spyre_bo_del(pr->dev, &pr->host);
+	free(pr->syms);
+	free(pr->relocs);
+	free(pr->bound);
+	pthread_mutex_destroy(&pr->lock);
+	free(pr);
+}
+
+SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size_t size,
+				    spyre_program_t **out)
+{
+	struct spyre_program *pr;
+	struct spyre_stream *s;
+	struct spyre_pkt_copy p;
+	int ret;
+
+	if (!dev || !image || !out)
+		return spyre_error(-EINVAL, "spyre_program_load: NULL argument");
+	pr = calloc(1, sizeof(*pr));
+	if (!pr)
+		return spyre_error(-ENOMEM, "out of memory");
+	pr->dev = dev;
+	pr->size = size;
+	pr->upload_size = (size + SPYRE_STICK - 1) & ~(size_t)(SPYRE_STICK - 1);
+	pthread_mutex_init(&pr->lock, NULL);
+	ret = parse(pr, image, size);
+	pr->path = pr->num_relocs ? SPYRE_LAUNCH_PATCH : SPYRE_LAUNCH_FAST;
+	pr->bound = calloc(pr->num_syms + 1, sizeof(*pr->bound));
+	if (!ret && !pr->bound)
+		ret = spyre_error(-ENOMEM, "out of memory");
+	/* The host copy: the patch path's source, and the first upload's. */
+	ret = ret ?: spyre_bo_new(dev, pr->upload_size, DRM_SPYRE_BO_HOST, &pr->host);
+	ret = ret ?: spyre_bo_new(dev, pr->upload_size, 0, &pr->image);
+	if (ret) {
+		program_free(pr);
+		return ret;
+	}
+	memcpy(pr->host.map, image, size);
+	/* Upload once; a fast-path program is never written again. */
+	memset(&p, 0, sizeof(p));
+	p.hdr.opcode = SPYRE_OP_COPY;
+	p.hdr.version = SPYRE_PKT_VERSION;
+	p.src = pr->host.va;
+	p.dst = pr->image.va;
+	p.size = pr->upload_size;
+	p.src_space = SPYRE_AS_VIRT;
+	p.dst_space = SPYRE_AS_VIRT;
+	pthread_mutex_lock(&dev->staging_lock);
+	ret = dev->internal ? 0 : spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL,
+						      &dev->internal);
+	s = dev->internal;
+	pthread_mutex_unlock(&dev->staging_lock);
+	ret = ret ?: spyre_stream_submit(s, &p, 1);
+	ret = ret ?: spyre_stream_synchronize(s);
+	if (ret) {
+		program_free(pr);
+		return ret;
+	}
+	*out = pr;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_program_unload(spyre_program_t *pr)
+{
+	size_t i;
+
+	if (!pr)
+		return 0;
+	/* Streams may still run it: let them finish, and forget it. */
+	spyre_device_synchronize(pr->dev);
+	pthread_mutex_lock(&pr->dev->lock);
+	for (i = 0; i < pr->dev->nstreams; i++)
+		if (pr->dev->streams[i]->last_prog == pr)
+			pr->dev->streams[i]->last_prog = NULL;
+	pthread_mutex_unlock(&pr->dev->lock);
+	program_free(pr);
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_program_get_info(spyre_program_t *pr, struct spyre_program_info *info)
+{
+	struct spyre_program_info r = { .size = sizeof(r) };
+	uint32_t n;
+
+	if (!pr || !info || info->size < 8)
+		return spyre_error(-EINVAL, "spyre_program_get_info: NULL argument or size not set");
+	r.path = pr->path;
+	r.num_slots = pr->num_syms;
+	r.num_scalars = pr->num_scalars;
+	r.num_relocs = pr->num_relocs;
+	r.num_cores = pr->num_cores;
+	r.image_bytes = pr->size;
+	n = info->size < sizeof(r) ? info->size : sizeof(r);
+	memcpy((char *)info + 4, (char *)&r + 4, n - 4);
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_program_find_slot(spyre_program_t *pr, const char *name, uint32_t *index)
+{
+	uint32_t i;
+
+	if (!pr || !name || !index)
+		return spyre_error(-EINVAL, "spyre_program_find_slot: NULL argument");
+	for (i = 0; i < pr->num_syms; i++)
+		if (!strcmp(pr->syms[i].name, name)) {
+			*index = i;
+			return 0;
+		}
+	return spyre_error(-ENOENT, "the program has no slot named '%s'", name);
+}
+
+SPYRE_EXPORT int spyre_program_slot_info(spyre_program_t *pr, uint32_t index,
+					 struct spyre_slot_info *info)
+{
+	struct spyre_slot_info r = { .size = sizeof(r) };
+	const struct spyre_prog_sym *y;
+	uint32_t n, d;
+
+	if (!pr || !info || info->size < 8)
+		return spyre_error(-EINVAL, "spyre_program_slot_info: NULL argument or size not set");
+	if (index >= pr->num_syms)
+		return spyre_error(-EINVAL, "slot %u does not exist (%u slots)", index, pr->num_syms);
+	y = &pr->syms[index];
+	r.index = index;
+	memcpy(r.name, y->name, sizeof(r.name));
+	r.dtype = y->dtype;
+	r.rank = y->rank;
+	for (d = 0; d < 4; d++)
+		r.shape[d] = y->shape[d];
+	r.bytes = y->size;
+	r.flags = y->flags;
+	n = info->size < sizeof(r) ? info->size : sizeof(r);
+	memcpy((char *)info + 4, (char *)&r + 4, n - 4);
+	return 0;
+}
+
+/* Each binding must lie in an allocation of this device, big enough. */
+static int check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots)
+{
+	struct spyre_device *dev = pr->dev;
+	const struct spyre_alloc *a;
+	uint32_t i;
+	int ret = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < pr->num_syms && !ret; i++) {
+		a = spyre_alloc_find_locked(dev, slots[i]);
+		if (!a)
+			ret = spyre_error(-EINVAL, "slot %u '%s': 0x%llx is not device memory of %s",
+					  i, pr->syms[i].name, (unsigned long long)slots[i],
+					  dev->props.devnode);
+		else if (a->base + a->span - slots[i] < pr->syms[i].size)
+			ret = spyre_error(-EINVAL, "slot %u '%s' needs %llu bytes, the binding has %llu",
+					  i, pr->syms[i].name,
+					  (unsigned long long)pr->syms[i].size,
+					  (unsigned long long)(a->base + a->span - slots[i]));
+		else if (slots[i] % SPYRE_STICK)
+			ret = spyre_error(-EINVAL, "slot %u '%s': 0x%llx is not 128-byte aligned", i,
+					  pr->syms[i].name, (unsigned long long)slots[i]);
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+/* Patch path, step 1-2: patch the relocations of changed slots into the host copy. */
+static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, bool *changed)
+{
+	uint32_t i;
+	int ret;
+
+	*changed = !pr->patched || memcmp(pr->bound, slots, pr->num_syms * sizeof(*slots));
+	if (!*changed)
+		return 0;
+	/* The previous upload reads this buffer: it must be done first. */
+	if (pr->upload_stream) {
+		ret = spyre_stream_wait_point(pr->upload_stream, pr->upload_point);
+		if (ret)
+			return spyre_error(ret, "waiting for the previous upload failed");
+	}
+	for (i = 0; i < pr->num_relocs; i++) {
+		const struct spyre_reloc_site *r = &pr->relocs[i];
+
+		if (pr->patched && pr->bound[r->sym] == slots[r->sym])
+			continue;
+		st64((uint8_t *)pr->host.map + r->off, slots[r->sym] + r->addend);
+	}
+	memcpy(pr->bound, slots, pr->num_syms * sizeof(*slots));
+	pr->patched = true;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
+			      const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars,
+			      uint32_t nscalars)
+{
+	struct {
+		struct spyre_pkt_copy upload;
+		struct spyre_pkt_launch launch;
+	} job;
+	uint32_t nargs, slot, first = 1;
+	bool changed = false, same;
+	uint64_t *args;
+	int ret;
+
+	if (!s || !pr || (nslots && !slots) || (nscalars && !scalars))
+		return spyre_error(-EINVAL, "spyre_launch: NULL argument");
+	if (s->dev != pr->dev)
+		return spyre_error(-EINVAL, "spyre_launch: the stream and the program are on different devices");
+	if (nslots != pr->num_syms || nscalars != pr->num_scalars)
+		return spyre_error(-EINVAL, "spyre_launch: the program takes %u slots and %u scalars, "
+				   "got %u and %u", pr->num_syms, pr->num_scalars, nslots, nscalars);
+	if (!core_mask)
+		return spyre_error(-EINVAL, "spyre_launch: empty core mask");
+	ret = check_bindings(pr, slots);
+	if (ret)
+		return ret;
+	nargs = pr->num_syms + pr->num_scalars;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->argring.handle) {
+		ret = spyre_bo_new(s->dev, SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES,
+				   DRM_SPYRE_BO_HOST, &s->argring);
+		if (ret)
+			goto out;
+	}
+	/* Unchanged bindings of the same program: reuse the last argument block. */
+	same = s->last_prog == pr && s->last_slot >= 0 && s->last_nargs == nargs &&
+	       !memcmp(s->last_args, slots, pr->num_syms * 8) &&
+	       !memcmp(s->last_args + pr->num_syms, scalars ? scalars : s->last_args,
+		       pr->num_scalars * 8);
+	if (same) {
+		slot = (uint32_t)s->last_slot;
+	} else {
+		slot = s->arg_next;
+		s->arg_next = (s->arg_next + 1) % SPYRE_ARG_SLOTS;
+		/* The ring wrapped onto a block a queued launch may still read. */
+		ret = spyre_stream_wait_point(s, s->arg_point[slot]);
+		if (ret) {
+			ret = spyre_error(ret, "waiting for an argument block failed");
+			goto out;
+		}
+		args = (uint64_t *)((char *)s->argring.map + (size_t)slot * SPYRE_ARG_SLOT_BYTES);
+		memcpy(args, slots, pr->num_syms * 8);
+		if (pr->num_scalars)
+			memcpy(args + pr->num_syms, scalars, pr->num_scalars * 8);
+		memcpy(s->last_args, args, nargs * 8);
+		s->last_nargs = nargs;
+		s->last_slot = (int)slot;
+		s->last_prog = pr;
+	}
+
+	memset(&job, 0, sizeof(job));
+	if (pr->path == SPYRE_LAUNCH_PATCH) {
+		pthread_mutex_lock(&pr->lock);
+		ret = patch_locked(pr, slots, &changed);
+		if (!ret && changed) {
+			/* Step 3: upload the patched copy, in the same job as the launch. */
+			job.upload.hdr.opcode = SPYRE_OP_COPY;
+			job.upload.hdr.version = SPYRE_PKT_VERSION;
+			job.upload.src = pr->host.va;
+			job.upload.dst = pr->image.va;
+			job.upload.size = pr->upload_size;
+			job.upload.src_space = SPYRE_AS_VIRT;
+			job.upload.dst_space = SPYRE_AS_VIRT;
+			first = 0;
+		}
+		if (ret) {
+			pthread_mutex_unlock(&pr->lock);
+			goto out;
+		}
+	}
+	job.launch.hdr.opcode = SPYRE_OP_LAUNCH;
+	job.launch.hdr.version = SPYRE_PKT_VERSION;
+	job.launch.program = pr->image.va;
+	job.launch.args = s->argring.va + (uint64_t)slot * SPYRE_ARG_SLOT_BYTES;
+	job.launch.core_mask = core_mask;
+	job.launch.record = job.launch.args + SPYRE_ARG_RECORD_OFF;
+	ret = spyre_stream_submit_locked(s, (const uint8_t *)&job + first * SPYRE_PKT_SIZE, 2 - first);
+	if (!ret)
+		s->arg_point[slot] = s->point;
+	if (pr->path == SPYRE_LAUNCH_PATCH) {
+		if (!ret && changed) {
+			pr->upload_stream = s;
+			pr->upload_point = s->point;
+		}
+		pthread_mutex_unlock(&pr->lock);
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_last_launch(spyre_stream_t *s, struct spyre_launch_stats *st)
+{
+	struct spyre_launch_stats r = { .size = sizeof(r) };
+	const struct spyre_launch_record *rec;
+	uint32_t n, i;
+	int ret;
+
+	if (!s || !st || st->size < 8)
+		return spyre_error(-EINVAL, "spyre_stream_last_launch: NULL argument or size not set");
+	ret = spyre_stream_synchronize(s);
+	if (ret && ret != -EIO)
+		return ret;
+	if (s->last_slot < 0)
+		return spyre_error(-ENOENT, "no launch on this stream yet");
+	rec = (const void *)((char *)s->argring.map + (size_t)s->last_slot * SPYRE_ARG_SLOT_BYTES +
+			     SPYRE_ARG_RECORD_OFF);
+	r.status = rec->status;
+	r.device_ns = rec->device_ns;
+	r.device_cycles = rec->device_cycles;
+	r.insns = rec->insns;
+	r.cores_run = rec->cores_run;
+	r.fault_core = rec->fault_core;
+	r.fault_pc = rec->fault_pc;
+	for (i = 0; i < 32; i++)
+		r.core_busy_cycles[i] = rec->core_busy_cycles[i];
+	n = st->size < sizeof(r) ? st->size : sizeof(r);
+	memcpy((char *)st + 4, (char *)&r + 4, n - 4);
+	return ret;
+}

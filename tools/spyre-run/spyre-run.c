@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+/*
+ * spyre-run - run a program on a spyre card and check it.
+ *
+ * Built-in examples (checked against a CPU reference):
+ *   mlp   y = act(x . W1) . W2, the small model block of a transformer layer,
+ *         rows of x split over the cores (default: 256x128 . 128x256 . 256x128 fp32)
+ *   relu  y = relu(x) on one core
+ * Or a program image file: slots are filled with seeded random data (or
+ * --input NAME=FILE), outputs can be saved with --output NAME=FILE.
+ *
+ * Each example is built twice - with absolute operands (the three-step
+ * patching path) and with slot-relative operands (the patch-free path) - and
+ * both run; host time per launch, modeled device time and core utilization
+ * are printed for each.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "spyre.h"
+#include "spyre_isa.h"
+#include "spyre_progbuild.h"
+
+struct opts {
+	int device, iters, cores, act;
+	const char *example, *program, *path;
+	unsigned int seed;
+	uint32_t m, k, h, n;
+	const char *inputs[16], *outputs[16];
+	int ninputs, noutputs;
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static float frand(unsigned int *seed)
+{
+	return (float)rand_r(seed) / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+static int die(const char *what)
+{
+	fprintf(stderr, "spyre-run: %s: %s\n", what, spyre_last_error());
+	return 1;
+}
+
+/* LOAD or STORE of rows x row_bytes at byte offset off of slot sym, in either form. */
+static void dma(struct spyre_pb *pb, int abs, unsigned core, unsigned op, uint32_t sp,
+		unsigned sym, uint64_t off, uint32_t rows, uint32_t row_bytes)
+{
+	if (abs)
+		spyre_pb_dma_abs(pb, core, op, sp, sym, off, rows, row_bytes, row_bytes, row_bytes);
+	else if (op == SPYRE_OPC_LOAD)
+		spyre_pb_load(pb, core, sp, SPYRE_SLOT_ADDR(sym, off), rows, row_bytes, row_bytes,
+			      row_bytes, SPYRE_IF_SLOT);
+	else
+		spyre_pb_store(pb, core, sp, SPYRE_SLOT_ADDR(sym, off), rows, row_bytes, row_bytes,
+			       row_bytes, SPYRE_IF_SLOT);
+}
+
+/*
+ * The MLP block, rows of x split evenly over the cores. Each core's
+ * scratchpad: W1 (k x h), W2 (h x n), its rows of x (r x k), h, y.
+ * All dimensions are multiples of 32 so rows are whole fp32 sticks.
+ */
+static void *build_mlp(const struct opts *o, int abs, size_t *size)
+{
+	uint32_t r = o->m / (uint32_t)o->cores, lk = o->k / 32, lh = o->h / 32, ln = o->n / 32;
+	uint32_t W1 = 0, W2 = W1 + o->k * lh * 128, X = W2 + o->h * ln * 128;
+	uint32_t H = X + r * lk * 128, Y = H + r * lh * 128;
+	struct spyre_pb *pb = spyre_pb_new();
+	void *img = NULL;
+	int c;
+
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 2, (uint64_t[]){ o->m, o->k }, 4ull * o->m * o->k, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "w1", SPYRE_DT_FP32, 2, (uint64_t[]){ o->k, o->h }, 4ull * o->k * o->h, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "w2", SPYRE_DT_FP32, 2, (uint64_t[]){ o->h, o->n }, 4ull * o->h * o->n, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 2, (uint64_t[]){ o->m, o->n }, 4ull * o->m * o->n, SPYRE_SYM_OUT);
+	for (c = 0; c < o->cores; c++) {
+		uint64_t row0 = (uint64_t)c * r;
+
+		dma(pb, abs, c, SPYRE_OPC_LOAD, W1, 1, 0, o->k, lh * 128);
+		dma(pb, abs, c, SPYRE_OPC_LOAD, W2, 2, 0, o->h, ln * 128);
+		dma(pb, abs, c, SPYRE_OPC_LOAD, X, 0, row0 * o->k * 4, r, lk * 128);
+		spyre_pb_matmul(pb, c, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, H, X, W1, r, o->h, o->k,
+				lh, lk, lh);
+		spyre_pb_unary(pb, c, o->act, SPYRE_DT_FP32, SPYRE_DT_FP32, H, H, r, o->h, lh, lh);
+		spyre_pb_matmul(pb, c, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, Y, H, W2, r, o->n, o->h,
+				ln, lh, ln);
+		dma(pb, abs, c, SPYRE_OPC_STORE, Y, 3, row0 * o->n * 4, r, ln * 128);
+	}
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
+}
+
+static void *build_relu(int abs, size_t *size)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+	void *img = NULL;
+
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
+	dma(pb, abs, 0, SPYRE_OPC_LOAD, 0, 0, 0, 32, 128);
+	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
+	dma(pb, abs, 0, SPYRE_OPC_STORE, 0, 1, 0, 32, 128);
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
+}
+
+static double act_ref(int act, double v)
+{
+	if (act == SPYRE_OPC_SILU)
+		return v / (1 + exp(-v));
+	return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+}
+
+/* CPU reference of the example; returns max relative error (vs tol scale). */
+static int check(const struct opts *o, float **host, double *worst)
+{
+	uint32_t i, j, p;
+	int bad = 0;
+
+	*worst = 0;
+	if (!strcmp(o->example, "relu")) {
+		for (i = 0; i < 1024; i++) {
+			double ref = host[0][i] > 0 ? host[0][i] : 0;
+
+			if (host[1][i] != (float)ref)
+				bad++;
+		}
+		return bad;
+	}
+	for (i = 0; i < o->m; i++) {
+		double *hrow = calloc(o->h, sizeof(double)), *hmag = calloc(o->h, sizeof(double));
+
+		for (j = 0; j < o->h; j++) {
+			for (p = 0; p < o->k; p++) {
+				hrow[j] += (double)host[0][i * o->k + p] * host[1][p * o->h + j];
+				hmag[j] += fabs((double)host[0][i * o->k + p] * host[1][p * o->h + j]);
+			}
+			hrow[j] = act_ref(o->act, hrow[j]);
+		}
+		for (j = 0; j < o->n; j++) {
+			double ref = 0, mag = 0, err, tol;
+
+			for (p = 0; p < o->h; p++) {
+				ref += hrow[p] * host[2][p * o->n + j];
+				mag += (fabs(hrow[p]) + 1e-3 * hmag[p]) * fabs(host[2][p * o->n + j]);
+			}
+			/* fp32 accumulation and fp32 GELU/SiLU: 1e-4 of the magnitude */
+			tol = 1e-4 * mag + 1e-6;
+			err = fabs(host[3][i * o->n + j] - ref);
+			if (err / tol > *worst)
+				*worst = err / tol;
+			if (err > tol)
+				bad++;
+		}
+		free(hrow);
+		free(hmag);
+	}
+	return bad;
+}
+
+static int load_file(const char *path, void *buf, size_t size)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, size, f);
+	fclose(f);
+	return n == size ? 0 : -EIO;
+}
+
+static const char *lookup(const char *const *list, int n, const char *name)
+{
+	size_t len = strlen(name);
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strncmp(list[i], name, len) && list[i][len] == '=')
+			return list[i] + len + 1;
+	return NULL;
+}
+
+static int run(const struct opts *o)
+{
+	static const char *const paths[] = { "patch", "fast" };
+	struct spyre_device_props props = { .size = sizeof(props) };
+	spyre_device_t *dev;
+	spyre_stream_t *s;
+	int pi, rc = 0;
+
+	if (spyre_device_open(o->device, &dev))
+		return die("open");
+	spyre_device_get_props(dev, &props);
+	if (spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s))
+		return die("stream");
+	if (!strcmp(o->example, "mlp"))
+		printf("mlp block: y = %s(x . W1) . W2; x %ux%u, W1 %ux%u, W2 %ux%u, fp32, %d cores of %s\n",
+		       o->act == SPYRE_OPC_SILU ? "silu" : "gelu", o->m, o->k, o->k, o->h, o->h, o->n,
+		       o->cores, props.devnode);
+	printf("%-6s %7s %14s %14s %16s %12s  %s\n", "path", "relocs", "host us/launch",
+	       "e2e us/launch", "device us (mod)", "utilization", "check");
+
+	for (pi = 0; pi < 2; pi++) {
+		struct spyre_program_info info = { .size = sizeof(info) };
+		struct spyre_launch_stats st = { .size = sizeof(st) };
+		spyre_dptr_t slots[16];
+		float *host[16];
+		spyre_program_t *prog;
+		double t0, host_us = 0, e2e_us, worst = 0, busy = 0;
+		unsigned int seed = o->seed;
+		uint32_t i, c, nslots;
+		size_t size = 0;
+		void *img = NULL;
+		int it, bad;
+
+		if (strcmp(o->path, "both") && strcmp(o->path, paths[pi]))
+			continue;
+		if (o->program) {
+			FILE *f = fopen(o->program, "rb");
+
+			if (!f) {
+				perror(o->program);
+				return 1;
+			}
+			fseek(f, 0, SEEK_END);
+			size = (size_t)ftell(f);
+			rewind(f);
+			img = malloc(size);
+			if (fread(img, 1, size, f) != size)
+				size = 0;
+			fclose(f);
+		} else if (!strcmp(o->example, "mlp")) {
+			img = build_mlp(o, pi == 0, &size);
+		} else {
+			img = build_relu(pi == 0, &size);
+		}
+		if (!img || !size) {
+			fprintf(stderr, "spyre-run: no program\n");
+			return 1;
+		}
+		if (spyre_program_load(dev, img, size, &prog))
+			return die("load");
+		free(img);
+		spyre_program_get_info(prog, &info);
+		nslots = info.num_slots;
+		for (i = 0; i < nslots; i++) {
+			struct spyre_slot_info si = { .size = sizeof(si) };
+			const char *file;
+
+			spyre_program_slot_info(prog, i, &si);
+			host[i] = calloc(1, si.bytes);
+			if (spyre_malloc(dev, si.bytes, &slots[i]))
+				return die("malloc");
+			file = lookup(o->inputs, o->ninputs, si.name);
+			if (file) {
+				if (load_file(file, host[i], si.bytes)) {
+					fprintf(stderr, "spyre-run: cannot read %llu bytes from %s\n",
+						(unsigned long long)si.bytes, file);
+					return 1;
+				}
+			} else if (si.flags & SPYRE_SYM_IN) {
+				for (c = 0; c < si.bytes / 4; c++)
+					host[i][c] = frand(&seed) * (i == 0 ? 2.0f : 0.1f);
+			}
+			if (spyre_memcpy(dev, slots[i], (uintptr_t)host[i], si.bytes, SPYRE_MEMCPY_H2D))
+				return die("upload");
+		}
+		/* The first launch patches/uploads; the timed ones reuse bindings. */
+		e2e_us = now_us();
+		for (it = 0; it < o->iters; it++) {
+			t0 = now_us();
+			if (spyre_launch(s, prog, o->cores == 32 ? 0xffffffffu : (1u << o->cores) - 1,
+					 slots, nslots, NULL, 0))
+				return die("launch");
+			host_us += now_us() - t0;
+			if (spyre_stream_synchronize(s))
+				return die("run");
+		}
+		e2e_us = (now_us() - e2e_us) / o->iters;
+		if (spyre_stream_last_launch(s, &st))
+			return die("stats");
+		for (c = 0; c < 32; c++)
+			busy += (double)st.core_busy_cycles[c];
+		for (i = 0; i < nslots; i++) {
+			struct spyre_slot_info si = { .size = sizeof(si) };
+			const char *file;
+
+			spyre_program_slot_info(prog, i, &si);
+			if (!(si.flags & SPYRE_SYM_OUT))
+				continue;
+			if (spyre_memcpy(dev, (uintptr_t)host[i], slots[i], si.bytes, SPYRE_MEMCPY_D2H))
+				return die("download");
+			file = lookup(o->outputs, o->noutputs, si.name);
+			if (file) {
+				FILE *f = fopen(file, "wb");
+
+				if (!f || fwrite(host[i], 1, si.bytes, f) != si.bytes)
+					fprintf(stderr, "spyre-run: cannot write %s\n", file);
+				if (f)
+					fclose(f);
+			}
+		}
+		bad = o->program ? 0 : check(o, host, &worst);
+		printf("%-6s %7u %14.1f %14.1f %16.2f %11.1f%%  %s", paths[pi], info.num_relocs,
+		       host_us / o->iters, e2e_us, (double)st.device_ns / 1e3,
+		       st.cores_run && st.device_cycles ?
+		       100.0 * busy / ((double)st.cores_run * (double)st.device_cycles) : 0.0,
+		       o->program ? "(no reference)" : bad ? "FAIL" : "PASS");
+		if (!o->program && !strcmp(o->example, "mlp"))
+			printf(" (worst error %.2g of tolerance)", worst);
+		printf("\n");
+		if (bad)
+			rc = 1;
+		for (i = 0; i < nslots; i++) {
+			spyre_free(dev, slots[i]);
+			free(host[i]);
+		}
+		spyre_program_unload(prog);
+	}
+	spyre_stream_destroy(s);
+	spyre_device_close(dev);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: spyre-run [options]\n"
+		"  -e, --example mlp|relu   built-in program, checked against the CPU (default mlp)\n"
+		"  -p, --program FILE       run a program image instead (see spyre-as)\n"
+		"  -i, --input NAME=FILE    slot contents (default: seeded random data)\n"
+		"  -o, --output NAME=FILE   save an output slot\n"
+		"  -P, --path patch|fast|both   launch path(s) (default both)\n"
+		"  -n, --iters N            launches per path (default 20)\n"
+		"  -c, --cores N            cores for mlp, 1..32 dividing the rows (default 32)\n"
+		"  -a, --act gelu|silu      mlp activation (default gelu)\n"
+		"  -m, --rows M             mlp rows of x (default 256)\n"
+		"  -s, --seed S             random data seed (default 1)\n"
+		"  -d, --device N           device index (default 0)\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "example", 1, 0, 'e' }, { "program", 1, 0, 'p' }, { "input", 1, 0, 'i' },
+		{ "output", 1, 0, 'o' }, { "path", 1, 0, 'P' }, { "iters", 1, 0, 'n' },
+		{ "cores", 1, 0, 'c' }, { "act", 1, 0, 'a' }, { "rows", 1, 0, 'm' },
+		{ "seed", 1, 0, 's' }, { "device", 1, 0, 'd' }, { "help", 0, 0, 'h' }, { 0 },
+	};
+	struct opts o = {
+		.example = "mlp", .path = "both", .iters = 20, .cores = 32, .seed = 1,
+		.m = 256, .k = 128, .h = 256, .n = 128, .act = SPYRE_OPC_GELU,
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "e:p:i:o:P:n:c:a:m:s:d:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'e': o.example = optarg; break;
+		case 'p': o.program = optarg; break;
+		case 'i': if (o.ninputs < 16) o.inputs[o.ninputs++] = optarg; break;
+		case 'o': if (o.noutputs < 16) o.outputs[o.noutputs++] = optarg; break;
+		case 'P': o.path = optarg; break;
+		case 'n': o.iters = atoi(optarg); break;
+		case 'c': o.cores = atoi(optarg); break;
+		case 'a': o.act = strcmp(optarg, "silu") ? SPYRE_OPC_GELU : SPYRE_OPC_SILU; break;
+		case 'm': o.m = (uint32_t)atoi(optarg); break;
+		case 's': o.seed = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'd': o.device = atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (strcmp(o.example, "mlp") && strcmp(o.example, "relu")) {
+		fprintf(stderr, "spyre-run: unknown example '%s'\n", o.example);
+		return 2;
+	}
+	if (o.iters < 1 || o.cores < 1 || o.cores > 32 || o.m % (uint32_t)o.cores ||
+	    (o.m / (uint32_t)o.cores) == 0 ||
+	    (strcmp(o.path, "patch") && strcmp(o.path, "fast") && strcmp(o.path, "both"))) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(o.example, "relu"))
+		o.cores = 1;
+	return run(&o);
+}
