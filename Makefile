@@ -34,7 +34,7 @@ SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_te
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
-HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
+HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test
 
 .PHONY: all setup module lib tools selftests host-tests bench demo check lint vm-shell clean help
 
@@ -126,6 +126,11 @@ $(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spy
 $(B)/tests/api-errors-test: libspyre/tests/api-errors-test.c $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
+
+$(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ENGINE_LIB) $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ $(B)/lib/libspyre.a $(ENGINE_LIB) \
+		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
 BENCHES := $(B)/bench/copy-bw

@@ -119,6 +119,25 @@ struct spyre_stream {
 /* Record a detail for spyre_last_error() and return @status. */
 int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* patch.c: the program container and relocation patching (host-tested). */
+struct spyre_reloc_site {
+	uint32_t off;		/* byte offset of the 8-byte operand in the image */
+	uint32_t sym;
+	uint64_t addend;
+};
+
+struct spyre_prog_sym;
+
+struct spyre_image {
+	uint32_t num_syms, num_scalars, num_cores, num_relocs;
+	struct spyre_prog_sym *syms;		/* malloc'd copy */
+	struct spyre_reloc_site *relocs;	/* malloc'd */
+};
+
+int spyre_image_parse(const void *image, size_t size, struct spyre_image *im);
+size_t spyre_patch_apply(void *image, const struct spyre_reloc_site *sites, uint32_t n,
+			 const uint64_t *slots, const uint64_t *prev);
+
 /* memory.c */
 int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct spyre_bo *bo);
 void spyre_bo_del(struct spyre_device *dev, struct spyre_bo *bo);

@@ -18,12 +18,6 @@
 #include "spyre_isa.h"
 #include "internal.h"
 
-struct spyre_reloc_site {
-	uint32_t off;		/* byte offset of the 8-byte operand in the image */
-	uint32_t sym;
-	uint64_t addend;
-};
-
 struct spyre_program {
 	struct spyre_device *dev;
 	size_t size, upload_size;
@@ -42,61 +36,19 @@ struct spyre_program {
 	uint64_t upload_point;
 };
 
-static uint32_t ld32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static void st64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-/* Bounds checks of the container; the device validates everything else. */
 static int parse(struct spyre_program *pr, const uint8_t *img, size_t size)
 {
-	const struct spyre_prog_hdr *h = (const void *)img;
-	const struct spyre_prog_reloc *r;
-	uint32_t i, code;
+	struct spyre_image im;
+	int ret = spyre_image_parse(img, size, &im);
 
-	if (size < sizeof(*h) || h->magic != SPYRE_PROG_MAGIC || h->version != SPYRE_PROG_VERSION ||
-	    h->total_size != size || !h->num_cores || h->num_cores > SPYRE_MAX_CORES ||
-	    h->num_syms > SPYRE_PROG_MAX_SYMS || h->num_scalars > SPYRE_PROG_MAX_SCALARS ||
-	    h->num_relocs > SPYRE_PROG_MAX_RELOCS ||
-	    (uint64_t)h->core_off + 8ull * h->num_cores > size ||
-	    (uint64_t)h->sym_off + sizeof(struct spyre_prog_sym) * (uint64_t)h->num_syms > size ||
-	    (uint64_t)h->reloc_off + sizeof(*r) * (uint64_t)h->num_relocs > size)
-		return spyre_error(-EINVAL, "not a valid spyre program image (%zu bytes)", size);
-	if (h->num_syms + h->num_scalars > SPYRE_ARG_WORDS)
-		return spyre_error(-E2BIG, "program has %u slots and %u scalars; at most %u in all",
-				   h->num_syms, h->num_scalars, SPYRE_ARG_WORDS);
-	pr->num_syms = h->num_syms;
-	pr->num_scalars = h->num_scalars;
-	pr->num_cores = h->num_cores;
-	pr->num_relocs = h->num_relocs;
-	pr->syms = calloc(h->num_syms + 1, sizeof(*pr->syms));
-	pr->relocs = calloc(h->num_relocs + 1, sizeof(*pr->relocs));
-	if (!pr->syms || !pr->relocs)
-		return spyre_error(-ENOMEM, "out of memory");
-	memcpy(pr->syms, img + h->sym_off, sizeof(*pr->syms) * h->num_syms);
-	for (i = 0; i < h->num_syms; i++)
-		pr->syms[i].name[SPYRE_SYM_NAME_LEN - 1] = '\0';
-	r = (const void *)(img + h->reloc_off);
-	for (i = 0; i < h->num_relocs; i++) {
-		if (r[i].core >= h->num_cores || r[i].sym >= h->num_syms)
-			return spyre_error(-EINVAL, "relocation %u names core %u / slot %u", i,
-					   r[i].core, r[i].sym);
-		code = ld32(img + h->core_off + 8 * r[i].core);
-		if (r[i].pc >= ld32(img + h->core_off + 8 * r[i].core + 4) ||
-		    (uint64_t)code + (uint64_t)r[i].pc * SPYRE_INSN_BYTES + 16 > size)
-			return spyre_error(-EINVAL, "relocation %u is outside the code", i);
-		pr->relocs[i].off = code + r[i].pc * SPYRE_INSN_BYTES + 8;
-		pr->relocs[i].sym = r[i].sym;
-		pr->relocs[i].addend = r[i].addend;
-	}
+	if (ret)
+		return ret;
+	pr->num_syms = im.num_syms;
+	pr->num_scalars = im.num_scalars;
+	pr->num_cores = im.num_cores;
+	pr->num_relocs = im.num_relocs;
+	pr->syms = im.syms;
+	pr->relocs = im.relocs;
 	return 0;
 }
 
@@ -272,7 +224,6 @@ static int check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots)
 /* Patch path, step 1-2: patch the relocations of changed slots into the host copy. */
 static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, bool *changed)
 {
-	uint32_t i;
 	int ret;
 
 	*changed = !pr->patched || memcmp(pr->bound, slots, pr->num_syms * sizeof(*slots));
@@ -284,13 +235,8 @@ static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, boo
 		if (ret)
 			return spyre_error(ret, "waiting for the previous upload failed");
 	}
-	for (i = 0; i < pr->num_relocs; i++) {
-		const struct spyre_reloc_site *r = &pr->relocs[i];
-
-		if (pr->patched && pr->bound[r->sym] == slots[r->sym])
-			continue;
-		st64((uint8_t *)pr->host.map + r->off, slots[r->sym] + r->addend);
-	}
+	spyre_patch_apply(pr->host.map, pr->relocs, pr->num_relocs, slots,
+			  pr->patched ? pr->bound : NULL);
 	memcpy(pr->bound, slots, pr->num_syms * sizeof(*slots));
 	pr->patched = true;
 	return 0;
