@@ -106,10 +106,11 @@ $(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/s
 		$< -o $@ $(ENGINE_LIB) -lpthread -lm
 
 # libspyre's own tests run in the VM too (they need cards), with the harness.
-$(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+$(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h $(ENGINE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include $< -o $@ \
-		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) \
+		$< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ENGINE_LIB) -lpthread -lm
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)

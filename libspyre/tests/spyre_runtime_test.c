@@ -15,8 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+
 #include "kselftest_harness.h"
 #include "spyre.h"
+#include "spyre_progbuild.h"
 
 #define MiB (1u << 20)
 
@@ -339,6 +342,144 @@ TEST_F(rt, threads_times_streams)
 	for (i = 0; i < 4; i++) {
 		pthread_join(t[i], NULL);
 		ASSERT_EQ(0, w[i].bad) TH_LOG("thread %d", i);
+	}
+}
+
+/* y = relu(x) over 1024 fp32, in either operand form. */
+static void *relu_image(int abs, size_t *size)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+	void *img = NULL;
+
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
+	if (abs)
+		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_LOAD, 0, 0, 0, 32, 128, 128, 128);
+	else
+		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
+	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
+	if (abs)
+		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_STORE, 0, 1, 0, 32, 128, 128, 128);
+	else
+		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
+}
+
+TEST_F(rt, programs_both_paths_and_errors)
+{
+	struct spyre_program_info info = { .size = sizeof(info) };
+	struct spyre_slot_info si = { .size = sizeof(si) };
+	struct spyre_launch_stats st = { .size = sizeof(st) };
+	spyre_program_t *pf, *pp;
+	float in[1024], out[1024];
+	spyre_dptr_t slots[2], small, other[2];
+	uint32_t idx;
+	size_t size;
+	void *img;
+	int i, k;
+
+	for (i = 0; i < 1024; i++)
+		in[i] = (float)(i % 37) - 18.0f;
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[1]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &other[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &other[1]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 2048, &small));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, slots[0], (uintptr_t)in, sizeof(in), SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, other[0], (uintptr_t)in, sizeof(in), SPYRE_MEMCPY_H2D));
+
+	img = relu_image(0, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &pf));
+	free(img);
+	img = relu_image(1, &size);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &pp));
+	ASSERT_EQ(-EINVAL, spyre_program_load(self->dev, img, size - 8, &pf));
+	free(img);
+
+	ASSERT_EQ(0, spyre_program_get_info(pf, &info));
+	ASSERT_EQ(SPYRE_LAUNCH_FAST, info.path);
+	ASSERT_EQ(2, info.num_slots);
+	ASSERT_EQ(0, info.num_relocs);
+	ASSERT_EQ(0, spyre_program_get_info(pp, &info));
+	ASSERT_EQ(SPYRE_LAUNCH_PATCH, info.path);
+	ASSERT_EQ(2, info.num_relocs);
+	ASSERT_EQ(0, spyre_program_find_slot(pp, "y", &idx));
+	ASSERT_EQ(1, idx);
+	ASSERT_EQ(-ENOENT, spyre_program_find_slot(pp, "z", &idx));
+	ASSERT_EQ(0, spyre_program_slot_info(pp, 1, &si));
+	ASSERT_EQ(4096, si.bytes);
+	ASSERT_EQ(0, strcmp(si.name, "y"));
+	ASSERT_EQ(-EINVAL, spyre_program_slot_info(pp, 2, &si));
+
+	/* Both paths, twice each with changing bindings: same, correct results. */
+	for (k = 0; k < 4; k++) {
+		spyre_program_t *p = k % 2 ? pp : pf;
+		spyre_dptr_t *b = k < 2 ? slots : other;
+
+		memset(out, 0, sizeof(out));
+		ASSERT_EQ(0, spyre_memset_async(self->s, b[1], 0, 4096));
+		ASSERT_EQ(0, spyre_launch(self->s, p, 1, b, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(0, spyre_stream_last_launch(self->s, &st));
+		ASSERT_EQ(0, st.status);
+		ASSERT_LT(0, st.device_ns);
+		ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)out, b[1], sizeof(out), SPYRE_MEMCPY_D2H));
+		for (i = 0; i < 1024; i++)
+			ASSERT_EQ(in[i] > 0 ? in[i] : 0.0f, out[i]) TH_LOG("launch %d element %d", k, i);
+	}
+
+	/* Wrong bindings are errors, never wrong numbers. */
+	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 1, slots, 1, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "takes 2 slots"));
+	slots[1] = small;
+	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "slot 1 'y' needs 4096 bytes"));
+	slots[1] = other[1] + 64;
+	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0));
+	slots[1] = 0x42000;
+	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "is not device memory"));
+	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 0, other, 2, NULL, 0));
+	ASSERT_EQ(0, spyre_program_unload(pf));
+	ASSERT_EQ(0, spyre_program_unload(pp));
+}
+
+TEST(two_processes)
+{
+	pid_t pid[2];
+	int i, status;
+
+	if (spyre_device_count() < 1)
+		SKIP(return, "no spyre device");
+	for (i = 0; i < 2; i++) {
+		pid[i] = fork();
+		ASSERT_LE(0, pid[i]);
+		if (pid[i] == 0) {
+			uint8_t in[65536], out[65536];
+			spyre_device_t *dev;
+			spyre_dptr_t d;
+			int j, bad = 0;
+
+			if (spyre_device_open(0, &dev) || spyre_malloc(dev, sizeof(in), &d))
+				_exit(2);
+			for (j = 0; j < 10; j++) {
+				fill(in, sizeof(in), (unsigned int)(i * 10 + j));
+				if (spyre_memcpy(dev, d, (uintptr_t)in, sizeof(in), SPYRE_MEMCPY_H2D) ||
+				    spyre_memcpy(dev, (uintptr_t)out, d, sizeof(out), SPYRE_MEMCPY_D2H) ||
+				    memcmp(in, out, sizeof(in)))
+					bad++;
+			}
+			spyre_device_close(dev);
+			_exit(bad ? 1 : 0);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(pid[i], waitpid(pid[i], &status, 0));
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(0, WEXITSTATUS(status));
 	}
 }
 
