@@ -134,14 +134,23 @@ $(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ENGINE_
 		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
-BENCHES := $(B)/bench/copy-bw
+BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
 
-bench: setup $(BENCHES)
+$(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
+		$(ENGINE_LIB) $(DRM_LIBS) -lm
+
+bench: setup all $(BENCHES) bench-engine
+	@echo "== device COPY bandwidth (qtest, host)"
 	SPYRE_QEMU=$(QEMU_BIN) $(B)/bench/copy-bw
+	@echo "== launch paths (in the VM)"
+	tools/vm/run -q --timeout 600 --copy $(B)/bench --out $(B)/bench/launch.out -- /spyre/bench/launch-bench; \
+		rc=$$?; tr -d '\r' <$(B)/bench/launch.out; exit $$rc
 
 # ---- the two commands ------------------------------------------------------------
 demo: setup all

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+/*
+ * launch-bench: host cost of a launch through libspyre on a spyre card (run
+ * in the VM), three-step patching vs the patch-free path, as ratios measured
+ * in the same run:
+ *  1. program size 1 KiB .. 1 MiB (relocated LOADs on cores outside the
+ *     launch mask, so the device work stays the same and only the launch
+ *     path's own cost grows), bindings changing on every launch;
+ *  2. bindings 1 .. 64 slots;
+ *  3. end-to-end launch rate (launch + wait, tiny program) as a ratio to a
+ *     null driver ioctl (GET_PARAM) in the same VM.
+ * Host cost = wall time inside spyre_launch() per launch, averaged over a
+ * burst of launches that alternate between two binding sets (so the patch
+ * path must patch and upload every time); the burst is then synchronized.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <xf86drm.h>
+
+#include "spyre.h"
+#include "spyre_accel.h"
+#include "spyre_isa.h"
+#include "spyre_progbuild.h"
+
+#define BURST 24
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/*
+ * Core 0: one LOAD of slot 0. Cores 1..31 (not launched): filler LOADs,
+ * every one relocated, until the image has about @bytes. @nslots slots,
+ * each named by at least one relocation.
+ */
+static void *build(int abs, size_t bytes, unsigned nslots, size_t *size)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+	size_t insns = bytes / SPYRE_INSN_BYTES, i;
+	void *img = NULL;
+	unsigned s;
+
+	for (s = 0; s < nslots; s++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%u", s);
+		spyre_pb_sym(pb, name, SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
+	}
+	for (s = 0; s < nslots; s++) {
+		if (abs)
+			spyre_pb_dma_abs(pb, 0, SPYRE_OPC_LOAD, 0, s, 0, 1, 128, 0, 0);
+		else
+			spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(s, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	}
+	for (i = nslots; i < insns; i++) {
+		unsigned core = 1 + (unsigned)(i % 31);
+
+		if (abs)
+			spyre_pb_dma_abs(pb, core, SPYRE_OPC_LOAD, 0, (unsigned)(i % nslots), 0, 1, 128, 0, 0);
+		else
+			spyre_pb_load(pb, core, 0, SPYRE_SLOT_ADDR(i % nslots, 0), 1, 128, 0, 0,
+				      SPYRE_IF_SLOT);
+	}
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
+}
+
+/* Mean wall time in spyre_launch() over a burst with alternating bindings. */
+static double launch_cost(spyre_device_t *dev, spyre_stream_t *s, int abs, size_t bytes,
+			  unsigned nslots, const spyre_dptr_t *a, const spyre_dptr_t *b)
+{
+	spyre_program_t *prog;
+	double t, total = 0;
+	size_t size;
+	void *img = build(abs, bytes, nslots, &size);
+	int i;
+
+	if (!img || spyre_program_load(dev, img, size, &prog)) {
+		fprintf(stderr, "launch-bench: %s\n", spyre_last_error());
+		exit(1);
+	}
+	free(img);
+	/* warm-up: first patch, first argument blocks */
+	spyre_launch(s, prog, 1, a, nslots, NULL, 0);
+	spyre_launch(s, prog, 1, b, nslots, NULL, 0);
+	if (spyre_stream_synchronize(s)) {
+		fprintf(stderr, "launch-bench: %s\n", spyre_last_error());
+		exit(1);
+	}
+	for (i = 0; i < BURST; i++) {
+		t = now_us();
+		if (spyre_launch(s, prog, 1, i % 2 ? a : b, nslots, NULL, 0)) {
+			fprintf(stderr, "launch-bench: %s\n", spyre_last_error());
+			exit(1);
+		}
+		total += now_us() - t;
+	}
+	spyre_stream_synchronize(s);
+	spyre_program_unload(prog);
+	return total / BURST;
+}
+
+int main(void)
+{
+	static const size_t sizes[] = { 1024, 4096, 16384, 65536, 262144, 1048576 };
+	static const unsigned binds[] = { 1, 4, 16, 64 };
+	spyre_dptr_t a[64], b[64];
+	spyre_device_t *dev;
+	spyre_stream_t *s;
+	double patch, fast, t, ioctl_us, e2e_us;
+	unsigned i;
+	int k;
+
+	if (spyre_device_open(0, &dev) || spyre_stream_create(dev, 1, &s)) {
+		fprintf(stderr, "launch-bench: %s\n", spyre_last_error());
+		return 1;
+	}
+	for (i = 0; i < 64; i++)
+		if (spyre_malloc(dev, 128, &a[i]) || spyre_malloc(dev, 128, &b[i]))
+			return 1;
+
+	printf("launch host cost (us per launch, bindings change every launch)\n");
+	printf("%-12s %10s %10s %14s\n", "program", "patch", "fast", "patch/fast");
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		patch = launch_cost(dev, s, 1, sizes[i], 4, a, b);
+		fast = launch_cost(dev, s, 0, sizes[i], 4, a, b);
+		printf("%7zu KiB %10.1f %10.1f %13.1fx\n", sizes[i] / 1024, patch, fast, patch / fast);
+	}
+	printf("%-12s %10s %10s %14s\n", "bindings", "patch", "fast", "patch/fast");
+	for (i = 0; i < sizeof(binds) / sizeof(binds[0]); i++) {
+		patch = launch_cost(dev, s, 1, 16384, binds[i], a, b);
+		fast = launch_cost(dev, s, 0, 16384, binds[i], a, b);
+		printf("%12u %10.1f %10.1f %13.1fx\n", binds[i], patch, fast, patch / fast);
+	}
+
+	/* End-to-end launch rate vs a null ioctl. */
+	{
+		struct drm_spyre_get_param gp = { .param = DRM_SPYRE_PARAM_NUM_CORES };
+		spyre_program_t *prog;
+		size_t size;
+		void *img = build(0, 1024, 1, &size);
+
+		spyre_program_load(dev, img, size, &prog);
+		free(img);
+		t = now_us();
+		for (k = 0; k < 200; k++)
+			drmIoctl(spyre_device_fd(dev), DRM_IOCTL_SPYRE_GET_PARAM, &gp);
+		ioctl_us = (now_us() - t) / 200;
+		t = now_us();
+		for (k = 0; k < 100; k++) {
+			spyre_launch(s, prog, 1, a, 1, NULL, 0);
+			spyre_stream_synchronize(s);
+		}
+		e2e_us = (now_us() - t) / 100;
+		printf("end to end: %.1f us per launch+wait, %.1f us per null ioctl: %.1fx a null ioctl "
+		       "(%.0f launches/s)\n", e2e_us, ioctl_us, e2e_us / ioctl_us, 1e6 / e2e_us);
+		spyre_program_unload(prog);
+	}
+	spyre_stream_destroy(s);
+	spyre_device_close(dev);
+	return 0;
+}
