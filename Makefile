@@ -36,7 +36,7 @@ QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uap
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test
 
-.PHONY: all setup module lib tools selftests host-tests bench demo check lint vm-shell clean help
+.PHONY: all setup module lib tools selftests host-tests bench demo check lint vm-shell clean help install
 
 all: module lib tools selftests host-tests
 
@@ -164,6 +164,28 @@ vm-shell: all
 
 lint:
 	tools/lint
+
+# make install [DESTDIR=...] [PREFIX=/usr/local]: libspyre, headers, pkg-config,
+# tools, man pages and the udev rule (spyre.ko: `make -C $(KDIR) M=$$PWD modules_install`).
+PREFIX ?= /usr/local
+install: lib tools
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man7 \
+		$(DESTDIR)/etc/udev/rules.d
+	install -m 0755 $(B)/lib/libspyre.so.$(LIBSPYRE_VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libspyre.so.$(LIBSPYRE_VERSION) $(DESTDIR)$(PREFIX)/lib/$(LIBSPYRE_SONAME)
+	ln -sf $(LIBSPYRE_SONAME) $(DESTDIR)$(PREFIX)/lib/libspyre.so
+	install -m 0644 $(B)/lib/libspyre.a $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LIBSPYRE_VERSION)|' libspyre/libspyre.pc.in \
+		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/libspyre.pc
+	install -m 0644 libspyre/include/spyre.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h \
+		$(DESTDIR)$(PREFIX)/include/
+	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	if [ -d libspyre/man ]; then \
+		install -m 0644 libspyre/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/; \
+		install -m 0644 libspyre/man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; \
+	fi
+	install -m 0644 tools/udev/70-spyre.rules $(DESTDIR)/etc/udev/rules.d/
 
 clean:
 	rm -rf $(B)

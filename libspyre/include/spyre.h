@@ -42,6 +42,8 @@ struct spyre_device_props {
 	uint32_t pad;			/**< Zero. */
 	uint64_t mem_size;		/**< Device memory in bytes. */
 	uint64_t features;		/**< SPYRE_FEAT_* bits of spyre_hw.h. */
+	int32_t numa_node;		/**< NUMA node of the PCI device, -1 if none. */
+	uint32_t pad2;			/**< Zero. */
 };
 
 /**

@@ -22,6 +22,7 @@
 
 struct found {
 	unsigned int minor;
+	int numa_node;
 	char devnode[64];
 	char pci_address[32];
 };
@@ -59,7 +60,7 @@ static int discover(struct found *out, int max)
 
 	udev_list_entry_foreach(entry, udev_enumerate_get_list_entry(en)) {
 		struct udev_device *d, *pci;
-		const char *drv, *node;
+		const char *drv, *node, *numa;
 
 		d = udev_device_new_from_syspath(udev, udev_list_entry_get_name(entry));
 		if (!d)
@@ -72,6 +73,8 @@ static int discover(struct found *out, int max)
 			snprintf(out[n].devnode, sizeof(out[n].devnode), "%s", node);
 			snprintf(out[n].pci_address, sizeof(out[n].pci_address), "%s",
 				 udev_device_get_sysname(pci));
+			numa = udev_device_get_sysattr_value(pci, "numa_node");
+			out[n].numa_node = numa ? atoi(numa) : -1;
 			n++;
 		}
 		udev_device_unref(d);
@@ -182,6 +185,7 @@ SPYRE_EXPORT int spyre_device_open(int index, spyre_device_t **out)
 	dev->props.mem_size = v[6];
 	dev->props.clock_mhz = (uint32_t)v[7];
 	dev->props.features = v[8];
+	dev->props.numa_node = f[index].numa_node;
 	*out = dev;
 	return 0;
 }

@@ -51,6 +51,7 @@ static int show(int index)
 	printf("  %-16s %u\n", "queues", p.num_queues);
 	printf("  %-16s %u MHz\n", "clock", p.clock_mhz);
 	printf("  %-16s 0x%llx\n", "features", (unsigned long long)p.features);
+	printf("  %-16s %d\n", "numa node", p.numa_node);
 	spyre_device_close(dev);
 	return 0;
 }
