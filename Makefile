@@ -110,7 +110,7 @@ $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/
 		libspyre/include/spyre.h $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) \
-		$< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ENGINE_LIB) -lpthread -lm
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ENGINE_LIB) -lpthread -lm
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)

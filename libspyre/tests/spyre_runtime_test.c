@@ -19,6 +19,7 @@
 
 #include "kselftest_harness.h"
 #include "spyre.h"
+#include "spyre_accel.h"
 #include "spyre_progbuild.h"
 
 #define MiB (1u << 20)
@@ -445,6 +446,58 @@ TEST_F(rt, programs_both_paths_and_errors)
 	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 0, other, 2, NULL, 0));
 	ASSERT_EQ(0, spyre_program_unload(pf));
 	ASSERT_EQ(0, spyre_program_unload(pp));
+}
+
+static int block_fd;
+
+static void blocking_cb(void *arg)
+{
+	char c;
+
+	(void)arg;
+	if (read(block_fd, &c, 1) != 1)
+		c = 0;
+}
+
+TEST_F(rt, api_error_cases)
+{
+	struct spyre_mem_stats st = { 0 };
+	struct spyre_pointer_attributes pa = { 0 };
+	spyre_stream_t *bad;
+	spyre_event_t *e1, *e2;
+	uint64_t v = 0;
+	float ms;
+	int fds[2];
+	char c = 1;
+
+	ASSERT_EQ(-EINVAL, spyre_device_get_param(self->dev, 999, &v));
+	ASSERT_EQ(0, spyre_device_get_param(self->dev, DRM_SPYRE_PARAM_STICK_BYTES, &v));
+	ASSERT_EQ(128, v);
+	ASSERT_LE(0, spyre_device_fd(self->dev));
+	ASSERT_EQ(-EINVAL, spyre_mem_get_stats(self->dev, &st));	/* size not set */
+	ASSERT_EQ(-EINVAL, spyre_pointer_get_attributes(self->dev, 0, &pa));
+	ASSERT_EQ(-EINVAL, spyre_free_host(self->dev, &v));
+	ASSERT_EQ(-EINVAL, spyre_stream_create(self->dev, 7, &bad));
+	ASSERT_EQ(-EINVAL, spyre_memcpy(self->dev, 0, 0, 128, (enum spyre_memcpy_kind)9));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &e1));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &e2));
+	ASSERT_EQ(-EINVAL, spyre_event_elapsed_ms(e1, e2, &ms));	/* never recorded */
+	ASSERT_EQ(0, spyre_event_synchronize(e1));			/* no-op when unrecorded */
+	ASSERT_EQ(0, spyre_stream_wait_event(self->s, e1));		/* no-op, as in CUDA */
+
+	/* A host callback still running keeps the stream busy. */
+	ASSERT_EQ(0, pipe(fds));
+	block_fd = fds[0];
+	ASSERT_EQ(0, spyre_stream_add_callback(self->s, blocking_cb, NULL));
+	ASSERT_EQ(-EBUSY, spyre_stream_query(self->s));
+	ASSERT_EQ(1, write(fds[1], &c, 1));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(0, spyre_stream_query(self->s));
+	ASSERT_EQ(0, spyre_device_synchronize(self->dev));
+	close(fds[0]);
+	close(fds[1]);
+	spyre_event_destroy(e1);
+	spyre_event_destroy(e2);
 }
 
 TEST(two_processes)
