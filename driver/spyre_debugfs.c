@@ -81,8 +81,8 @@ static int spyre_faults_show(struct seq_file *m, void *unused)
 	struct spyre_device *sdev = m->private;
 	unsigned int i, n;
 
-	seq_printf(m, "faults %d, resets %d\n", atomic_read(&sdev->faults),
-		   atomic_read(&sdev->resets));
+	seq_printf(m, "faults %d, resets %d, device waits %d\n", atomic_read(&sdev->faults),
+		   atomic_read(&sdev->resets), atomic_read(&sdev->device_waits));
 	seq_puts(m, "ctx hwq error     job_seq               addr       info\n");
 	spin_lock(&sdev->fault_log_lock);
 	n = min_t(unsigned int, sdev->fault_log_next, SPYRE_FAULT_LOG);

@@ -146,6 +146,7 @@ struct spyre_hwq {
  * @error_work: handles queues stopped on an error
  * @resets: queue resets after timeouts
  * @faults: jobs failed by device errors
+ * @device_waits: dependencies turned into device-side WAIT packets
  * @fault_log: the last SPYRE_FAULT_LOG faults, for debugfs
  * @fault_log_next: total faults logged (next slot modulo SPYRE_FAULT_LOG)
  * @fault_log_lock: protects @fault_log and @fault_log_next
@@ -174,6 +175,7 @@ struct spyre_device {
 	struct work_struct error_work;
 	atomic_t resets;
 	atomic_t faults;
+	atomic_t device_waits;
 
 #define SPYRE_FAULT_LOG 16
 	struct {

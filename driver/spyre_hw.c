@@ -78,7 +78,7 @@ void spyre_hw_queue_start(struct spyre_hwq *q)
 	struct spyre_device *sdev = q->sdev;
 	u32 base = SPYRE_QREG(q->idx, 0);
 
-	*q->compl = 0;
+	/* The completion word only grows: device-side waiters rely on it. */
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_LO, lower_32_bits(q->ring_dma));
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_HI, upper_32_bits(q->ring_dma));

@@ -32,6 +32,12 @@
 #include "spyre_hw.h"
 
 #define SPYRE_SEQ_LAST	0xffff
+#define SPYRE_MAX_DEV_WAITS 8
+
+static bool device_deps = true;
+module_param(device_deps, bool, 0644);
+MODULE_PARM_DESC(device_deps,
+		 "Turn dependencies on jobs of another hardware queue of the card into device-side WAIT packets (default: on)");
 
 struct spyre_job {
 	struct drm_sched_job base;
@@ -48,6 +54,10 @@ struct spyre_job {
 	u32 ring_end;
 	u64 user_seq;
 	bool guilty;
+	/* Producers on other hardware queues this job waits for on the device. */
+	struct drm_sched_fence *dev_deps[SPYRE_MAX_DEV_WAITS];
+	u32 ndev_deps;
+	u32 nwaits;		/* WAIT packets written before the job's own */
 };
 
 static inline struct spyre_job *to_spyre_job(struct drm_sched_job *j)
@@ -179,6 +189,8 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 	pkt = seq & 0xffff;
 	if (job && pkt == SPYRE_SEQ_LAST)
 		pkt = job->npackets - 1;
+	else if (job && pkt >= job->nwaits)
+		pkt -= job->nwaits;
 	atomic_inc(&sdev->faults);
 	spyre_fault_log(sdev, job, q->idx, error, addr, info);
 	if (job) {
@@ -254,6 +266,27 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	dma_fence_put(job->hw_fence);
 	job->hw_fence = dma_fence_get(fence);
 	job->ring_start = q->tail;
+	job->nwaits = 0;
+	for (i = 0; i < job->ndev_deps; i++) {
+		struct drm_sched_fence *dep = job->dev_deps[i];
+		struct dma_fence *parent = READ_ONCE(dep->parent);
+		struct spyre_hwq *pq = container_of(dep->sched, struct spyre_hwq, sched);
+		struct spyre_pkt_sem *w;
+
+		/* Producer done, failed or never run: nothing to wait for. */
+		if (!parent || dma_fence_is_signaled(parent))
+			continue;
+		w = q->ring + (size_t)(q->tail++ % SPYRE_RING_PACKETS) * SPYRE_PKT_SIZE;
+		memset(w, 0, sizeof(*w));
+		w->hdr.opcode = SPYRE_OP_WAIT;
+		w->hdr.version = SPYRE_PKT_VERSION;
+		w->hdr.seq = cpu_to_le64(fence->seqno << 16 | job->nwaits);
+		w->addr = cpu_to_le64(pq->compl_dma);
+		w->value = cpu_to_le64(parent->seqno << 16 | SPYRE_SEQ_LAST);
+		w->space = SPYRE_AS_HOST;
+		job->nwaits++;
+		atomic_inc(&sdev->device_waits);
+	}
 	for (i = 0; i < job->npackets; i++) {
 		struct spyre_pkt_hdr *h;
 
@@ -265,7 +298,7 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 			h->seq = cpu_to_le64(fence->seqno << 16 | SPYRE_SEQ_LAST);
 			h->flags = cpu_to_le16(SPYRE_PKT_F_IRQ);
 		} else {
-			h->seq = cpu_to_le64(fence->seqno << 16 | i);
+			h->seq = cpu_to_le64(fence->seqno << 16 | (job->nwaits + i));
 		}
 	}
 	job->ring_end = q->tail;
@@ -288,6 +321,8 @@ static void spyre_free_job(struct drm_sched_job *sched_job)
 	u32 i;
 
 	drm_sched_job_cleanup(sched_job);
+	for (i = 0; i < job->ndev_deps; i++)
+		dma_fence_put(&job->dev_deps[i]->finished);
 	for (i = 0; i < job->nbos; i++)
 		drm_gem_object_put(job->bos[i]);
 	kvfree(job->bos);
@@ -315,8 +350,28 @@ static void spyre_hwq_reset_locked(struct spyre_hwq *q, int error)
 		q->busy_since = 0;
 	}
 	q->tail = 0;
+	/*
+	 * Device-side waiters on this queue wait for completion values of jobs
+	 * that were just canceled (or will run again with new numbers): count
+	 * every number handed out so far as done, so no waiter hangs.
+	 */
+	WRITE_ONCE(*q->compl, cpu_to_le64(q->seqno << 16 | SPYRE_SEQ_LAST));
 	spin_unlock_irqrestore(&q->lock, flags);
 	spyre_hw_queue_start(q);
+}
+
+/* Still waiting on the device for a producer on another queue? */
+static bool spyre_job_waiting_on_producer(struct spyre_job *job)
+{
+	struct dma_fence *parent;
+	u32 i;
+
+	for (i = 0; i < job->ndev_deps; i++) {
+		parent = READ_ONCE(job->dev_deps[i]->parent);
+		if (parent && !dma_fence_is_signaled(parent))
+			return true;
+	}
+	return false;
 }
 
 static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
@@ -328,6 +383,19 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return DRM_GPU_SCHED_STAT_ENODEV;
+
+	/*
+	 * A job blocked on the device behind a producer of another queue is
+	 * not hung itself: the producer's own timeout decides. Put it back
+	 * on the pending list (the scheduler took it off) and re-arm.
+	 */
+	if (spyre_job_waiting_on_producer(job)) {
+		spin_lock(&q->sched.job_list_lock);
+		list_add(&sched_job->list, &q->sched.pending_list);
+		spin_unlock(&q->sched.job_list_lock);
+		drm_dev_exit(idx);
+		return DRM_GPU_SCHED_STAT_NOMINAL;
+	}
 
 	drm_sched_stop(&q->sched, sched_job);
 	spyre_hwq_reset_locked(q, -ECANCELED);
@@ -798,11 +866,34 @@ static int spyre_job_add_bos(struct spyre_job *job, struct drm_file *file,
 				      &job->bos);
 }
 
+/*
+ * A fence of a job on another hardware queue of this card: wait only until
+ * that job is on its ring, then let the device wait for its completion word.
+ */
+static struct drm_sched_fence *spyre_device_dep(struct spyre_job *job, struct dma_fence *f)
+{
+	struct spyre_device *sdev = job->hwq->sdev;
+	struct drm_sched_fence *sf;
+	unsigned int i;
+
+	if (!device_deps || job->ndev_deps == SPYRE_MAX_DEV_WAITS)
+		return NULL;
+	sf = to_drm_sched_fence(dma_fence_chain_contained(f));
+	if (!sf || sf->sched == &job->hwq->sched)
+		return NULL;	/* same queue: FIFO already orders them */
+	for (i = 0; i < sdev->nr_hwq; i++)
+		if (sf->sched == &sdev->hwq[i].sched)
+			return sf;
+	return NULL;
+}
+
 static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 				  struct drm_spyre_submit *args)
 {
 	struct drm_spyre_sync __user *user = u64_to_user_ptr(args->in_syncs);
+	struct drm_sched_fence *sf;
 	struct drm_spyre_sync s;
+	struct dma_fence *f;
 	u32 i;
 	int ret;
 
@@ -811,7 +902,19 @@ static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 			return -EFAULT;
 		if (s.flags)
 			return -EINVAL;
-		ret = drm_sched_job_add_syncobj_dependency(&job->base, file, s.handle, s.point);
+		ret = drm_syncobj_find_fence(file, s.handle, s.point, 0, &f);
+		if (ret)
+			return ret;
+		sf = dma_fence_is_signaled(f) ? NULL : spyre_device_dep(job, f);
+		if (sf) {
+			job->dev_deps[job->ndev_deps++] = sf;
+			dma_fence_get(&sf->finished);
+			ret = drm_sched_job_add_dependency(&job->base,
+							   dma_fence_get(&sf->scheduled));
+			dma_fence_put(f);
+		} else {
+			ret = drm_sched_job_add_dependency(&job->base, f);
+		}
 		if (ret)
 			return ret;
 	}
@@ -827,7 +930,7 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	struct dma_fence *finished;
 	struct spyre_uqueue *uq;
 	struct spyre_job *job;
-	u32 i;
+	u32 i, credits;
 	int ret;
 
 	if (args->flags || !args->packet_count ||
@@ -887,7 +990,9 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 		}
 	}
 
-	ret = drm_sched_job_init(&job->base, &uq->entity, job->npackets, ctx, file->client_id);
+	/* Credits are ring slots: the packets plus any device-side WAITs. */
+	credits = job->npackets + min_t(u32, args->in_sync_count, SPYRE_MAX_DEV_WAITS);
+	ret = drm_sched_job_init(&job->base, &uq->entity, credits, ctx, file->client_id);
 	if (ret)
 		goto err_free;
 	ret = spyre_job_add_in_syncs(job, file, args);
@@ -925,6 +1030,8 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	return 0;
 
 err_cleanup:
+	for (i = 0; i < job->ndev_deps; i++)
+		dma_fence_put(&job->dev_deps[i]->finished);
 	drm_sched_job_cleanup(&job->base);
 err_free:
 	dma_fence_chain_free(chain);

@@ -151,6 +151,47 @@ TEST_F(rec, repeated_hangs_ban_the_context)
 	close(fd2);
 }
 
+TEST_F(rec, hung_producer_releases_device_side_waiter)
+{
+	struct drm_spyre_queue_error e;
+	struct drm_spyre_sync dep = { 0 };
+	struct ssubmit prod = { 0 }, cons = { 0 };
+	struct sbo sem, t;
+	uint8_t pp[64], pc[64];
+	uint32_t q2, s1, s2;
+
+	/* The producer hangs on a semaphore nobody signals; the consumer on
+	 * another queue waits for it on the device. */
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s2));
+	pkt_sem(pp, SPYRE_OP_WAIT, sem.va, 1);
+	prod.queue = self->q;
+	prod.packets = pp;
+	prod.count = 1;
+	prod.out = s1;
+	ASSERT_EQ(0, ssubmit(self->fd, &prod));
+	pkt_sem(pc, SPYRE_OP_TIMESTAMP, t.va, 0);
+	dep.handle = s1;
+	cons.queue = q2;
+	cons.packets = pc;
+	cons.count = 1;
+	cons.in = &dep;
+	cons.nin = 1;
+	cons.out = s2;
+	ASSERT_EQ(0, ssubmit(self->fd, &cons));
+	/* After the producer's timeout and queue reset the consumer runs. */
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 10000));
+	ASSERT_LT(0, ((uint64_t *)t.map)[0]);
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.error);
+	/* Only the producer is blamed. */
+	ASSERT_EQ(0, squeue_error(self->fd, q2, &e));
+	ASSERT_EQ(0, e.error_count);
+}
+
 TEST_F(rec, close_with_jobs_in_flight)
 {
 	struct sbo sem;

@@ -146,6 +146,58 @@ TEST_F(sub, timeline_points_and_cross_queue_chain)
 	ASSERT_EQ(0, memcmp(a.map, c.map, 1 * MiB));
 }
 
+TEST_F(sub, cross_queue_dependency_waits_on_the_device)
+{
+	struct ssubmit prod = { 0 }, cons = { 0 }, rel = { 0 };
+	struct drm_spyre_sync dep = { 0 };
+	struct sbo sem, a, b, c;
+	uint8_t pp[2][64], pc[64], pr[64];
+	uint32_t q2, q3, s1, s2;
+	long before = device_waits();
+
+	if (before < 0)
+		SKIP(return, "no debugfs");
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q3));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	ASSERT_EQ(0, sbo_create(self->fd, 65536, DRM_SPYRE_BO_HOST, &a));
+	ASSERT_EQ(0, sbo_create(self->fd, 65536, 0, &b));
+	ASSERT_EQ(0, sbo_create(self->fd, 65536, DRM_SPYRE_BO_HOST, &c));
+	fill_pattern(a.map, 65536, 4);
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s2));
+
+	/* Producer (queue 1) is held on the device until q3 releases it. */
+	pkt_sem(pp[0], SPYRE_OP_WAIT, sem.va, 1);
+	pkt_copy(pp[1], a.va, b.va, 65536);
+	prod.queue = self->q;
+	prod.packets = pp;
+	prod.count = 2;
+	prod.out = s1;
+	ASSERT_EQ(0, ssubmit(self->fd, &prod));
+	/* Consumer (queue 2) depends on it through a syncobj. */
+	pkt_copy(pc, b.va, c.va, 65536);
+	dep.handle = s1;
+	cons.queue = q2;
+	cons.packets = pc;
+	cons.count = 1;
+	cons.in = &dep;
+	cons.nin = 1;
+	cons.out = s2;
+	ASSERT_EQ(0, ssubmit(self->fd, &cons));
+	usleep(100000);
+	ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, s2, 0, 0));
+	/* The consumer went to the device with a WAIT on the producer. */
+	ASSERT_EQ(before + 1, device_waits());
+	pkt_sem(pr, SPYRE_OP_SIGNAL, sem.va, 1);
+	rel.queue = q3;
+	rel.packets = pr;
+	rel.count = 1;
+	ASSERT_EQ(0, ssubmit(self->fd, &rel));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 5000));
+	ASSERT_EQ(0, memcmp(a.map, c.map, 65536));
+}
+
 TEST_F(sub, device_side_signal_wait_between_queues)
 {
 	struct ssubmit s = { 0 };

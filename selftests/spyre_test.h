@@ -240,6 +240,29 @@ static inline long read_sysfs_long(const char *fmt, const char *pci)
 	return v;
 }
 
+/* "device waits N" from the first card's debugfs faults file, or -1. */
+static inline long device_waits(void)
+{
+	char link[PATH_MAX], target[PATH_MAX], path[PATH_MAX + 64], line[256];
+	long v = -1;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(link, sizeof(link), "/sys/class/accel/accel0/device");
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return -1;
+	target[n] = '\0';
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/faults", strrchr(target, '/') + 1);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fgets(line, sizeof(line), f) && strstr(line, "device waits "))
+		v = strtol(strstr(line, "device waits ") + 13, NULL, 10);
+	fclose(f);
+	return v;
+}
+
 static inline void fill_pattern(uint8_t *p, size_t n, unsigned int seed)
 {
 	size_t i;
