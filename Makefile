@@ -34,7 +34,8 @@ SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_te
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
-HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test
+HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
+	$(B)/tests/man-pages-test
 
 .PHONY: all setup module lib tools selftests host-tests bench demo check lint vm-shell clean help install
 
@@ -132,6 +133,10 @@ $(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ENGINE_
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ $(B)/lib/libspyre.a $(ENGINE_LIB) \
 		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
+
+$(B)/tests/man-pages-test: libspyre/tests/man-pages-test.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
 BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench

@@ -59,6 +59,7 @@ struct spyre_device {
 	struct spyre_chunk *chunks[SPYRE_NCLASSES];
 	struct spyre_free_block *free[SPYRE_NCLASSES];
 	size_t nfree[SPYRE_NCLASSES], cap_free[SPYRE_NCLASSES];
+	size_t nblocks[SPYRE_NCLASSES];	/* blocks of all chunks of the class */
 	struct spyre_bo *large_cache;	/* freed large BOs */
 	size_t nlarge, cap_large;
 	struct spyre_mem_stats stats;
@@ -70,6 +71,7 @@ struct spyre_device {
 	struct spyre_stream *internal;
 	struct spyre_stream **streams;
 	size_t nstreams;
+	uint64_t next_stream_id;
 };
 
 #define SPYRE_ARG_SLOTS		32
@@ -88,6 +90,7 @@ struct spyre_callback {
 
 struct spyre_stream {
 	struct spyre_device *dev;
+	uint64_t id;			/* unique in the device's lifetime */
 	uint32_t queue;
 	uint32_t timeline;
 	/* Protects everything below */
@@ -149,6 +152,7 @@ void spyre_memory_fini(struct spyre_device *dev);
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
+void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s);
 void spyre_streams_fini(struct spyre_device *dev);
 
 #endif

@@ -144,6 +144,12 @@ static int class_get_locked(struct spyre_device *dev, int c, struct spyre_free_b
 		ch = calloc(1, sizeof(*ch));
 		if (!ch)
 			return spyre_error(-ENOMEM, "out of memory");
+		/* Room for every block of every chunk: spyre_free() never grows it. */
+		if (grow((void **)&dev->free[c], &dev->cap_free[c],
+			 dev->nblocks[c] + SPYRE_CHUNK_SIZE / bsize, sizeof(**dev->free))) {
+			free(ch);
+			return spyre_error(-ENOMEM, "out of memory");
+		}
 		ret = spyre_bo_new(dev, SPYRE_CHUNK_SIZE, 0, &ch->bo);
 		if (ret) {
 			free(ch);
@@ -151,9 +157,7 @@ static int class_get_locked(struct spyre_device *dev, int c, struct spyre_free_b
 		}
 		dev->stats.bo_creates++;
 		dev->stats.reserved += SPYRE_CHUNK_SIZE;
-		if (grow((void **)&dev->free[c], &dev->cap_free[c],
-			 dev->nfree[c] + SPYRE_CHUNK_SIZE / bsize, sizeof(**dev->free)))
-			return spyre_error(-ENOMEM, "out of memory");
+		dev->nblocks[c] += SPYRE_CHUNK_SIZE / bsize;
 		/* Push in reverse so blocks are handed out in address order. */
 		for (off = SPYRE_CHUNK_SIZE; off; off -= bsize) {
 			dev->free[c][dev->nfree[c]].va = ch->bo.va + off - bsize;
@@ -246,8 +250,7 @@ SPYRE_EXPORT int spyre_free(spyre_device_t *dev, spyre_dptr_t ptr)
 	 * on one stream before the free still runs before work that reuses it.
 	 */
 	if (a.cls >= 0) {
-		grow((void **)&dev->free[a.cls], &dev->cap_free[a.cls], dev->nfree[a.cls] + 1,
-		     sizeof(**dev->free));
+		/* Room for every block of the class exists since its chunk was carved. */
 		dev->free[a.cls][dev->nfree[a.cls]].va = a.base;
 		dev->free[a.cls][dev->nfree[a.cls]].chunk = a.chunk;
 		dev->nfree[a.cls]++;
@@ -290,6 +293,7 @@ SPYRE_EXPORT int spyre_empty_cache(spyre_device_t *dev)
 					dev->free[c][k++] = dev->free[c][i];
 			dev->nfree[c] = k;
 			*pp = ch->next;
+			dev->nblocks[c] -= SPYRE_CHUNK_SIZE / ((size_t)SPYRE_STICK << c);
 			dev->stats.reserved -= ch->bo.size;
 			spyre_bo_del(dev, &ch->bo);
 			free(ch);

@@ -32,8 +32,12 @@ struct spyre_program {
 	struct spyre_bo host;		/* patched host copy, the upload source */
 	uint64_t *bound;		/* slot addresses patched into @host */
 	bool patched;
-	struct spyre_stream *upload_stream;	/* last upload from @host */
-	uint64_t upload_point;
+	/* The last launch of the program on each stream that ran it. */
+	struct {
+		struct spyre_stream *s;
+		uint64_t id, point;
+	} users[16];
+	uint32_t nusers;
 };
 
 static int parse(struct spyre_program *pr, const uint8_t *img, size_t size)
@@ -111,6 +115,8 @@ SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size
 	pthread_mutex_unlock(&dev->staging_lock);
 	ret = ret ?: spyre_stream_submit(s, &p, 1);
 	ret = ret ?: spyre_stream_synchronize(s);
+	if (ret == -EIO)
+		spyre_internal_failed(dev, s);
 	if (ret) {
 		program_free(pr);
 		return ret;
@@ -221,6 +227,54 @@ static int check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots)
 	return ret;
 }
 
+/*
+ * Every launch of the program queued so far on any stream: they run the one
+ * device image (and read the host copy when they upload it), so new bindings
+ * may be patched in only after they are done.
+ */
+static int wait_users_locked(struct spyre_program *pr)
+{
+	struct spyre_device *dev = pr->dev;
+	uint32_t i;
+	size_t k;
+	int ret = 0;
+
+	for (i = 0; i < pr->nusers && !ret; i++) {
+		struct spyre_stream *s = NULL;
+
+		pthread_mutex_lock(&dev->lock);
+		for (k = 0; k < dev->nstreams; k++)
+			if (dev->streams[k] == pr->users[i].s && dev->streams[k]->id == pr->users[i].id)
+				s = dev->streams[k];
+		pthread_mutex_unlock(&dev->lock);
+		/*
+		 * A destroyed stream finished its work. The caller's own stream
+		 * counts too: a queued upload there still reads the host copy.
+		 */
+		if (s)
+			ret = spyre_stream_wait_point(s, pr->users[i].point);
+	}
+	return ret;
+}
+
+static void note_user_locked(struct spyre_program *pr, struct spyre_stream *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < pr->nusers; i++)
+		if (pr->users[i].s == s && pr->users[i].id == s->id)
+			break;
+	if (i == pr->nusers) {
+		if (pr->nusers == sizeof(pr->users) / sizeof(pr->users[0]))
+			i = s->id % pr->nusers;		/* evict one: it is waited for below */
+		else
+			pr->nusers++;
+	}
+	pr->users[i].s = s;
+	pr->users[i].id = s->id;
+	pr->users[i].point = s->point;
+}
+
 /* Patch path, step 1-2: patch the relocations of changed slots into the host copy. */
 static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, bool *changed)
 {
@@ -229,12 +283,9 @@ static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, boo
 	*changed = !pr->patched || memcmp(pr->bound, slots, pr->num_syms * sizeof(*slots));
 	if (!*changed)
 		return 0;
-	/* The previous upload reads this buffer: it must be done first. */
-	if (pr->upload_stream) {
-		ret = spyre_stream_wait_point(pr->upload_stream, pr->upload_point);
-		if (ret)
-			return spyre_error(ret, "waiting for the previous upload failed");
-	}
+	ret = wait_users_locked(pr);
+	if (ret)
+		return spyre_error(ret, "waiting for earlier launches of the program failed");
 	spyre_patch_apply(pr->host.map, pr->relocs, pr->num_relocs, slots,
 			  pr->patched ? pr->bound : NULL);
 	memcpy(pr->bound, slots, pr->num_syms * sizeof(*slots));
@@ -305,7 +356,10 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 	memset(&job, 0, sizeof(job));
 	if (pr->path == SPYRE_LAUNCH_PATCH) {
 		pthread_mutex_lock(&pr->lock);
-		ret = patch_locked(pr, slots, &changed);
+		/* A full table cannot track one more stream: drain everything first. */
+		if (pr->nusers == sizeof(pr->users) / sizeof(pr->users[0]))
+			ret = wait_users_locked(pr);
+		ret = ret ?: patch_locked(pr, slots, &changed);
 		if (!ret && changed) {
 			/* Step 3: upload the patched copy, in the same job as the launch. */
 			job.upload.hdr.opcode = SPYRE_OP_COPY;
@@ -332,10 +386,8 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 	if (!ret)
 		s->arg_point[slot] = s->point;
 	if (pr->path == SPYRE_LAUNCH_PATCH) {
-		if (!ret && changed) {
-			pr->upload_stream = s;
-			pr->upload_point = s->point;
-		}
+		if (!ret)
+			note_user_locked(pr, s);
 		pthread_mutex_unlock(&pr->lock);
 	}
 out:

@@ -34,6 +34,7 @@ static const char *hw_error_name(uint32_t e)
 		"none", "bad opcode", "bad version", "reserved field set", "misaligned address",
 		"bad size", "bad address space", "page fault", "DMA error", "ring overflow",
 		"ring configuration", "no compute engine", "bad scatter-gather list",
+		"program fault",
 	};
 
 	return e < sizeof(names) / sizeof(names[0]) ? names[e] : "unknown";
@@ -59,6 +60,12 @@ static int check_errors_locked(struct spyre_stream *s)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu canceled: the context is banned",
 			 (unsigned long long)e.job_seq);
+	else if (e.hw_error == SPYRE_ERR_ENGINE)
+		snprintf(s->poison, sizeof(s->poison),
+			 "stream job %llu: program fault (cause %u) on core %u at instruction %u, "
+			 "address 0x%llx (stream poisoned)", (unsigned long long)e.job_seq,
+			 SPYRE_FAULT_CAUSE(e.fault_info), e.core, e.pc,
+			 (unsigned long long)e.fault_addr);
 	else
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu failed at packet %u: %s at device address 0x%llx"
@@ -220,12 +227,21 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 		return spyre_error(-errno, "creating a syncobj failed");
 	}
 	pthread_mutex_lock(&dev->lock);
+	s->id = ++dev->next_stream_id;
 	arr = realloc(dev->streams, (dev->nstreams + 1) * sizeof(*arr));
 	if (arr) {
 		dev->streams = arr;
 		dev->streams[dev->nstreams++] = s;
 	}
 	pthread_mutex_unlock(&dev->lock);
+	if (!arr) {
+		struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
+
+		drmSyncobjDestroy(dev->fd, s->timeline);
+		drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
+		free(s);
+		return spyre_error(-ENOMEM, "out of memory");
+	}
 	*out = s;
 	return 0;
 }
@@ -248,6 +264,16 @@ SPYRE_EXPORT int spyre_stream_synchronize(spyre_stream_t *s)
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_synchronize: NULL stream");
 	pthread_mutex_lock(&s->lock);
+	if (s->nwaits && !s->poisoned) {
+		/* Pending event waits are stream work too: flush them into a NOP. */
+		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_OP_NOP, SPYRE_PKT_VERSION };
+
+		ret = submit_locked(s, nop, 1);
+		if (ret) {
+			pthread_mutex_unlock(&s->lock);
+			return ret;
+		}
+	}
 	point = s->point;
 	wait_callbacks_locked(s);
 	pthread_mutex_unlock(&s->lock);
@@ -281,8 +307,8 @@ SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 {
 	int ret = 0;
 
-	if (!s || !e)
-		return spyre_error(-EINVAL, "spyre_stream_wait_event: NULL argument");
+	if (!s || !e || s->dev != e->dev)
+		return spyre_error(-EINVAL, "spyre_stream_wait_event: NULL argument or another device");
 	if (!e->recorded)
 		return 0;	/* as in CUDA: waiting for an unrecorded event is a no-op */
 	pthread_mutex_lock(&s->lock);
@@ -524,7 +550,7 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
 					   (unsigned long long)dst);
 		va = pinned_va(dev, (const void *)(uintptr_t)src, size);
-		if (va && !(size % SPYRE_STICK)) {
+		if (va && !(va % SPYRE_STICK) && !(size % SPYRE_STICK)) {
 			copy_pkt(&p, va, dst, size);
 			return spyre_stream_submit(s, &p, 1);
 		}
@@ -557,7 +583,7 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
 					   (unsigned long long)src);
 		va = pinned_va(dev, (const void *)(uintptr_t)dst, size);
-		if (va && !(size % SPYRE_STICK)) {
+		if (va && !(va % SPYRE_STICK) && !(size % SPYRE_STICK)) {
 			copy_pkt(&p, src, va, size);
 			return spyre_stream_submit(s, &p, 1);
 		}
@@ -583,7 +609,25 @@ SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t sr
 {
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_memcpy_async: NULL stream");
+	if (kind != SPYRE_MEMCPY_H2D && kind != SPYRE_MEMCPY_D2H && kind != SPYRE_MEMCPY_D2D)
+		return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
 	return copy_impl(s, dst, src, size, kind);
+}
+
+/*
+ * A synchronous operation reports its failure to its caller; the internal
+ * stream it ran on must not stay poisoned for the next one: replace it.
+ */
+void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s)
+{
+	pthread_mutex_lock(&dev->staging_lock);
+	if (dev->internal == s)
+		dev->internal = NULL;
+	else
+		s = NULL;
+	pthread_mutex_unlock(&dev->staging_lock);
+	if (s)
+		spyre_stream_destroy(s);
 }
 
 SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
@@ -594,9 +638,18 @@ SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, s
 
 	if (!dev)
 		return spyre_error(-EINVAL, "spyre_memcpy: NULL device");
+	if (kind != SPYRE_MEMCPY_H2D && kind != SPYRE_MEMCPY_D2H && kind != SPYRE_MEMCPY_D2D)
+		return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
+	if (!size)
+		return 0;
 	ret = get_internal_stream(dev, &s);
-	ret = ret ?: copy_impl(s, dst, src, size, kind);
-	return ret ?: spyre_stream_synchronize(s);
+	if (ret)
+		return ret;
+	ret = copy_impl(s, dst, src, size, kind);
+	ret = ret ?: spyre_stream_synchronize(s);
+	if (ret == -EIO)
+		spyre_internal_failed(dev, s);
+	return ret;
 }
 
 SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value,

@@ -147,6 +147,24 @@ TEST_F(rt, memcpy_all_directions_and_odd_sizes)
 	free(out);
 }
 
+TEST_F(rt, misaligned_pinned_and_sync_failure_recovery)
+{
+	uint8_t *h, out[4096];
+	spyre_dptr_t d;
+
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, 8192, (void **)&h));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &d));
+	fill(h + 64, 4096, 3);
+	/* Pinned but not stick aligned: staged, not faulted. */
+	ASSERT_EQ(0, spyre_memcpy(self->dev, d, (uintptr_t)(h + 64), 4096, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)out, d, 4096, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, memcmp(h + 64, out, 4096));
+	/* A failed synchronous copy reports -EIO once; the next one works. */
+	ASSERT_EQ(-EIO, spyre_memcpy(self->dev, d, 127ull << 30, 4096, SPYRE_MEMCPY_D2D));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)out, d, 4096, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_free_host(self->dev, h));
+}
+
 TEST_F(rt, partial_stick_keeps_neighbours)
 {
 	uint8_t buf[256], in[100];
@@ -256,10 +274,10 @@ TEST_F(rt, async_fault_poisons_only_its_stream)
 
 	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &ok));
 	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &d));
-	/* 0x100000 is never mapped: the device faults, asynchronously. */
-	ASSERT_EQ(0, spyre_memcpy_async(self->s, d, 0x100000, 4096, SPYRE_MEMCPY_D2D));
+	/* 127 GiB is never mapped here: the device faults, asynchronously. */
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, d, 127ull << 30, 4096, SPYRE_MEMCPY_D2D));
 	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s));
-	ASSERT_NE(NULL, strstr(spyre_last_error(), "page fault at device address 0x100000"))
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "page fault at device address 0x1fc0000000"))
 		TH_LOG("%s", spyre_last_error());
 	ASSERT_EQ(-EIO, spyre_stream_query(self->s));
 	ASSERT_EQ(-EIO, spyre_memset_async(self->s, d, 0, 4096));

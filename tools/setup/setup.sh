@@ -13,7 +13,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(
 	build-essential pkg-config kmod cpio xz-utils busybox-static file
-	libdrm-dev libudev-dev sparse perl python3
+	libdrm-dev libudev-dev sparse perl python3 groff-base
 	dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev flex bison
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
 	libopenblas-dev clang libclang-rt-14-dev
