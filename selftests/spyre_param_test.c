@@ -19,34 +19,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "spyre_accel.h"
-#include "spyre_hw.h"
-
-/*
- * Find the accel node of the index-th device bound to spyre (in accel minor
- * order). Returns 0 and fills @path, or -ENODEV.
- */
-static int spyre_node(int index, char *path, size_t len)
-{
-	char link[PATH_MAX], target[PATH_MAX];
-	int minor, found = 0;
-	ssize_t n;
-
-	for (minor = 0; minor < 64; minor++) {
-		snprintf(link, sizeof(link), "/sys/class/accel/accel%d/device/driver", minor);
-		n = readlink(link, target, sizeof(target) - 1);
-		if (n < 0)
-			continue;
-		target[n] = '\0';
-		if (strcmp(strrchr(target, '/') + 1, "spyre"))
-			continue;
-		if (found++ == index) {
-			snprintf(path, len, "/dev/accel/accel%d", minor);
-			return 0;
-		}
-	}
-	return -ENODEV;
-}
+#include "spyre_test.h"
 
 static int get_param(int fd, __u32 param, __u64 *value)
 {
