@@ -37,7 +37,7 @@ QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/t
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test
 
-.PHONY: all setup module lib tools selftests host-tests bench demo check lint vm-shell clean help install
+.PHONY: all setup module lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
 
 all: module lib tools selftests host-tests
 
@@ -150,7 +150,10 @@ $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/incl
 	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(ENGINE_LIB) $(DRM_LIBS) -lm
 
-bench: setup all $(BENCHES) bench-engine
+bench: setup
+	$(MAKE) bench-run
+
+bench-run: all $(BENCHES) bench-engine
 	@echo "== device COPY bandwidth (qtest, host)"
 	SPYRE_QEMU=$(QEMU_BIN) $(B)/bench/copy-bw
 	@echo "== launch paths (in the VM)"
@@ -158,10 +161,16 @@ bench: setup all $(BENCHES) bench-engine
 		rc=$$?; tr -d '\r' <$(B)/bench/launch.out; exit $$rc
 
 # ---- the two commands ------------------------------------------------------------
-demo: setup all
+# Set-up first, then a fresh make: what the build finds (clang, pkg-config
+# files, the kselftest harness) is decided after the set-up installed it.
+demo:
+	tools/setup/setup.sh all
+	$(MAKE) all
 	tools/demo
 
-check: setup all
+check:
+	tools/setup/setup.sh all
+	$(MAKE) all
 	tools/check
 
 vm-shell: all
