@@ -185,10 +185,11 @@ TEST_F(sub, cross_queue_dependency_waits_on_the_device)
 	cons.nin = 1;
 	cons.out = s2;
 	ASSERT_EQ(0, ssubmit(self->fd, &cons));
-	usleep(100000);
-	ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, s2, 0, 0));
-	/* The consumer went to the device with a WAIT on the producer. */
+	/* The consumer goes to the device with a WAIT on the producer. */
+	for (int i = 0; i < 200 && device_waits() == before; i++)
+		usleep(10000);
 	ASSERT_EQ(before + 1, device_waits());
+	ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, s2, 0, 0));
 	pkt_sem(pr, SPYRE_OP_SIGNAL, sem.va, 1);
 	rel.queue = q3;
 	rel.packets = pr;

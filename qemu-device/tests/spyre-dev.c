@@ -195,6 +195,18 @@ int sdev_wait(struct sdev *d, unsigned q, unsigned timeout_ms)
 	}
 }
 
+bool sdev_wait_status(struct sdev *d, unsigned q, uint32_t bits, unsigned timeout_ms)
+{
+	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	while ((sdev_qrd(d, q, SPYRE_Q_STATUS) & bits) != bits) {
+		if (now_ns() > end)
+			return false;
+		usleep(200);
+	}
+	return true;
+}
+
 uint32_t sdev_irq(struct sdev *d, unsigned vector)
 {
 	uint64_t end = now_ns() + 200000000ull;	/* MSI-X is sent from a bottom half */

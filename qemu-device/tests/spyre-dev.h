@@ -69,6 +69,8 @@ void sdev_doorbell(struct sdev *d, unsigned q);
  * @timeout_ms passed (-2).
  */
 int sdev_wait(struct sdev *d, unsigned q, unsigned timeout_ms);
+/* Poll until Q_STATUS of @q has all of @bits (true) or @timeout_ms passed. */
+bool sdev_wait_status(struct sdev *d, unsigned q, uint32_t bits, unsigned timeout_ms);
 /* MSI-X mailbox of @vector: 0x1000 + vector once it fired; sdev_irq_clear() resets. */
 uint32_t sdev_irq(struct sdev *d, unsigned vector);
 void sdev_irq_clear(struct sdev *d, unsigned vector);

@@ -189,8 +189,7 @@ static void test_queue_reset_unblocks_wait(void)
 	sdev_queue_init(&D, 5, 8, 0);
 	pkt_sem(p, SPYRE_OP_WAIT, 50, 0, SPYRE_AS_HOST, sem, 1);
 	sdev_submit(&D, 5, p);
-	usleep(10000);
-	QT_CHECK(sdev_qrd(&D, 5, SPYRE_Q_STATUS) & SPYRE_QSTAT_WAITING, "not waiting");
+	QT_CHECK(sdev_wait_status(&D, 5, SPYRE_QSTAT_WAITING, 2000), "not waiting");
 	sdev_qwr(&D, 5, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
 	QT_CHECK_EQ(0, status_settled(5));
 	QT_CHECK_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));

@@ -200,9 +200,8 @@ static void test_wait_cross_queue(void)
 	sdev_submit(&D, 1, p);
 	pkt_nop(p, 41, 0);
 	sdev_submit(&D, 1, p);
-	usleep(20000);
+	QT_CHECK(sdev_wait_status(&D, 1, SPYRE_QSTAT_WAITING, 2000), "queue 1 not WAITING");
 	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
-	QT_CHECK(sdev_qrd(&D, 1, SPYRE_Q_STATUS) & SPYRE_QSTAT_WAITING, "queue 1 not WAITING");
 	pkt_sem(p, SPYRE_OP_SIGNAL, 42, 0, SPYRE_AS_DEVPHYS, 0x4000, 4);	/* not enough */
 	sdev_submit(&D, 2, p);
 	QT_CHECK_EQ(0, sdev_wait(&D, 2, 2000));
