@@ -397,3 +397,32 @@ out:
 	spyre_pb_free(a.pb);
 	return rc;
 }
+
+char *spyre_read_file(const char *path, size_t *len)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	char *buf = NULL, *n;
+	size_t r;
+
+	*len = 0;
+	if (!f)
+		return NULL;
+	for (;;) {
+		n = realloc(buf, *len + 65537);
+		if (!n) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = n;
+		r = fread(buf + *len, 1, 65536, f);
+		*len += r;
+		if (r < 65536) {
+			buf[*len] = 0;
+			break;
+		}
+	}
+	if (f != stdin)
+		fclose(f);
+	return buf;
+}

@@ -25,26 +25,11 @@ int main(int argc, char **argv)
 	}
 	if (!in || !out)
 		goto usage;
-	f = strcmp(in, "-") ? fopen(in, "r") : stdin;
-	if (!f) {
+	text = spyre_read_file(in, &len);
+	if (!text) {
 		perror(in);
 		return 1;
 	}
-	for (;;) {
-		char *n = realloc(text, len + 65537);
-
-		if (!n)
-			return 1;
-		text = n;
-		size_t r = fread(text + len, 1, 65536, f);
-
-		len += r;
-		if (r < 65536)
-			break;
-	}
-	text[len] = 0;
-	if (f != stdin)
-		fclose(f);
 	if (spyre_asm_text(text, &img, &size, err, sizeof(err))) {
 		fprintf(stderr, "%s: %s\n", in, err);
 		return 1;

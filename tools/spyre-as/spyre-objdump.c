@@ -11,28 +11,15 @@ int main(int argc, char **argv)
 {
 	uint8_t *buf = NULL;
 	size_t len = 0;
-	FILE *f;
 
 	if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		fprintf(stderr, "usage: spyre-objdump FILE.bin|-\n");
 		return 2;
 	}
-	f = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
-	if (!f) {
+	buf = (uint8_t *)spyre_read_file(argv[1], &len);
+	if (!buf) {
 		perror(argv[1]);
 		return 1;
-	}
-	for (;;) {
-		uint8_t *n = realloc(buf, len + 65536);
-
-		if (!n)
-			return 1;
-		buf = n;
-		size_t r = fread(buf + len, 1, 65536, f);
-
-		len += r;
-		if (r < 65536)
-			break;
 	}
 	if (spyre_disasm_image(buf, len, stdout)) {
 		fprintf(stderr, "%s: not a valid spyre program container\n", argv[1]);
