@@ -69,6 +69,11 @@ struct spyre_device {
 	struct spyre_bo staging;
 	struct spyre_bo values;		/* memset sources: stick v holds byte v */
 	struct spyre_stream *internal;
+	/*
+	 * Live streams, under @lock. A stream is freed when its last reference
+	 * is dropped: the list's (dropped by spyre_stream_destroy()) or one a
+	 * device-wide walk took with spyre_stream_next() while it uses it.
+	 */
 	struct spyre_stream **streams;
 	size_t nstreams;
 	uint64_t next_stream_id;
@@ -93,6 +98,7 @@ struct spyre_stream {
 	uint64_t id;			/* unique in the device's lifetime */
 	uint32_t queue;
 	uint32_t timeline;
+	unsigned int refs;		/* under dev->lock: the list's, and walks' */
 	/* Protects everything below */
 	pthread_mutex_t lock;
 	uint64_t point;			/* last point handed out */
@@ -152,7 +158,10 @@ void spyre_memory_fini(struct spyre_device *dev);
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
+int spyre_internal_stream_get(struct spyre_device *dev, struct spyre_stream **out);
 void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s);
+struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);
+void spyre_stream_put(struct spyre_stream *s);
 void spyre_streams_fini(struct spyre_device *dev);
 
 #endif

@@ -108,15 +108,14 @@ SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size
 	p.size = pr->upload_size;
 	p.src_space = SPYRE_AS_VIRT;
 	p.dst_space = SPYRE_AS_VIRT;
-	pthread_mutex_lock(&dev->staging_lock);
-	ret = dev->internal ? 0 : spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL,
-						      &dev->internal);
-	s = dev->internal;
-	pthread_mutex_unlock(&dev->staging_lock);
-	ret = ret ?: spyre_stream_submit(s, &p, 1);
-	ret = ret ?: spyre_stream_synchronize(s);
-	if (ret == -EIO)
-		spyre_internal_failed(dev, s);
+	ret = spyre_internal_stream_get(dev, &s);
+	if (!ret) {
+		ret = spyre_stream_submit(s, &p, 1);
+		ret = ret ?: spyre_stream_synchronize(s);
+		if (ret == -EIO)
+			spyre_internal_failed(dev, s);
+		spyre_stream_put(s);
+	}
 	if (ret) {
 		program_free(pr);
 		return ret;
@@ -127,17 +126,26 @@ SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size
 
 SPYRE_EXPORT int spyre_program_unload(spyre_program_t *pr)
 {
-	size_t i;
+	struct spyre_device *dev;
+	struct spyre_stream *s;
+	uint64_t id = 0, last;
 
 	if (!pr)
 		return 0;
+	dev = pr->dev;
 	/* Streams may still run it: let them finish, and forget it. */
-	spyre_device_synchronize(pr->dev);
-	pthread_mutex_lock(&pr->dev->lock);
-	for (i = 0; i < pr->dev->nstreams; i++)
-		if (pr->dev->streams[i]->last_prog == pr)
-			pr->dev->streams[i]->last_prog = NULL;
-	pthread_mutex_unlock(&pr->dev->lock);
+	spyre_device_synchronize(dev);
+	pthread_mutex_lock(&dev->lock);
+	last = dev->next_stream_id;
+	pthread_mutex_unlock(&dev->lock);
+	while ((s = spyre_stream_next(dev, id, last))) {
+		pthread_mutex_lock(&s->lock);
+		if (s->last_prog == pr)
+			s->last_prog = NULL;
+		pthread_mutex_unlock(&s->lock);
+		id = s->id;
+		spyre_stream_put(s);
+	}
 	program_free(pr);
 	return 0;
 }
@@ -236,23 +244,21 @@ static int wait_users_locked(struct spyre_program *pr)
 {
 	struct spyre_device *dev = pr->dev;
 	uint32_t i;
-	size_t k;
 	int ret = 0;
 
 	for (i = 0; i < pr->nusers && !ret; i++) {
-		struct spyre_stream *s = NULL;
-
-		pthread_mutex_lock(&dev->lock);
-		for (k = 0; k < dev->nstreams; k++)
-			if (dev->streams[k] == pr->users[i].s && dev->streams[k]->id == pr->users[i].id)
-				s = dev->streams[k];
-		pthread_mutex_unlock(&dev->lock);
 		/*
+		 * The stream by its id (a pointer may have been freed and reused),
+		 * referenced while waiting: another thread may destroy it meanwhile.
 		 * A destroyed stream finished its work. The caller's own stream
 		 * counts too: a queued upload there still reads the host copy.
 		 */
-		if (s)
+		struct spyre_stream *s = spyre_stream_next(dev, pr->users[i].id - 1, pr->users[i].id);
+
+		if (s) {
 			ret = spyre_stream_wait_point(s, pr->users[i].point);
+			spyre_stream_put(s);
+		}
 	}
 	return ret;
 }

@@ -226,6 +226,7 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 		free(s);
 		return spyre_error(-errno, "creating a syncobj failed");
 	}
+	s->refs = 1;			/* the device list's */
 	pthread_mutex_lock(&dev->lock);
 	s->id = ++dev->next_stream_id;
 	arr = realloc(dev->streams, (dev->nstreams + 1) * sizeof(*arr));
@@ -328,9 +329,60 @@ SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 	return ret;
 }
 
+/* The last reference is gone: give the queue and the syncobj back, free. */
+static void stream_release(struct spyre_stream *s)
+{
+	struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
+	struct spyre_device *dev = s->dev;
+
+	if (s->argring.handle)
+		spyre_bo_del(dev, &s->argring);
+	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
+	drmSyncobjDestroy(dev->fd, s->timeline);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+void spyre_stream_put(struct spyre_stream *s)
+{
+	struct spyre_device *dev = s->dev;
+	unsigned int refs;
+
+	pthread_mutex_lock(&dev->lock);
+	refs = --s->refs;
+	pthread_mutex_unlock(&dev->lock);
+	if (!refs)
+		stream_release(s);
+}
+
+/*
+ * A device-wide walk: the live stream of @dev with the smallest id in
+ * (@after, @last], with a reference the caller drops with spyre_stream_put(),
+ * or NULL when there is none. The stream stays valid while referenced, even
+ * if another thread destroys it meanwhile; a walk visits each stream at most
+ * once, whatever is created or destroyed during it.
+ */
+struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last)
+{
+	struct spyre_stream *best = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < dev->nstreams; i++) {
+		struct spyre_stream *s = dev->streams[i];
+
+		if (s->id > after && s->id <= last && (!best || s->id < best->id))
+			best = s;
+	}
+	if (best)
+		best->refs++;
+	pthread_mutex_unlock(&dev->lock);
+	return best;
+}
+
 SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
 {
-	struct drm_spyre_queue_destroy d;
 	struct spyre_device *dev;
 	size_t i;
 
@@ -344,39 +396,38 @@ SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
 	pthread_mutex_unlock(&s->lock);
 	if (s->thread_started)
 		pthread_join(s->thread, NULL);
-	d.queue_id = s->queue;
-	d.pad = 0;
-	if (s->argring.handle)
-		spyre_bo_del(dev, &s->argring);
-	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
-	drmSyncobjDestroy(dev->fd, s->timeline);
+	/*
+	 * No new walk finds it now. One that holds it (a spyre_device_synchronize()
+	 * on another thread, say) drops the last reference and releases it.
+	 */
 	pthread_mutex_lock(&dev->lock);
 	for (i = 0; i < dev->nstreams; i++)
 		if (dev->streams[i] == s)
 			dev->streams[i] = dev->streams[--dev->nstreams];
 	pthread_mutex_unlock(&dev->lock);
-	free(s);
+	spyre_stream_put(s);
 	return 0;
 }
 
 SPYRE_EXPORT int spyre_device_synchronize(spyre_device_t *dev)
 {
+	struct spyre_stream *s;
+	uint64_t last, id = 0;
 	int ret = 0, r;
-	size_t i;
 
 	if (!dev)
 		return spyre_error(-EINVAL, "spyre_device_synchronize: NULL device");
+	/* Every stream that exists now; streams created meanwhile are not waited for. */
 	pthread_mutex_lock(&dev->lock);
-	for (i = 0; i < dev->nstreams; i++) {
-		spyre_stream_t *s = dev->streams[i];
-
-		pthread_mutex_unlock(&dev->lock);
+	last = dev->next_stream_id;
+	pthread_mutex_unlock(&dev->lock);
+	while ((s = spyre_stream_next(dev, id, last))) {
 		r = spyre_stream_synchronize(s);
 		if (r && !ret)
 			ret = r;
-		pthread_mutex_lock(&dev->lock);
+		id = s->id;
+		spyre_stream_put(s);
 	}
-	pthread_mutex_unlock(&dev->lock);
 	return ret;
 }
 
@@ -493,14 +544,24 @@ static void copy_pkt(struct spyre_pkt_copy *p, uint64_t src, uint64_t dst, uint6
 	p->dst_space = SPYRE_AS_VIRT;
 }
 
-static int get_internal_stream(struct spyre_device *dev, struct spyre_stream **out)
+/*
+ * The stream of synchronous operations, referenced: another thread's failure
+ * may replace it (spyre_internal_failed()) while the caller still uses it.
+ */
+int spyre_internal_stream_get(struct spyre_device *dev, struct spyre_stream **out)
 {
 	int ret = 0;
 
+	*out = NULL;
 	pthread_mutex_lock(&dev->staging_lock);
 	if (!dev->internal)
 		ret = spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &dev->internal);
-	*out = dev->internal;
+	if (!ret) {
+		*out = dev->internal;
+		pthread_mutex_lock(&dev->lock);
+		(*out)->refs++;
+		pthread_mutex_unlock(&dev->lock);
+	}
 	pthread_mutex_unlock(&dev->staging_lock);
 	return ret;
 }
@@ -617,6 +678,7 @@ SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t sr
 /*
  * A synchronous operation reports its failure to its caller; the internal
  * stream it ran on must not stay poisoned for the next one: replace it.
+ * The caller still holds its reference from spyre_internal_stream_get().
  */
 void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s)
 {
@@ -642,13 +704,14 @@ SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, s
 		return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
 	if (!size)
 		return 0;
-	ret = get_internal_stream(dev, &s);
+	ret = spyre_internal_stream_get(dev, &s);
 	if (ret)
 		return ret;
 	ret = copy_impl(s, dst, src, size, kind);
 	ret = ret ?: spyre_stream_synchronize(s);
 	if (ret == -EIO)
 		spyre_internal_failed(dev, s);
+	spyre_stream_put(s);
 	return ret;
 }
 
