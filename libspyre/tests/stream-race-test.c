@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: libspyre's device-wide walks against streams destroyed on
+ * other threads, on the host without a card: libspyre (built with
+ * AddressSanitizer) runs over a fake driver defined here - libudev finds one
+ * "card", whose file is a memfd (so host buffers map), and the libdrm calls
+ * libspyre makes (drmIoctl, syncobjs) keep queues, syncobjs and buffers in
+ * tables, with handles never reused so a stale one is caught. Jobs complete
+ * at submit; a COPY from FAULT_VA fails its queue like a device page fault.
+ *
+ * A thread's syncobj wait can be held until the test releases it, which
+ * makes the races deterministic:
+ *  1. spyre_device_synchronize() holds a stream in its wait while another
+ *     thread destroys that stream; once released it must neither touch freed
+ *     memory (AddressSanitizer aborts) nor fail, and the stream's queue and
+ *     syncobj are released after the walk let go of it;
+ *  2. a synchronous copy holds the internal stream while another thread's
+ *     failing copy replaces (destroys) it;
+ * then 3 - 4 threads create, use and destroy streams, events, programs and
+ * copies for a fixed number of iterations while others call
+ * spyre_device_synchronize() and spyre_program_unload() (both walk every
+ * stream) and launch a program whose earlier users are being destroyed.
+ * Every call must succeed, no stale handle may reach the driver, and after
+ * spyre_device_close() no queue, syncobj or buffer may be left.
+ * Arguments name the parts to run (sync, internal, storm; default all).
+ * Exit 0 pass, 1 fail.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <libudev.h>
+#include <xf86drm.h>
+
+#include "spyre.h"
+#include "spyre_accel.h"
+#include "spyre_hw.h"
+#include "spyre_progbuild.h"
+
+#define FAULT_VA	(127ull << 30)
+#define MAX_OBJS	(1 << 18)
+
+static int failures;
+
+#define CHECK(cond, ...) do {							\
+		if (!(cond)) {							\
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);				\
+			fputc('\n', stderr);					\
+			__atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);	\
+		}								\
+	} while (0)
+
+/* ---- the fake driver ------------------------------------------------------------ */
+
+static pthread_mutex_t mk = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mkc = PTHREAD_COND_INITIALIZER;
+static int memfd = -1;
+static char devnode[64];
+static uint64_t file_size, next_va = 1ull << 30;
+
+static struct {
+	uint32_t next;			/* handles 1.. in creation order, never reused */
+	uint32_t live;
+	bool alive[MAX_OBJS];
+} syncobjs, queues, bos;
+static uint64_t timeline[MAX_OBJS];	/* signaled point of each syncobj */
+static uint64_t queue_errors[MAX_OBJS], queue_fail_seq[MAX_OBJS];
+static unsigned int stale;		/* calls naming a handle that is not alive */
+
+/* Held waits: a thread with hold_waits set blocks in its waits while the hold is on. */
+static __thread bool hold_waits;
+static bool hold_on;
+static unsigned int held;
+
+static void hold(bool on)
+{
+	pthread_mutex_lock(&mk);
+	hold_on = on;
+	if (on)
+		held = 0;
+	pthread_cond_broadcast(&mkc);
+	pthread_mutex_unlock(&mk);
+}
+
+static void wait_held(unsigned int n)
+{
+	pthread_mutex_lock(&mk);
+	while (held < n)
+		pthread_cond_wait(&mkc, &mk);
+	pthread_mutex_unlock(&mk);
+}
+
+static uint32_t obj_new(typeof(syncobjs) *t)
+{
+	uint32_t h = ++t->next;
+
+	if (h >= MAX_OBJS)
+		abort();
+	t->alive[h] = true;
+	t->live++;
+	return h;
+}
+
+static bool obj_del(typeof(syncobjs) *t, uint32_t h)
+{
+	if (h >= MAX_OBJS || !t->alive[h]) {
+		stale++;
+		return false;
+	}
+	t->alive[h] = false;
+	t->live--;
+	return true;
+}
+
+static bool obj_ok(typeof(syncobjs) *t, uint32_t h)
+{
+	if (h < MAX_OBJS && t->alive[h])
+		return true;
+	stale++;
+	return false;
+}
+
+static int fail_errno(int e)
+{
+	errno = e;
+	return -1;
+}
+
+static int fake_submit(struct drm_spyre_submit *a)
+{
+	const struct spyre_pkt_copy *p = (const void *)(uintptr_t)a->packets;
+	const struct drm_spyre_sync *in = (const void *)(uintptr_t)a->in_syncs;
+	uint32_t i;
+
+	if (!obj_ok(&queues, a->queue_id) || !obj_ok(&syncobjs, a->out_sync_handle))
+		return fail_errno(ENOENT);
+	for (i = 0; i < a->in_sync_count; i++)
+		if (!obj_ok(&syncobjs, in[i].handle))
+			return fail_errno(ENOENT);
+	if (a->out_sync_point <= timeline[a->out_sync_handle])
+		return fail_errno(EINVAL);
+	/* The job runs at once; a COPY from FAULT_VA faults it. */
+	for (i = 0; i < a->packet_count; i++)
+		if (p[i].hdr.opcode == SPYRE_OP_COPY && p[i].src == FAULT_VA) {
+			queue_errors[a->queue_id]++;
+			queue_fail_seq[a->queue_id] = a->out_sync_point;
+		}
+	timeline[a->out_sync_handle] = a->out_sync_point;
+	return 0;
+}
+
+int drmIoctl(int fd, unsigned long request, void *arg)
+{
+	int ret = 0;
+
+	(void)fd;
+	pthread_mutex_lock(&mk);
+	if (request == DRM_IOCTL_SPYRE_GET_PARAM) {
+		static const uint64_t v[] = { 0x12345350, 0x3, 32, 2u << 20, 128, 8, 1ull << 30,
+					      1000, 0 };
+		struct drm_spyre_get_param *g = arg;
+
+		if (g->param < sizeof(v) / sizeof(v[0]))
+			g->value = v[g->param];
+		else
+			ret = fail_errno(EINVAL);
+	} else if (request == DRM_IOCTL_SPYRE_BO_CREATE) {
+		struct drm_spyre_bo_create *c = arg;
+		uint64_t size = (c->size + 4095) & ~4095ull;
+
+		c->handle = obj_new(&bos);
+		c->va = next_va;
+		next_va += size;
+		c->mmap_offset = 0;
+		if (c->flags & DRM_SPYRE_BO_HOST) {
+			c->mmap_offset = file_size;
+			file_size += size;
+			if (ftruncate(memfd, (off_t)file_size))
+				abort();
+		}
+	} else if (request == DRM_IOCTL_GEM_CLOSE) {
+		struct drm_gem_close *c = arg;
+
+		if (!obj_del(&bos, c->handle))
+			ret = fail_errno(EINVAL);
+	} else if (request == DRM_IOCTL_SPYRE_QUEUE_CREATE) {
+		struct drm_spyre_queue_create *q = arg;
+
+		q->queue_id = obj_new(&queues);
+		queue_errors[q->queue_id] = 0;
+	} else if (request == DRM_IOCTL_SPYRE_QUEUE_DESTROY) {
+		struct drm_spyre_queue_destroy *q = arg;
+
+		if (!obj_del(&queues, q->queue_id))
+			ret = fail_errno(ENOENT);
+	} else if (request == DRM_IOCTL_SPYRE_SUBMIT) {
+		ret = fake_submit(arg);
+	} else if (request == DRM_IOCTL_SPYRE_QUEUE_ERROR) {
+		struct drm_spyre_queue_error *e = arg;
+
+		if (!obj_ok(&queues, e->queue_id)) {
+			ret = fail_errno(ENOENT);
+		} else {
+			uint32_t q = e->queue_id;
+
+			memset(e, 0, sizeof(*e));
+			e->queue_id = q;
+			e->error_count = queue_errors[q];
+			if (queue_errors[q]) {
+				e->job_seq = queue_fail_seq[q];
+				e->hw_error = SPYRE_ERR_FAULT;
+				e->fault_addr = FAULT_VA;
+				e->fault_info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ,
+								 SPYRE_SOURCE_COPY_SRC,
+								 SPYRE_FAULT_NOT_PRESENT);
+			}
+		}
+	} else {
+		ret = fail_errno(ENOTTY);
+	}
+	pthread_mutex_unlock(&mk);
+	return ret;
+}
+
+int drmSyncobjCreate(int fd, uint32_t flags, uint32_t *handle)
+{
+	(void)fd;
+	(void)flags;
+	pthread_mutex_lock(&mk);
+	*handle = obj_new(&syncobjs);
+	timeline[*handle] = 0;
+	pthread_mutex_unlock(&mk);
+	return 0;
+}
+
+int drmSyncobjDestroy(int fd, uint32_t handle)
+{
+	int ret = 0;
+
+	(void)fd;
+	pthread_mutex_lock(&mk);
+	if (!obj_del(&syncobjs, handle))
+		ret = -EINVAL;
+	pthread_mutex_unlock(&mk);
+	return ret;
+}
+
+int drmSyncobjTimelineWait(int fd, uint32_t *handles, uint64_t *points, unsigned int num_handles,
+			   int64_t timeout_nsec, unsigned int flags, uint32_t *first_signaled)
+{
+	unsigned int i;
+
+	(void)fd;
+	(void)timeout_nsec;
+	(void)flags;
+	(void)first_signaled;
+	pthread_mutex_lock(&mk);
+	for (i = 0; i < num_handles; i++) {
+		/* As the kernel: the handles are looked up once, at the start. */
+		if (!obj_ok(&syncobjs, handles[i]) || points[i] > timeline[handles[i]]) {
+			pthread_mutex_unlock(&mk);
+			errno = EINVAL;
+			return -EINVAL;
+		}
+	}
+	if (hold_waits && hold_on) {
+		held++;
+		pthread_cond_broadcast(&mkc);
+		while (hold_on)
+			pthread_cond_wait(&mkc, &mk);
+	}
+	pthread_mutex_unlock(&mk);
+	return 0;
+}
+
+int drmSyncobjQuery(int fd, uint32_t *handles, uint64_t *points, uint32_t handle_count)
+{
+	uint32_t i;
+	int ret = 0;
+
+	(void)fd;
+	pthread_mutex_lock(&mk);
+	for (i = 0; i < handle_count && !ret; i++) {
+		if (obj_ok(&syncobjs, handles[i]))
+			points[i] = timeline[handles[i]];
+		else
+			ret = -EINVAL;
+	}
+	pthread_mutex_unlock(&mk);
+	return ret;
+}
+
+/* libudev: one accel device, bound to spyre, whose node is the memfd. */
+static char udev_obj;
+
+#define UDEV_OBJ(type) ((struct type *)(void *)&udev_obj)
+
+struct udev *udev_new(void) { return UDEV_OBJ(udev); }
+struct udev *udev_unref(struct udev *u) { (void)u; return NULL; }
+struct udev_enumerate *udev_enumerate_new(struct udev *u) { (void)u; return UDEV_OBJ(udev_enumerate); }
+struct udev_enumerate *udev_enumerate_unref(struct udev_enumerate *e) { (void)e; return NULL; }
+int udev_enumerate_add_match_subsystem(struct udev_enumerate *e, const char *s) { (void)e; (void)s; return 0; }
+int udev_enumerate_scan_devices(struct udev_enumerate *e) { (void)e; return 0; }
+struct udev_list_entry *udev_enumerate_get_list_entry(struct udev_enumerate *e)
+{
+	(void)e;
+	return UDEV_OBJ(udev_list_entry);
+}
+struct udev_list_entry *udev_list_entry_get_next(struct udev_list_entry *l) { (void)l; return NULL; }
+const char *udev_list_entry_get_name(struct udev_list_entry *l) { (void)l; return "/sys/class/accel/accel0"; }
+struct udev_device *udev_device_new_from_syspath(struct udev *u, const char *p)
+{
+	(void)u;
+	(void)p;
+	return UDEV_OBJ(udev_device);
+}
+struct udev_device *udev_device_unref(struct udev_device *d) { (void)d; return NULL; }
+struct udev_device *udev_device_get_parent_with_subsystem_devtype(struct udev_device *d, const char *s,
+								  const char *t)
+{
+	(void)s;
+	(void)t;
+	return d;
+}
+const char *udev_device_get_driver(struct udev_device *d) { (void)d; return "spyre"; }
+const char *udev_device_get_devnode(struct udev_device *d) { (void)d; return devnode; }
+dev_t udev_device_get_devnum(struct udev_device *d) { (void)d; return makedev(261, 0); }
+const char *udev_device_get_sysname(struct udev_device *d) { (void)d; return "0000:00:04.0"; }
+const char *udev_device_get_sysattr_value(struct udev_device *d, const char *a)
+{
+	(void)d;
+	(void)a;
+	return "-1";
+}
+
+/* ---- the tests ------------------------------------------------------------------ */
+
+static spyre_device_t *dev;
+
+struct sync_arg {
+	int ret;
+};
+
+static void *held_device_synchronize(void *arg)
+{
+	struct sync_arg *a = arg;
+
+	hold_waits = true;
+	a->ret = spyre_device_synchronize(dev);
+	return NULL;
+}
+
+static void race_sync_destroy(void)
+{
+	struct sync_arg a = { 0 };
+	spyre_stream_t *s;
+	spyre_dptr_t d;
+	unsigned int queues_before;
+	pthread_t t;
+
+	CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
+	CHECK(!spyre_malloc(dev, 4096, &d), "%s", spyre_last_error());
+	CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
+	pthread_mutex_lock(&mk);
+	queues_before = queues.live;
+	pthread_mutex_unlock(&mk);
+
+	hold(true);
+	CHECK(!pthread_create(&t, NULL, held_device_synchronize, &a), "pthread_create");
+	wait_held(1);			/* the walk waits for s */
+	CHECK(!spyre_stream_destroy(s), "%s", spyre_last_error());
+	hold(false);			/* ... and goes on with s destroyed */
+	pthread_join(t, NULL);
+	CHECK(a.ret == 0, "spyre_device_synchronize() = %d (%s) racing spyre_stream_destroy()",
+	      a.ret, spyre_last_error());
+	pthread_mutex_lock(&mk);
+	CHECK(queues.live == queues_before - 1, "the destroyed stream's queue is %s",
+	      queues.live == queues_before ? "still alive" : "gone twice");
+	pthread_mutex_unlock(&mk);
+	spyre_free(dev, d);
+	printf("ok - spyre_device_synchronize() holding a stream another thread destroys\n");
+}
+
+struct copy_arg {
+	spyre_dptr_t a, b;
+	int ret;
+};
+
+static void *held_memcpy(void *arg)
+{
+	struct copy_arg *c = arg;
+
+	hold_waits = true;
+	c->ret = spyre_memcpy(dev, c->b, c->a, 4096, SPYRE_MEMCPY_D2D);
+	return NULL;
+}
+
+static void race_internal_replaced(void)
+{
+	struct copy_arg c = { 0 };
+	pthread_t t;
+	int ret;
+
+	CHECK(!spyre_malloc(dev, 4096, &c.a) && !spyre_malloc(dev, 4096, &c.b), "%s",
+	      spyre_last_error());
+	CHECK(!spyre_memcpy(dev, c.b, c.a, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
+	hold(true);
+	CHECK(!pthread_create(&t, NULL, held_memcpy, &c), "pthread_create");
+	wait_held(1);			/* its copy waits on the internal stream */
+	ret = spyre_memcpy(dev, c.b, FAULT_VA, 4096, SPYRE_MEMCPY_D2D);
+	CHECK(ret == -EIO, "a faulting copy returned %d (%s)", ret, spyre_last_error());
+	hold(false);
+	pthread_join(t, NULL);
+	/* The stream it shared failed under it: success or that failure, nothing else. */
+	CHECK(c.ret == 0 || c.ret == -EIO, "the held copy returned %d", c.ret);
+	ret = spyre_memcpy(dev, c.b, c.a, 4096, SPYRE_MEMCPY_D2D);
+	CHECK(ret == 0, "the next copy returned %d (%s)", ret, spyre_last_error());
+	spyre_free(dev, c.a);
+	spyre_free(dev, c.b);
+	printf("ok - a synchronous copy holding the internal stream another thread's failure replaces\n");
+}
+
+/* ---- the storm ---- */
+
+#define CHURNERS	3
+#define WALKERS		2
+#define ITERS		300
+
+static int churners_left;
+static spyre_program_t *shared_prog;	/* patch path: its users are destroyed streams */
+static spyre_dptr_t shared_slots[2];
+
+static void *relu_image(int abs, size_t *size)
+{
+	struct spyre_pb *pb = spyre_pb_new();
+	void *img = NULL;
+
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
+	if (abs)
+		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_LOAD, 0, 0, 0, 32, 128, 128, 128);
+	else
+		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
+	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
+	if (abs)
+		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_STORE, 0, 1, 0, 32, 128, 128, 128);
+	else
+		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
+}
+
+static void nop_cb(void *arg)
+{
+	(void)arg;
+}
+
+#define STORM_CHECK(call) do {							\
+		int r_ = (call);						\
+		CHECK(r_ == 0, "%s = %d (%s)", #call, r_, spyre_last_error());	\
+	} while (0)
+
+static void *churner(void *arg)
+{
+	unsigned int seed = (unsigned int)(uintptr_t)arg;
+	spyre_dptr_t d, slots[2];
+	uint8_t buf[1000];
+	int i;
+
+	STORM_CHECK(spyre_malloc(dev, 1 << 16, &d));
+	slots[0] = shared_slots[0];
+	STORM_CHECK(spyre_malloc(dev, 4096, &slots[1]));
+	for (i = 0; i < ITERS; i++) {
+		spyre_stream_t *s;
+		spyre_event_t *e;
+
+		STORM_CHECK(spyre_stream_create(dev, i % 3, &s));
+		STORM_CHECK(spyre_memset_async(s, d, (uint8_t)i, 1 << 16));
+		switch (rand_r(&seed) % 4) {
+		case 0:
+			STORM_CHECK(spyre_stream_add_callback(s, nop_cb, NULL));
+			break;
+		case 1:
+			STORM_CHECK(spyre_event_create(dev, &e));
+			STORM_CHECK(spyre_event_record(e, s));
+			STORM_CHECK(spyre_event_synchronize(e));
+			STORM_CHECK(spyre_event_destroy(e));
+			break;
+		case 2:
+			/* A patch-path launch with our own output: the next one re-patches. */
+			STORM_CHECK(spyre_launch(s, shared_prog, 1, slots, 2, NULL, 0));
+			break;
+		default:
+			STORM_CHECK(spyre_memcpy(dev, d, (uintptr_t)buf, sizeof(buf), SPYRE_MEMCPY_H2D));
+			break;
+		}
+		STORM_CHECK(spyre_stream_destroy(s));
+	}
+	spyre_free(dev, slots[1]);
+	spyre_free(dev, d);
+	__atomic_sub_fetch(&churners_left, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void *walker(void *arg)
+{
+	struct spyre_mem_stats st = { .size = sizeof(st) };
+	spyre_stream_t *s;
+	spyre_dptr_t slots[2];
+	size_t size;
+	void *img;
+	int n = 0;
+
+	(void)arg;
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+	STORM_CHECK(spyre_malloc(dev, 4096, &slots[0]));
+	STORM_CHECK(spyre_malloc(dev, 4096, &slots[1]));
+	img = relu_image(n & 1, &size);
+	while (__atomic_load_n(&churners_left, __ATOMIC_SEQ_CST)) {
+		spyre_program_t *p;
+
+		STORM_CHECK(spyre_device_synchronize(dev));
+		STORM_CHECK(spyre_mem_get_stats(dev, &st));
+		STORM_CHECK(spyre_program_load(dev, img, size, &p));
+		STORM_CHECK(spyre_launch(s, p, 1, slots, 2, NULL, 0));
+		STORM_CHECK(spyre_program_unload(p));	/* walks every stream too */
+		n++;
+	}
+	free(img);
+	spyre_free(dev, slots[0]);
+	spyre_free(dev, slots[1]);
+	STORM_CHECK(spyre_stream_destroy(s));
+	return NULL;
+}
+
+static void storm(void)
+{
+	pthread_t c[CHURNERS], w[WALKERS];
+	size_t size;
+	void *img;
+	int i;
+
+	img = relu_image(1, &size);
+	CHECK(img != NULL, "relu image");
+	STORM_CHECK(spyre_program_load(dev, img, size, &shared_prog));
+	free(img);
+	STORM_CHECK(spyre_malloc(dev, 4096, &shared_slots[0]));
+	churners_left = CHURNERS;
+	for (i = 0; i < WALKERS; i++)
+		CHECK(!pthread_create(&w[i], NULL, walker, NULL), "pthread_create");
+	for (i = 0; i < CHURNERS; i++)
+		CHECK(!pthread_create(&c[i], NULL, churner, (void *)(uintptr_t)(i + 1)), "pthread_create");
+	for (i = 0; i < CHURNERS; i++)
+		pthread_join(c[i], NULL);
+	for (i = 0; i < WALKERS; i++)
+		pthread_join(w[i], NULL);
+	STORM_CHECK(spyre_program_unload(shared_prog));
+	spyre_free(dev, shared_slots[0]);
+	printf("ok - %d threads x %d stream lifetimes against %d threads of device-wide calls\n",
+	       CHURNERS, ITERS, WALKERS);
+}
+
+/* Usage: stream-race-test [sync|internal|storm]... (default: all three) */
+static bool want(int argc, char **argv, const char *name)
+{
+	int i;
+
+	if (argc < 2)
+		return true;
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], name))
+			return true;
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	int ret;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	memfd = memfd_create("fake-spyre", MFD_CLOEXEC);
+	if (memfd < 0) {
+		perror("memfd_create");
+		return 1;
+	}
+	snprintf(devnode, sizeof(devnode), "/proc/self/fd/%d", memfd);
+	ret = spyre_device_open(0, &dev);
+	if (ret) {
+		fprintf(stderr, "stream-race-test: opening the fake device failed: %s\n",
+			spyre_last_error());
+		return 1;
+	}
+
+	if (want(argc, argv, "sync"))
+		race_sync_destroy();
+	if (want(argc, argv, "internal"))
+		race_internal_replaced();
+	if (want(argc, argv, "storm"))
+		storm();
+
+	spyre_device_close(dev);
+	pthread_mutex_lock(&mk);
+	CHECK(stale == 0, "%u calls named a handle that was no longer alive", stale);
+	CHECK(queues.live == 0 && syncobjs.live == 0 && bos.live == 0,
+	      "left behind after spyre_device_close(): %u queues, %u syncobjs, %u buffers",
+	      queues.live, syncobjs.live, bos.live);
+	pthread_mutex_unlock(&mk);
+	if (failures) {
+		fprintf(stderr, "stream-race-test: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("stream-race-test: all checks passed (%u queues, %u syncobjs, %u buffers created)\n",
+	       queues.next, syncobjs.next, bos.next);
+	return 0;
+}
