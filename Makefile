@@ -138,6 +138,45 @@ $(B)/tests/man-pages-test: libspyre/tests/man-pages-test.sh
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
 
+# ---- libspyre under sanitizers, linked into the test (not libspyre.so) --------
+# stream-race-test: stream lifetimes against device-wide walks over a fake
+# driver, on the host (AddressSanitizer; the -tsan build: ThreadSanitizer).
+# spyre_runtime_asan_test: the runtime test in the VM under AddressSanitizer
+# (the initramfs takes libasan with each binary's ldd closure).
+SAN_CFLAGS_asan := -fsanitize=address -fno-omit-frame-pointer
+SAN_CFLAGS_tsan := -fsanitize=thread
+LIB_ASAN_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre-asan/%.o,$(LIB_SRCS))
+LIB_TSAN_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre-tsan/%.o,$(LIB_SRCS))
+
+host-tests: $(B)/tests/stream-race-test $(B)/tests/stream-race-tsan-test
+selftests: $(B)/selftests/spyre_runtime_asan_test
+
+$(B)/libspyre-asan/%.o: libspyre/src/%.c $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(SAN_CFLAGS_asan) -c $< -o $@
+
+$(B)/libspyre-tsan/%.o: libspyre/src/%.c $(LIB_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(SAN_CFLAGS_tsan) -c $< -o $@
+
+$(B)/tests/stream-race-test: libspyre/tests/stream-race-test.c $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ENGINE_DIR) $< $(LIB_ASAN_OBJS) -o $@ \
+		$(ENGINE_LIB) -lpthread -lm
+
+$(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ENGINE_DIR) $< $(LIB_TSAN_OBJS) -o $@ \
+		$(ENGINE_LIB) -lpthread -lm
+
+$(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LIB_ASAN_OBJS) \
+		libspyre/include/spyre.h $(ENGINE_LIB)
+	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN_CFLAGS_asan) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
+		-I$(ENGINE_DIR) $(DRM_CFLAGS) $< $(LIB_ASAN_OBJS) -o $@ $(ENGINE_LIB) $(DRM_LIBS) $(UDEV_LIBS) \
+		-lpthread -lm
+
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
 BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench
 
