@@ -6,7 +6,8 @@
  * sizes (the bytes beyond a partial stick are preserved), memset, streams
  * ordered by events, event timing, host callbacks, an asynchronous fault
  * that poisons only its stream with the device's fault record in the detail,
- * producer/consumer chains with random sizes, threads x streams, and two
+ * producer/consumer chains with random sizes, threads x streams, streams
+ * destroyed while other threads walk all streams of the device, and two
  * cards in one process.
  */
 #include <errno.h>
@@ -464,6 +465,151 @@ TEST_F(rt, programs_both_paths_and_errors)
 	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 0, other, 2, NULL, 0));
 	ASSERT_EQ(0, spyre_program_unload(pf));
 	ASSERT_EQ(0, spyre_program_unload(pp));
+}
+
+/*
+ * Streams created, used and destroyed on some threads while others call
+ * what walks every stream of the device: spyre_device_synchronize(),
+ * spyre_program_unload(), and launches of a program whose earlier users are
+ * being destroyed. Fixed iterations; every call must succeed and every
+ * memset land. Built with AddressSanitizer too (spyre_runtime_asan_test),
+ * where a walk touching a freed stream aborts the test.
+ */
+#define RACE_CHURNERS	3
+#define RACE_WALKERS	2
+#define RACE_ITERS	25
+
+struct race {
+	spyre_device_t *dev;
+	spyre_program_t *prog;		/* patch path, launched by every churner */
+	spyre_dptr_t x;
+	int churners_left;
+	int bad;
+	int walks;
+};
+
+#define RACE_OK(r, call) do {									int ret_ = (call);								if (ret_) {										fprintf(stderr, "# %s = %d: %s\n", #call, ret_,						spyre_last_error());							__atomic_add_fetch(&(r)->bad, 1, __ATOMIC_SEQ_CST);			}									} while (0)
+
+static void race_cb(void *arg)
+{
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *race_churner(void *arg)
+{
+	struct race *r = arg;
+	spyre_dptr_t d, slots[2] = { r->x, 0 };
+	uint8_t check[128];
+	int i, j, cbs = 0, want_cbs = 0;
+
+	RACE_OK(r, spyre_malloc(r->dev, MiB, &d));
+	RACE_OK(r, spyre_malloc(r->dev, 4096, &slots[1]));
+	for (i = 0; i < RACE_ITERS; i++) {
+		spyre_stream_t *s = NULL;
+		spyre_event_t *e = NULL;
+
+		RACE_OK(r, spyre_stream_create(r->dev, i % 3, &s));
+		if (!s)
+			break;
+		RACE_OK(r, spyre_memset_async(s, d, (uint8_t)(i + 1), MiB));
+		switch (i % 4) {
+		case 0:
+			RACE_OK(r, spyre_stream_add_callback(s, race_cb, &cbs));
+			want_cbs++;
+			break;
+		case 1:
+			RACE_OK(r, spyre_event_create(r->dev, &e));
+			RACE_OK(r, spyre_event_record(e, s));
+			RACE_OK(r, spyre_event_synchronize(e));
+			RACE_OK(r, spyre_event_destroy(e));
+			break;
+		case 2:
+			RACE_OK(r, spyre_launch(s, r->prog, 1, slots, 2, NULL, 0));
+			break;
+		default:
+			RACE_OK(r, spyre_memcpy(r->dev, slots[1], (uintptr_t)check, 128,
+						SPYRE_MEMCPY_H2D));
+			break;
+		}
+		RACE_OK(r, spyre_stream_destroy(s));	/* waits for the stream's work */
+		RACE_OK(r, spyre_memcpy(r->dev, (uintptr_t)check, d + MiB - 128, 128,
+					SPYRE_MEMCPY_D2H));
+		for (j = 0; j < 128; j++)
+			if (check[j] != (uint8_t)(i + 1)) {
+				fprintf(stderr, "# iteration %d: byte %d is %u\n", i, j, check[j]);
+				__atomic_add_fetch(&r->bad, 1, __ATOMIC_SEQ_CST);
+				break;
+			}
+	}
+	if (__atomic_load_n(&cbs, __ATOMIC_SEQ_CST) != want_cbs) {
+		fprintf(stderr, "# %d of %d callbacks ran\n", cbs, want_cbs);
+		__atomic_add_fetch(&r->bad, 1, __ATOMIC_SEQ_CST);
+	}
+	spyre_free(r->dev, slots[1]);
+	spyre_free(r->dev, d);
+	__atomic_sub_fetch(&r->churners_left, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void *race_walker(void *arg)
+{
+	struct spyre_mem_stats st = { .size = sizeof(st) };
+	struct race *r = arg;
+	spyre_stream_t *s = NULL;
+	spyre_dptr_t slots[2];
+	size_t size = 0;
+	void *img = relu_image(0, &size);
+
+	RACE_OK(r, spyre_stream_create(r->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+	RACE_OK(r, spyre_malloc(r->dev, 4096, &slots[0]));
+	RACE_OK(r, spyre_malloc(r->dev, 4096, &slots[1]));
+	while (img && s && __atomic_load_n(&r->churners_left, __ATOMIC_SEQ_CST)) {
+		spyre_program_t *p = NULL;
+
+		RACE_OK(r, spyre_device_synchronize(r->dev));
+		RACE_OK(r, spyre_mem_get_stats(r->dev, &st));
+		RACE_OK(r, spyre_program_load(r->dev, img, size, &p));
+		if (p) {
+			RACE_OK(r, spyre_launch(s, p, 1, slots, 2, NULL, 0));
+			RACE_OK(r, spyre_program_unload(p));	/* walks every stream */
+		}
+		__atomic_add_fetch(&r->walks, 1, __ATOMIC_SEQ_CST);
+	}
+	free(img);
+	spyre_free(r->dev, slots[0]);
+	spyre_free(r->dev, slots[1]);
+	RACE_OK(r, spyre_stream_destroy(s));
+	return NULL;
+}
+
+TEST_F(rt, streams_destroyed_during_device_wide_calls)
+{
+	struct race r = { .dev = self->dev, .churners_left = RACE_CHURNERS };
+	pthread_t c[RACE_CHURNERS], w[RACE_WALKERS];
+	size_t size;
+	void *img;
+	int i;
+
+	img = relu_image(1, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &r.prog));
+	free(img);
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &r.x));
+	for (i = 0; i < RACE_WALKERS; i++)
+		ASSERT_EQ(0, pthread_create(&w[i], NULL, race_walker, &r));
+	for (i = 0; i < RACE_CHURNERS; i++)
+		ASSERT_EQ(0, pthread_create(&c[i], NULL, race_churner, &r));
+	for (i = 0; i < RACE_CHURNERS; i++)
+		pthread_join(c[i], NULL);
+	for (i = 0; i < RACE_WALKERS; i++)
+		pthread_join(w[i], NULL);
+	ASSERT_EQ(0, r.bad);
+	ASSERT_LT(0, r.walks);
+	TH_LOG("%d stream lifetimes against %d device-wide walks",
+	       RACE_CHURNERS * RACE_ITERS, r.walks);
+	ASSERT_EQ(0, spyre_device_synchronize(self->dev));
+	ASSERT_EQ(0, spyre_program_unload(r.prog));
+	spyre_free(self->dev, r.x);
 }
 
 static int block_fd;
