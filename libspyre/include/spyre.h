@@ -318,6 +318,13 @@ const char *spyre_last_error(void);
 /** spyre_strerror() - short description of a status code. */
 const char *spyre_strerror(int status);
 
+/**
+ * spyre_engine_fault_name() - short description of an engine fault cause
+ * (struct spyre_launch_stats status, SPYRE_FAULT_* of spyre_isa.h), e.g.
+ * "scratchpad access out of range"; "no fault" for 0. Never NULL.
+ */
+const char *spyre_engine_fault_name(uint32_t cause);
+
 #ifdef __cplusplus
 }
 #endif

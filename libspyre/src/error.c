@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* Thread-local error detail and status strings. */
+/* Thread-local error detail, status strings and engine fault names. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "spyre.h"
+#include "spyre_isa.h"
 #include "internal.h"
 
 static __thread char last_error[512];
@@ -34,4 +35,29 @@ SPYRE_EXPORT const char *spyre_strerror(int status)
 	if (status >= 0)
 		return "success";
 	return strerror(-status);
+}
+
+SPYRE_EXPORT const char *spyre_engine_fault_name(uint32_t cause)
+{
+	/* The SPYRE_FAULT_* causes of spyre_isa.h, in order. */
+	static const char *const names[] = {
+		[SPYRE_FAULT_NONE] = "no fault",
+		[SPYRE_FAULT_BAD_PROGRAM] = "malformed program",
+		[SPYRE_FAULT_BAD_OPCODE] = "bad opcode",
+		[SPYRE_FAULT_BAD_OPERAND] = "bad operand",
+		[SPYRE_FAULT_BAD_DTYPE] = "data type not valid for the opcode",
+		[SPYRE_FAULT_ALIGN] = "operand not on a stick boundary",
+		[SPYRE_FAULT_SP_RANGE] = "scratchpad access out of range",
+		[SPYRE_FAULT_MEM_RANGE] = "memory access outside its slot",
+		[SPYRE_FAULT_MEM] = "memory access failed",
+		[SPYRE_FAULT_BAD_PEER] = "ring peer not launched",
+		[SPYRE_FAULT_RING_MISMATCH] = "ring message tag or size mismatch",
+		[SPYRE_FAULT_DEADLOCK] = "deadlock",
+		[SPYRE_FAULT_BUDGET] = "instruction budget exhausted",
+		[SPYRE_FAULT_BAD_SLOT] = "no such slot",
+	};
+	_Static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_FAULT_COUNT,
+		       "a name for every engine fault of spyre_isa.h");
+
+	return cause < SPYRE_FAULT_COUNT ? names[cause] : "unknown engine fault";
 }

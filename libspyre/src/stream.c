@@ -40,10 +40,32 @@ static const char *hw_error_name(uint32_t e)
 	return e < sizeof(names) / sizeof(names[0]) ? names[e] : "unknown";
 }
 
+/* What the device MMU says of a fault (SPYRE_Q_FAULT_INFO of spyre_hw.h). */
+static const char *fault_source_name(uint32_t src)
+{
+	static const char *const names[] = {
+		"unknown source", "packet fetch", "copy source", "copy destination",
+		"semaphore", "completion write", "scatter-gather list", "program",
+	};
+
+	return src < sizeof(names) / sizeof(names[0]) ? names[src] : "unknown source";
+}
+
+static const char *mmu_fault_name(uint32_t cause)
+{
+	static const char *const names[] = {
+		"unknown cause", "no translation", "permission", "bad context",
+		"beyond the address space", "page table walk failed", "host memory access failed",
+	};
+
+	return cause < sizeof(names) / sizeof(names[0]) ? names[cause] : "unknown cause";
+}
+
 /* Poison the stream if the driver recorded a new failure on its queue. */
 static int check_errors_locked(struct spyre_stream *s)
 {
 	struct drm_spyre_queue_error e = { .queue_id = s->queue };
+	uint32_t cause;
 
 	if (s->poisoned)
 		return spyre_error(-EIO, "%s", s->poison);
@@ -52,6 +74,7 @@ static int check_errors_locked(struct spyre_stream *s)
 	if (e.error_count == s->errors_seen)
 		return 0;
 	s->poisoned = 1;
+	cause = SPYRE_FAULT_CAUSE(e.fault_info);
 	if (e.error == DRM_SPYRE_ERROR_TIMEOUT)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu hung and was reset (stream poisoned)",
@@ -62,18 +85,23 @@ static int check_errors_locked(struct spyre_stream *s)
 			 (unsigned long long)e.job_seq);
 	else if (e.hw_error == SPYRE_ERR_ENGINE)
 		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu: program fault (cause %u) on core %u at instruction %u, "
-			 "address 0x%llx (stream poisoned)", (unsigned long long)e.job_seq,
-			 SPYRE_FAULT_CAUSE(e.fault_info), e.core, e.pc,
+			 "stream job %llu: program fault on core %u at instruction %u: %s "
+			 "(engine fault %u), address 0x%llx (stream poisoned)",
+			 (unsigned long long)e.job_seq, e.core, e.pc,
+			 spyre_engine_fault_name(cause), cause,
 			 (unsigned long long)e.fault_addr);
-	else
+	else if (e.fault_info)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu failed at packet %u: %s at device address 0x%llx"
-			 " (%s, source %u, cause %u) (stream poisoned)",
+			 " (%s, %s: %s) (stream poisoned)",
 			 (unsigned long long)e.job_seq, e.packet,
 			 hw_error_name(e.hw_error), (unsigned long long)e.fault_addr,
 			 SPYRE_FAULT_ACCESS(e.fault_info) == SPYRE_ACCESS_WRITE ? "write" : "read",
-			 SPYRE_FAULT_SOURCE(e.fault_info), SPYRE_FAULT_CAUSE(e.fault_info));
+			 fault_source_name(SPYRE_FAULT_SOURCE(e.fault_info)), mmu_fault_name(cause));
+	else
+		snprintf(s->poison, sizeof(s->poison),
+			 "stream job %llu failed at packet %u: %s (stream poisoned)",
+			 (unsigned long long)e.job_seq, e.packet, hw_error_name(e.hw_error));
 	return spyre_error(-EIO, "%s", s->poison);
 }
 

@@ -3,7 +3,8 @@
  * Description: libspyre's error contract without a card: discovery succeeds
  * with the number of devices present (none on a build host), opening a device
  * that does not exist or passing NULL fails with the documented status and a
- * human-readable detail, and the detail is per thread.
+ * human-readable detail, the detail is per thread, and engine faults have
+ * names.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -64,6 +65,14 @@ int main(void)
 
 	CHECK(!strcmp(spyre_strerror(0), "success"), "strerror(0) = %s", spyre_strerror(0));
 	CHECK(!strcmp(spyre_strerror(-EINVAL), strerror(EINVAL)), "strerror(-EINVAL)");
+	/* Engine faults by name (SPYRE_FAULT_* of spyre_isa.h: 0, 6, 13, then unknown). */
+	CHECK(!strcmp(spyre_engine_fault_name(0), "no fault"), "%s", spyre_engine_fault_name(0));
+	CHECK(!strcmp(spyre_engine_fault_name(6), "scratchpad access out of range"), "%s",
+	      spyre_engine_fault_name(6));
+	CHECK(!strcmp(spyre_engine_fault_name(13), "no such slot"), "%s", spyre_engine_fault_name(13));
+	CHECK(!strcmp(spyre_engine_fault_name(14), "unknown engine fault"), "%s",
+	      spyre_engine_fault_name(14));
+	CHECK(!strcmp(spyre_engine_fault_name(UINT32_MAX), "unknown engine fault"), "UINT32_MAX");
 
 	CHECK(pthread_create(&t, NULL, other_thread, NULL) == 0, "pthread_create");
 	pthread_join(t, NULL);

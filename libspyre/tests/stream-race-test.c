@@ -416,6 +416,8 @@ static void race_internal_replaced(void)
 	wait_held(1);			/* its copy waits on the internal stream */
 	ret = spyre_memcpy(dev, c.b, FAULT_VA, 4096, SPYRE_MEMCPY_D2D);
 	CHECK(ret == -EIO, "a faulting copy returned %d (%s)", ret, spyre_last_error());
+	CHECK(strstr(spyre_last_error(), "page fault at device address 0x1fc0000000 "
+		     "(read, copy source: no translation)") != NULL, "detail: %s", spyre_last_error());
 	hold(false);
 	pthread_join(t, NULL);
 	/* The stream it shared failed under it: success or that failure, nothing else. */
