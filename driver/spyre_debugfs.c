@@ -6,6 +6,7 @@
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
 
+#include <drm/drm_buddy.h>
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 #include <drm/drm_print.h>
@@ -70,7 +71,7 @@ static int spyre_memory_show(struct seq_file *m, void *unused)
 	mutex_lock(&sdev->mem_lock);
 	seq_printf(m, "device memory: %llu of %llu bytes used\n", sdev->mem_used,
 		   sdev->caps.mem_size);
-	gpu_buddy_print(&sdev->mem);
+	drm_buddy_print(&sdev->mem, &p);
 	mutex_unlock(&sdev->mem_lock);
 	drm_printf(&p, "host memory pinned: %lld bytes\n", atomic64_read(&sdev->host_used));
 	return 0;

@@ -2,8 +2,10 @@
 /*
  * spyre_drv.c - PCI probe/remove, DRM accel registration and the ioctl table.
  */
+#include <linux/compat.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/uaccess.h>
 
 #include <drm/drm_accel.h>
 #include <drm/drm_drv.h>
@@ -106,7 +108,7 @@ static void spyre_postclose(struct drm_device *dev, struct drm_file *file)
 
 	spyre_ctx_queues_fini(ctx);
 	spyre_ctx_wait_idle(ctx);
-	spyre_ctx_destroy(ctx);
+	spyre_ctx_put(ctx);
 }
 
 static struct drm_gem_object *
@@ -116,7 +118,94 @@ spyre_gem_prime_import_sg_table(struct drm_device *dev, struct dma_buf_attachmen
 	return drm_gem_shmem_prime_import_sg_table(dev, attach, sgt);
 }
 
-DEFINE_DRM_ACCEL_FOPS(spyre_fops);
+/*
+ * The generic DRM ioctls an accel file may use. drm_ioctl() lets an accel
+ * file reach every core ioctl that does not need DRM_MASTER or a render
+ * node, including legacy ones that dereference a drm_master accel files do
+ * not have (GET_UNIQUE, GET_MAGIC: NULL-pointer oopses in 6.12). Anything
+ * not listed here never reaches DRM core. The syncobj ioctls that take an
+ * array have their count bounded: DRM core sizes a kmalloc() by it, and an
+ * order above MAX_PAGE_ORDER WARNs in the page allocator.
+ */
+static int spyre_ioctl_allowed(unsigned int cmd, void __user *argp)
+{
+	unsigned int nr = DRM_IOCTL_NR(cmd);
+	size_t off;
+	u32 count;
+
+	if (nr >= DRM_COMMAND_BASE && nr < DRM_COMMAND_END)
+		return 0;	/* the driver's own: checked by its handlers */
+
+	switch (nr) {
+	case DRM_IOCTL_NR(DRM_IOCTL_VERSION):
+	case DRM_IOCTL_NR(DRM_IOCTL_GET_CAP):
+	case DRM_IOCTL_NR(DRM_IOCTL_GEM_CLOSE):
+	case DRM_IOCTL_NR(DRM_IOCTL_PRIME_HANDLE_TO_FD):
+	case DRM_IOCTL_NR(DRM_IOCTL_PRIME_FD_TO_HANDLE):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_CREATE):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_DESTROY):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_TRANSFER):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_EVENTFD):
+		return 0;
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_WAIT):
+		off = offsetof(struct drm_syncobj_wait, count_handles);
+		break;
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT):
+		off = offsetof(struct drm_syncobj_timeline_wait, count_handles);
+		break;
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_RESET):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_SIGNAL):
+		off = offsetof(struct drm_syncobj_array, count_handles);
+		break;
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_QUERY):
+	case DRM_IOCTL_NR(DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL):
+		off = offsetof(struct drm_syncobj_timeline_array, count_handles);
+		break;
+	default:
+		return -ENOTTY;
+	}
+
+	/* drm_ioctl() zero-extends a shorter argument: the count is then 0. */
+	if (!(_IOC_DIR(cmd) & _IOC_WRITE) || _IOC_SIZE(cmd) < off + sizeof(count))
+		return 0;
+	if (copy_from_user(&count, argp + off, sizeof(count)))
+		return -EFAULT;
+	return count > DRM_SPYRE_MAX_SYNCOBJ_HANDLES ? -EINVAL : 0;
+}
+
+static long spyre_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	int ret = spyre_ioctl_allowed(cmd, (void __user *)arg);
+
+	return ret ? ret : drm_ioctl(filp, cmd, arg);
+}
+
+#ifdef CONFIG_COMPAT
+/* drm_compat_ioctl() translates legacy ioctls itself: filter before it too. */
+static long spyre_compat_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	int ret = spyre_ioctl_allowed(cmd, compat_ptr(arg));
+
+	return ret ? ret : drm_compat_ioctl(filp, cmd, arg);
+}
+#else
+#define spyre_compat_ioctl NULL
+#endif
+
+static const struct file_operations spyre_fops = {
+	.owner		= THIS_MODULE,
+	.open		= accel_open,
+	.release	= drm_release,
+	.unlocked_ioctl	= spyre_ioctl,
+	.compat_ioctl	= spyre_compat_ioctl,
+	.poll		= drm_poll,
+	.read		= drm_read,
+	.llseek		= noop_llseek,
+	.mmap		= drm_gem_mmap,
+	.fop_flags	= FOP_UNSIGNED_OFFSET,
+};
 
 static const struct drm_driver spyre_drm_driver = {
 	.driver_features = DRIVER_GEM | DRIVER_COMPUTE_ACCEL | DRIVER_SYNCOBJ |

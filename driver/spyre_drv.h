@@ -199,6 +199,7 @@ struct spyre_pt {
 
 /**
  * struct spyre_ctx - a file's device context: address space and queues
+ * @ref: held by the file and by each job of the context
  * @sdev: the device
  * @id: MMU context id
  * @lock: protects @va_mm, the page tables and @uqueues
@@ -209,12 +210,15 @@ struct spyre_pt {
  * @uqueues: user queues by id
  * @hangs: jobs of this context that timed out
  * @banned: set after SPYRE_BAN_HANGS hangs; submissions fail
- * @last_fence: fence of the newest submitted job (for safe buffer freeing)
- * @fence_lock: protects @last_fence
+ * @jobs: a GEM object that exists only for its reservation object, which
+ *	holds the newest job fence of every queue of this context (as
+ *	drm_gpuvm's resv object does): waiting on it waits for every job the
+ *	context has submitted, whatever queue it went to
  * @dev_bytes: device memory mapped in this context
  * @host_bytes: host memory mapped in this context
  */
 struct spyre_ctx {
+	struct kref ref;
 	struct spyre_device *sdev;
 	u32 id;
 	/* Protects va_mm, the page tables and uqueues */
@@ -226,9 +230,7 @@ struct spyre_ctx {
 	struct xarray uqueues;
 	atomic_t hangs;
 	bool banned;
-	struct dma_fence *last_fence;
-	/* Protects last_fence */
-	spinlock_t fence_lock;
+	struct drm_gem_object *jobs;
 	atomic64_t dev_bytes;
 	atomic64_t host_bytes;
 };
@@ -240,7 +242,8 @@ struct spyre_ctx {
  * @id: id in the file
  * @hwq: hardware queue it feeds
  * @entity: scheduler entity
- * @submit_lock: keeps job arm + push atomic per queue
+ * @submit_lock: keeps job arm + push atomic per queue; protects @dead
+ * @dead: destroyed: its entity takes no more jobs
  * @seq: jobs submitted
  * @err_lock: protects the error fields
  * @error_count: jobs that failed
@@ -259,8 +262,9 @@ struct spyre_uqueue {
 	u32 id;
 	struct spyre_hwq *hwq;
 	struct drm_sched_entity entity;
-	/* Keeps job arm + push atomic per queue */
+	/* Keeps job arm + push atomic per queue; protects dead */
 	struct mutex submit_lock;
+	bool dead;
 	u64 seq;
 	/* Protects the error fields below */
 	spinlock_t err_lock;
@@ -291,7 +295,19 @@ void spyre_hw_queue_reset(struct spyre_hwq *q);
 int spyre_mmu_init(struct spyre_device *sdev);
 void spyre_mmu_fini(struct spyre_device *sdev);
 struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev);
-void spyre_ctx_destroy(struct spyre_ctx *ctx);
+void spyre_ctx_release(struct kref *ref);
+
+static inline struct spyre_ctx *spyre_ctx_get(struct spyre_ctx *ctx)
+{
+	kref_get(&ctx->ref);
+	return ctx;
+}
+
+static inline void spyre_ctx_put(struct spyre_ctx *ctx)
+{
+	kref_put(&ctx->ref, spyre_ctx_release);
+}
+
 int spyre_mmu_map(struct spyre_ctx *ctx, u64 va, u64 addr, u64 size, u64 flags);
 void spyre_mmu_unmap(struct spyre_ctx *ctx, u64 va, u64 size);
 void spyre_mmu_invalidate(struct spyre_device *sdev);
@@ -312,6 +328,7 @@ struct drm_gem_object *spyre_gem_create_object(struct drm_device *dev, size_t si
 int spyre_bo_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_info_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
+struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev);
 int spyre_gem_init(struct spyre_device *sdev);
 void spyre_gem_fini(struct spyre_device *sdev);
 

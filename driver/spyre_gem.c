@@ -11,6 +11,9 @@
 #include <linux/dma-buf.h>
 #include <linux/dma-resv.h>
 #include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 
 #include <drm/drm_gem.h>
@@ -22,6 +25,65 @@
 #include "spyre_drv.h"
 #include "spyre_gem.h"
 #include "spyre_hw.h"
+
+static unsigned int max_pinned_mb;
+module_param(max_pinned_mb, uint, 0644);
+MODULE_PARM_DESC(max_pinned_mb,
+		 "Host memory all spyre host BOs together may pin, in MiB (default 0: half of RAM)");
+
+/* Host memory pinned by host BOs of every spyre device, in pages. */
+static atomic64_t spyre_pinned_pages = ATOMIC64_INIT(0);
+
+static u64 spyre_pinned_cap_pages(void)
+{
+	unsigned int mb = READ_ONCE(max_pinned_mb);
+
+	return mb ? (u64)mb << (20 - PAGE_SHIFT) : totalram_pages() / 2;
+}
+
+/*
+ * Charge @npages pinned pages to the calling process (RLIMIT_MEMLOCK, as
+ * RDMA and VFIO do, unless it has CAP_IPC_LOCK) and to the driver-wide cap.
+ * The charge is an atomic on mm->pinned_vm, never mmap_lock: a BO can be
+ * freed from munmap() with that lock held.
+ */
+static int spyre_pin_charge(struct spyre_device *sdev, struct spyre_bo *bo, u64 npages)
+{
+	struct mm_struct *mm = current->mm;
+	u64 limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	bool charge = !capable(CAP_IPC_LOCK);
+
+	if (!mm)
+		return -EINVAL;
+	if (charge && (u64)atomic64_add_return(npages, &mm->pinned_vm) > limit) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		drm_dbg(&sdev->drm, "BO_CREATE: %llu pages above RLIMIT_MEMLOCK\n", npages);
+		return -ENOMEM;
+	}
+	if ((u64)atomic64_add_return(npages, &spyre_pinned_pages) > spyre_pinned_cap_pages()) {
+		atomic64_sub(npages, &spyre_pinned_pages);
+		if (charge)
+			atomic64_sub(npages, &mm->pinned_vm);
+		drm_dbg(&sdev->drm, "BO_CREATE: %llu pages above max_pinned_mb\n", npages);
+		return -ENOMEM;
+	}
+	mmgrab(mm);
+	bo->pin_mm = mm;
+	bo->pin_charged = charge;
+	bo->pinned_pages = npages;
+	return 0;
+}
+
+static void spyre_pin_uncharge(struct spyre_bo *bo)
+{
+	if (!bo->pin_mm)
+		return;
+	atomic64_sub(bo->pinned_pages, &spyre_pinned_pages);
+	if (bo->pin_charged)
+		atomic64_sub(bo->pinned_pages, &bo->pin_mm->pinned_vm);
+	mmdrop(bo->pin_mm);
+	bo->pin_mm = NULL;
+}
 
 static struct spyre_bo_map *spyre_bo_find_map(struct spyre_bo *bo, struct spyre_ctx *ctx)
 {
@@ -138,14 +200,19 @@ static void spyre_bo_close(struct drm_gem_object *obj, struct drm_file *file)
 	mutex_unlock(&bo->map_lock);
 	atomic64_sub(obj->size, bo->is_device ? &ctx->dev_bytes : &ctx->host_bytes);
 
+	/*
+	 * Jobs reach the BO by address, listed in bo_handles or not: let every
+	 * job the context submitted so far finish with the BO mapped (like
+	 * cudaFree, closing synchronizes), then unmap. A job submitted while
+	 * this ran may still hold a translation of the pages (docs/spyre-device.md
+	 * §7.2), so wait once more before the pages or the addresses can be
+	 * reused.
+	 */
+	spyre_ctx_wait_idle(ctx);
 	mutex_lock(&ctx->lock);
 	spyre_mmu_unmap(ctx, m->va.start, obj->size);
 	mutex_unlock(&ctx->lock);
 	spyre_mmu_invalidate(ctx->sdev);
-	/*
-	 * A job of this context may still hold a translation of these pages.
-	 * Only when all of them are done may the addresses be reused.
-	 */
 	spyre_ctx_wait_idle(ctx);
 	mutex_lock(&ctx->lock);
 	drm_mm_remove_node(&m->va);
@@ -171,6 +238,7 @@ static void spyre_bo_free(struct drm_gem_object *obj)
 	}
 	if (!obj->import_attach)
 		atomic64_sub(obj->size, &sdev->host_used);
+	spyre_pin_uncharge(bo);
 	drm_gem_shmem_free(&bo->base);
 }
 
@@ -206,6 +274,13 @@ static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *
 	return 0;
 }
 
+/* Device memory has no struct pages to give another device: no dma-buf. */
+static struct dma_buf *spyre_dev_bo_export(struct drm_gem_object *obj, int flags)
+{
+	drm_dbg(obj->dev, "PRIME export of a device-memory BO refused\n");
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
 static const struct vm_operations_struct spyre_dev_bo_vm_ops = {
 	.open = drm_gem_vm_open,
 	.close = drm_gem_vm_close,
@@ -216,6 +291,7 @@ static const struct drm_gem_object_funcs spyre_dev_bo_funcs = {
 	.open = spyre_bo_open,
 	.close = spyre_bo_close,
 	.mmap = spyre_dev_bo_mmap,
+	.export = spyre_dev_bo_export,
 	.vm_ops = &spyre_dev_bo_vm_ops,
 };
 
@@ -298,17 +374,24 @@ static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size
 {
 	struct drm_gem_shmem_object *shmem;
 	struct sg_table *sgt;
+	int ret;
 
 	shmem = drm_gem_shmem_create(&sdev->drm, size);
 	if (IS_ERR(shmem))
 		return ERR_CAST(shmem);
+	/* Counted from here: spyre_bo_free() subtracts it on every path. */
+	atomic64_add(size, &sdev->host_used);
+	ret = spyre_pin_charge(sdev, to_spyre_bo(&shmem->base), size >> PAGE_SHIFT);
+	if (ret) {
+		drm_gem_object_put(&shmem->base);
+		return ERR_PTR(ret);
+	}
 	/* Pin and DMA-map now: device access never waits for page-in. */
 	sgt = drm_gem_shmem_get_pages_sgt(shmem);
 	if (IS_ERR(sgt)) {
 		drm_gem_object_put(&shmem->base);
 		return ERR_CAST(sgt);
 	}
-	atomic64_add(size, &sdev->host_used);
 	return to_spyre_bo(&shmem->base);
 }
 
@@ -408,6 +491,37 @@ int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *fil
 	if (ret == 0)
 		return -ETIME;
 	return ret < 0 ? ret : 0;
+}
+
+static void spyre_resv_object_free(struct drm_gem_object *obj)
+{
+	drm_gem_object_release(obj);
+	kfree(obj);
+}
+
+static const struct drm_gem_object_funcs spyre_resv_object_funcs = {
+	.free = spyre_resv_object_free,
+};
+
+/**
+ * spyre_gem_resv_object_create() - a GEM object that is only a dma_resv
+ * @sdev: the device
+ *
+ * A context keeps the newest fence of each of its queues in this object's
+ * reservation object, and submit locks it together with the job's BOs.
+ * It has no handle, no pages and no mmap offset.
+ *
+ * Return: the object or an ERR_PTR.
+ */
+struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev)
+{
+	struct drm_gem_object *obj = kzalloc(sizeof(*obj), GFP_KERNEL);
+
+	if (!obj)
+		return ERR_PTR(-ENOMEM);
+	obj->funcs = &spyre_resv_object_funcs;
+	drm_gem_private_object_init(&sdev->drm, obj, 0);
+	return obj;
 }
 
 int spyre_gem_init(struct spyre_device *sdev)

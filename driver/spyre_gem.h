@@ -29,6 +29,9 @@ struct spyre_bo_map {
  * @blocks: gpu_buddy blocks of a device BO
  * @map_lock: protects @maps
  * @maps: struct spyre_bo_map, one per context holding a handle
+ * @pin_mm: process charged for a host BO's pinned pages (NULL otherwise)
+ * @pin_charged: @pin_mm's pinned_vm was charged (it lacked CAP_IPC_LOCK)
+ * @pinned_pages: pages charged
  */
 struct spyre_bo {
 	struct drm_gem_shmem_object base;
@@ -38,6 +41,9 @@ struct spyre_bo {
 	/* Protects maps */
 	struct mutex map_lock;
 	struct list_head maps;
+	struct mm_struct *pin_mm;
+	bool pin_charged;
+	u64 pinned_pages;
 };
 
 static inline struct spyre_bo *to_spyre_bo(struct drm_gem_object *obj)

@@ -19,6 +19,7 @@
 #include <linux/dma-resv.h>
 #include <linux/interrupt.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 
 #include <drm/drm_drv.h>
 #include <drm/drm_gem.h>
@@ -329,6 +330,7 @@ static void spyre_free_job(struct drm_sched_job *sched_job)
 	kvfree(job->packets);
 	dma_fence_put(job->hw_fence);
 	kref_put(&job->uq->ref, spyre_uqueue_release);
+	spyre_ctx_put(job->ctx);
 	kfree(job);
 }
 
@@ -385,11 +387,12 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		return DRM_GPU_SCHED_STAT_ENODEV;
 
 	/*
-	 * A job blocked on the device behind a producer of another queue is
-	 * not hung itself: the producer's own timeout decides. Put it back
-	 * on the pending list (the scheduler took it off) and re-arm.
+	 * A job that completed while the timeout fired is not hung; a job
+	 * blocked on the device behind a producer of another queue is not
+	 * hung itself: the producer's own timeout decides. Put it back on the
+	 * pending list (the scheduler took it off) and re-arm.
 	 */
-	if (spyre_job_waiting_on_producer(job)) {
+	if (dma_fence_is_signaled(job->hw_fence) || spyre_job_waiting_on_producer(job)) {
 		spin_lock(&q->sched.job_list_lock);
 		list_add(&sched_job->list, &q->sched.pending_list);
 		spin_unlock(&q->sched.job_list_lock);
@@ -652,11 +655,26 @@ void spyre_job_stop(struct spyre_device *sdev)
 /* Last reference to the DRM device gone: free the schedulers. */
 void spyre_job_fini(struct spyre_device *sdev)
 {
+	struct drm_sched_job *job, *tmp;
 	unsigned int i;
 
-	for (i = 0; i < sdev->nr_hwq; i++)
-		if (sdev->hwq[i].sched_ready)
-			drm_sched_fini(&sdev->hwq[i].sched);
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		struct drm_gpu_scheduler *sched = &sdev->hwq[i].sched;
+
+		if (!sdev->hwq[i].sched_ready)
+			continue;
+		/*
+		 * spyre_job_stop() stopped the scheduler's work with jobs on
+		 * its pending list (signaled with -ENODEV, never freed): free
+		 * them, which drops their BO and context references.
+		 */
+		cancel_delayed_work_sync(&sched->work_tdr);
+		list_for_each_entry_safe(job, tmp, &sched->pending_list, list) {
+			list_del_init(&job->list);
+			spyre_free_job(job);
+		}
+		drm_sched_fini(sched);
+	}
 }
 
 /* ---- user queues --------------------------------------------------------- */
@@ -750,6 +768,14 @@ err_free:
 
 static void spyre_uqueue_destroy(struct spyre_uqueue *uq)
 {
+	/*
+	 * A submit that already looked the queue up must not push to the
+	 * entity once it is being destroyed: drm_sched drops such a job
+	 * ("Trying to push to a killed entity") and its fences never signal.
+	 */
+	mutex_lock(&uq->submit_lock);
+	uq->dead = true;
+	mutex_unlock(&uq->submit_lock);
 	/* Waits until the entity's queued jobs reached the scheduler. */
 	drm_sched_entity_destroy(&uq->entity);
 	kref_put(&uq->ref, spyre_uqueue_release);
@@ -781,18 +807,20 @@ void spyre_ctx_queues_fini(struct spyre_ctx *ctx)
 	}
 }
 
+/**
+ * spyre_ctx_wait_idle() - wait for every job the context submitted so far
+ * @ctx: the context
+ *
+ * Jobs reach buffers by address, not only through bo_handles, so nothing
+ * the context maps may be unmapped or freed before this returns. The
+ * context's reservation object holds the newest job fence of each of its
+ * queues (jobs of one queue complete in order), including queues destroyed
+ * since. Bounded: a hung job is reset after SPYRE_JOB_TIMEOUT_MS.
+ */
 void spyre_ctx_wait_idle(struct spyre_ctx *ctx)
 {
-	struct dma_fence *f;
-
-	spin_lock(&ctx->fence_lock);
-	f = dma_fence_get(ctx->last_fence);
-	spin_unlock(&ctx->fence_lock);
-	if (f) {
-		/* Bounded: a hung job is reset after SPYRE_JOB_TIMEOUT_MS. */
-		dma_fence_wait(f, false);
-		dma_fence_put(f);
-	}
+	dma_resv_wait_timeout(ctx->jobs->resv, DMA_RESV_USAGE_BOOKKEEP, false,
+			      MAX_SCHEDULE_TIMEOUT);
 }
 
 int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
@@ -834,18 +862,23 @@ static int spyre_validate_packet(const u8 *raw)
 {
 	const struct spyre_pkt_hdr *h = (const void *)raw;
 	const struct spyre_pkt_copy *c = (const void *)raw;
+	const struct spyre_pkt_launch *l = (const void *)raw;
 	const struct spyre_pkt_sem *m = (const void *)raw;
 
 	if (h->version != SPYRE_PKT_VERSION || h->flags || h->ctx || h->reserved || h->seq)
 		return -EINVAL;
 	switch (h->opcode) {
 	case SPYRE_OP_NOP:
+		/* No body: zero, so a later version can give it one. */
+		return spyre_zero(raw + sizeof(*h), SPYRE_PKT_SIZE - sizeof(*h)) ? 0 : -EINVAL;
 	case SPYRE_OP_LAUNCH:
+		if (l->reserved0 || !spyre_zero(l->reserved, sizeof(l->reserved)))
+			return -EINVAL;
 		return 0;
 	case SPYRE_OP_COPY:
 		if (c->src_space != SPYRE_AS_VIRT || c->dst_space != SPYRE_AS_VIRT)
 			return -EINVAL;
-		return 0;
+		return spyre_zero(c->reserved, sizeof(c->reserved)) ? 0 : -EINVAL;
 	case SPYRE_OP_SIGNAL:
 	case SPYRE_OP_WAIT:
 	case SPYRE_OP_TIMESTAMP:
@@ -857,13 +890,87 @@ static int spyre_validate_packet(const u8 *raw)
 	}
 }
 
+static int spyre_cmp_resv(const void *a, const void *b)
+{
+	const struct drm_gem_object *x = *(struct drm_gem_object * const *)a;
+	const struct drm_gem_object *y = *(struct drm_gem_object * const *)b;
+
+	if (x->resv == y->resv)
+		return 0;
+	return x->resv < y->resv ? -1 : 1;
+}
+
+/*
+ * Look the job's BOs up and keep each reservation object once: a handle may
+ * be listed twice (or two handles share a dma-buf's resv), and locking one
+ * resv twice in an acquire context fails with -EALREADY.
+ */
 static int spyre_job_add_bos(struct spyre_job *job, struct drm_file *file,
 			     struct drm_spyre_submit *args)
 {
+	u32 i, n = 0;
+	int ret;
+
 	if (!args->bo_count)
 		return 0;
-	return drm_gem_objects_lookup(file, u64_to_user_ptr(args->bo_handles), args->bo_count,
-				      &job->bos);
+	ret = drm_gem_objects_lookup(file, u64_to_user_ptr(args->bo_handles), args->bo_count,
+				     &job->bos);
+	if (ret) {
+		/* The array holds what was found before the failure; NULL after. */
+		for (i = 0; job->bos && i < args->bo_count && job->bos[i]; i++)
+			drm_gem_object_put(job->bos[i]);
+		kvfree(job->bos);
+		job->bos = NULL;
+		return ret;
+	}
+	sort(job->bos, args->bo_count, sizeof(*job->bos), spyre_cmp_resv, NULL);
+	for (i = 0; i < args->bo_count; i++) {
+		if (n && job->bos[n - 1]->resv == job->bos[i]->resv)
+			drm_gem_object_put(job->bos[i]);
+		else
+			job->bos[n++] = job->bos[i];
+	}
+	job->nbos = n;
+	return 0;
+}
+
+/*
+ * Lock the reservation objects of the job's BOs and of its context's job
+ * tracker together (one ww acquire context) and reserve a fence slot in
+ * each, before the job is armed: once armed it must be pushed, so nothing
+ * may fail after. On success the caller unlocks with
+ * drm_gem_unlock_reservations(*objs, n, acquire) and frees *objs.
+ */
+static int spyre_job_lock(struct spyre_job *job, struct drm_gem_object ***objs, u32 *n,
+			  struct ww_acquire_ctx *acquire)
+{
+	struct drm_gem_object **o;
+	u32 i, count = job->nbos + 1;
+	int ret;
+
+	o = kvmalloc_array(count, sizeof(*o), GFP_KERNEL);
+	if (!o)
+		return -ENOMEM;
+	for (i = 0; i < job->nbos; i++)
+		o[i] = job->bos[i];
+	o[job->nbos] = job->ctx->jobs;
+
+	ret = drm_gem_lock_reservations(o, count, acquire);
+	if (ret) {
+		kvfree(o);
+		return ret;
+	}
+	for (i = 0; i < count; i++) {
+		ret = dma_resv_reserve_fences(o[i]->resv, 1);
+		if (ret) {
+			drm_gem_unlock_reservations(o, count, acquire);
+			kvfree(o);
+			return ret;
+		}
+	}
+	*objs = o;
+	*n = count;
+	return 0;
 }
 
 /*
@@ -921,21 +1028,66 @@ static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 	return 0;
 }
 
+/* Free a job that was never pushed (armed or not). */
+static void spyre_job_abort(struct spyre_job *job, bool sched_init)
+{
+	u32 i;
+
+	for (i = 0; i < job->ndev_deps; i++)
+		dma_fence_put(&job->dev_deps[i]->finished);
+	if (sched_init)
+		drm_sched_job_cleanup(&job->base);
+	for (i = 0; i < job->nbos; i++)
+		drm_gem_object_put(job->bos[i]);
+	kvfree(job->bos);
+	kvfree(job->packets);
+	kref_put(&job->uq->ref, spyre_uqueue_release);
+	spyre_ctx_put(job->ctx);
+	kfree(job);
+}
+
+static int spyre_job_copy_packets(struct spyre_job *job, struct drm_spyre_submit *args)
+{
+	u32 i;
+	int ret;
+
+	job->npackets = args->packet_count;
+	job->packets = kvmalloc_array(job->npackets, SPYRE_PKT_SIZE, GFP_KERNEL);
+	if (!job->packets)
+		return -ENOMEM;
+	if (copy_from_user(job->packets, u64_to_user_ptr(args->packets),
+			   (size_t)job->npackets * SPYRE_PKT_SIZE))
+		return -EFAULT;
+	for (i = 0; i < job->npackets; i++) {
+		ret = spyre_validate_packet(job->packets + (size_t)i * SPYRE_PKT_SIZE);
+		if (ret) {
+			drm_dbg(&job->hwq->sdev->drm, "SUBMIT: packet %u rejected\n", i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
 {
 	struct drm_spyre_submit *args = data;
 	struct spyre_ctx *ctx = file->driver_priv;
 	struct dma_fence_chain *chain = NULL;
+	struct drm_gem_object **locked;
+	struct ww_acquire_ctx acquire;
 	struct drm_syncobj *out = NULL;
 	struct dma_fence *finished;
 	struct spyre_uqueue *uq;
 	struct spyre_job *job;
-	u32 i, credits;
+	u32 i, credits, nlocked;
+	bool sched_init = false;
 	int ret;
 
 	if (args->flags || !args->packet_count ||
-	    args->packet_count > DRM_SPYRE_MAX_JOB_PACKETS || args->bo_count > 1024 ||
-	    args->in_sync_count > 64 || (!args->out_sync_handle && args->out_sync_point))
+	    args->packet_count > DRM_SPYRE_MAX_JOB_PACKETS ||
+	    args->bo_count > DRM_SPYRE_MAX_JOB_BOS ||
+	    args->in_sync_count > DRM_SPYRE_MAX_JOB_IN_SYNCS ||
+	    (!args->out_sync_handle && args->out_sync_point))
 		return -EINVAL;
 	if (READ_ONCE(ctx->banned))
 		return -ECANCELED;
@@ -950,42 +1102,27 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	}
 	INIT_LIST_HEAD(&job->link);
 	job->uq = uq;		/* the job owns this reference now */
-	job->ctx = ctx;
+	job->ctx = spyre_ctx_get(ctx);
 	job->hwq = uq->hwq;
-	job->npackets = args->packet_count;
-	job->packets = kvmalloc_array(job->npackets, SPYRE_PKT_SIZE, GFP_KERNEL);
-	if (!job->packets) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	if (copy_from_user(job->packets, u64_to_user_ptr(args->packets),
-			   (size_t)job->npackets * SPYRE_PKT_SIZE)) {
-		ret = -EFAULT;
-		goto err_free;
-	}
-	for (i = 0; i < job->npackets; i++) {
-		ret = spyre_validate_packet(job->packets + (size_t)i * SPYRE_PKT_SIZE);
-		if (ret) {
-			drm_dbg(dev, "SUBMIT: packet %u rejected\n", i);
-			goto err_free;
-		}
-	}
+
+	ret = spyre_job_copy_packets(job, args);
+	if (ret)
+		goto err_job;
 	ret = spyre_job_add_bos(job, file, args);
 	if (ret)
-		goto err_free;
-	job->nbos = args->bo_count;
+		goto err_job;
 
 	if (args->out_sync_handle) {
 		out = drm_syncobj_find(file, args->out_sync_handle);
 		if (!out) {
 			ret = -ENOENT;
-			goto err_free;
+			goto err_job;
 		}
 		if (args->out_sync_point) {
 			chain = dma_fence_chain_alloc();
 			if (!chain) {
 				ret = -ENOMEM;
-				goto err_free;
+				goto err_job;
 			}
 		}
 	}
@@ -994,30 +1131,34 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	credits = job->npackets + min_t(u32, args->in_sync_count, SPYRE_MAX_DEV_WAITS);
 	ret = drm_sched_job_init(&job->base, &uq->entity, credits, ctx, file->client_id);
 	if (ret)
-		goto err_free;
+		goto err_job;
+	sched_init = true;
 	ret = spyre_job_add_in_syncs(job, file, args);
 	if (ret)
-		goto err_cleanup;
+		goto err_job;
+	ret = spyre_job_lock(job, &locked, &nlocked, &acquire);
+	if (ret)
+		goto err_job;
 
 	mutex_lock(&uq->submit_lock);
+	if (uq->dead) {
+		mutex_unlock(&uq->submit_lock);
+		drm_gem_unlock_reservations(locked, nlocked, &acquire);
+		kvfree(locked);
+		ret = -ENOENT;
+		goto err_job;
+	}
 	drm_sched_job_arm(&job->base);
 	finished = dma_fence_get(&job->base.s_fence->finished);
 	job->user_seq = ++uq->seq;
 	args->job_seq = job->user_seq;
-	for (i = 0; i < job->nbos; i++) {
-		struct dma_resv *resv = job->bos[i]->resv;
-
-		dma_resv_lock(resv, NULL);
-		if (!dma_resv_reserve_fences(resv, 1))
-			dma_resv_add_fence(resv, finished, DMA_RESV_USAGE_WRITE);
-		dma_resv_unlock(resv);
-	}
-	spin_lock(&ctx->fence_lock);
-	dma_fence_put(ctx->last_fence);
-	ctx->last_fence = dma_fence_get(finished);
-	spin_unlock(&ctx->fence_lock);
+	for (i = 0; i < job->nbos; i++)
+		dma_resv_add_fence(job->bos[i]->resv, finished, DMA_RESV_USAGE_WRITE);
+	dma_resv_add_fence(ctx->jobs->resv, finished, DMA_RESV_USAGE_BOOKKEEP);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&uq->submit_lock);
+	drm_gem_unlock_reservations(locked, nlocked, &acquire);
+	kvfree(locked);
 
 	if (out) {
 		if (chain)
@@ -1029,22 +1170,10 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	dma_fence_put(finished);
 	return 0;
 
-err_cleanup:
-	for (i = 0; i < job->ndev_deps; i++)
-		dma_fence_put(&job->dev_deps[i]->finished);
-	drm_sched_job_cleanup(&job->base);
-err_free:
+err_job:
 	dma_fence_chain_free(chain);
 	if (out)
 		drm_syncobj_put(out);
-	if (job->bos) {
-		for (i = 0; i < args->bo_count; i++)
-			if (job->bos[i])
-				drm_gem_object_put(job->bos[i]);
-		kvfree(job->bos);
-	}
-	kvfree(job->packets);
-	kref_put(&uq->ref, spyre_uqueue_release);
-	kfree(job);
+	spyre_job_abort(job, sched_init);
 	return ret;
 }

@@ -10,6 +10,7 @@
 #include <linux/slab.h>
 
 #include <drm/drm_drv.h>
+#include <drm/drm_gem.h>
 #include <drm/drm_print.h>
 
 #include "spyre_drv.h"
@@ -91,15 +92,20 @@ struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev)
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
 	if (!ctx)
 		return ERR_PTR(-ENOMEM);
+	kref_init(&ctx->ref);
 	ctx->sdev = sdev;
 	mutex_init(&ctx->lock);
-	spin_lock_init(&ctx->fence_lock);
 	xa_init_flags(&ctx->uqueues, XA_FLAGS_ALLOC1);
 	drm_mm_init(&ctx->va_mm, SPYRE_VA_START, SPYRE_MMU_VA_SIZE - SPYRE_VA_START);
 
+	ctx->jobs = spyre_gem_resv_object_create(sdev);
+	if (IS_ERR(ctx->jobs)) {
+		ret = PTR_ERR(ctx->jobs);
+		goto err_free;
+	}
 	ret = spyre_pt_alloc(sdev, &ctx->l0);
 	if (ret)
-		goto err_free;
+		goto err_jobs;
 	id = ida_alloc_range(&sdev->ctx_ids, 1, SPYRE_MMU_MAX_CTX - 1, GFP_KERNEL);
 	if (id < 0) {
 		ret = id;
@@ -112,14 +118,21 @@ struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev)
 
 err_pt:
 	spyre_pt_free(sdev, &ctx->l0);
+err_jobs:
+	drm_gem_object_put(ctx->jobs);
 err_free:
 	drm_mm_takedown(&ctx->va_mm);
 	kfree(ctx);
 	return ERR_PTR(ret);
 }
 
-void spyre_ctx_destroy(struct spyre_ctx *ctx)
+/*
+ * Last reference gone: the file is closed and every job of the context has
+ * been freed, so the device no longer walks these page tables.
+ */
+void spyre_ctx_release(struct kref *ref)
 {
+	struct spyre_ctx *ctx = container_of(ref, struct spyre_ctx, ref);
 	struct spyre_device *sdev = ctx->sdev;
 	int i, j;
 
@@ -137,8 +150,9 @@ void spyre_ctx_destroy(struct spyre_ctx *ctx)
 	}
 	spyre_pt_free(sdev, &ctx->l0);
 	drm_mm_takedown(&ctx->va_mm);
-	dma_fence_put(ctx->last_fence);
+	drm_gem_object_put(ctx->jobs);
 	xa_destroy(&ctx->uqueues);
+	mutex_destroy(&ctx->lock);
 	kfree(ctx);
 }
 

@@ -24,7 +24,18 @@ extern "C" {
  * zero, and unknown flags or parameter values are rejected with -EINVAL, so
  * they can be given a meaning later without breaking old binaries. A device
  * that has been unplugged answers every ioctl with -ENODEV.
+ *
+ * Of the generic DRM ioctls an accel file reaches, spyre accepts only those
+ * an accelerator uses: DRM_IOCTL_VERSION, DRM_IOCTL_GET_CAP,
+ * DRM_IOCTL_GEM_CLOSE, DRM_IOCTL_PRIME_HANDLE_TO_FD / _FD_TO_HANDLE and the
+ * DRM_IOCTL_SYNCOBJ_* family, the latter with at most
+ * %DRM_SPYRE_MAX_SYNCOBJ_HANDLES handles per call (-EINVAL above). Every
+ * other generic ioctl (the legacy, master and KMS ones) fails with -ENOTTY
+ * before it reaches DRM core.
  */
+
+/** Largest handle count of one DRM_IOCTL_SYNCOBJ_* call on a spyre file. */
+#define DRM_SPYRE_MAX_SYNCOBJ_HANDLES	4096
 
 #define DRM_SPYRE_GET_PARAM		0x00
 #define DRM_SPYRE_BO_CREATE		0x01
@@ -131,7 +142,14 @@ struct drm_spyre_get_param {
  *
  * Returns -EINVAL for a zero size, a size above the device's memory, unknown
  * flags or %DRM_SPYRE_BO_MAPPABLE with %DRM_SPYRE_BO_HOST; -ENOMEM when the
- * placement or the address space is full.
+ * placement or the address space is full, or when a host BO would exceed the
+ * caller's RLIMIT_MEMLOCK (pinned pages are charged to the creating process
+ * unless it has CAP_IPC_LOCK) or the driver-wide pinned-memory cap
+ * (module parameter max_pinned_mb; default half of the system's RAM).
+ *
+ * Host BOs can be exported as dma-bufs (PRIME); device BOs cannot
+ * (DRM_IOCTL_PRIME_HANDLE_TO_FD fails with -EOPNOTSUPP): their memory has
+ * no struct pages to hand to another device.
  */
 struct drm_spyre_bo_create {
 	/** @size: In. Bytes; rounded up to a multiple of 4 KiB. */
@@ -250,6 +268,10 @@ struct drm_spyre_sync {
 
 /** Largest number of packets in one job. */
 #define DRM_SPYRE_MAX_JOB_PACKETS	256
+/** Largest number of BO handles in one job. */
+#define DRM_SPYRE_MAX_JOB_BOS		1024
+/** Largest number of in-syncs of one job. */
+#define DRM_SPYRE_MAX_JOB_IN_SYNCS	64
 
 /**
  * struct drm_spyre_submit - submit a job: a list of packets
@@ -263,9 +285,26 @@ struct drm_spyre_sync {
  * A job that faults or times out completes with an error: its fences carry
  * it, and DRM_IOCTL_SPYRE_QUEUE_ERROR describes it.
  *
- * Returns -EINVAL for malformed packets, counts, flags or pad; -ENOENT for
- * unknown queue, BO or syncobj handles; -EFAULT for bad user pointers;
- * -ECANCELED when this file's context has been banned for repeated hangs.
+ * A packet is malformed when its opcode or version is unknown, an address
+ * space is not %SPYRE_AS_VIRT, a driver-owned header field is set, or any
+ * reserved byte is non-zero: the reserved bytes of COPY, ``reserved0`` and
+ * ``reserved`` of LAUNCH, those of SIGNAL/WAIT/TIMESTAMP, and the whole body
+ * (the 48 bytes after the header) of a NOP.
+ *
+ * BOs named in @bo_handles may repeat (each is reserved once). A BO a job
+ * reaches by address only is not kept busy, but it is never unmapped or
+ * freed under the job: closing its last handle (and closing the file)
+ * waits until every job the file submitted before, on any of its queues,
+ * has completed.
+ *
+ * Returns -EINVAL for malformed packets, counts, flags or pad, and for an
+ * in-sync naming a timeline point that has no fence yet (a point nobody
+ * has submitted: spyre does not wait for submission); -ENOENT for
+ * unknown queue, BO or syncobj handles, and for a queue destroyed while the
+ * job was being submitted; -EFAULT for bad user pointers; -ECANCELED when
+ * this file's context has been banned for repeated hangs; -ENOMEM when
+ * memory for the job or its fence slots runs out; -EINTR/-ERESTARTSYS when a
+ * signal arrives while the job's BOs are being locked.
  */
 struct drm_spyre_submit {
 	/** @queue_id: In. Queue from DRM_IOCTL_SPYRE_QUEUE_CREATE. */
@@ -280,7 +319,7 @@ struct drm_spyre_submit {
 	/** @packet_count: In. 1 .. %DRM_SPYRE_MAX_JOB_PACKETS. */
 	__u32 packet_count;
 
-	/** @bo_count: In. Number of entries in @bo_handles (up to 1024). */
+	/** @bo_count: In. Entries in @bo_handles, up to %DRM_SPYRE_MAX_JOB_BOS. */
 	__u32 bo_count;
 
 	/**
@@ -292,7 +331,7 @@ struct drm_spyre_submit {
 	/** @in_syncs: In. Pointer to @in_sync_count struct drm_spyre_sync. */
 	__u64 in_syncs;
 
-	/** @in_sync_count: In. Up to 64. */
+	/** @in_sync_count: In. Up to %DRM_SPYRE_MAX_JOB_IN_SYNCS. */
 	__u32 in_sync_count;
 
 	/** @out_sync_handle: In. Syncobj to signal, or 0 for none. */
