@@ -5,6 +5,10 @@ include tools/versions.conf
 
 SPYRE_CACHE ?= /var/cache/spyre
 export SPYRE_CACHE
+# The kernel ABI: pinned in versions.conf (SPYRE_KVER overrides it), or what the
+# set-up resolved it to when Debian no longer offers it (tools/setup/common.sh).
+KVER_PINNED := $(or $(SPYRE_KVER),$(KVER))
+KVER := $(or $(shell head -n 1 '$(SPYRE_CACHE)/kver.$(KVER_PINNED)' 2>/dev/null),$(KVER_PINNED))
 KDIR ?= /lib/modules/$(KVER)/build
 KSRC := $(SPYRE_CACHE)/linux-$(KVER)
 KSELFTEST := $(KSRC)/tools/testing/selftests
@@ -35,7 +39,7 @@ QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
-	$(B)/tests/man-pages-test
+	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test
 
 .PHONY: all setup module lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
 
@@ -135,6 +139,10 @@ $(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ENGINE_
 		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
 
 $(B)/tests/man-pages-test: libspyre/tests/man-pages-test.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
+$(B)/tests/kver-fallback-test: tools/setup/tests/kver-fallback-test.sh
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
 

@@ -7,10 +7,29 @@ SPYRE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # Caches live outside the clone so fresh clones (CI) and later sessions reuse them.
 SPYRE_CACHE=${SPYRE_CACHE:-/var/cache/spyre}
+
+# The kernel ABI: the one pinned in versions.conf (SPYRE_KVER overrides it), or
+# what the set-up resolved it to when Debian no longer offers it (the newest
+# 6.12 ABI of the archive), recorded in $SPYRE_CACHE/kver.<pinned>. The
+# Makefile reads the same file.
+KVER_PINNED=${SPYRE_KVER:-$KVER}
+spyre_resolved_kver() {
+	local v=""
+	[ -r "$SPYRE_CACHE/kver.$KVER_PINNED" ] && read -r v <"$SPYRE_CACHE/kver.$KVER_PINNED"
+	echo "${v:-$KVER_PINNED}"
+}
+KVER=$(spyre_resolved_kver)
+
+# Derived from KVER (setup.sh re-derives them after resolving it).
+spyre_kver_paths() {
+	KSRC_CACHE=$SPYRE_CACHE/linux-$KVER
+	KDIR=/lib/modules/$KVER/build
+}
+spyre_kver_paths
 QEMU_CACHE=$SPYRE_CACHE/qemu
-KSRC_CACHE=$SPYRE_CACHE/linux-$KVER
 QEMU_BIN=$QEMU_CACHE/build/qemu-system-x86_64
-KDIR=/lib/modules/$KVER/build
+# Debian's linux-source-6.12 .deb, downloaded once.
+DEB_CACHE=$SPYRE_CACHE/debs
 
 log()  { printf '[spyre] %s\n' "$*" >&2; }
 die()  { printf '[spyre] error: %s\n' "$*" >&2; exit 1; }

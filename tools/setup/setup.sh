@@ -5,7 +5,11 @@
 # spyre device wired in. Idempotent: each step checks before it acts, and the
 # QEMU build is incremental (only device files whose content changed rebuild).
 #
-# Usage: tools/setup/setup.sh [packages|kernel|ksrc|qemu|all]...
+# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|all]...
+#   all           packages kver kernel ksrc qemu (what `make demo` needs)
+#   kver          resolve the kernel ABI: the pinned KVER, or the newest 6.12 ABI
+#                 the archive offers when Debian dropped it (SPYRE_KVER overrides the pin)
+#   --dry-run     with kver only: print "KVER=<resolved>", change nothing
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -51,6 +55,86 @@ step_packages() {
 		apt-get install -y --no-install-recommends $missing
 }
 
+# ---- the kernel ABI --------------------------------------------------------------
+# Debian drops old kernel ABIs from the archive. Use the pinned one while it is
+# installed or installable; otherwise fall back, loudly, to the newest ABI of
+# the same series and flavour (6.12.*+debN-amd64) the archive offers. The choice
+# goes to $SPYRE_CACHE/kver.<pinned>, which common.sh and the Makefile read.
+kver_offered() { # installed, or with an install candidate in apt's lists
+	local cand
+	[ "$(dpkg-query -W -f='${Status}' "linux-headers-$1" 2>/dev/null)" = "install ok installed" ] && return 0
+	cand=$(apt-cache policy "linux-headers-$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+	[ -n "$cand" ] && [ "$cand" != "(none)" ]
+}
+
+newest_kver() { # the newest linux-headers-<series>.N+debM-<flavour> in apt's lists
+	local series flavour re
+	series=$(echo "$KVER_PINNED" | cut -d. -f1,2)
+	flavour=${KVER_PINNED#*+deb*-}
+	re="^linux-headers-${series/./[.]}[.][0-9]+[+]deb[0-9]+-${flavour}\$"
+	apt-cache search --names-only "$re" 2>/dev/null | awk '{ print $1 }' | sed 's/^linux-headers-//' |
+		sort -V | tail -n 1
+}
+
+kver_resolved=0
+step_kver() {
+	local want=$KVER_PINNED got="" rec=$SPYRE_CACHE/kver.$KVER_PINNED
+	[ "$kver_resolved" -eq 0 ] || return 0
+	kver_resolved=1
+	kver_offered "$want" && got=$want
+	if [ -z "$got" ] && [ "$dry_run" -eq 0 ]; then
+		need_root
+		apt_update_once # the lists may just be stale
+		kver_offered "$want" && got=$want
+	fi
+	if [ -z "$got" ]; then
+		got=$(newest_kver)
+		[ -n "$got" ] || die "linux-headers-$want is not in the archive, and no other" \
+			"$(echo "$want" | cut -d. -f1,2) ABI of its flavour is (apt-cache search linux-headers-)"
+		log "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+		log "!!! linux-headers-$want (KVER pinned in tools/versions.conf, or SPYRE_KVER)"
+		log "!!! is not in the archive."
+		log "!!! Falling back to the newest ABI it offers: $got."
+		log "!!! spyre.ko is built for, and the VMs boot, $got. Update KVER in tools/versions.conf."
+		log "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+	fi
+	if [ "$dry_run" -eq 1 ]; then
+		echo "KVER=$got"
+		return
+	fi
+	if [ "$(spyre_resolved_kver)" != "$got" ] || [ ! -f "$rec" ]; then
+		echo "$got" >"$rec.tmp" && mv "$rec.tmp" "$rec"
+	fi
+	KVER=$got
+	spyre_kver_paths
+	if [ "$got" = "$want" ]; then log "kernel ABI: $KVER"; else log "kernel ABI: $KVER (fallback for $want)"; fi
+}
+
+# The Debian version of the installed headers, which the source package must match.
+kernel_deb_version() {
+	local ver
+	ver=$(dpkg-query -W -f='${Version}' "linux-headers-$KVER" 2>/dev/null || true)
+	[ -n "$ver" ] || die "linux-headers-$KVER not installed (run the kernel step first)"
+	echo "$ver"
+}
+
+# linux-source-6.12 of Debian version $1, downloaded once into $DEB_CACHE
+# (older versions' .debs are removed). Prints the path of the .deb.
+linux_source_deb() {
+	local ver=$1 deb
+	deb=$DEB_CACHE/linux-source-6.12_${ver/:/%3a}_all.deb
+	if [ ! -s "$deb" ]; then
+		need_root
+		apt_update_once
+		mkdir -p "$DEB_CACHE"
+		rm -f "$DEB_CACHE"/linux-source-6.12_*.deb "$DEB_CACHE"/*.partial
+		(cd "$DEB_CACHE" && run_logged "download linux-source-6.12=$ver" "$DEB_CACHE/download.log" \
+			apt-get download "linux-source-6.12=$ver")
+		[ -s "$deb" ] || die "download of linux-source-6.12=$ver did not produce $deb"
+	fi
+	echo "$deb"
+}
+
 step_kernel() {
 	local missing
 	missing=$(missing_packages "linux-headers-$KVER")
@@ -72,22 +156,19 @@ step_kernel() {
 # kselftest harness, checkpatch.pl and kernel-doc from linux-source-6.12 of the
 # same Debian version as the pinned kernel.
 step_ksrc() {
-	local stamp="$KSRC_CACHE/.extracted" ver tmp
-	ver=$(dpkg-query -W -f='${Version}' "linux-headers-$KVER" 2>/dev/null || true)
-	[ -n "$ver" ] || die "linux-headers-$KVER not installed (run the kernel step first)"
+	local stamp="$KSRC_CACHE/.extracted" ver tmp deb
+	ver=$(kernel_deb_version)
 	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$ver" ]; then
 		log "kernel source files: cached in $KSRC_CACHE"
 		return
 	fi
 	need_root
-	apt_update_once
+	deb=$(linux_source_deb "$ver")
 	rm -rf "$KSRC_CACHE"; mkdir -p "$KSRC_CACHE"
 	tmp=$(mktemp -d "$SPYRE_CACHE/ksrc.XXXXXX")
-	(cd "$tmp" && run_logged "download linux-source-6.12=$ver" "$tmp/dl.log" \
-		apt-get download "linux-source-6.12=$ver")
 	run_logged "extract kselftest harness, checkpatch, kernel-doc" "$tmp/x.log" bash -c "
 		set -euo pipefail
-		dpkg-deb --fsys-tarfile '$tmp'/linux-source-6.12_*.deb |
+		dpkg-deb --fsys-tarfile '$deb' |
 			tar -xO --wildcards '*/linux-source-6.12.tar.xz' |
 			tar -xJ -C '$KSRC_CACHE' --strip-components=1 --wildcards \
 				'linux-source-6.12/tools/testing/selftests/kselftest_harness.h' \
@@ -205,17 +286,30 @@ step_qemu() {
 }
 
 main() {
-	local steps=("$@")
+	local steps=() s
+	dry_run=0
+	for s in "$@"; do
+		case "$s" in
+		--dry-run) dry_run=1 ;;
+		*) steps+=("$s") ;;
+		esac
+	done
 	[ ${#steps[@]} -gt 0 ] || steps=(all)
+	if [ "$dry_run" -eq 1 ]; then
+		[ "${steps[*]}" = kver ] || die "--dry-run applies to the kver step only"
+		step_kver
+		return
+	fi
 	mkdir -p "$SPYRE_CACHE" 2>/dev/null || need_root
 	for s in "${steps[@]}"; do
 		case "$s" in
 		packages) step_packages ;;
-		kernel) step_kernel ;;
-		ksrc) step_ksrc ;;
+		kver) step_kver ;;
+		kernel) step_kver; step_kernel ;;
+		ksrc) step_kver; step_ksrc ;;
 		qemu) step_qemu ;;
-		all) step_packages; step_kernel; step_ksrc; step_qemu ;;
-		*) die "unknown step '$s' (packages|kernel|ksrc|qemu|all)" ;;
+		all) step_packages; step_kver; step_kernel; step_ksrc; step_qemu ;;
+		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|all)" ;;
 		esac
 	done
 }
