@@ -31,7 +31,7 @@ struct opts {
 	const char *example, *program, *path;
 	unsigned int seed;
 	uint32_t m, k, h, n;
-	const char *inputs[16], *outputs[16];
+	const char **inputs, **outputs;	/* NAME=FILE, as many as given */
 	int ninputs, noutputs;
 };
 
@@ -187,6 +187,49 @@ static int load_file(const char *path, void *buf, size_t size)
 	return n == size ? 0 : -EIO;
 }
 
+/* Write @size bytes to @path; 0 or a negative errno. */
+static int save_file(const char *path, const void *buf, size_t size)
+{
+	FILE *f = fopen(path, "wb");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fwrite(buf, 1, size, f) != size)
+		ret = -(errno ? errno : EIO);
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/* The whole file @path, malloc'd, in *buf and *size; 0 or a negative errno. */
+static int read_image(const char *path, void **buf, size_t *size)
+{
+	FILE *f = fopen(path, "rb");
+	long end;
+	int ret = 0;
+
+	*buf = NULL;
+	*size = 0;
+	if (!f)
+		return -errno;
+	if (fseek(f, 0, SEEK_END) || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		ret = -errno;
+	} else if (!end) {
+		ret = -ENODATA;
+	} else if (!(*buf = malloc((size_t)end))) {
+		ret = -ENOMEM;
+	} else if (fread(*buf, 1, (size_t)end, f) != (size_t)end) {
+		ret = -EIO;
+		free(*buf);
+		*buf = NULL;
+	} else {
+		*size = (size_t)end;
+	}
+	fclose(f);
+	return ret;
+}
+
 static const char *lookup(const char *const *list, int n, const char *name)
 {
 	size_t len = strlen(name);
@@ -196,6 +239,36 @@ static const char *lookup(const char *const *list, int n, const char *name)
 		if (!strncmp(list[i], name, len) && list[i][len] == '=')
 			return list[i] + len + 1;
 	return NULL;
+}
+
+/* Every --input names a slot, every --output an output slot of @prog. */
+static int check_slot_names(const struct opts *o, spyre_program_t *prog)
+{
+	int i, k;
+
+	for (k = 0; k < 2; k++) {
+		const char *const *list = k ? o->outputs : o->inputs;
+
+		for (i = 0; i < (k ? o->noutputs : o->ninputs); i++) {
+			struct spyre_slot_info si = { .size = sizeof(si) };
+			size_t len = strcspn(list[i], "=");
+			char name[sizeof(si.name)];
+			uint32_t idx;
+
+			snprintf(name, sizeof(name), "%.*s", (int)len, list[i]);
+			if (len >= sizeof(name) || spyre_program_find_slot(prog, name, &idx)) {
+				fprintf(stderr, "spyre-run: --%s %s: the program has no slot named '%.*s'\n",
+					k ? "output" : "input", list[i], (int)len, list[i]);
+				return -1;
+			}
+			if (k && (spyre_program_slot_info(prog, idx, &si) || !(si.flags & SPYRE_SYM_OUT))) {
+				fprintf(stderr, "spyre-run: --output %s: slot '%s' is not an output\n",
+					list[i], name);
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 static int run(const struct opts *o)
@@ -211,7 +284,10 @@ static int run(const struct opts *o)
 	spyre_device_get_props(dev, &props);
 	if (spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s))
 		return die("stream");
-	if (!strcmp(o->example, "mlp"))
+	if (o->program)
+		printf("program %s on %d core%s of %s\n", o->program, o->cores, o->cores == 1 ? "" : "s",
+		       props.devnode);
+	else if (!strcmp(o->example, "mlp"))
 		printf("mlp block: y = %s(x . W1) . W2; x %ux%u, W1 %ux%u, W2 %ux%u, fp32, %d cores of %s\n",
 		       o->act == SPYRE_OPC_SILU ? "silu" : "gelu", o->m, o->k, o->k, o->h, o->h, o->n,
 		       o->cores, props.devnode);
@@ -221,59 +297,68 @@ static int run(const struct opts *o)
 	for (pi = 0; pi < 2; pi++) {
 		struct spyre_program_info info = { .size = sizeof(info) };
 		struct spyre_launch_stats st = { .size = sizeof(st) };
-		spyre_dptr_t slots[16];
-		float *host[16];
+		spyre_dptr_t *slots;
+		float **host;
 		spyre_program_t *prog;
 		double t0, host_us = 0, e2e_us, worst = 0, busy = 0;
 		unsigned int seed = o->seed;
 		uint32_t i, c, nslots;
 		size_t size = 0;
 		void *img = NULL;
-		int it, bad;
+		int it, bad, ret;
 
 		if (strcmp(o->path, "both") && strcmp(o->path, paths[pi]))
 			continue;
 		if (o->program) {
-			FILE *f = fopen(o->program, "rb");
-
-			if (!f) {
-				perror(o->program);
+			ret = read_image(o->program, &img, &size);
+			if (ret) {
+				fprintf(stderr, "spyre-run: cannot read %s: %s\n", o->program,
+					ret == -ENODATA ? "empty file" : strerror(-ret));
 				return 1;
 			}
-			fseek(f, 0, SEEK_END);
-			size = (size_t)ftell(f);
-			rewind(f);
-			img = malloc(size);
-			if (fread(img, 1, size, f) != size)
-				size = 0;
-			fclose(f);
 		} else if (!strcmp(o->example, "mlp")) {
 			img = build_mlp(o, pi == 0, &size);
 		} else {
 			img = build_relu(pi == 0, &size);
 		}
 		if (!img || !size) {
-			fprintf(stderr, "spyre-run: no program\n");
+			fprintf(stderr, "spyre-run: cannot build the %s example\n", o->example);
 			return 1;
 		}
 		if (spyre_program_load(dev, img, size, &prog))
 			return die("load");
 		free(img);
 		spyre_program_get_info(prog, &info);
+		if (check_slot_names(o, prog))
+			return 2;
+		/* As many slots as the image has (up to SPYRE_PROG_MAX_SYMS). */
 		nslots = info.num_slots;
+		slots = calloc(nslots + 1, sizeof(*slots));
+		host = calloc(nslots + 1, sizeof(*host));
+		if (!slots || !host) {
+			fprintf(stderr, "spyre-run: out of memory for %u slots\n", nslots);
+			return 1;
+		}
 		for (i = 0; i < nslots; i++) {
 			struct spyre_slot_info si = { .size = sizeof(si) };
 			const char *file;
 
 			spyre_program_slot_info(prog, i, &si);
-			host[i] = calloc(1, si.bytes);
-			if (spyre_malloc(dev, si.bytes, &slots[i]))
+			host[i] = calloc(1, si.bytes ? si.bytes : 1);
+			if (!host[i]) {
+				fprintf(stderr, "spyre-run: out of memory for slot %u '%s' (%llu bytes)\n",
+					i, si.name, (unsigned long long)si.bytes);
+				return 1;
+			}
+			if (spyre_malloc(dev, si.bytes ? si.bytes : 1, &slots[i]))
 				return die("malloc");
 			file = lookup(o->inputs, o->ninputs, si.name);
 			if (file) {
-				if (load_file(file, host[i], si.bytes)) {
-					fprintf(stderr, "spyre-run: cannot read %llu bytes from %s\n",
-						(unsigned long long)si.bytes, file);
+				ret = load_file(file, host[i], si.bytes);
+				if (ret) {
+					fprintf(stderr, "spyre-run: cannot read %llu bytes for slot '%s' from %s: %s\n",
+						(unsigned long long)si.bytes, si.name, file,
+						ret == -EIO ? "file too short" : strerror(-ret));
 					return 1;
 				}
 			} else if (si.flags & SPYRE_SYM_IN) {
@@ -310,12 +395,12 @@ static int run(const struct opts *o)
 				return die("download");
 			file = lookup(o->outputs, o->noutputs, si.name);
 			if (file) {
-				FILE *f = fopen(file, "wb");
-
-				if (!f || fwrite(host[i], 1, si.bytes, f) != si.bytes)
-					fprintf(stderr, "spyre-run: cannot write %s\n", file);
-				if (f)
-					fclose(f);
+				ret = save_file(file, host[i], si.bytes);
+				if (ret) {
+					fprintf(stderr, "spyre-run: cannot write slot '%s' to %s: %s\n",
+						si.name, file, strerror(-ret));
+					rc = 1;
+				}
 			}
 		}
 		bad = o->program ? 0 : check(o, host, &worst);
@@ -333,6 +418,8 @@ static int run(const struct opts *o)
 			spyre_free(dev, slots[i]);
 			free(host[i]);
 		}
+		free(slots);
+		free(host);
 		spyre_program_unload(prog);
 	}
 	spyre_stream_destroy(s);
@@ -349,12 +436,59 @@ static void usage(FILE *f)
 		"  -i, --input NAME=FILE    slot contents (default: seeded random data)\n"
 		"  -o, --output NAME=FILE   save an output slot\n"
 		"  -P, --path patch|fast|both   launch path(s) (default both)\n"
-		"  -n, --iters N            launches per path (default 20)\n"
+		"  -n, --iters N            launches per path, 1..1000000 (default 20)\n"
 		"  -c, --cores N            cores for mlp, 1..32 dividing the rows (default 32)\n"
 		"  -a, --act gelu|silu      mlp activation (default gelu)\n"
-		"  -m, --rows M             mlp rows of x (default 256)\n"
+		"  -m, --rows M             mlp rows of x, 1..65536 (default 256)\n"
 		"  -s, --seed S             random data seed (default 1)\n"
-		"  -d, --device N           device index (default 0)\n");
+		"  -d, --device N           device index (default 0)\n"
+		"  -h, --help               this text\n"
+		"exit status: 0 every run passed its check (or had none), 1 a check failed or\n"
+		"the device, a file or the runtime reported an error, 2 bad usage\n");
+}
+
+/* Parse @arg of option @opt as an integer in [min, max] (base 0 if @any_base, else 10). */
+static int parse_num(const char *opt, const char *arg, long long min, long long max, int any_base,
+		     long long *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, any_base ? 0 : 10);
+	if (errno || end == arg || *end || v < min || v > max) {
+		fprintf(stderr, "spyre-run: %s: '%s' is not a number from %lld to %lld\n", opt, arg,
+			min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* @arg of @opt is one of the NULL-terminated @valid words: its index, or -1 with a message. */
+static int parse_word(const char *opt, const char *what, const char *arg, const char *const *valid)
+{
+	int i;
+
+	for (i = 0; valid[i]; i++)
+		if (!strcmp(arg, valid[i]))
+			return i;
+	fprintf(stderr, "spyre-run: %s: unknown %s '%s' (valid:", opt, what, arg);
+	for (i = 0; valid[i]; i++)
+		fprintf(stderr, "%s %s", i ? "," : "", valid[i]);
+	fprintf(stderr, ")\n");
+	return -1;
+}
+
+static int name_file(const char *opt, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!eq || eq == arg || !eq[1]) {
+		fprintf(stderr, "spyre-run: %s: want NAME=FILE, not '%s'\n", opt, arg);
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -365,40 +499,96 @@ int main(int argc, char **argv)
 		{ "cores", 1, 0, 'c' }, { "act", 1, 0, 'a' }, { "rows", 1, 0, 'm' },
 		{ "seed", 1, 0, 's' }, { "device", 1, 0, 'd' }, { "help", 0, 0, 'h' }, { 0 },
 	};
+	static const char *const examples[] = { "mlp", "relu", NULL };
+	static const char *const paths[] = { "patch", "fast", "both", NULL };
+	static const char *const acts[] = { "gelu", "silu", NULL };
 	struct opts o = {
 		.example = "mlp", .path = "both", .iters = 20, .cores = 32, .seed = 1,
 		.m = 256, .k = 128, .h = 256, .n = 128, .act = SPYRE_OPC_GELU,
 	};
-	int c;
+	long long v;
+	int c, w;
 
+	/* At most one --input or --output per argument. */
+	o.inputs = calloc((size_t)argc, sizeof(*o.inputs));
+	o.outputs = calloc((size_t)argc, sizeof(*o.outputs));
+	if (!o.inputs || !o.outputs) {
+		fprintf(stderr, "spyre-run: out of memory\n");
+		return 1;
+	}
 	while ((c = getopt_long(argc, argv, "e:p:i:o:P:n:c:a:m:s:d:h", lo, NULL)) != -1) {
 		switch (c) {
-		case 'e': o.example = optarg; break;
-		case 'p': o.program = optarg; break;
-		case 'i': if (o.ninputs < 16) o.inputs[o.ninputs++] = optarg; break;
-		case 'o': if (o.noutputs < 16) o.outputs[o.noutputs++] = optarg; break;
-		case 'P': o.path = optarg; break;
-		case 'n': o.iters = atoi(optarg); break;
-		case 'c': o.cores = atoi(optarg); break;
-		case 'a': o.act = strcmp(optarg, "silu") ? SPYRE_OPC_GELU : SPYRE_OPC_SILU; break;
-		case 'm': o.m = (uint32_t)atoi(optarg); break;
-		case 's': o.seed = (unsigned int)strtoul(optarg, NULL, 0); break;
-		case 'd': o.device = atoi(optarg); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'e':
+			if ((w = parse_word("--example", "example", optarg, examples)) < 0)
+				return 2;
+			o.example = examples[w];
+			break;
+		case 'p':
+			o.program = optarg;
+			break;
+		case 'i':
+			if (name_file("--input", optarg))
+				return 2;
+			o.inputs[o.ninputs++] = optarg;
+			break;
+		case 'o':
+			if (name_file("--output", optarg))
+				return 2;
+			o.outputs[o.noutputs++] = optarg;
+			break;
+		case 'P':
+			if ((w = parse_word("--path", "launch path", optarg, paths)) < 0)
+				return 2;
+			o.path = paths[w];
+			break;
+		case 'n':
+			if (parse_num("--iters", optarg, 1, 1000000, 0, &v))
+				return 2;
+			o.iters = (int)v;
+			break;
+		case 'c':
+			if (parse_num("--cores", optarg, 1, 32, 0, &v))
+				return 2;
+			o.cores = (int)v;
+			break;
+		case 'a':
+			if ((w = parse_word("--act", "activation", optarg, acts)) < 0)
+				return 2;
+			o.act = w ? SPYRE_OPC_SILU : SPYRE_OPC_GELU;
+			break;
+		case 'm':
+			if (parse_num("--rows", optarg, 1, 65536, 0, &v))
+				return 2;
+			o.m = (uint32_t)v;
+			break;
+		case 's':
+			if (parse_num("--seed", optarg, 0, UINT32_MAX, 1, &v))
+				return 2;
+			o.seed = (unsigned int)v;
+			break;
+		case 'd':
+			if (parse_num("--device", optarg, 0, INT32_MAX, 0, &v))
+				return 2;
+			o.device = (int)v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
-	if (strcmp(o.example, "mlp") && strcmp(o.example, "relu")) {
-		fprintf(stderr, "spyre-run: unknown example '%s'\n", o.example);
-		return 2;
-	}
-	if (o.iters < 1 || o.cores < 1 || o.cores > 32 || o.m % (uint32_t)o.cores ||
-	    (o.m / (uint32_t)o.cores) == 0 ||
-	    (strcmp(o.path, "patch") && strcmp(o.path, "fast") && strcmp(o.path, "both"))) {
+	if (optind < argc) {
+		fprintf(stderr, "spyre-run: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
 	if (!strcmp(o.example, "relu"))
 		o.cores = 1;
+	if (!o.program && o.m % (uint32_t)o.cores) {
+		fprintf(stderr, "spyre-run: --rows %u is not a multiple of --cores %d\n", o.m, o.cores);
+		return 2;
+	}
 	return run(&o);
 }
