@@ -3,13 +3,24 @@
  * spyre-smi - list spyre devices and their capabilities.
  *
  * Usage: spyre-smi [-d INDEX] [-q]
+ * Exit status: 0 devices listed, 1 no spyre device (the reason on stderr) or
+ * one could not be opened or queried, 2 bad usage.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "spyre.h"
+#include "spyre_hw.h"
+
+#define EXIT_NO_DEVICE	1
+#define EXIT_USAGE	2
 
 static void print_size(const char *label, uint64_t bytes, const char *suffix)
 {
@@ -24,6 +35,71 @@ static void print_size(const char *label, uint64_t bytes, const char *suffix)
 	printf("  %-16s %llu %s%s\n", label, (unsigned long long)v, units[u], suffix);
 }
 
+/* A sysfs attribute of a PCI device as a number; -1 if unreadable. */
+static long pci_attr(const char *dev, const char *attr)
+{
+	char path[PATH_MAX], buf[32];
+	FILE *f;
+	long v = -1;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", dev, attr);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fgets(buf, sizeof(buf), f))
+		v = strtol(buf, NULL, 0);
+	fclose(f);
+	return v;
+}
+
+/* No device was found: say why, from what sysfs shows. */
+static void explain_no_device(void)
+{
+	const char *detail = spyre_last_error();
+	char link[PATH_MAX], path[PATH_MAX];
+	int cards = 0;
+	bool loaded = !access("/sys/module/spyre", F_OK);
+	struct dirent *d;
+	DIR *dir;
+
+	fprintf(stderr, "spyre-smi: no spyre device found:\n");
+	if (detail[0])
+		fprintf(stderr, "  device discovery failed: %s\n", detail);
+	if (!loaded)
+		fprintf(stderr, "  the spyre driver is not loaded (modprobe spyre, or insmod spyre.ko)\n");
+	dir = opendir("/sys/bus/pci/devices");
+	while (dir && (d = readdir(dir))) {
+		const char *drv = NULL;
+		ssize_t n;
+
+		if (d->d_name[0] == '.' || pci_attr(d->d_name, "vendor") != SPYRE_PCI_VENDOR_ID ||
+		    pci_attr(d->d_name, "device") != SPYRE_PCI_DEVICE_ID)
+			continue;
+		cards++;
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", d->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = '\0';
+			drv = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+		}
+		if (!drv)
+			fprintf(stderr, "  spyre card %s is not bound to a driver%s\n", d->d_name,
+				loaded ? " (unbound, or the spyre driver failed to probe it: see dmesg)" :
+				"");
+		else if (strcmp(drv, "spyre"))
+			fprintf(stderr, "  spyre card %s is bound to driver '%s', not spyre\n",
+				d->d_name, drv);
+		else
+			fprintf(stderr, "  spyre card %s is bound to spyre but has no /dev/accel node "
+				"(is devtmpfs mounted, is udev running?)\n", d->d_name);
+	}
+	if (dir)
+		closedir(dir);
+	if (!cards)
+		fprintf(stderr, "  no spyre card (PCI %04x:%04x) on the PCI bus\n",
+			SPYRE_PCI_VENDOR_ID, SPYRE_PCI_DEVICE_ID);
+}
+
 static int show(int index)
 {
 	struct spyre_device_props p = { .size = sizeof(p) };
@@ -33,6 +109,10 @@ static int show(int index)
 	ret = spyre_device_open(index, &dev);
 	if (ret) {
 		fprintf(stderr, "spyre-smi: %s\n", spyre_last_error());
+		if (ret == -EACCES || ret == -EPERM)
+			fprintf(stderr, "spyre-smi: hint: using a card needs read and write access to "
+				"its /dev/accel node; the spyre udev rule (70-spyre.rules) gives it "
+				"to the render group\n");
 		return ret;
 	}
 	ret = spyre_device_get_props(dev, &p);
@@ -59,18 +139,30 @@ static int show(int index)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: spyre-smi [-d INDEX] [-q]\n"
-		   "  -d INDEX  show only device INDEX\n"
-		   "  -q        print only the number of devices\n");
+		   "  -d INDEX  show only device INDEX (0, 1, ...)\n"
+		   "  -q        print only the number of devices\n"
+		   "  -h        this text\n"
+		   "exit status: 0 devices listed, 1 no spyre device (the reason is printed)\n"
+		   "or a device could not be opened or queried, 2 bad usage\n");
 }
 
 int main(int argc, char **argv)
 {
 	int opt, n, i, only = -1, quiet = 0, rc = 0;
+	char *end;
+	long v;
 
 	while ((opt = getopt(argc, argv, "d:qh")) != -1) {
 		switch (opt) {
 		case 'd':
-			only = atoi(optarg);
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 0 || v > INT_MAX) {
+				fprintf(stderr, "spyre-smi: -d: '%s' is not a device index (0, 1, ...)\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			only = (int)v;
 			break;
 		case 'q':
 			quiet = 1;
@@ -80,24 +172,29 @@ int main(int argc, char **argv)
 			return 0;
 		default:
 			usage(stderr);
-			return 2;
+			return EXIT_USAGE;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spyre-smi: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return EXIT_USAGE;
 	}
 
 	n = spyre_device_count();
-	if (n < 0) {
-		fprintf(stderr, "spyre-smi: %s\n", spyre_last_error());
-		return 1;
-	}
-	if (quiet) {
+	if (quiet)
 		printf("%d\n", n);
-		return 0;
+	if (!n) {
+		explain_no_device();
+		return EXIT_NO_DEVICE;
 	}
+	if (quiet)
+		return 0;
 	if (only >= 0)
-		return show(only) ? 1 : 0;
+		return show(only) ? EXIT_NO_DEVICE : 0;
 	printf("%d spyre device%s\n", n, n == 1 ? "" : "s");
 	for (i = 0; i < n; i++)
 		if (show(i))
-			rc = 1;
+			rc = EXIT_NO_DEVICE;
 	return rc;
 }
