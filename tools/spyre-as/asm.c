@@ -125,11 +125,19 @@ struct asmctx {
 	char *err;
 	size_t errlen;
 	int line;
+	uint32_t nsyms, nrelocs;	/* against the container's limits */
 };
 
 static int bad(struct asmctx *a, const char *what, const char *tok)
 {
 	snprintf(a->err, a->errlen, "line %d: %s%s%s", a->line, what, tok ? ": " : "", tok ? tok : "");
+	return -1;
+}
+
+/* A count from the text reached the container's limit. */
+static int too_many(struct asmctx *a, const char *what, unsigned max)
+{
+	snprintf(a->err, a->errlen, "line %d: too many %s (a program has at most %u)", a->line, what, max);
 	return -1;
 }
 
@@ -306,6 +314,9 @@ static int directive(struct asmctx *a, char *s)
 		return 0;
 	}
 	if (!strcmp(tok, ".reloc")) {
+		if (a->nrelocs == SPYRE_PROG_MAX_RELOCS)
+			return too_many(a, "relocations", SPYRE_PROG_MAX_RELOCS);
+		a->nrelocs++;
 		for (int i = 0; i < 4; i++) {
 			tok = strtok(NULL, " \t");
 			if (!tok || num(tok, &v[i]))
@@ -333,6 +344,11 @@ static int directive(struct asmctx *a, char *s)
 
 		if (!name || !dt || dtype_of(dt) < 0)
 			return bad(a, "want .sym name dtype flags= size= shape=", name);
+		if (a->nsyms == SPYRE_PROG_MAX_SYMS)
+			return too_many(a, "symbols", SPYRE_PROG_MAX_SYMS);
+		if (strlen(name) >= SPYRE_SYM_NAME_LEN)
+			return bad(a, "symbol name longer than 31 characters", name);
+		a->nsyms++;
 		while ((tok = strtok(NULL, " \t"))) {
 			if (!strncmp(tok, "flags=", 6) && !num(tok + 6, &flags))
 				continue;
