@@ -185,6 +185,13 @@ $(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LI
 		-I$(ENGINE_DIR) $(DRM_CFLAGS) $< $(LIB_ASAN_OBJS) -o $@ $(ENGINE_LIB) $(DRM_LIBS) $(UDEV_LIBS) \
 		-lpthread -lm
 
+# The command-line tools' host test (arguments, no card, assembler limits).
+host-tests: $(B)/tests/tools-cli-test
+
+$(B)/tests/tools-cli-test: tools/tests/cli-test.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
 BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench
 
