@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * spyre_debugfs.c - /sys/kernel/debug/accel/<minor>/: queues and their rings,
+ * spyre_debugfs.c - /sys/kernel/debug/accel/<PCI name>/: queues and their rings,
  * contexts, memory, the fault log, reset counts, and fault injection.
  */
 #include <linux/debugfs.h>
@@ -12,9 +12,11 @@
 #include <drm/drm_print.h>
 
 #include "spyre_accel.h"
+#include "spyre_ctx.h"
 #include "spyre_drv.h"
 #include "spyre_gem.h"
 #include "spyre_hw.h"
+#include "spyre_sched.h"
 
 static int spyre_queues_show(struct seq_file *m, void *unused)
 {
@@ -27,13 +29,16 @@ static int spyre_queues_show(struct seq_file *m, void *unused)
 	seq_puts(m, "hwq prio     head     tail   status error   jobs_done  busy_ms\n");
 	for (i = 0; i < sdev->nr_hwq; i++) {
 		struct spyre_hwq *q = &sdev->hwq[i];
+		u64 busy, done;
 
+		/* Under the queue's lock, as sysfs reads them. */
+		spyre_hwq_stats(q, &busy, &done);
 		seq_printf(m, "%3u %4u %8u %8u %#8x %5u %11llu %8llu\n", i, q->prio,
 			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_HEAD)),
 			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_TAIL)),
 			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_STATUS)),
 			   spyre_hw_reg_read(sdev, SPYRE_QREG(i, SPYRE_Q_ERROR)),
-			   q->jobs_done, q->busy_ns / NSEC_PER_MSEC);
+			   done, busy / NSEC_PER_MSEC);
 	}
 	seq_printf(m, "kernel queue %u: tail %u seq %llu\n", sdev->kq.idx, sdev->kq.tail,
 		   sdev->kq.seq);

@@ -18,8 +18,14 @@
 #include <drm/drm_print.h>
 
 #include "spyre_accel.h"
+#include "spyre_ctx.h"
 #include "spyre_drv.h"
 #include "spyre_hw.h"
+#include "spyre_kq.h"
+#include "spyre_mmu.h"
+#include "spyre_sched.h"
+#include "spyre_submit.h"
+#include "spyre_uqueue.h"
 
 static int spyre_get_param_ioctl(struct drm_device *dev, void *data,
 				 struct drm_file *file)
@@ -229,7 +235,7 @@ static void spyre_release(struct drm_device *dev, void *arg)
 {
 	struct spyre_device *sdev = to_spyre_device(dev);
 
-	spyre_job_fini(sdev);
+	spyre_sched_fini(sdev);
 	spyre_mmu_fini(sdev);
 	spyre_gem_fini(sdev);
 }
@@ -285,7 +291,7 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = spyre_mmu_init(sdev);
 	if (ret)
 		return ret;
-	ret = spyre_job_init(sdev);
+	ret = spyre_sched_init(sdev);
 	if (ret)
 		goto err_stop;
 
@@ -298,7 +304,7 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	return 0;
 
 err_stop:
-	spyre_job_stop(sdev);
+	spyre_sched_stop(sdev);
 	return ret;
 }
 
@@ -310,7 +316,7 @@ static void spyre_remove(struct pci_dev *pdev)
 	drm_dev_unplug(&sdev->drm);
 	/* Stop the device, then fail whatever was still in flight. */
 	spyre_hw_reg_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
-	spyre_job_stop(sdev);
+	spyre_sched_stop(sdev);
 }
 
 static const struct pci_device_id spyre_pci_ids[] = {

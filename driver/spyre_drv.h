@@ -18,15 +18,14 @@
 #include <drm/drm_mm.h>
 #include <drm/gpu_scheduler.h>
 
+#include "spyre_kq.h"
+
 #define DRIVER_NAME	"spyre"
 #define DRIVER_DESC	"Spyre-class dataflow inference accelerator"
 #define DRIVER_MAJOR	0
 #define DRIVER_MINOR	2
 
 #define SPYRE_RING_PACKETS	512	/* per hardware queue */
-#define SPYRE_MAX_UQUEUES	64	/* user queues per file */
-#define SPYRE_BAN_HANGS		3	/* hangs before a context is banned */
-#define SPYRE_JOB_TIMEOUT_MS	2000
 
 /**
  * struct spyre_hw_caps - capabilities read from the device at probe
@@ -50,81 +49,7 @@ struct spyre_hw_caps {
 	u32 features;
 };
 
-struct spyre_device;
-
-/**
- * struct spyre_kq - the hardware queue the kernel keeps (clearing memory)
- * @idx: hardware queue index (the last one)
- * @lock: serializes use of the queue
- * @ring: packet ring
- * @ring_dma: bus address of @ring
- * @compl: completion word
- * @compl_dma: bus address of @compl
- * @zero: 2 MiB of zeros
- * @zero_dma: bus address of @zero
- * @sgl: scatter-gather list repeating @zero
- * @sgl_dma: bus address of @sgl
- * @tail: next ring slot
- * @seq: last packet sequence number
- */
-struct spyre_kq {
-	unsigned int idx;
-	/* Serializes use of the kernel queue */
-	struct mutex lock;
-	void *ring;
-	dma_addr_t ring_dma;
-	__le64 *compl;
-	dma_addr_t compl_dma;
-	void *zero;
-	dma_addr_t zero_dma;
-	void *sgl;
-	dma_addr_t sgl_dma;
-	u32 tail;
-	u64 seq;
-};
-
-/**
- * struct spyre_hwq - one hardware command queue and its scheduler
- * @sdev: the device
- * @idx: queue index on the device
- * @prio: device priority of the queue (0..3)
- * @sched: the DRM GPU scheduler feeding this queue
- * @sched_ready: @sched is initialized
- * @ring: packet ring (DMA coherent)
- * @ring_dma: bus address of @ring
- * @compl: completion word (DMA coherent)
- * @compl_dma: bus address of @compl
- * @tail: next ring slot software writes (free-running)
- * @seqno: last job sequence number handed out
- * @fence_ctx: dma_fence context of the hardware fences
- * @lock: protects @inflight and the hardware fences' signaling
- * @inflight: submitted jobs in ring order
- * @busy_ns: accumulated time with at least one job in flight
- * @busy_since: start of the current busy period (0 when idle)
- * @jobs_done: jobs completed
- * @nr_uqueues: user queues feeding this hardware queue
- */
-struct spyre_hwq {
-	struct spyre_device *sdev;
-	unsigned int idx;
-	unsigned int prio;
-	struct drm_gpu_scheduler sched;
-	bool sched_ready;
-	void *ring;
-	dma_addr_t ring_dma;
-	__le64 *compl;
-	dma_addr_t compl_dma;
-	u32 tail;
-	u64 seqno;
-	u64 fence_ctx;
-	/* Protects inflight, busy accounting and hardware fence signaling */
-	spinlock_t lock;
-	struct list_head inflight;
-	u64 busy_ns;
-	u64 busy_since;
-	u64 jobs_done;
-	atomic_t nr_uqueues;
-};
+struct spyre_hwq;
 
 /**
  * struct spyre_device - one spyre card
@@ -187,98 +112,6 @@ struct spyre_device {
 	spinlock_t fault_log_lock;
 };
 
-/**
- * struct spyre_pt - one page of device page table (DMA coherent)
- * @cpu: kernel address of its 512 entries
- * @dma: bus address
- */
-struct spyre_pt {
-	__le64 *cpu;
-	dma_addr_t dma;
-};
-
-/**
- * struct spyre_ctx - a file's device context: address space and queues
- * @ref: held by the file and by each job of the context
- * @sdev: the device
- * @id: MMU context id
- * @lock: protects @va_mm, the page tables and @uqueues
- * @va_mm: allocator of device virtual addresses
- * @l0: level-0 table
- * @l1: level-1 tables (128)
- * @l2: level-2 tables (128 arrays of 512, allocated on demand)
- * @uqueues: user queues by id
- * @hangs: jobs of this context that timed out
- * @banned: set after SPYRE_BAN_HANGS hangs; submissions fail
- * @jobs: a GEM object that exists only for its reservation object, which
- *	holds the newest job fence of every queue of this context (as
- *	drm_gpuvm's resv object does): waiting on it waits for every job the
- *	context has submitted, whatever queue it went to
- * @dev_bytes: device memory mapped in this context
- * @host_bytes: host memory mapped in this context
- */
-struct spyre_ctx {
-	struct kref ref;
-	struct spyre_device *sdev;
-	u32 id;
-	/* Protects va_mm, the page tables and uqueues */
-	struct mutex lock;
-	struct drm_mm va_mm;
-	struct spyre_pt l0;
-	struct spyre_pt l1[128];
-	struct spyre_pt *l2[128];
-	struct xarray uqueues;
-	atomic_t hangs;
-	bool banned;
-	struct drm_gem_object *jobs;
-	atomic64_t dev_bytes;
-	atomic64_t host_bytes;
-};
-
-/**
- * struct spyre_uqueue - a user queue: a scheduler entity on one hardware queue
- * @ref: held by the file's queue table and by each job
- * @ctx: owning context
- * @id: id in the file
- * @hwq: hardware queue it feeds
- * @entity: scheduler entity
- * @submit_lock: keeps job arm + push atomic per queue; protects @dead
- * @dead: destroyed: its entity takes no more jobs
- * @seq: jobs submitted
- * @err_lock: protects the error fields
- * @error_count: jobs that failed
- * @err_seq: the last failed job
- * @error: its DRM_SPYRE_ERROR_*
- * @hw_error: its SPYRE_ERR_* from the device
- * @fault_addr: its faulting address
- * @fault_info: its SPYRE_FAULT_INFO()
- * @packet: index of the failing packet in the job
- * @core: faulting core of a LAUNCH, or ~0
- * @pc: faulting instruction of a LAUNCH, or ~0
- */
-struct spyre_uqueue {
-	struct kref ref;
-	struct spyre_ctx *ctx;
-	u32 id;
-	struct spyre_hwq *hwq;
-	struct drm_sched_entity entity;
-	/* Keeps job arm + push atomic per queue; protects dead */
-	struct mutex submit_lock;
-	bool dead;
-	u64 seq;
-	/* Protects the error fields below */
-	spinlock_t err_lock;
-	u64 error_count;
-	u64 err_seq;
-	u32 error;
-	u32 hw_error;
-	u64 fault_addr;
-	u32 fault_info;
-	u32 packet;
-	u32 core;
-	u32 pc;
-};
-
 static inline struct spyre_device *to_spyre_device(struct drm_device *drm)
 {
 	return container_of(drm, struct spyre_device, drm);
@@ -288,47 +121,16 @@ static inline struct spyre_device *to_spyre_device(struct drm_device *drm)
 int spyre_hw_init(struct spyre_device *sdev);
 u32 spyre_hw_reg_read(struct spyre_device *sdev, u32 reg);
 void spyre_hw_reg_write(struct spyre_device *sdev, u32 reg, u32 val);
-void spyre_hw_queue_start(struct spyre_hwq *q);
-void spyre_hw_queue_reset(struct spyre_hwq *q);
-
-/* spyre_mmu.c */
-int spyre_mmu_init(struct spyre_device *sdev);
-void spyre_mmu_fini(struct spyre_device *sdev);
-struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev);
-void spyre_ctx_release(struct kref *ref);
-
-static inline struct spyre_ctx *spyre_ctx_get(struct spyre_ctx *ctx)
-{
-	kref_get(&ctx->ref);
-	return ctx;
-}
-
-static inline void spyre_ctx_put(struct spyre_ctx *ctx)
-{
-	kref_put(&ctx->ref, spyre_ctx_release);
-}
-
-int spyre_mmu_map(struct spyre_ctx *ctx, u64 va, u64 addr, u64 size, u64 flags);
-void spyre_mmu_unmap(struct spyre_ctx *ctx, u64 va, u64 size);
-void spyre_mmu_invalidate(struct spyre_device *sdev);
-
-/* spyre_job.c */
-int spyre_job_init(struct spyre_device *sdev);
-void spyre_job_stop(struct spyre_device *sdev);
-void spyre_job_fini(struct spyre_device *sdev);
-void spyre_ctx_queues_fini(struct spyre_ctx *ctx);
-void spyre_ctx_wait_idle(struct spyre_ctx *ctx);
-int spyre_queue_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
-int spyre_queue_destroy_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
-int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
-int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
+void spyre_hw_ring_start(struct spyre_device *sdev, unsigned int idx, dma_addr_t ring,
+			 dma_addr_t compl, unsigned int prio);
+void spyre_hw_queue_reset(struct spyre_device *sdev, unsigned int idx);
 
 /* spyre_gem.c */
 struct drm_gem_object *spyre_gem_create_object(struct drm_device *dev, size_t size);
+struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev);
 int spyre_bo_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_info_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
-struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev);
 int spyre_gem_init(struct spyre_device *sdev);
 void spyre_gem_fini(struct spyre_device *sdev);
 

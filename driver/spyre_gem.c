@@ -22,9 +22,12 @@
 #include <drm/drm_print.h>
 
 #include "spyre_accel.h"
+#include "spyre_ctx.h"
 #include "spyre_drv.h"
 #include "spyre_gem.h"
 #include "spyre_hw.h"
+#include "spyre_kq.h"
+#include "spyre_mmu.h"
 
 static unsigned int max_pinned_mb;
 module_param(max_pinned_mb, uint, 0644);

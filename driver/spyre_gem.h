@@ -51,6 +51,4 @@ static inline struct spyre_bo *to_spyre_bo(struct drm_gem_object *obj)
 	return container_of(obj, struct spyre_bo, base.base);
 }
 
-int spyre_kq_zero(struct spyre_device *sdev, struct list_head *blocks);
-
 #endif

@@ -70,30 +70,38 @@ int spyre_hw_init(struct spyre_device *sdev)
 }
 
 /**
- * spyre_hw_queue_start() - program a hardware queue's ring and enable it
- * @q: the queue; its ring is empty (software tail 0)
+ * spyre_hw_ring_start() - program a hardware queue's ring and enable it
+ * @sdev: the device
+ * @idx: queue index
+ * @ring: bus address of its ring of SPYRE_RING_PACKETS packets (empty: the
+ *	software tail is 0)
+ * @compl: bus address of its completion word
+ * @prio: device priority, 0..SPYRE_QCTRL_MAX_PRIO
+ *
+ * The reset leaves the completion word alone: it only grows, and device-side
+ * waiters rely on that.
  */
-void spyre_hw_queue_start(struct spyre_hwq *q)
+void spyre_hw_ring_start(struct spyre_device *sdev, unsigned int idx, dma_addr_t ring,
+			 dma_addr_t compl, unsigned int prio)
 {
-	struct spyre_device *sdev = q->sdev;
-	u32 base = SPYRE_QREG(q->idx, 0);
+	u32 base = SPYRE_QREG(idx, 0);
 
-	/* The completion word only grows: device-side waiters rely on it. */
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
-	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_LO, lower_32_bits(q->ring_dma));
-	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_HI, upper_32_bits(q->ring_dma));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_LO, lower_32_bits(ring));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_BASE_HI, upper_32_bits(ring));
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_SIZE, SPYRE_RING_PACKETS);
-	spyre_hw_reg_write(sdev, base + SPYRE_Q_COMPL_LO, lower_32_bits(q->compl_dma));
-	spyre_hw_reg_write(sdev, base + SPYRE_Q_COMPL_HI, upper_32_bits(q->compl_dma));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_COMPL_LO, lower_32_bits(compl));
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_COMPL_HI, upper_32_bits(compl));
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL,
-			   SPYRE_QCTRL_ENABLE | q->prio << SPYRE_QCTRL_PRIO_SHIFT);
+			   SPYRE_QCTRL_ENABLE | prio << SPYRE_QCTRL_PRIO_SHIFT);
 }
 
 /**
  * spyre_hw_queue_reset() - abort everything on a hardware queue
- * @q: the queue
+ * @sdev: the device
+ * @idx: queue index
  */
-void spyre_hw_queue_reset(struct spyre_hwq *q)
+void spyre_hw_queue_reset(struct spyre_device *sdev, unsigned int idx)
 {
-	spyre_hw_reg_write(q->sdev, SPYRE_QREG(q->idx, SPYRE_Q_CTRL), SPYRE_QCTRL_RESET);
+	spyre_hw_reg_write(sdev, SPYRE_QREG(idx, SPYRE_Q_CTRL), SPYRE_QCTRL_RESET);
 }

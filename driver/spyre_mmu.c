@@ -10,14 +10,12 @@
 #include <linux/slab.h>
 
 #include <drm/drm_drv.h>
-#include <drm/drm_gem.h>
 #include <drm/drm_print.h>
 
+#include "spyre_ctx.h"
 #include "spyre_drv.h"
 #include "spyre_hw.h"
-
-/* Device VAs below 1 MiB stay unmapped so a null address always faults. */
-#define SPYRE_VA_START	SZ_1M
+#include "spyre_mmu.h"
 
 static int spyre_pt_alloc(struct spyre_device *sdev, struct spyre_pt *pt)
 {
@@ -84,55 +82,37 @@ void spyre_mmu_fini(struct spyre_device *sdev)
 	ida_destroy(&sdev->ctx_ids);
 }
 
-struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev)
+/**
+ * spyre_mmu_ctx_init() - give a context an MMU context id and a level-0 table
+ * @ctx: the context
+ *
+ * Return: 0, -ENOMEM, or -ENOSPC when every context id is taken.
+ */
+int spyre_mmu_ctx_init(struct spyre_ctx *ctx)
 {
-	struct spyre_ctx *ctx;
+	struct spyre_device *sdev = ctx->sdev;
 	int id, ret;
 
-	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
-	if (!ctx)
-		return ERR_PTR(-ENOMEM);
-	kref_init(&ctx->ref);
-	ctx->sdev = sdev;
-	mutex_init(&ctx->lock);
-	xa_init_flags(&ctx->uqueues, XA_FLAGS_ALLOC1);
-	drm_mm_init(&ctx->va_mm, SPYRE_VA_START, SPYRE_MMU_VA_SIZE - SPYRE_VA_START);
-
-	ctx->jobs = spyre_gem_resv_object_create(sdev);
-	if (IS_ERR(ctx->jobs)) {
-		ret = PTR_ERR(ctx->jobs);
-		goto err_free;
-	}
 	ret = spyre_pt_alloc(sdev, &ctx->l0);
 	if (ret)
-		goto err_jobs;
+		return ret;
 	id = ida_alloc_range(&sdev->ctx_ids, 1, SPYRE_MMU_MAX_CTX - 1, GFP_KERNEL);
 	if (id < 0) {
-		ret = id;
-		goto err_pt;
+		spyre_pt_free(sdev, &ctx->l0);
+		return id;
 	}
 	ctx->id = id;
 	sdev->ctx_table[id] = cpu_to_le64(ctx->l0.dma | SPYRE_CTX_VALID);
 	spyre_mmu_invalidate(sdev);
-	return ctx;
-
-err_pt:
-	spyre_pt_free(sdev, &ctx->l0);
-err_jobs:
-	drm_gem_object_put(ctx->jobs);
-err_free:
-	drm_mm_takedown(&ctx->va_mm);
-	kfree(ctx);
-	return ERR_PTR(ret);
+	return 0;
 }
 
-/*
- * Last reference gone: the file is closed and every job of the context has
- * been freed, so the device no longer walks these page tables.
+/**
+ * spyre_mmu_ctx_fini() - retire a context's id and free its page tables
+ * @ctx: the context; no job of it runs any more
  */
-void spyre_ctx_release(struct kref *ref)
+void spyre_mmu_ctx_fini(struct spyre_ctx *ctx)
 {
-	struct spyre_ctx *ctx = container_of(ref, struct spyre_ctx, ref);
 	struct spyre_device *sdev = ctx->sdev;
 	int i, j;
 
@@ -140,27 +120,22 @@ void spyre_ctx_release(struct kref *ref)
 	spyre_mmu_invalidate(sdev);
 	ida_free(&sdev->ctx_ids, ctx->id);
 
-	for (i = 0; i < 128; i++) {
+	for (i = 0; i < SPYRE_PT_L0_USED; i++) {
 		if (ctx->l2[i]) {
-			for (j = 0; j < 512; j++)
+			for (j = 0; j < SPYRE_PT_ENTRIES; j++)
 				spyre_pt_free(sdev, &ctx->l2[i][j]);
 			kfree(ctx->l2[i]);
 		}
 		spyre_pt_free(sdev, &ctx->l1[i]);
 	}
 	spyre_pt_free(sdev, &ctx->l0);
-	drm_mm_takedown(&ctx->va_mm);
-	drm_gem_object_put(ctx->jobs);
-	xa_destroy(&ctx->uqueues);
-	mutex_destroy(&ctx->lock);
-	kfree(ctx);
 }
 
 /* The level-2 table covering @va, allocated on first use. Caller holds ctx->lock. */
 static __le64 *spyre_l2_table(struct spyre_ctx *ctx, u64 va)
 {
 	struct spyre_device *sdev = ctx->sdev;
-	unsigned int i0 = (va >> 30) & 511, i1 = (va >> 21) & 511;
+	unsigned int i0 = SPYRE_PT_INDEX(va, 0), i1 = SPYRE_PT_INDEX(va, 1);
 	struct spyre_pt *l2;
 
 	lockdep_assert_held(&ctx->lock);
@@ -170,7 +145,7 @@ static __le64 *spyre_l2_table(struct spyre_ctx *ctx, u64 va)
 		ctx->l0.cpu[i0] = cpu_to_le64(ctx->l1[i0].dma | SPYRE_PTE_VALID);
 	}
 	if (!ctx->l2[i0]) {
-		ctx->l2[i0] = kcalloc(512, sizeof(struct spyre_pt), GFP_KERNEL);
+		ctx->l2[i0] = kcalloc(SPYRE_PT_ENTRIES, sizeof(struct spyre_pt), GFP_KERNEL);
 		if (!ctx->l2[i0])
 			return NULL;
 	}
@@ -203,7 +178,7 @@ int spyre_mmu_map(struct spyre_ctx *ctx, u64 va, u64 addr, u64 size, u64 flags)
 		l2 = spyre_l2_table(ctx, va);
 		if (!l2)
 			return -ENOMEM;
-		l2[(va >> 12) & 511] = cpu_to_le64((addr & SPYRE_PTE_ADDR_MASK) | flags |
+		l2[SPYRE_PT_INDEX(va, 2)] = cpu_to_le64((addr & SPYRE_PTE_ADDR_MASK) | flags |
 						   SPYRE_PTE_VALID);
 	}
 	return 0;
@@ -224,9 +199,9 @@ void spyre_mmu_unmap(struct spyre_ctx *ctx, u64 va, u64 size)
 
 	lockdep_assert_held(&ctx->lock);
 	for (; va < end; va += SPYRE_PAGE_SIZE) {
-		i0 = (va >> 30) & 511;
-		i1 = (va >> 21) & 511;
+		i0 = SPYRE_PT_INDEX(va, 0);
+		i1 = SPYRE_PT_INDEX(va, 1);
 		if (ctx->l2[i0] && ctx->l2[i0][i1].cpu)
-			ctx->l2[i0][i1].cpu[(va >> 12) & 511] = 0;
+			ctx->l2[i0][i1].cpu[SPYRE_PT_INDEX(va, 2)] = 0;
 	}
 }

@@ -7,6 +7,7 @@
 #include <linux/sysfs.h>
 
 #include "spyre_drv.h"
+#include "spyre_sched.h"
 
 static struct spyre_device *dev_to_sdev(struct device *dev)
 {
@@ -63,14 +64,9 @@ static ssize_t queue_busy_show(struct device *dev, struct device_attribute *attr
 	int len = 0;
 
 	for (i = 0; i < sdev->nr_hwq; i++) {
-		struct spyre_hwq *q = &sdev->hwq[i];
-		unsigned long flags;
 		u64 busy, done;
 
-		spin_lock_irqsave(&q->lock, flags);
-		busy = q->busy_ns + (q->busy_since ? ktime_get_ns() - q->busy_since : 0);
-		done = q->jobs_done;
-		spin_unlock_irqrestore(&q->lock, flags);
+		spyre_hwq_stats(&sdev->hwq[i], &busy, &done);
 		len += sysfs_emit_at(buf, len, "%llu %llu\n", busy / NSEC_PER_MSEC, done);
 	}
 	return len;

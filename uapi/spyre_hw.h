@@ -223,6 +223,15 @@ typedef uint64_t spyre_le64;
  * memory: L0 index VA[38:30] (only 128 entries used), L1 VA[29:21],
  * L2 VA[20:12]. A context table entry holds the bus address of its L0 table.
  */
+#define SPYRE_PT_ENTRIES		512	/* entries per table: one page of 8-byte entries */
+#define SPYRE_PT_SHIFT			9	/* VA bits each level translates */
+/* L0 entries in use: the VA space over what one L0 entry spans (1 GiB). */
+#define SPYRE_PT_L0_USED \
+	(SPYRE_MMU_VA_SIZE >> (SPYRE_PAGE_SHIFT + 2 * SPYRE_PT_SHIFT))
+/* Index of @va in its level-@level table (0, 1 or 2). */
+#define SPYRE_PT_INDEX(va, level) \
+	((unsigned int)(((va) >> (SPYRE_PAGE_SHIFT + (2 - (level)) * SPYRE_PT_SHIFT)) & \
+			(SPYRE_PT_ENTRIES - 1)))
 #define SPYRE_PTE_VALID			(1ULL << 0)
 #define SPYRE_PTE_READ			(1ULL << 1)
 #define SPYRE_PTE_WRITE			(1ULL << 2)

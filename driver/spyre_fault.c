@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * spyre_fault.c - device errors. A packet error stops only its hardware
+ * queue and raises the error interrupt; the handler fails that job alone
+ * (its fences carry -EIO, its user queue records why for
+ * DRM_IOCTL_SPYRE_QUEUE_ERROR), logs it for debugfs and restarts the queue
+ * after the job.
+ *
+ * Locking: uq->err_lock protects a user queue's error record;
+ * sdev->fault_log_lock the fault log. Both are leaf locks (IRQ-safe).
+ */
+#include <linux/dma-fence.h>
+#include <linux/interrupt.h>
+#include <linux/pci.h>
+#include <linux/workqueue.h>
+
+#include <drm/drm_drv.h>
+#include <drm/drm_print.h>
+
+#include "spyre_accel.h"
+#include "spyre_ctx.h"
+#include "spyre_drv.h"
+#include "spyre_fault.h"
+#include "spyre_hw.h"
+#include "spyre_job.h"
+#include "spyre_sched.h"
+#include "spyre_uqueue.h"
+
+static irqreturn_t spyre_error_irq(int irq, void *arg)
+{
+	struct spyre_device *sdev = arg;
+
+	queue_work(system_unbound_wq, &sdev->error_work);
+	return IRQ_HANDLED;
+}
+
+/**
+ * spyre_uq_record() - record why a job of @uq failed
+ * @uq: the job's user queue
+ * @rec: the record; DRM_IOCTL_SPYRE_QUEUE_ERROR reports the last one
+ */
+void spyre_uq_record(struct spyre_uqueue *uq, const struct spyre_fault_record *rec)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&uq->err_lock, flags);
+	uq->error_count++;
+	uq->last_error = *rec;
+	spin_unlock_irqrestore(&uq->err_lock, flags);
+}
+
+/**
+ * spyre_uq_fail() - record a failure the device did not report
+ * @uq: the job's user queue
+ * @seq: the job's sequence number
+ * @error: DRM_SPYRE_ERROR_TIMEOUT or DRM_SPYRE_ERROR_CANCELED
+ */
+void spyre_uq_fail(struct spyre_uqueue *uq, u64 seq, u32 error)
+{
+	struct spyre_fault_record rec = { .seq = seq, .error = error, .core = ~0u, .pc = ~0u };
+
+	spyre_uq_record(uq, &rec);
+}
+
+void spyre_fault_log(struct spyre_device *sdev, struct spyre_job *job, u32 hwq, u32 error,
+		     u64 addr, u32 info)
+{
+	unsigned long flags;
+	unsigned int i;
+
+	spin_lock_irqsave(&sdev->fault_log_lock, flags);
+	i = sdev->fault_log_next++ % SPYRE_FAULT_LOG;
+	sdev->fault_log[i].ctx = job ? job->ctx->id : 0;
+	sdev->fault_log[i].hwq = hwq;
+	sdev->fault_log[i].error = error;
+	sdev->fault_log[i].fault_info = info;
+	sdev->fault_log[i].seq = job ? job->user_seq : 0;
+	sdev->fault_log[i].addr = addr;
+	spin_unlock_irqrestore(&sdev->fault_log_lock, flags);
+}
+
+/* A queue stopped on a packet error: fail that job only and restart after it. */
+static void spyre_hwq_handle_error(struct spyre_hwq *q)
+{
+	struct spyre_device *sdev = q->sdev;
+	struct spyre_job *job = NULL, *j;
+	u32 base = SPYRE_QREG(q->idx, 0), error, info, head, pkt, core, pc;
+	unsigned long flags;
+	u64 seq, addr;
+
+	/* Completed jobs before the failed one get their fences first. */
+	spyre_hwq_signal(q);
+
+	error = spyre_hw_reg_read(sdev, base + SPYRE_Q_ERROR);
+	seq = spyre_hw_reg_read(sdev, base + SPYRE_Q_ERR_SEQ_LO) |
+	      (u64)spyre_hw_reg_read(sdev, base + SPYRE_Q_ERR_SEQ_HI) << 32;
+	addr = spyre_hw_reg_read(sdev, base + SPYRE_Q_FAULT_LO) |
+	       (u64)spyre_hw_reg_read(sdev, base + SPYRE_Q_FAULT_HI) << 32;
+	info = spyre_hw_reg_read(sdev, base + SPYRE_Q_FAULT_INFO);
+	head = spyre_hw_reg_read(sdev, base + SPYRE_Q_HEAD);
+	core = spyre_hw_reg_read(sdev, SPYRE_QENG(q->idx, SPYRE_QE_CORE));
+	pc = spyre_hw_reg_read(sdev, SPYRE_QENG(q->idx, SPYRE_QE_PC));
+
+	spin_lock_irqsave(&q->lock, flags);
+	list_for_each_entry(j, &q->inflight, link) {
+		/* The job whose ring range holds HEAD failed. */
+		if ((s32)(head - j->ring_start) >= 0 && (s32)(head - j->ring_end) < 0) {
+			job = j;
+			break;
+		}
+	}
+	if (job)
+		list_del_init(&job->link);
+	spin_unlock_irqrestore(&q->lock, flags);
+
+	pkt = seq & 0xffff;
+	if (job && pkt == SPYRE_SEQ_LAST)
+		pkt = job->npackets - 1;
+	else if (job && pkt >= job->nwaits)
+		pkt -= job->nwaits;
+	atomic_inc(&sdev->faults);
+	spyre_fault_log(sdev, job, q->idx, error, addr, info);
+	if (job) {
+		struct spyre_fault_record rec = {
+			.seq = job->user_seq, .error = DRM_SPYRE_ERROR_FAULT, .hw_error = error,
+			.addr = addr, .info = info, .packet = pkt, .core = core, .pc = pc,
+		};
+
+		/* Record first: whoever the fence wakes reads the error at once. */
+		spyre_uq_record(job->uq, &rec);
+		dma_fence_set_error(job->hw_fence, -EIO);
+		dma_fence_signal(job->hw_fence);
+	}
+	drm_dbg(&sdev->drm, "hwq %u: job %llu packet %u failed: error %u addr 0x%llx info 0x%x\n",
+		q->idx, job ? job->user_seq : 0, pkt, error, addr, info);
+
+	/* Restart after the failed job (or the failed packet if none owns it). */
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL, q->prio << SPYRE_QCTRL_PRIO_SHIFT);
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_HEAD, job ? job->ring_end : head + 1);
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL,
+			   SPYRE_QCTRL_ENABLE | q->prio << SPYRE_QCTRL_PRIO_SHIFT);
+}
+
+static void spyre_error_work(struct work_struct *work)
+{
+	struct spyre_device *sdev = container_of(work, struct spyre_device, error_work);
+	unsigned int i;
+	u64 bits;
+	int idx;
+
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return;
+	bits = spyre_hw_reg_read(sdev, SPYRE_REG_ERR_QUEUES_LO) |
+	       (u64)spyre_hw_reg_read(sdev, SPYRE_REG_ERR_QUEUES_HI) << 32;
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		if (!(bits & BIT_ULL(i)))
+			continue;
+		spyre_hwq_handle_error(&sdev->hwq[i]);
+	}
+	/* Acknowledge only what was handled; the kernel queue polls its own. */
+	bits &= GENMASK_ULL(sdev->nr_hwq - 1, 0);
+	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_LO, lower_32_bits(bits));
+	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_HI, upper_32_bits(bits));
+	drm_dev_exit(idx);
+}
+
+/**
+ * spyre_fault_init() - the error interrupt and the fault log
+ * @sdev: the device, MSI-X vectors allocated (the error vector follows the
+ *	queues' vectors)
+ *
+ * Return: 0 or a negative errno from requesting the interrupt.
+ */
+int spyre_fault_init(struct spyre_device *sdev)
+{
+	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
+
+	INIT_WORK(&sdev->error_work, spyre_error_work);
+	spin_lock_init(&sdev->fault_log_lock);
+	return devm_request_irq(&pdev->dev, pci_irq_vector(pdev, sdev->caps.queues),
+				spyre_error_irq, 0, "spyre-error", sdev);
+}

@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * spyre_sched.c - hardware queues: one DRM GPU scheduler feeds each hardware
+ * queue but the last (the kernel's, spyre_kq.c); the backend writes a job's
+ * packets to the ring, hardware fences signal from the completion
+ * interrupt, a job that times out resets its queue and innocent jobs run
+ * again. The ring numbering is in spyre_job.h.
+ *
+ * Locking: q->lock (spinlock, IRQ-safe) protects a queue's in-flight list,
+ * its busy accounting and its hardware fences (it is their fence lock).
+ * The scheduler serializes run_job and timedout_job per queue.
+ */
+#include <linux/dma-fence.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/slab.h>
+
+#include <drm/drm_drv.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_managed.h>
+#include <drm/drm_print.h>
+
+#include "spyre_accel.h"
+#include "spyre_ctx.h"
+#include "spyre_drv.h"
+#include "spyre_fault.h"
+#include "spyre_hw.h"
+#include "spyre_job.h"
+#include "spyre_kq.h"
+#include "spyre_sched.h"
+#include "spyre_uqueue.h"
+
+static const char *spyre_fence_driver_name(struct dma_fence *f)
+{
+	return DRIVER_NAME;
+}
+
+static const char *spyre_fence_timeline_name(struct dma_fence *f)
+{
+	return "spyre-hwq";
+}
+
+static const struct dma_fence_ops spyre_fence_ops = {
+	.get_driver_name = spyre_fence_driver_name,
+	.get_timeline_name = spyre_fence_timeline_name,
+};
+
+/* Completion interrupt: signal every job whose last packet completed. */
+void spyre_hwq_signal(struct spyre_hwq *q)
+{
+	struct spyre_job *job, *tmp;
+	unsigned long flags;
+	u64 done;
+
+	spin_lock_irqsave(&q->lock, flags);
+	done = le64_to_cpu(READ_ONCE(*q->compl));
+	list_for_each_entry_safe(job, tmp, &q->inflight, link) {
+		if (done < (job->hw_fence->seqno << 16 | SPYRE_SEQ_LAST))
+			break;
+		list_del_init(&job->link);
+		dma_fence_signal_locked(job->hw_fence);
+		q->jobs_done++;
+	}
+	if (list_empty(&q->inflight) && q->busy_since) {
+		q->busy_ns += ktime_get_ns() - q->busy_since;
+		q->busy_since = 0;
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+}
+
+/**
+ * spyre_hwq_stats() - a hardware queue's busy time and completed jobs
+ * @q: the queue
+ * @busy_ns: time with at least one job in flight, the current period included
+ * @jobs_done: jobs completed
+ */
+void spyre_hwq_stats(struct spyre_hwq *q, u64 *busy_ns, u64 *jobs_done)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	*busy_ns = q->busy_ns + (q->busy_since ? ktime_get_ns() - q->busy_since : 0);
+	*jobs_done = q->jobs_done;
+	spin_unlock_irqrestore(&q->lock, flags);
+}
+
+static irqreturn_t spyre_hwq_irq(int irq, void *arg)
+{
+	spyre_hwq_signal(arg);
+	return IRQ_HANDLED;
+}
+
+static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+	struct spyre_hwq *q = job->hwq;
+	struct spyre_device *sdev = q->sdev;
+	unsigned long flags;
+	struct dma_fence *fence;
+	u32 i, slot;
+	int idx;
+
+	if (job->guilty)
+		return ERR_PTR(-ETIMEDOUT);
+	if (READ_ONCE(job->ctx->banned)) {
+		spyre_uq_fail(job->uq, job->user_seq, DRM_SPYRE_ERROR_CANCELED);
+		return ERR_PTR(-ECANCELED);
+	}
+	if (sched_job->s_fence->finished.error)
+		return ERR_PTR(sched_job->s_fence->finished.error);
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return ERR_PTR(-ENODEV);
+
+	fence = kzalloc(sizeof(*fence), GFP_KERNEL);
+	if (!fence) {
+		drm_dev_exit(idx);
+		return ERR_PTR(-ENOMEM);
+	}
+
+	spin_lock_irqsave(&q->lock, flags);
+	dma_fence_init(fence, &spyre_fence_ops, &q->lock, q->fence_ctx, ++q->seqno);
+	dma_fence_put(job->hw_fence);
+	job->hw_fence = dma_fence_get(fence);
+	job->ring_start = q->tail;
+	job->nwaits = 0;
+	for (i = 0; i < job->ndev_deps; i++) {
+		struct drm_sched_fence *dep = job->dev_deps[i];
+		struct dma_fence *parent = READ_ONCE(dep->parent);
+		struct spyre_hwq *pq = container_of(dep->sched, struct spyre_hwq, sched);
+		struct spyre_pkt_sem *w;
+
+		/* Producer done, failed or never run: nothing to wait for. */
+		if (!parent || dma_fence_is_signaled(parent))
+			continue;
+		w = q->ring + (size_t)(q->tail++ % SPYRE_RING_PACKETS) * SPYRE_PKT_SIZE;
+		memset(w, 0, sizeof(*w));
+		w->hdr.opcode = SPYRE_OP_WAIT;
+		w->hdr.version = SPYRE_PKT_VERSION;
+		w->hdr.seq = cpu_to_le64(fence->seqno << 16 | job->nwaits);
+		w->addr = cpu_to_le64(pq->compl_dma);
+		w->value = cpu_to_le64(parent->seqno << 16 | SPYRE_SEQ_LAST);
+		w->space = SPYRE_AS_HOST;
+		job->nwaits++;
+		atomic_inc(&sdev->device_waits);
+	}
+	for (i = 0; i < job->npackets; i++) {
+		struct spyre_pkt_hdr *h;
+
+		slot = q->tail++ % SPYRE_RING_PACKETS;
+		h = q->ring + (size_t)slot * SPYRE_PKT_SIZE;
+		memcpy(h, job->packets + (size_t)i * SPYRE_PKT_SIZE, SPYRE_PKT_SIZE);
+		h->ctx = cpu_to_le16(job->ctx->id);
+		if (i == job->npackets - 1) {
+			h->seq = cpu_to_le64(fence->seqno << 16 | SPYRE_SEQ_LAST);
+			h->flags = cpu_to_le16(SPYRE_PKT_F_IRQ);
+		} else {
+			h->seq = cpu_to_le64(fence->seqno << 16 | (job->nwaits + i));
+		}
+	}
+	job->ring_end = q->tail;
+	list_add_tail(&job->link, &q->inflight);
+	if (!q->busy_since)
+		q->busy_since = ktime_get_ns();
+	spin_unlock_irqrestore(&q->lock, flags);
+
+	/* writel() orders the ring stores before the doorbell. */
+	spyre_hw_reg_write(sdev, SPYRE_QREG(q->idx, SPYRE_Q_TAIL), q->tail);
+	drm_dev_exit(idx);
+	return fence;
+}
+
+static void spyre_free_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+	u32 i;
+
+	drm_sched_job_cleanup(sched_job);
+	for (i = 0; i < job->ndev_deps; i++)
+		dma_fence_put(&job->dev_deps[i]->finished);
+	for (i = 0; i < job->nbos; i++)
+		drm_gem_object_put(job->bos[i]);
+	kvfree(job->bos);
+	kvfree(job->packets);
+	dma_fence_put(job->hw_fence);
+	spyre_uqueue_put(job->uq);
+	spyre_ctx_put(job->ctx);
+	kfree(job);
+}
+
+/*
+ * Reset a hardware queue and fail whatever it still had in flight. Takes
+ * q->lock; the caller has stopped the queue's scheduler.
+ */
+static void spyre_hwq_reset(struct spyre_hwq *q, int error)
+{
+	struct spyre_job *job, *tmp;
+	unsigned long flags;
+
+	spyre_hw_queue_reset(q->sdev, q->idx);
+	spin_lock_irqsave(&q->lock, flags);
+	list_for_each_entry_safe(job, tmp, &q->inflight, link) {
+		list_del_init(&job->link);
+		dma_fence_set_error(job->hw_fence, error);
+		dma_fence_signal_locked(job->hw_fence);
+	}
+	if (q->busy_since) {
+		q->busy_ns += ktime_get_ns() - q->busy_since;
+		q->busy_since = 0;
+	}
+	q->tail = 0;
+	/*
+	 * Device-side waiters on this queue wait for completion values of jobs
+	 * that were just canceled (or will run again with new numbers): count
+	 * every number handed out so far as done, so no waiter hangs.
+	 */
+	WRITE_ONCE(*q->compl, cpu_to_le64(q->seqno << 16 | SPYRE_SEQ_LAST));
+	spin_unlock_irqrestore(&q->lock, flags);
+	spyre_hw_ring_start(q->sdev, q->idx, q->ring_dma, q->compl_dma, q->prio);
+}
+
+/* Still waiting on the device for a producer on another queue? */
+static bool spyre_job_waiting_on_producer(struct spyre_job *job)
+{
+	struct dma_fence *parent;
+	u32 i;
+
+	for (i = 0; i < job->ndev_deps; i++) {
+		parent = READ_ONCE(job->dev_deps[i]->parent);
+		if (parent && !dma_fence_is_signaled(parent))
+			return true;
+	}
+	return false;
+}
+
+static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+	struct spyre_hwq *q = job->hwq;
+	struct spyre_device *sdev = q->sdev;
+	int idx;
+
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return DRM_GPU_SCHED_STAT_ENODEV;
+
+	/*
+	 * A job that completed while the timeout fired is not hung; a job
+	 * blocked on the device behind a producer of another queue is not
+	 * hung itself: the producer's own timeout decides. Put it back on the
+	 * pending list (the scheduler took it off) and re-arm.
+	 */
+	if (dma_fence_is_signaled(job->hw_fence) || spyre_job_waiting_on_producer(job)) {
+		spin_lock(&q->sched.job_list_lock);
+		list_add(&sched_job->list, &q->sched.pending_list);
+		spin_unlock(&q->sched.job_list_lock);
+		drm_dev_exit(idx);
+		return DRM_GPU_SCHED_STAT_NOMINAL;
+	}
+
+	drm_sched_stop(&q->sched, sched_job);
+	spyre_hwq_reset(q, -ECANCELED);
+	atomic_inc(&sdev->resets);
+
+	/* The job that hung fails; the context is banned after repeated hangs. */
+	job->guilty = true;
+	spyre_uq_fail(job->uq, job->user_seq, DRM_SPYRE_ERROR_TIMEOUT);
+	spyre_fault_log(sdev, job, q->idx, 0, 0, 0);
+	if (atomic_inc_return(&job->ctx->hangs) >= SPYRE_BAN_HANGS)
+		WRITE_ONCE(job->ctx->banned, true);
+	drm_dbg(&sdev->drm, "hwq %u: job %llu of context %u timed out; queue reset\n",
+		q->idx, job->user_seq, job->ctx->id);
+
+	/* Everything else that was pending runs again. */
+	drm_sched_resubmit_jobs(&q->sched);
+	drm_sched_start(&q->sched);
+	drm_dev_exit(idx);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+static const struct drm_sched_backend_ops spyre_sched_ops = {
+	.run_job = spyre_run_job,
+	.timedout_job = spyre_timedout_job,
+	.free_job = spyre_free_job,
+};
+
+static int spyre_hwq_init(struct spyre_device *sdev, struct spyre_hwq *q, unsigned int idx)
+{
+	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
+	struct drm_sched_init_args args = {
+		.ops = &spyre_sched_ops,
+		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
+		.credit_limit = SPYRE_RING_PACKETS - 1,
+		.hang_limit = 0,
+		.timeout = msecs_to_jiffies(SPYRE_JOB_TIMEOUT_MS),
+		.name = "spyre",
+		.dev = sdev->drm.dev,
+	};
+	int ret;
+
+	q->sdev = sdev;
+	q->idx = idx;
+	/* Spread the device priorities 0..3 over the queues. */
+	q->prio = idx % (SPYRE_QCTRL_MAX_PRIO + 1);
+	spin_lock_init(&q->lock);
+	INIT_LIST_HEAD(&q->inflight);
+	q->fence_ctx = dma_fence_context_alloc(1);
+	q->ring = dmam_alloc_coherent(sdev->drm.dev, SPYRE_RING_PACKETS * SPYRE_PKT_SIZE,
+				      &q->ring_dma, GFP_KERNEL);
+	q->compl = dmam_alloc_coherent(sdev->drm.dev, sizeof(u64), &q->compl_dma, GFP_KERNEL);
+	if (!q->ring || !q->compl)
+		return -ENOMEM;
+	spyre_hw_ring_start(sdev, idx, q->ring_dma, q->compl_dma, q->prio);
+
+	ret = devm_request_irq(&pdev->dev, pci_irq_vector(pdev, idx), spyre_hwq_irq, 0,
+			       "spyre-queue", q);
+	if (ret)
+		return ret;
+	ret = drm_sched_init(&q->sched, &args);
+	if (ret)
+		return ret;
+	q->sched_ready = true;
+	return 0;
+}
+
+int spyre_sched_init(struct spyre_device *sdev)
+{
+	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
+	unsigned int nvec = sdev->caps.queues + 1, i;
+	int ret;
+
+	if (sdev->caps.queues < 2) {
+		drm_err(&sdev->drm, "need at least 2 hardware queues, device has %u\n",
+			sdev->caps.queues);
+		return -ENODEV;
+	}
+	ret = pci_alloc_irq_vectors(pdev, nvec, nvec, PCI_IRQ_MSIX);
+	if (ret < 0) {
+		drm_err(&sdev->drm, "cannot get %u MSI-X vectors: %d\n", nvec, ret);
+		return ret;
+	}
+	ret = spyre_fault_init(sdev);
+	if (ret)
+		return ret;
+
+	ret = spyre_kq_init(sdev);
+	if (ret)
+		return ret;
+
+	/* Freed with the DRM device: schedulers outlive an unplugged card. */
+	sdev->hwq = drmm_kcalloc(&sdev->drm, sdev->caps.queues - 1, sizeof(*sdev->hwq),
+				 GFP_KERNEL);
+	if (!sdev->hwq)
+		return -ENOMEM;
+	for (i = 0; i < sdev->caps.queues - 1; i++) {
+		sdev->nr_hwq = i + 1;
+		ret = spyre_hwq_init(sdev, &sdev->hwq[i], i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Device gone (remove) or probe failed: stop feeding the hardware and fail
+ * everything in flight. The schedulers stay allocated for open files.
+ */
+void spyre_sched_stop(struct spyre_device *sdev)
+{
+	unsigned int i;
+
+	cancel_work_sync(&sdev->error_work);
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		struct spyre_hwq *q = &sdev->hwq[i];
+		struct spyre_job *job, *tmp;
+		unsigned long flags;
+
+		if (!q->sched_ready)
+			continue;
+		drm_sched_wqueue_stop(&q->sched);
+		spin_lock_irqsave(&q->lock, flags);
+		list_for_each_entry_safe(job, tmp, &q->inflight, link) {
+			list_del_init(&job->link);
+			dma_fence_set_error(job->hw_fence, -ENODEV);
+			dma_fence_signal_locked(job->hw_fence);
+		}
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+}
+
+/* Last reference to the DRM device gone: free the schedulers. */
+void spyre_sched_fini(struct spyre_device *sdev)
+{
+	struct drm_sched_job *job, *tmp;
+	unsigned int i;
+
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		struct drm_gpu_scheduler *sched = &sdev->hwq[i].sched;
+
+		if (!sdev->hwq[i].sched_ready)
+			continue;
+		/*
+		 * spyre_sched_stop() stopped the scheduler's work with jobs on
+		 * its pending list (signaled with -ENODEV, never freed): free
+		 * them, which drops their BO and context references.
+		 */
+		cancel_delayed_work_sync(&sched->work_tdr);
+		list_for_each_entry_safe(job, tmp, &sched->pending_list, list) {
+			list_del_init(&job->list);
+			spyre_free_job(job);
+		}
+		drm_sched_fini(sched);
+	}
+}
