@@ -253,7 +253,8 @@ static int wait_users_locked(struct spyre_program *pr)
 		 * A destroyed stream finished its work. The caller's own stream
 		 * counts too: a queued upload there still reads the host copy.
 		 */
-		struct spyre_stream *s = spyre_stream_next(dev, pr->users[i].id - 1, pr->users[i].id);
+		uint64_t id = pr->users[i].id;
+		struct spyre_stream *s = spyre_stream_next(dev, id - 1, id);
 
 		if (s) {
 			ret = spyre_stream_wait_point(s, pr->users[i].point);

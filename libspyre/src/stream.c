@@ -97,7 +97,8 @@ static int check_errors_locked(struct spyre_stream *s)
 			 (unsigned long long)e.job_seq, e.packet,
 			 hw_error_name(e.hw_error), (unsigned long long)e.fault_addr,
 			 SPYRE_FAULT_ACCESS(e.fault_info) == SPYRE_ACCESS_WRITE ? "write" : "read",
-			 fault_source_name(SPYRE_FAULT_SOURCE(e.fault_info)), mmu_fault_name(cause));
+			 fault_source_name(SPYRE_FAULT_SOURCE(e.fault_info)),
+			 mmu_fault_name(cause));
 	else
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu failed at packet %u: %s (stream poisoned)",

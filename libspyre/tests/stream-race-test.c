@@ -304,7 +304,11 @@ static char udev_obj;
 
 struct udev *udev_new(void) { return UDEV_OBJ(udev); }
 struct udev *udev_unref(struct udev *u) { (void)u; return NULL; }
-struct udev_enumerate *udev_enumerate_new(struct udev *u) { (void)u; return UDEV_OBJ(udev_enumerate); }
+struct udev_enumerate *udev_enumerate_new(struct udev *u)
+{
+	(void)u;
+	return UDEV_OBJ(udev_enumerate);
+}
 struct udev_enumerate *udev_enumerate_unref(struct udev_enumerate *e) { (void)e; return NULL; }
 int udev_enumerate_add_match_subsystem(struct udev_enumerate *e, const char *s) { (void)e; (void)s; return 0; }
 int udev_enumerate_scan_devices(struct udev_enumerate *e) { (void)e; return 0; }
