@@ -18,6 +18,7 @@
 #include <drm/drm_mm.h>
 #include <drm/gpu_scheduler.h>
 
+#include "spyre_hw.h"
 #include "spyre_kq.h"
 
 #define DRIVER_NAME	"spyre"
@@ -26,6 +27,8 @@
 #define DRIVER_MINOR	2
 
 #define SPYRE_RING_PACKETS	512	/* per hardware queue */
+/* A power of 2 no larger than the device allows. */
+static_assert(SPYRE_Q_SIZE_MAX % SPYRE_RING_PACKETS == 0);
 
 /**
  * struct spyre_hw_caps - capabilities read from the device at probe

@@ -72,10 +72,9 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
         }
         table = entry & SPYRE_PTE_ADDR_MASK;
         for (level = 0; level < 3; level++) {
-            unsigned shift = 30 - 9 * level;
-            uint64_t idx = (va >> shift) & 511;
+            uint64_t idx = SPYRE_PT_INDEX(va, level);
 
-            if (!read_entry(q, table + idx * 8, &pte)) {
+            if (!read_entry(q, table + idx * sizeof(uint64_t), &pte)) {
                 mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_WALK);
                 return false;
             }

@@ -717,7 +717,7 @@ static void queue_start_locked(SpyreQueue *q)
     SpyreFault f = { .error = SPYRE_ERR_RING_CONFIG };
 
     if (!q->base || q->base % SPYRE_PKT_SIZE || q->size < 2 ||
-        q->size > 65536 || !is_power_of_2(q->size)) {
+        q->size > SPYRE_Q_SIZE_MAX || !is_power_of_2(q->size)) {
         SPYRE_GUEST_ERR("queue %u: enable with bad ring base 0x%" PRIx64
                         " / size %u", q->idx, q->base, q->size);
         queue_fail_locked(q, 0, &f);

@@ -10,12 +10,14 @@
 #define SPYRE_HW_H
 
 #ifdef __KERNEL__
+#include <linux/build_bug.h>	/* static_assert */
 #include <linux/types.h>
 /* Little-endian in memory: sparse checks the kernel's conversions. */
 typedef __le16 spyre_le16;
 typedef __le32 spyre_le32;
 typedef __le64 spyre_le64;
 #else
+#include <assert.h>		/* static_assert (C11, C++) */
 #include <stdint.h>
 typedef uint16_t spyre_le16;
 typedef uint32_t spyre_le32;
@@ -132,9 +134,10 @@ typedef uint64_t spyre_le64;
 #define SPYRE_QREG_BASE			0x1000
 #define SPYRE_QREG_STRIDE		0x40
 #define SPYRE_QREG(q, reg)		(SPYRE_QREG_BASE + (q) * SPYRE_QREG_STRIDE + (reg))
+#define SPYRE_Q_SIZE_MAX		65536	/* largest ring, in packets */
 #define SPYRE_Q_BASE_LO			0x00	/* RW: ring bus address (64-byte aligned) */
 #define SPYRE_Q_BASE_HI			0x04
-#define SPYRE_Q_SIZE			0x08	/* RW: packets in ring, power of 2, 2..65536 */
+#define SPYRE_Q_SIZE			0x08	/* RW: packets in ring, power of 2, 2..Q_SIZE_MAX */
 #define SPYRE_Q_CTRL			0x0c	/* RW: SPYRE_QCTRL_* */
 #define SPYRE_Q_HEAD			0x10	/* RO while enabled; RW while disabled */
 #define SPYRE_Q_TAIL			0x14	/* RW: doorbell */
@@ -332,5 +335,19 @@ struct spyre_sge {
 	spyre_le64 addr;		/* host bus address */
 	spyre_le64 len;		/* bytes, non-zero */
 };
+
+/*
+ * The layouts above are the device's: checked where the header is compiled,
+ * in every layer, so a change that breaks one fails the build.
+ */
+static_assert(sizeof(struct spyre_pkt_hdr) == 16, "packet header is 16 bytes");
+static_assert(sizeof(struct spyre_pkt_copy) == SPYRE_PKT_SIZE, "COPY is one packet");
+static_assert(sizeof(struct spyre_pkt_launch) == SPYRE_PKT_SIZE, "LAUNCH is one packet");
+static_assert(sizeof(struct spyre_pkt_sem) == SPYRE_PKT_SIZE, "SIGNAL/WAIT is one packet");
+static_assert(sizeof(struct spyre_sge) == 16, "SGL entry is 16 bytes");
+static_assert(sizeof(struct spyre_launch_record) % 8 == 0, "launch record is 8-aligned");
+static_assert(SPYRE_PT_ENTRIES * 8 == SPYRE_PAGE_SIZE, "a page table fills one page");
+static_assert(SPYRE_PT_L0_USED <= SPYRE_PT_ENTRIES, "the VA space fits one L0 table");
+static_assert((SPYRE_Q_SIZE_MAX & (SPYRE_Q_SIZE_MAX - 1)) == 0, "ring sizes are powers of 2");
 
 #endif /* SPYRE_HW_H */

@@ -434,21 +434,21 @@ uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_
 
 static void get_hdr(const uint8_t *p, struct spyre_prog_hdr *h)
 {
-	h->magic = spyre_ld32(p);
-	h->version = spyre_ld16(p + 4);
-	h->flags = spyre_ld16(p + 6);
-	h->total_size = spyre_ld32(p + 8);
-	h->num_cores = spyre_ld32(p + 12);
-	h->core_off = spyre_ld32(p + 16);
-	h->sym_off = spyre_ld32(p + 20);
-	h->num_syms = spyre_ld32(p + 24);
-	h->num_scalars = spyre_ld32(p + 28);
-	h->reloc_off = spyre_ld32(p + 32);
-	h->num_relocs = spyre_ld32(p + 36);
-	h->const_off = spyre_ld32(p + 40);
-	h->const_size = spyre_ld32(p + 44);
+	h->magic = spyre_ld32(p + offsetof(struct spyre_prog_hdr, magic));
+	h->version = spyre_ld16(p + offsetof(struct spyre_prog_hdr, version));
+	h->flags = spyre_ld16(p + offsetof(struct spyre_prog_hdr, flags));
+	h->total_size = spyre_ld32(p + offsetof(struct spyre_prog_hdr, total_size));
+	h->num_cores = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_cores));
+	h->core_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, core_off));
+	h->sym_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, sym_off));
+	h->num_syms = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_syms));
+	h->num_scalars = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_scalars));
+	h->reloc_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, reloc_off));
+	h->num_relocs = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_relocs));
+	h->const_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, const_off));
+	h->const_size = spyre_ld32(p + offsetof(struct spyre_prog_hdr, const_size));
 	for (int i = 0; i < 4; i++)
-		h->reserved[i] = spyre_ld32(p + 48 + 4 * i);
+		h->reserved[i] = spyre_ld32(p + offsetof(struct spyre_prog_hdr, reserved) + 4 * i);
 }
 
 void spyre_prog_get_sym(const struct spyre_prog_view *v, uint32_t i, struct spyre_prog_sym *s)
@@ -456,13 +456,13 @@ void spyre_prog_get_sym(const struct spyre_prog_view *v, uint32_t i, struct spyr
 	const uint8_t *p = v->image + v->hdr.sym_off + (uint64_t)i * sizeof(*s);
 
 	memcpy(s->name, p, SPYRE_SYM_NAME_LEN);
-	s->dtype = p[32];
-	s->rank = p[33];
-	s->flags = spyre_ld16(p + 34);
-	s->reserved = spyre_ld32(p + 36);
-	s->size = spyre_ld64(p + 40);
+	s->dtype = p[offsetof(struct spyre_prog_sym, dtype)];
+	s->rank = p[offsetof(struct spyre_prog_sym, rank)];
+	s->flags = spyre_ld16(p + offsetof(struct spyre_prog_sym, flags));
+	s->reserved = spyre_ld32(p + offsetof(struct spyre_prog_sym, reserved));
+	s->size = spyre_ld64(p + offsetof(struct spyre_prog_sym, size));
 	for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
-		s->shape[d] = spyre_ld64(p + 48 + 8 * d);
+		s->shape[d] = spyre_ld64(p + offsetof(struct spyre_prog_sym, shape) + 8 * d);
 }
 
 /* Sections in the image: [off, off+len) inside the image, aligned, disjoint. */

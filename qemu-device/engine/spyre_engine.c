@@ -13,6 +13,7 @@
  */
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,7 +71,7 @@ enum step { STEP_NEXT, STEP_BLOCK, STEP_HALT, STEP_FAULT };
 void spyre_engine_config_default(struct spyre_engine_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->cores = 32;
+	c->cores = SPYRE_MAX_CORES;
 	c->scratchpad_bytes = 2u << 20;
 	c->clock_mhz = 1500;
 	c->peak_mac_per_ns[SPYRE_DT_FP16] = 1536;
@@ -855,13 +856,13 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	e->ops = ops;
 	e->opaque = opaque;
 	e->program_va = program_va;
-	e->mask = e->cfg.cores == 32 ? core_mask : core_mask & ((1u << e->cfg.cores) - 1);
+	e->mask = e->cfg.cores == SPYRE_MAX_CORES ? core_mask : core_mask & ((1u << e->cfg.cores) - 1);
 	e->active = (uint32_t)__builtin_popcount(e->mask);
 
 	/* fetch: header first (for the size), then the whole image */
 	if (read_mem(e, program_va, hdr, sizeof(hdr)))
 		return (int)res->status;
-	total = spyre_ld32(hdr + 8);
+	total = spyre_ld32(hdr + offsetof(struct spyre_prog_hdr, total_size));
 	if (spyre_ld32(hdr) != SPYRE_PROG_MAGIC || total < sizeof(hdr) || total > SPYRE_PROG_MAX_BYTES) {
 		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
 		e->res = NULL;

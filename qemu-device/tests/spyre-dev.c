@@ -320,12 +320,12 @@ static uint64_t next_table(struct sdev *d, uint64_t e)
 void sdev_map(struct sdev *d, unsigned ctx, uint64_t va, uint64_t pa, uint64_t flags)
 {
 	uint64_t l0 = sdev_rd64(d, ctx_table + 8ull * ctx) & SPYRE_PTE_ADDR_MASK;
-	uint64_t l1 = next_table(d, l0 + 8 * ((va >> 30) & 511));
+	uint64_t l1 = next_table(d, l0 + 8 * SPYRE_PT_INDEX(va, 0));
 
 	if (flags & SPYRE_PTE_LEAF) {
-		sdev_wr64(d, l1 + 8 * ((va >> 21) & 511), pa | flags | SPYRE_PTE_VALID);
+		sdev_wr64(d, l1 + 8 * SPYRE_PT_INDEX(va, 1), pa | flags | SPYRE_PTE_VALID);
 		return;
 	}
-	sdev_wr64(d, next_table(d, l1 + 8 * ((va >> 21) & 511)) + 8 * ((va >> 12) & 511),
+	sdev_wr64(d, next_table(d, l1 + 8 * SPYRE_PT_INDEX(va, 1)) + 8 * SPYRE_PT_INDEX(va, 2),
 		  pa | flags | SPYRE_PTE_VALID);
 }
