@@ -37,15 +37,8 @@ static int spyre_kq_copy(struct spyre_device *sdev, u64 dst, u64 size)
 
 	lockdep_assert_held(&kq->lock);
 	p = kq->ring + (kq->tail % SPYRE_RING_PACKETS) * SPYRE_PKT_SIZE;
-	memset(p, 0, sizeof(*p));
-	p->hdr.opcode = SPYRE_OP_COPY;
-	p->hdr.version = SPYRE_PKT_VERSION;
+	spyre_prep_copy(p, SPYRE_AS_HOST_SGL, kq->sgl_dma, SPYRE_AS_DEVPHYS, dst, size);
 	p->hdr.seq = cpu_to_le64(++kq->seq);
-	p->src = cpu_to_le64(kq->sgl_dma);
-	p->src_space = SPYRE_AS_HOST_SGL;
-	p->dst = cpu_to_le64(dst);
-	p->dst_space = SPYRE_AS_DEVPHYS;
-	p->size = cpu_to_le64(size);
 	kq->tail++;
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_TAIL, kq->tail);
 

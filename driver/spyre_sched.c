@@ -133,13 +133,9 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		if (!parent || dma_fence_is_signaled(parent))
 			continue;
 		w = q->ring + (size_t)(q->tail++ % SPYRE_RING_PACKETS) * SPYRE_PKT_SIZE;
-		memset(w, 0, sizeof(*w));
-		w->hdr.opcode = SPYRE_OP_WAIT;
-		w->hdr.version = SPYRE_PKT_VERSION;
+		spyre_prep_sem(w, SPYRE_OP_WAIT, SPYRE_AS_HOST, pq->compl_dma,
+			       parent->seqno << 16 | SPYRE_SEQ_LAST);
 		w->hdr.seq = cpu_to_le64(fence->seqno << 16 | job->nwaits);
-		w->addr = cpu_to_le64(pq->compl_dma);
-		w->value = cpu_to_le64(parent->seqno << 16 | SPYRE_SEQ_LAST);
-		w->space = SPYRE_AS_HOST;
 		job->nwaits++;
 		atomic_inc(&sdev->device_waits);
 	}

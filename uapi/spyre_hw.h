@@ -10,15 +10,25 @@
 #define SPYRE_HW_H
 
 #ifdef __KERNEL__
+#include <asm/byteorder.h>
 #include <linux/build_bug.h>	/* static_assert */
+#include <linux/string.h>
 #include <linux/types.h>
 /* Little-endian in memory: sparse checks the kernel's conversions. */
 typedef __le16 spyre_le16;
 typedef __le32 spyre_le32;
 typedef __le64 spyre_le64;
+#define spyre_cpu_to_le16(x)	cpu_to_le16(x)
+#define spyre_cpu_to_le32(x)	cpu_to_le32(x)
+#define spyre_cpu_to_le64(x)	cpu_to_le64(x)
 #else
 #include <assert.h>		/* static_assert (C11, C++) */
+#include <endian.h>
 #include <stdint.h>
+#include <string.h>
+#define spyre_cpu_to_le16(x)	htole16(x)
+#define spyre_cpu_to_le32(x)	htole32(x)
+#define spyre_cpu_to_le64(x)	htole64(x)
 typedef uint16_t spyre_le16;
 typedef uint32_t spyre_le32;
 typedef uint64_t spyre_le64;
@@ -335,6 +345,78 @@ struct spyre_sge {
 	spyre_le64 addr;		/* host bus address */
 	spyre_le64 len;		/* bytes, non-zero */
 };
+
+/*
+ * Packet preparers: every layer (driver, runtime, device tests, kselftests)
+ * builds packets with these, as liburing's io_uring_prep_*() build SQEs. Each
+ * clears the whole packet first, so reserved bytes are zero; the header
+ * fields the driver owns (flags, ctx, seq) stay zero for user space to pass
+ * to DRM_IOCTL_SPYRE_SUBMIT, and whoever writes a ring sets them after.
+ */
+static inline void spyre_prep_hdr(void *pkt, uint8_t opcode)
+{
+	struct spyre_pkt_hdr *h = (struct spyre_pkt_hdr *)pkt;
+
+	memset(pkt, 0, SPYRE_PKT_SIZE);
+	h->opcode = opcode;
+	h->version = SPYRE_PKT_VERSION;
+}
+
+static inline void spyre_prep_nop(void *pkt)
+{
+	spyre_prep_hdr(pkt, SPYRE_OP_NOP);
+}
+
+/* COPY @size bytes (a multiple of SPYRE_STICK_BYTES) from @src to @dst. */
+static inline void spyre_prep_copy(void *pkt, uint8_t src_space, uint64_t src,
+				   uint8_t dst_space, uint64_t dst, uint64_t size)
+{
+	struct spyre_pkt_copy *c = (struct spyre_pkt_copy *)pkt;
+
+	spyre_prep_hdr(pkt, SPYRE_OP_COPY);
+	c->src = spyre_cpu_to_le64(src);
+	c->dst = spyre_cpu_to_le64(dst);
+	c->size = spyre_cpu_to_le64(size);
+	c->src_space = src_space;
+	c->dst_space = dst_space;
+}
+
+/* COPY between two context virtual addresses: what user space submits. */
+static inline void spyre_prep_copy_va(void *pkt, uint64_t src, uint64_t dst, uint64_t size)
+{
+	spyre_prep_copy(pkt, SPYRE_AS_VIRT, src, SPYRE_AS_VIRT, dst, size);
+}
+
+/* LAUNCH @program with argument block @args on @core_mask; @record may be 0. */
+static inline void spyre_prep_launch(void *pkt, uint64_t program, uint64_t args,
+				     uint32_t core_mask, uint64_t record)
+{
+	struct spyre_pkt_launch *l = (struct spyre_pkt_launch *)pkt;
+
+	spyre_prep_hdr(pkt, SPYRE_OP_LAUNCH);
+	l->program = spyre_cpu_to_le64(program);
+	l->args = spyre_cpu_to_le64(args);
+	l->core_mask = spyre_cpu_to_le32(core_mask);
+	l->record = spyre_cpu_to_le64(record);
+}
+
+/* SIGNAL (write @value) or WAIT (until >= @value) on the 64-bit word at @addr. */
+static inline void spyre_prep_sem(void *pkt, uint8_t opcode, uint8_t space, uint64_t addr,
+				  uint64_t value)
+{
+	struct spyre_pkt_sem *m = (struct spyre_pkt_sem *)pkt;
+
+	spyre_prep_hdr(pkt, opcode);
+	m->addr = spyre_cpu_to_le64(addr);
+	m->value = spyre_cpu_to_le64(value);
+	m->space = space;
+}
+
+/* TIMESTAMP: write the device clock (ns) to the 64-bit word at @addr. */
+static inline void spyre_prep_timestamp(void *pkt, uint8_t space, uint64_t addr)
+{
+	spyre_prep_sem(pkt, SPYRE_OP_TIMESTAMP, space, addr, 0);
+}
 
 /*
  * The layouts above are the device's: checked where the header is compiled,

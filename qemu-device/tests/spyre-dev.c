@@ -232,13 +232,11 @@ void sdev_queue_skip(struct sdev *d, unsigned q)
 	sdev_qwr(d, q, SPYRE_Q_CTRL, ctrl | SPYRE_QCTRL_ENABLE);
 }
 
-static void hdr(void *p, uint8_t op, uint64_t seq, uint16_t flags, uint16_t ctx)
+/* The fields the driver owns; the preparers of spyre_hw.h leave them zero. */
+static void hdr_own(void *p, uint64_t seq, uint16_t flags, uint16_t ctx)
 {
 	struct spyre_pkt_hdr *h = p;
 
-	memset(p, 0, SPYRE_PKT_SIZE);
-	h->opcode = op;
-	h->version = SPYRE_PKT_VERSION;
 	h->flags = flags;
 	h->ctx = ctx;
 	h->seq = seq;
@@ -246,41 +244,28 @@ static void hdr(void *p, uint8_t op, uint64_t seq, uint16_t flags, uint16_t ctx)
 
 void pkt_nop(void *p, uint64_t seq, uint16_t flags)
 {
-	hdr(p, SPYRE_OP_NOP, seq, flags, 0);
+	spyre_prep_nop(p);
+	hdr_own(p, seq, flags, 0);
 }
 
 void pkt_copy(void *p, uint64_t seq, uint16_t ctx, uint8_t src_space, uint64_t src,
 	      uint8_t dst_space, uint64_t dst, uint64_t size)
 {
-	struct spyre_pkt_copy *c = p;
-
-	hdr(p, SPYRE_OP_COPY, seq, 0, ctx);
-	c->src = src;
-	c->dst = dst;
-	c->size = size;
-	c->src_space = src_space;
-	c->dst_space = dst_space;
+	spyre_prep_copy(p, src_space, src, dst_space, dst, size);
+	hdr_own(p, seq, 0, ctx);
 }
 
 void pkt_sem(void *p, uint8_t op, uint64_t seq, uint16_t ctx, uint8_t space,
 	     uint64_t addr, uint64_t value)
 {
-	struct spyre_pkt_sem *m = p;
-
-	hdr(p, op, seq, 0, ctx);
-	m->addr = addr;
-	m->value = value;
-	m->space = space;
+	spyre_prep_sem(p, op, space, addr, value);
+	hdr_own(p, seq, 0, ctx);
 }
 
 void pkt_launch(void *p, uint64_t seq, uint64_t program, uint64_t args, uint32_t mask)
 {
-	struct spyre_pkt_launch *l = p;
-
-	hdr(p, SPYRE_OP_LAUNCH, seq, 0, 0);
-	l->program = program;
-	l->args = args;
-	l->core_mask = mask;
+	spyre_prep_launch(p, program, args, mask, 0);
+	hdr_own(p, seq, 0, 0);
 }
 
 static uint64_t ctx_table;
