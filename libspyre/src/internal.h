@@ -158,8 +158,8 @@ void spyre_memory_fini(struct spyre_device *dev);
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
-int spyre_internal_stream_get(struct spyre_device *dev, struct spyre_stream **out);
-void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s);
+int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
+			void *arg);
 struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);
 void spyre_stream_put(struct spyre_stream *s);
 void spyre_streams_fini(struct spyre_device *dev);

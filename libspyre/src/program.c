@@ -69,12 +69,24 @@ static void program_free(struct spyre_program *pr)
 	free(pr);
 }
 
+/* The COPY of the host copy to the device image: at load, and after a re-patch. */
+static void prep_upload(const struct spyre_program *pr, struct spyre_pkt_copy *p)
+{
+	spyre_prep_copy_va(p, pr->host.va, pr->image.va, pr->upload_size);
+}
+
+static int upload_work(struct spyre_stream *s, void *arg)
+{
+	struct spyre_pkt_copy p;
+
+	prep_upload(arg, &p);
+	return spyre_stream_submit(s, &p, 1);
+}
+
 SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size_t size,
 				    spyre_program_t **out)
 {
 	struct spyre_program *pr;
-	struct spyre_stream *s;
-	struct spyre_pkt_copy p;
 	int ret;
 
 	if (!dev || !image || !out)
@@ -100,22 +112,7 @@ SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size
 	}
 	memcpy(pr->host.map, image, size);
 	/* Upload once; a fast-path program is never written again. */
-	memset(&p, 0, sizeof(p));
-	p.hdr.opcode = SPYRE_OP_COPY;
-	p.hdr.version = SPYRE_PKT_VERSION;
-	p.src = pr->host.va;
-	p.dst = pr->image.va;
-	p.size = pr->upload_size;
-	p.src_space = SPYRE_AS_VIRT;
-	p.dst_space = SPYRE_AS_VIRT;
-	ret = spyre_internal_stream_get(dev, &s);
-	if (!ret) {
-		ret = spyre_stream_submit(s, &p, 1);
-		ret = ret ?: spyre_stream_synchronize(s);
-		if (ret == -EIO)
-			spyre_internal_failed(dev, s);
-		spyre_stream_put(s);
-	}
+	ret = spyre_internal_sync(dev, upload_work, pr);
 	if (ret) {
 		program_free(pr);
 		return ret;
@@ -369,13 +366,7 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 		ret = ret ?: patch_locked(pr, slots, &changed);
 		if (!ret && changed) {
 			/* Step 3: upload the patched copy, in the same job as the launch. */
-			job.upload.hdr.opcode = SPYRE_OP_COPY;
-			job.upload.hdr.version = SPYRE_PKT_VERSION;
-			job.upload.src = pr->host.va;
-			job.upload.dst = pr->image.va;
-			job.upload.size = pr->upload_size;
-			job.upload.src_space = SPYRE_AS_VIRT;
-			job.upload.dst_space = SPYRE_AS_VIRT;
+			prep_upload(pr, &job.upload);
 			first = 0;
 		}
 		if (ret) {

@@ -575,9 +575,9 @@ static void copy_pkt(struct spyre_pkt_copy *p, uint64_t src, uint64_t dst, uint6
 
 /*
  * The stream of synchronous operations, referenced: another thread's failure
- * may replace it (spyre_internal_failed()) while the caller still uses it.
+ * may replace it (internal_failed()) while the caller still uses it.
  */
-int spyre_internal_stream_get(struct spyre_device *dev, struct spyre_stream **out)
+static int internal_get(struct spyre_device *dev, struct spyre_stream **out)
 {
 	int ret = 0;
 
@@ -707,9 +707,9 @@ SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t sr
 /*
  * A synchronous operation reports its failure to its caller; the internal
  * stream it ran on must not stay poisoned for the next one: replace it.
- * The caller still holds its reference from spyre_internal_stream_get().
+ * The caller still holds its reference from internal_get().
  */
-void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s)
+static void internal_failed(struct spyre_device *dev, struct spyre_stream *s)
 {
 	pthread_mutex_lock(&dev->staging_lock);
 	if (dev->internal == s)
@@ -721,11 +721,45 @@ void spyre_internal_failed(struct spyre_device *dev, struct spyre_stream *s)
 		spyre_stream_destroy(s);
 }
 
-SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
-			      enum spyre_memcpy_kind kind)
+/*
+ * A synchronous operation: @work enqueues on the device's internal stream,
+ * then this waits for it. A device failure is the caller's and replaces the
+ * stream, so the next synchronous operation starts on a clean one.
+ */
+int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
+			void *arg)
 {
 	struct spyre_stream *s;
 	int ret;
+
+	ret = internal_get(dev, &s);
+	if (ret)
+		return ret;
+	ret = work(s, arg);
+	ret = ret ?: spyre_stream_synchronize(s);
+	if (ret == -EIO)
+		internal_failed(dev, s);
+	spyre_stream_put(s);
+	return ret;
+}
+
+struct copy_args {
+	uint64_t dst, src;
+	size_t size;
+	enum spyre_memcpy_kind kind;
+};
+
+static int copy_work(struct spyre_stream *s, void *arg)
+{
+	const struct copy_args *c = arg;
+
+	return copy_impl(s, c->dst, c->src, c->size, c->kind);
+}
+
+SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
+			      enum spyre_memcpy_kind kind)
+{
+	struct copy_args c = { .dst = dst, .src = src, .size = size, .kind = kind };
 
 	if (!dev)
 		return spyre_error(-EINVAL, "spyre_memcpy: NULL device");
@@ -733,15 +767,7 @@ SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, s
 		return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
 	if (!size)
 		return 0;
-	ret = spyre_internal_stream_get(dev, &s);
-	if (ret)
-		return ret;
-	ret = copy_impl(s, dst, src, size, kind);
-	ret = ret ?: spyre_stream_synchronize(s);
-	if (ret == -EIO)
-		spyre_internal_failed(dev, s);
-	spyre_stream_put(s);
-	return ret;
+	return spyre_internal_sync(dev, copy_work, &c);
 }
 
 SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value,
