@@ -114,14 +114,7 @@ struct spyre_stream {
 	struct spyre_callback *cb_head, *cb_tail;
 	uint64_t cb_done;		/* callbacks finished (count) */
 	uint64_t cb_queued;
-	/* launch argument ring (program.c) */
-	struct spyre_bo argring;
-	uint32_t arg_next;
-	uint64_t arg_point[SPYRE_ARG_SLOTS];
-	int last_slot;			/* slot of the last launch, -1 if none */
-	struct spyre_program *last_prog;
-	uint64_t last_args[SPYRE_ARG_WORDS];
-	uint32_t last_nargs;
+	struct spyre_launch_state *launch;	/* program.c's; NULL until the first launch */
 };
 
 
@@ -153,6 +146,9 @@ void spyre_bo_del(struct spyre_device *dev, struct spyre_bo *bo);
 const struct spyre_alloc *spyre_alloc_find_locked(struct spyre_device *dev, uint64_t ptr);
 const struct spyre_alloc *spyre_alloc_find_host_locked(struct spyre_device *dev, const void *p);
 void spyre_memory_fini(struct spyre_device *dev);
+
+/* program.c */
+void spyre_launch_state_free(struct spyre_device *dev, struct spyre_launch_state *r);
 
 /* stream.c */
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);

@@ -40,6 +40,59 @@ struct spyre_program {
 	uint32_t nusers;
 };
 
+/*
+ * A stream's launch state (struct spyre_stream.launch), under the stream's
+ * lock: a ring of argument blocks in host memory, each followed by the launch
+ * record the device writes, and what the last launch bound, so that a launch
+ * with unchanged bindings reuses its block.
+ */
+struct spyre_launch_state {
+	struct spyre_bo bo;		/* SPYRE_ARG_SLOTS blocks of SPYRE_ARG_SLOT_BYTES */
+	uint32_t next;			/* the block new bindings take next */
+	uint64_t point[SPYRE_ARG_SLOTS];	/* stream point of the last launch reading each */
+	int last_slot;			/* block of the last launch, -1 if none */
+	struct spyre_program *last_prog;
+	uint64_t last_args[SPYRE_ARG_WORDS];
+	uint32_t last_nargs;
+};
+
+static int launch_state_get_locked(struct spyre_stream *s, struct spyre_launch_state **out)
+{
+	struct spyre_launch_state *r = s->launch;
+	int ret;
+
+	*out = NULL;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return spyre_error(-ENOMEM, "out of memory");
+		ret = spyre_bo_new(s->dev, SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES,
+				   DRM_SPYRE_BO_HOST, &r->bo);
+		if (ret) {
+			free(r);
+			return ret;
+		}
+		r->last_slot = -1;
+		s->launch = r;
+	}
+	*out = r;
+	return 0;
+}
+
+void spyre_launch_state_free(struct spyre_device *dev, struct spyre_launch_state *r)
+{
+	if (!r)
+		return;
+	spyre_bo_del(dev, &r->bo);
+	free(r);
+}
+
+/* Offset of argument block @slot in the ring; its launch record follows it. */
+static size_t block_off(uint32_t slot)
+{
+	return (size_t)slot * SPYRE_ARG_SLOT_BYTES;
+}
+
 static int parse(struct spyre_program *pr, const uint8_t *img, size_t size)
 {
 	struct spyre_image im;
@@ -137,8 +190,8 @@ SPYRE_EXPORT int spyre_program_unload(spyre_program_t *pr)
 	pthread_mutex_unlock(&dev->lock);
 	while ((s = spyre_stream_next(dev, id, last))) {
 		pthread_mutex_lock(&s->lock);
-		if (s->last_prog == pr)
-			s->last_prog = NULL;
+		if (s->launch && s->launch->last_prog == pr)
+			s->launch->last_prog = NULL;
 		pthread_mutex_unlock(&s->lock);
 		id = s->id;
 		spyre_stream_put(s);
@@ -305,6 +358,7 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 		struct spyre_pkt_copy upload;
 		struct spyre_pkt_launch launch;
 	} job;
+	struct spyre_launch_state *r;
 	uint32_t nargs, slot, first = 1;
 	bool changed = false, same;
 	uint64_t *args;
@@ -325,36 +379,33 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 	nargs = pr->num_syms + pr->num_scalars;
 
 	pthread_mutex_lock(&s->lock);
-	if (!s->argring.handle) {
-		ret = spyre_bo_new(s->dev, SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES,
-				   DRM_SPYRE_BO_HOST, &s->argring);
-		if (ret)
-			goto out;
-	}
+	ret = launch_state_get_locked(s, &r);
+	if (ret)
+		goto out;
 	/* Unchanged bindings of the same program: reuse the last argument block. */
-	same = s->last_prog == pr && s->last_slot >= 0 && s->last_nargs == nargs &&
-	       !memcmp(s->last_args, slots, pr->num_syms * 8) &&
-	       !memcmp(s->last_args + pr->num_syms, scalars ? scalars : s->last_args,
+	same = r->last_prog == pr && r->last_slot >= 0 && r->last_nargs == nargs &&
+	       !memcmp(r->last_args, slots, pr->num_syms * 8) &&
+	       !memcmp(r->last_args + pr->num_syms, scalars ? scalars : r->last_args,
 		       pr->num_scalars * 8);
 	if (same) {
-		slot = (uint32_t)s->last_slot;
+		slot = (uint32_t)r->last_slot;
 	} else {
-		slot = s->arg_next;
-		s->arg_next = (s->arg_next + 1) % SPYRE_ARG_SLOTS;
+		slot = r->next;
+		r->next = (r->next + 1) % SPYRE_ARG_SLOTS;
 		/* The ring wrapped onto a block a queued launch may still read. */
-		ret = spyre_stream_wait_point(s, s->arg_point[slot]);
+		ret = spyre_stream_wait_point(s, r->point[slot]);
 		if (ret) {
 			ret = spyre_error(ret, "waiting for an argument block failed");
 			goto out;
 		}
-		args = (uint64_t *)((char *)s->argring.map + (size_t)slot * SPYRE_ARG_SLOT_BYTES);
+		args = (uint64_t *)((char *)r->bo.map + block_off(slot));
 		memcpy(args, slots, pr->num_syms * 8);
 		if (pr->num_scalars)
 			memcpy(args + pr->num_syms, scalars, pr->num_scalars * 8);
-		memcpy(s->last_args, args, nargs * 8);
-		s->last_nargs = nargs;
-		s->last_slot = (int)slot;
-		s->last_prog = pr;
+		memcpy(r->last_args, args, nargs * 8);
+		r->last_nargs = nargs;
+		r->last_slot = (int)slot;
+		r->last_prog = pr;
 	}
 
 	memset(&job, 0, sizeof(job));
@@ -377,12 +428,12 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 	job.launch.hdr.opcode = SPYRE_OP_LAUNCH;
 	job.launch.hdr.version = SPYRE_PKT_VERSION;
 	job.launch.program = pr->image.va;
-	job.launch.args = s->argring.va + (uint64_t)slot * SPYRE_ARG_SLOT_BYTES;
+	job.launch.args = r->bo.va + block_off(slot);
 	job.launch.core_mask = core_mask;
 	job.launch.record = job.launch.args + SPYRE_ARG_RECORD_OFF;
 	ret = spyre_stream_submit_locked(s, (const uint8_t *)&job + first * SPYRE_PKT_SIZE, 2 - first);
 	if (!ret)
-		s->arg_point[slot] = s->point;
+		r->point[slot] = s->point;
 	if (pr->path == SPYRE_LAUNCH_PATCH) {
 		if (!ret)
 			note_user_locked(pr, s);
@@ -396,7 +447,7 @@ out:
 SPYRE_EXPORT int spyre_stream_last_launch(spyre_stream_t *s, struct spyre_launch_stats *st)
 {
 	struct spyre_launch_stats r = { .size = sizeof(r) };
-	const struct spyre_launch_record *rec;
+	const struct spyre_launch_record *rec = NULL;
 	uint32_t n, i;
 	int ret;
 
@@ -405,10 +456,13 @@ SPYRE_EXPORT int spyre_stream_last_launch(spyre_stream_t *s, struct spyre_launch
 	ret = spyre_stream_synchronize(s);
 	if (ret && ret != -EIO)
 		return ret;
-	if (s->last_slot < 0)
+	pthread_mutex_lock(&s->lock);
+	if (s->launch && s->launch->last_slot >= 0)
+		rec = (const void *)((char *)s->launch->bo.map +
+				     block_off((uint32_t)s->launch->last_slot) + SPYRE_ARG_RECORD_OFF);
+	pthread_mutex_unlock(&s->lock);
+	if (!rec)
 		return spyre_error(-ENOENT, "no launch on this stream yet");
-	rec = (const void *)((char *)s->argring.map + (size_t)s->last_slot * SPYRE_ARG_SLOT_BYTES +
-			     SPYRE_ARG_RECORD_OFF);
 	r.status = rec->status;
 	r.device_ns = rec->device_ns;
 	r.device_cycles = rec->device_cycles;

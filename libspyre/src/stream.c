@@ -240,7 +240,6 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 	if (!s)
 		return spyre_error(-ENOMEM, "out of memory");
 	s->dev = dev;
-	s->last_slot = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	if (drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_CREATE, &q)) {
@@ -364,8 +363,7 @@ static void stream_release(struct spyre_stream *s)
 	struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
 	struct spyre_device *dev = s->dev;
 
-	if (s->argring.handle)
-		spyre_bo_del(dev, &s->argring);
+	spyre_launch_state_free(dev, s->launch);
 	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 	drmSyncobjDestroy(dev->fd, s->timeline);
 	pthread_cond_destroy(&s->cond);
