@@ -170,6 +170,7 @@ SPYRE_EXPORT int spyre_device_open(int index, spyre_device_t **out)
 	dev->fd = fd;
 	pthread_mutex_init(&dev->lock, NULL);
 	pthread_mutex_init(&dev->staging_lock, NULL);
+	pthread_mutex_init(&dev->internal_lock, NULL);
 	dev->stats.size = sizeof(dev->stats);
 	dev->props.size = sizeof(dev->props);
 	dev->props.index = (uint32_t)index;
@@ -199,6 +200,7 @@ SPYRE_EXPORT void spyre_device_close(spyre_device_t *dev)
 	close(dev->fd);
 	pthread_mutex_destroy(&dev->lock);
 	pthread_mutex_destroy(&dev->staging_lock);
+	pthread_mutex_destroy(&dev->internal_lock);
 	free(dev);
 }
 

@@ -48,11 +48,16 @@ struct spyre_free_block {
 	struct spyre_chunk *chunk;
 };
 
+/*
+ * Locks nest only in these orders: staging_lock, a stream's lock, a
+ * program's lock, the device's lock; internal_lock, the device's lock. The
+ * device's lock is innermost: nothing else is taken under it.
+ */
 struct spyre_device {
 	int fd;
 	struct spyre_device_props props;
 
-	/* Protects everything below */
+	/* Protects everything below, up to @staging_lock */
 	pthread_mutex_t lock;
 	struct spyre_alloc *allocs;	/* sorted by base */
 	size_t nallocs, cap_allocs;
@@ -63,20 +68,30 @@ struct spyre_device {
 	struct spyre_bo *large_cache;	/* freed large BOs */
 	size_t nlarge, cap_large;
 	struct spyre_mem_stats stats;
-
-	/* Staging for pageable host memory; internal stream for sync copies. */
-	pthread_mutex_t staging_lock;
-	struct spyre_bo staging;
-	struct spyre_bo values;		/* memset sources: stick v holds byte v */
-	struct spyre_stream *internal;
+	/* memset sources, stick v holds byte v: created on first use, read-only after */
+	struct spyre_bo values;
 	/*
-	 * Live streams, under @lock. A stream is freed when its last reference
-	 * is dropped: the list's (dropped by spyre_stream_destroy()) or one a
-	 * device-wide walk took with spyre_stream_next() while it uses it.
+	 * Live streams. A stream is freed when its last reference is dropped:
+	 * the list's (dropped by spyre_stream_destroy()) or one a device-wide
+	 * walk took with spyre_stream_next() while it uses it.
 	 */
 	struct spyre_stream **streams;
 	size_t nstreams;
 	uint64_t next_stream_id;
+
+	/*
+	 * Protects @staging, the bounce buffer for pageable host memory; held
+	 * for a whole staged copy, as the buffer is refilled chunk by chunk.
+	 */
+	pthread_mutex_t staging_lock;
+	struct spyre_bo staging;
+
+	/*
+	 * Protects @internal, the stream of synchronous operations
+	 * (spyre_internal_sync()): created on first use, replaced after a failure.
+	 */
+	pthread_mutex_t internal_lock;
+	struct spyre_stream *internal;
 };
 
 #define SPYRE_ARG_SLOTS		32

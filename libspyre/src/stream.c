@@ -580,7 +580,7 @@ static int internal_get(struct spyre_device *dev, struct spyre_stream **out)
 	int ret = 0;
 
 	*out = NULL;
-	pthread_mutex_lock(&dev->staging_lock);
+	pthread_mutex_lock(&dev->internal_lock);
 	if (!dev->internal)
 		ret = spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &dev->internal);
 	if (!ret) {
@@ -589,7 +589,7 @@ static int internal_get(struct spyre_device *dev, struct spyre_stream **out)
 		(*out)->refs++;
 		pthread_mutex_unlock(&dev->lock);
 	}
-	pthread_mutex_unlock(&dev->staging_lock);
+	pthread_mutex_unlock(&dev->internal_lock);
 	return ret;
 }
 
@@ -709,12 +709,12 @@ SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t sr
  */
 static void internal_failed(struct spyre_device *dev, struct spyre_stream *s)
 {
-	pthread_mutex_lock(&dev->staging_lock);
+	pthread_mutex_lock(&dev->internal_lock);
 	if (dev->internal == s)
 		dev->internal = NULL;
 	else
 		s = NULL;
-	pthread_mutex_unlock(&dev->staging_lock);
+	pthread_mutex_unlock(&dev->internal_lock);
 	if (s)
 		spyre_stream_destroy(s);
 }
@@ -774,6 +774,7 @@ SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t
 	struct spyre_pkt_copy p[64];
 	struct spyre_device *dev;
 	size_t done, n = 0;
+	uint64_t values;
 	int ret = 0, v;
 
 	if (!s || dst % SPYRE_STICK || size % SPYRE_STICK)
@@ -783,17 +784,18 @@ SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t
 		return 0;
 	dev = s->dev;
 	/* 256 host sticks, stick v filled with byte v: written once, read-only after. */
-	pthread_mutex_lock(&dev->staging_lock);
+	pthread_mutex_lock(&dev->lock);
 	if (!dev->values.handle) {
 		ret = spyre_bo_new(dev, 256 * SPYRE_STICK, DRM_SPYRE_BO_HOST, &dev->values);
 		for (v = 0; !ret && v < 256; v++)
 			memset((char *)dev->values.map + v * SPYRE_STICK, v, SPYRE_STICK);
 	}
-	pthread_mutex_unlock(&dev->staging_lock);
+	values = dev->values.va;
+	pthread_mutex_unlock(&dev->lock);
 	if (ret)
 		return ret;
 	/* One stick of the value, then double what is done: log2(size) packets. */
-	copy_pkt(&p[n++], dev->values.va + (uint64_t)value * SPYRE_STICK, dst, SPYRE_STICK);
+	copy_pkt(&p[n++], values + (uint64_t)value * SPYRE_STICK, dst, SPYRE_STICK);
 	for (done = SPYRE_STICK; done < size; done *= 2)
 		copy_pkt(&p[n++], dst, dst + done, done < size - done ? done : size - done);
 	return spyre_stream_submit(s, p, (uint32_t)n);
