@@ -212,6 +212,7 @@ typedef uint64_t spyre_le64;
 #define SPYRE_ERR_NO_ENGINE		11	/* LAUNCH without a compute engine */
 #define SPYRE_ERR_SGL			12	/* malformed scatter-gather list */
 #define SPYRE_ERR_ENGINE		13	/* LAUNCH: the program faulted (see below) */
+#define SPYRE_ERR_COUNT			14	/* one past the last: tables of names check it */
 
 /*
  * Engine faults of queue q: the core and instruction index that faulted.

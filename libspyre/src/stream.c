@@ -31,34 +31,58 @@ struct spyre_event {
 static const char *hw_error_name(uint32_t e)
 {
 	static const char *const names[] = {
-		"none", "bad opcode", "bad version", "reserved field set", "misaligned address",
-		"bad size", "bad address space", "page fault", "DMA error", "ring overflow",
-		"ring configuration", "no compute engine", "bad scatter-gather list",
-		"program fault",
+		[SPYRE_ERR_NONE] = "none",
+		[SPYRE_ERR_BAD_OPCODE] = "bad opcode",
+		[SPYRE_ERR_BAD_VERSION] = "bad version",
+		[SPYRE_ERR_RESERVED] = "reserved field set",
+		[SPYRE_ERR_ALIGN] = "misaligned address",
+		[SPYRE_ERR_SIZE] = "bad size",
+		[SPYRE_ERR_SPACE] = "bad address space",
+		[SPYRE_ERR_FAULT] = "page fault",
+		[SPYRE_ERR_DMA] = "DMA error",
+		[SPYRE_ERR_RING_OVERFLOW] = "ring overflow",
+		[SPYRE_ERR_RING_CONFIG] = "ring configuration",
+		[SPYRE_ERR_NO_ENGINE] = "no compute engine",
+		[SPYRE_ERR_SGL] = "bad scatter-gather list",
+		[SPYRE_ERR_ENGINE] = "program fault",
 	};
+	static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_ERR_COUNT,
+		      "a name for every SPYRE_ERR_* of spyre_hw.h");
 
-	return e < sizeof(names) / sizeof(names[0]) ? names[e] : "unknown";
+	return e < SPYRE_ERR_COUNT && names[e] ? names[e] : "unknown";
 }
 
 /* What the device MMU says of a fault (SPYRE_Q_FAULT_INFO of spyre_hw.h). */
 static const char *fault_source_name(uint32_t src)
 {
 	static const char *const names[] = {
-		"unknown source", "packet fetch", "copy source", "copy destination",
-		"semaphore", "completion write", "scatter-gather list", "program",
+		[0] = "unknown source",
+		[SPYRE_SOURCE_RING] = "packet fetch",
+		[SPYRE_SOURCE_COPY_SRC] = "copy source",
+		[SPYRE_SOURCE_COPY_DST] = "copy destination",
+		[SPYRE_SOURCE_SEMAPHORE] = "semaphore",
+		[SPYRE_SOURCE_COMPLETION] = "completion write",
+		[SPYRE_SOURCE_SGL] = "scatter-gather list",
+		[SPYRE_SOURCE_PROGRAM] = "program",
 	};
 
-	return src < sizeof(names) / sizeof(names[0]) ? names[src] : "unknown source";
+	return src < sizeof(names) / sizeof(names[0]) && names[src] ? names[src] : "unknown source";
 }
 
 static const char *mmu_fault_name(uint32_t cause)
 {
 	static const char *const names[] = {
-		"unknown cause", "no translation", "permission", "bad context",
-		"beyond the address space", "page table walk failed", "host memory access failed",
+		[0] = "unknown cause",
+		[SPYRE_FAULT_NOT_PRESENT] = "no translation",
+		[SPYRE_FAULT_PERMISSION] = "permission",
+		[SPYRE_FAULT_BAD_CTX] = "bad context",
+		[SPYRE_FAULT_RANGE] = "beyond the address space",
+		[SPYRE_FAULT_WALK] = "page table walk failed",
+		[SPYRE_FAULT_DMA] = "host memory access failed",
 	};
 
-	return cause < sizeof(names) / sizeof(names[0]) ? names[cause] : "unknown cause";
+	return cause < sizeof(names) / sizeof(names[0]) && names[cause] ? names[cause] :
+	       "unknown cause";
 }
 
 /* Poison the stream if the driver recorded a new failure on its queue. */
