@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "spyre_accel.h"
+#include "spyre_hw.h"
 
 #include "spyre.h"
 
@@ -94,10 +95,23 @@ struct spyre_device {
 	struct spyre_stream *internal;
 };
 
+/*
+ * A stream's launches (program.c): a ring of SPYRE_ARG_SLOTS blocks of
+ * SPYRE_ARG_SLOT_BYTES, each the argument block (SPYRE_ARG_WORDS u64 slot
+ * addresses and scalars at the most) then, at SPYRE_ARG_RECORD_OFF, the
+ * launch record the device writes.
+ */
 #define SPYRE_ARG_SLOTS		32
-#define SPYRE_ARG_SLOT_BYTES	2048	/* argument block, then the launch record */
-#define SPYRE_ARG_WORDS		200	/* u64 slots + scalars per launch */
+#define SPYRE_ARG_SLOT_BYTES	2048
+#define SPYRE_ARG_WORDS		200
 #define SPYRE_ARG_RECORD_OFF	1664
+
+static_assert(SPYRE_ARG_WORDS * 8 <= SPYRE_ARG_RECORD_OFF,
+	      "the argument block ends before the launch record");
+static_assert(SPYRE_ARG_RECORD_OFF + sizeof(struct spyre_launch_record) <= SPYRE_ARG_SLOT_BYTES,
+	      "the launch record fits its block");
+static_assert(SPYRE_ARG_SLOT_BYTES % 8 == 0 && SPYRE_ARG_RECORD_OFF % 8 == 0,
+	      "every argument block and launch record is 8-byte aligned");
 
 #define SPYRE_MAX_WAITS 16
 

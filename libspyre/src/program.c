@@ -470,7 +470,9 @@ SPYRE_EXPORT int spyre_stream_last_launch(spyre_stream_t *s, struct spyre_launch
 	r.cores_run = rec->cores_run;
 	r.fault_core = rec->fault_core;
 	r.fault_pc = rec->fault_pc;
-	for (i = 0; i < 32; i++)
+	static_assert(sizeof(r.core_busy_cycles) / sizeof(r.core_busy_cycles[0]) == SPYRE_MAX_CORES,
+		      "spyre.h reports every core of the launch record");
+	for (i = 0; i < SPYRE_MAX_CORES; i++)
 		r.core_busy_cycles[i] = rec->core_busy_cycles[i];
 	n = st->size < sizeof(r) ? st->size : sizeof(r);
 	memcpy((char *)st + 4, (char *)&r + 4, n - 4);
