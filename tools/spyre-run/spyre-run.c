@@ -27,7 +27,8 @@
 #include "spyre_progbuild.h"
 
 struct opts {
-	int device, iters, cores, act;
+	int device, iters, act;
+	int cores;			/* 0: all the device's */
 	const char *example, *program, *path;
 	unsigned int seed;
 	uint32_t m, k, h, n;
@@ -271,7 +272,7 @@ static int check_slot_names(const struct opts *o, spyre_program_t *prog)
 	return 0;
 }
 
-static int run(const struct opts *o)
+static int run(struct opts *o)
 {
 	static const char *const paths[] = { "patch", "fast" };
 	struct spyre_device_props props = { .size = sizeof(props) };
@@ -282,6 +283,19 @@ static int run(const struct opts *o)
 	if (spyre_device_open(o->device, &dev))
 		return die("open");
 	spyre_device_get_props(dev, &props);
+	if (o->cores > (int)props.num_cores) {
+		fprintf(stderr, "spyre-run: --cores %d: %s has %u cores\n", o->cores, props.devnode,
+			props.num_cores);
+		return 2;
+	}
+	if (!o->cores) {
+		o->cores = (int)props.num_cores;
+		if (!o->program && o->m % (uint32_t)o->cores) {
+			fprintf(stderr, "spyre-run: --rows %u is not a multiple of the %d cores of %s\n",
+				o->m, o->cores, props.devnode);
+			return 2;
+		}
+	}
 	if (spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s))
 		return die("stream");
 	if (o->program)
@@ -372,8 +386,8 @@ static int run(const struct opts *o)
 		e2e_us = now_us();
 		for (it = 0; it < o->iters; it++) {
 			t0 = now_us();
-			if (spyre_launch(s, prog, o->cores == 32 ? 0xffffffffu : (1u << o->cores) - 1,
-					 slots, nslots, NULL, 0))
+			if (spyre_launch(s, prog, (uint32_t)((1ull << o->cores) - 1), slots, nslots,
+					 NULL, 0))
 				return die("launch");
 			host_us += now_us() - t0;
 			if (spyre_stream_synchronize(s))
@@ -382,7 +396,7 @@ static int run(const struct opts *o)
 		e2e_us = (now_us() - e2e_us) / o->iters;
 		if (spyre_stream_last_launch(s, &st))
 			return die("stats");
-		for (c = 0; c < 32; c++)
+		for (c = 0; c < SPYRE_MAX_CORES; c++)
 			busy += (double)st.core_busy_cycles[c];
 		for (i = 0; i < nslots; i++) {
 			struct spyre_slot_info si = { .size = sizeof(si) };
@@ -437,14 +451,14 @@ static void usage(FILE *f)
 		"  -o, --output NAME=FILE   save an output slot\n"
 		"  -P, --path patch|fast|both   launch path(s) (default both)\n"
 		"  -n, --iters N            launches per path, 1..1000000 (default 20)\n"
-		"  -c, --cores N            cores for mlp, 1..32 dividing the rows (default 32)\n"
+		"  -c, --cores N            cores, 1..%d, for mlp dividing the rows (default: all)\n"
 		"  -a, --act gelu|silu      mlp activation (default gelu)\n"
 		"  -m, --rows M             mlp rows of x, 1..65536 (default 256)\n"
 		"  -s, --seed S             random data seed (default 1)\n"
 		"  -d, --device N           device index (default 0)\n"
 		"  -h, --help               this text\n"
 		"exit status: 0 every run passed its check (or had none), 1 a check failed or\n"
-		"the device, a file or the runtime reported an error, 2 bad usage\n");
+		"the device, a file or the runtime reported an error, 2 bad usage\n", SPYRE_MAX_CORES);
 }
 
 /* Parse @arg of option @opt as an integer in [min, max] (base 0 if @any_base, else 10). */
@@ -503,7 +517,7 @@ int main(int argc, char **argv)
 	static const char *const paths[] = { "patch", "fast", "both", NULL };
 	static const char *const acts[] = { "gelu", "silu", NULL };
 	struct opts o = {
-		.example = "mlp", .path = "both", .iters = 20, .cores = 32, .seed = 1,
+		.example = "mlp", .path = "both", .iters = 20, .seed = 1,
 		.m = 256, .k = 128, .h = 256, .n = 128, .act = SPYRE_OPC_GELU,
 	};
 	long long v;
@@ -547,7 +561,7 @@ int main(int argc, char **argv)
 			o.iters = (int)v;
 			break;
 		case 'c':
-			if (parse_num("--cores", optarg, 1, 32, 0, &v))
+			if (parse_num("--cores", optarg, 1, SPYRE_MAX_CORES, 0, &v))
 				return 2;
 			o.cores = (int)v;
 			break;
@@ -586,7 +600,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(o.example, "relu"))
 		o.cores = 1;
-	if (!o.program && o.m % (uint32_t)o.cores) {
+	if (!o.program && o.cores && o.m % (uint32_t)o.cores) {
 		fprintf(stderr, "spyre-run: --rows %u is not a multiple of --cores %d\n", o.m, o.cores);
 		return 2;
 	}
