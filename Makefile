@@ -120,6 +120,10 @@ $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)
 
+# The host tests in C (and the qtest client) are built on the harness tests/tap.h.
+$(QTESTS) $(B)/bench/copy-bw $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test \
+	$(B)/tests/patch-test $(B)/tests/stream-race-test $(B)/tests/stream-race-tsan-test: tests/tap.h
+
 $(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ENGINE_DIR) \

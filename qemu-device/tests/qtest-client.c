@@ -14,8 +14,7 @@
 #include <unistd.h>
 
 #include "qtest-client.h"
-
-int qt_failures;
+#include "../../tests/tap.h"
 
 const char *qtest_qemu_path(void)
 {
@@ -28,6 +27,15 @@ const char *qtest_qemu_path(void)
 	snprintf(path, sizeof(path), "%s/qemu/build/qemu-system-x86_64",
 		 cache && *cache ? cache : "/var/cache/spyre");
 	return path;
+}
+
+void qtest_require_qemu(void)
+{
+	if (!access(qtest_qemu_path(), X_OK))
+		return;
+	if (getenv("SPYRE_QEMU"))
+		tap_bail("SPYRE_QEMU=%s is not an executable", qtest_qemu_path());
+	tap_skip_all("no QEMU at %s (make setup, or set SPYRE_QEMU)", qtest_qemu_path());
 }
 
 static void die(const char *fmt, ...)

@@ -23,6 +23,11 @@ struct qtest {
 
 /* Path of the QEMU binary under test: $SPYRE_QEMU, else the set-up cache. */
 const char *qtest_qemu_path(void);
+/*
+ * Return if that QEMU can run; else skip the whole test (exit 77), or fail
+ * it (exit 1) when $SPYRE_QEMU names it: then it was meant to be there.
+ */
+void qtest_require_qemu(void);
 
 /*
  * Start QEMU (q35, qtest accelerator) with @extra appended to its command
@@ -63,20 +68,5 @@ bool qtest_log_contains(struct qtest *qt, const char *needle);
  * return its exit status (or -1 if it could not run or was killed).
  */
 int qtest_run_capture(char *const argv[], char *out, size_t outlen);
-
-/* Minimal test reporting: exit status 0 pass, 1 fail, 77 skip. */
-extern int qt_failures;
-#define QT_CHECK(cond, ...) do {						\
-		if (!(cond)) {							\
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);				\
-			fputc('\n', stderr);					\
-			qt_failures++;						\
-		}								\
-	} while (0)
-#define QT_CHECK_EQ(exp, got) do {						\
-		unsigned long long e_ = (exp), g_ = (got);			\
-		QT_CHECK(e_ == g_, "expected 0x%llx, got 0x%llx", e_, g_);	\
-	} while (0)
 
 #endif

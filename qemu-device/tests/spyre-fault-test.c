@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
+#include "../../tests/tap.h"
 
 static struct sdev D;
 
@@ -33,17 +34,17 @@ static void expect_error(unsigned q, const uint8_t *p, uint32_t err)
 	uint8_t nop[64];
 
 	sdev_submit(&D, q, p);
-	QT_CHECK_EQ(-1, sdev_wait(&D, q, 2000));
-	QT_CHECK_EQ(err, sdev_qrd(&D, q, SPYRE_Q_ERROR));
-	QT_CHECK_EQ((uint32_t)h->seq, sdev_qrd(&D, q, SPYRE_Q_ERR_SEQ_LO));
-	QT_CHECK(sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO) & (1u << q), "ERR_QUEUES bit %u", q);
+	TAP_EQ(-1, sdev_wait(&D, q, 2000));
+	TAP_EQ(err, sdev_qrd(&D, q, SPYRE_Q_ERROR));
+	TAP_EQ((uint32_t)h->seq, sdev_qrd(&D, q, SPYRE_Q_ERR_SEQ_LO));
+	TAP_CHECK(sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO) & (1u << q), "ERR_QUEUES bit %u", q);
 	pkt_nop(nop, h->seq + 1000, 0);
 	sdev_push(&D, q, nop);
 	sdev_queue_skip(&D, q);
 	sdev_doorbell(&D, q);
-	QT_CHECK_EQ(0, sdev_wait(&D, q, 2000));
-	QT_CHECK_EQ(h->seq + 1000, sdev_rd64(&D, D.q[q].compl));
-	QT_CHECK(!(sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO) & (1u << q)), "ERR_QUEUES bit stays");
+	TAP_EQ(0, sdev_wait(&D, q, 2000));
+	TAP_EQ(h->seq + 1000, sdev_rd64(&D, D.q[q].compl));
+	TAP_CHECK(!(sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO) & (1u << q)), "ERR_QUEUES bit stays");
 }
 
 static void test_malformed(void)
@@ -83,7 +84,7 @@ static void test_malformed(void)
 	expect_error(0, p, SPYRE_ERR_SPACE);
 	pkt_sem(p, SPYRE_OP_TIMESTAMP, 12, 0, SPYRE_AS_HOST, h, 5);
 	m = (void *)p;
-	QT_CHECK_EQ(5, m->value);
+	TAP_EQ(5, m->value);
 	expect_error(0, p, SPYRE_ERR_RESERVED);
 	/* Host DMA to an address with nothing behind it. */
 	pkt_copy(p, 13, 0, SPYRE_AS_HOST, 0xfff00000000ull, SPYRE_AS_DEVPHYS, 0, 128);
@@ -104,32 +105,32 @@ static void test_ring_errors(void)
 	pkt_nop(p, 1, 0);
 	sdev_push(&D, 1, p);
 	sdev_qwr(&D, 1, SPYRE_Q_TAIL, 6);
-	QT_CHECK_EQ(-1, sdev_wait(&D, 1, 2000));
-	QT_CHECK_EQ(SPYRE_ERR_RING_OVERFLOW, sdev_qrd(&D, 1, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
+	TAP_EQ(-1, sdev_wait(&D, 1, 2000));
+	TAP_EQ(SPYRE_ERR_RING_OVERFLOW, sdev_qrd(&D, 1, SPYRE_Q_ERROR));
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
 
 	/* Bad ring configuration is refused at enable. */
 	sdev_qwr(&D, 2, SPYRE_Q_BASE_LO, 0x1234);	/* not 64-byte aligned */
 	sdev_qwr(&D, 2, SPYRE_Q_SIZE, 3);		/* not a power of two */
 	sdev_qwr(&D, 2, SPYRE_Q_CTRL, SPYRE_QCTRL_ENABLE);
-	QT_CHECK_EQ(SPYRE_ERR_RING_CONFIG, sdev_qrd(&D, 2, SPYRE_Q_ERROR));
-	QT_CHECK(sdev_qrd(&D, 2, SPYRE_Q_STATUS) & SPYRE_QSTAT_ERROR, "queue 2 not in error");
-	QT_CHECK(qtest_log_contains(&D.qt, "queue 2: enable with bad ring base 0x1234"),
-		 "no guest error for bad ring");
+	TAP_EQ(SPYRE_ERR_RING_CONFIG, sdev_qrd(&D, 2, SPYRE_Q_ERROR));
+	TAP_CHECK(sdev_qrd(&D, 2, SPYRE_Q_STATUS) & SPYRE_QSTAT_ERROR, "queue 2 not in error");
+	TAP_CHECK(qtest_log_contains(&D.qt, "queue 2: enable with bad ring base 0x1234"),
+		  "no guest error for bad ring");
 
 	/* Ring registers cannot change under a running queue. */
 	sdev_queue_init(&D, 2, 4, 0);
 	sdev_qwr(&D, 2, SPYRE_Q_SIZE, 64);
-	QT_CHECK_EQ(4, sdev_qrd(&D, 2, SPYRE_Q_SIZE));
-	QT_CHECK(qtest_log_contains(&D.qt, "queue 2: register 0x8 written while enabled"),
-		 "no guest error for size change");
+	TAP_EQ(4, sdev_qrd(&D, 2, SPYRE_Q_SIZE));
+	TAP_CHECK(qtest_log_contains(&D.qt, "queue 2: register 0x8 written while enabled"),
+		  "no guest error for size change");
 
 	/* Queue reset returns everything to zero. */
 	sdev_qwr(&D, 1, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_STATUS));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_TAIL));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_SIZE));
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_STATUS));
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_ERROR));
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_TAIL));
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_SIZE));
 }
 
 static void test_inject(void)
@@ -141,10 +142,10 @@ static void test_inject(void)
 
 	/* DMA error: the next DMA fails, the one after works. */
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(3, SPYRE_INJECT_DMA_ERROR));
-	QT_CHECK_EQ(1u << SPYRE_INJECT_DMA_ERROR, sdev_rd(&D, SPYRE_REG_INJECT));
+	TAP_EQ(1u << SPYRE_INJECT_DMA_ERROR, sdev_rd(&D, SPYRE_REG_INJECT));
 	pkt_copy(p, 30, 0, SPYRE_AS_HOST, h, SPYRE_AS_DEVPHYS, 0, 128);
 	expect_error(3, p, SPYRE_ERR_DMA);
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
 
 	/* Page fault on the next operand, whatever its space. */
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(3, SPYRE_INJECT_PAGE_FAULT));
@@ -155,30 +156,30 @@ static void test_inject(void)
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(3, SPYRE_INJECT_BAD_COMPLETION));
 	pkt_nop(p, 32, 0);
 	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 3, 2000));
-	QT_CHECK_EQ(~32ull, sdev_rd64(&D, D.q[3].compl));
+	TAP_EQ(0, sdev_wait(&D, 3, 2000));
+	TAP_EQ(~32ull, sdev_rd64(&D, D.q[3].compl));
 
 	/* Hang: the queue stops consuming until it is reset. */
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(3, SPYRE_INJECT_HANG));
 	pkt_nop(p, 33, 0);
 	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(-2, sdev_wait(&D, 3, 100));
-	QT_CHECK(sdev_qrd(&D, 3, SPYRE_Q_STATUS) & SPYRE_QSTAT_BUSY, "hung queue not BUSY");
+	TAP_EQ(-2, sdev_wait(&D, 3, 100));
+	TAP_CHECK(sdev_qrd(&D, 3, SPYRE_Q_STATUS) & SPYRE_QSTAT_BUSY, "hung queue not BUSY");
 	sdev_qwr(&D, 3, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
-	QT_CHECK_EQ(0, sdev_qrd(&D, 3, SPYRE_Q_STATUS));
+	TAP_EQ(0, sdev_qrd(&D, 3, SPYRE_Q_STATUS));
 	sdev_queue_init(&D, 3, 8, 0);
 	pkt_nop(p, 34, 0);
 	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 3, 2000));
-	QT_CHECK_EQ(34, sdev_rd64(&D, D.q[3].compl));
+	TAP_EQ(0, sdev_wait(&D, 3, 2000));
+	TAP_EQ(34, sdev_rd64(&D, D.q[3].compl));
 
 	/* Bad injection values are refused; INJECT_NONE disarms. */
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(60, SPYRE_INJECT_HANG));
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
-	QT_CHECK(qtest_log_contains(&D.qt, "INJECT: bad value"), "no guest error for INJECT");
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
+	TAP_CHECK(qtest_log_contains(&D.qt, "INJECT: bad value"), "no guest error for INJECT");
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(4, SPYRE_INJECT_HANG));
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT_NONE);
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
 }
 
 static void test_queue_reset_unblocks_wait(void)
@@ -189,28 +190,28 @@ static void test_queue_reset_unblocks_wait(void)
 	sdev_queue_init(&D, 5, 8, 0);
 	pkt_sem(p, SPYRE_OP_WAIT, 50, 0, SPYRE_AS_HOST, sem, 1);
 	sdev_submit(&D, 5, p);
-	QT_CHECK(sdev_wait_status(&D, 5, SPYRE_QSTAT_WAITING, 2000), "not waiting");
+	TAP_CHECK(sdev_wait_status(&D, 5, SPYRE_QSTAT_WAITING, 2000), "not waiting");
 	sdev_qwr(&D, 5, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
-	QT_CHECK_EQ(0, status_settled(5));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));
+	TAP_EQ(0, status_settled(5));
+	TAP_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));
 	/* The abandoned WAIT writes no completion, even when released later. */
 	sdev_wr64(&D, sem, 1);
 	usleep(10000);
-	QT_CHECK_EQ(0, sdev_rd64(&D, D.q[5].compl));
+	TAP_EQ(0, sdev_rd64(&D, D.q[5].compl));
 }
 
 static void device_usable(const char *how)
 {
 	uint8_t p[64];
 
-	QT_CHECK_EQ(SPYRE_STATUS_READY, sdev_rd(&D, SPYRE_REG_STATUS));
+	TAP_EQ(SPYRE_STATUS_READY, sdev_rd(&D, SPYRE_REG_STATUS));
 	sdev_queue_init(&D, 0, 8, 0);
 	pkt_nop(p, 77, SPYRE_PKT_F_IRQ);
 	sdev_irq_clear(&D, 0);
 	sdev_submit(&D, 0, p);
-	QT_CHECK(sdev_wait(&D, 0, 2000) == 0, "device unusable after %s", how);
-	QT_CHECK_EQ(77, sdev_rd64(&D, D.q[0].compl));
-	QT_CHECK_EQ(0x1000, sdev_irq(&D, 0));
+	TAP_CHECK(sdev_wait(&D, 0, 2000) == 0, "device unusable after %s", how);
+	TAP_EQ(77, sdev_rd64(&D, D.q[0].compl));
+	TAP_EQ(0x1000, sdev_irq(&D, 0));
 }
 
 static void test_device_reset(void)
@@ -233,14 +234,14 @@ static void test_device_reset(void)
 	usleep(10000);
 
 	sdev_wr(&D, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
-	QT_CHECK_EQ(count + 1, sdev_rd(&D, SPYRE_REG_RESET_COUNT));
+	TAP_EQ(count + 1, sdev_rd(&D, SPYRE_REG_RESET_COUNT));
 	for (q = 0; q < D.queues; q++)
-		QT_CHECK(status_settled(q) == 0, "queue %u status after reset", q);
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_MMU_CTX_COUNT));
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
+		TAP_CHECK(status_settled(q) == 0, "queue %u status after reset", q);
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_MMU_CTX_COUNT));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_INJECT));
 	/* Device memory keeps its contents, as DRAM does. */
-	QT_CHECK_EQ(0xabcdef, sdev_rd64(&D, SDEV_BAR2 + 0x100));
+	TAP_EQ(0xabcdef, sdev_rd64(&D, SDEV_BAR2 + 0x100));
 	device_usable("register reset");
 
 	/* PCIe FLR: the same, plus configuration space (BARs, MSI-X) is reset. */
@@ -251,37 +252,29 @@ static void test_device_reset(void)
 		qpci_cfg_writew(&D.qt, SDEV_PCI_DEV, exp + 8,
 				qpci_cfg_readw(&D.qt, SDEV_PCI_DEV, exp + 8) | 0x8000);
 	}
-	QT_CHECK_EQ(0, qpci_cfg_readl(&D.qt, SDEV_PCI_DEV, 0x10) & ~0xfu);
+	TAP_EQ(0, qpci_cfg_readl(&D.qt, SDEV_PCI_DEV, 0x10) & ~0xfu);
 	sdev_pci_setup(&D);
-	QT_CHECK_EQ(count + 2, sdev_rd(&D, SPYRE_REG_RESET_COUNT));
-	QT_CHECK_EQ(0, status_settled(6));
+	TAP_EQ(count + 2, sdev_rd(&D, SPYRE_REG_RESET_COUNT));
+	TAP_EQ(0, status_settled(6));
 	device_usable("FLR");
-	sdev_stop(&D);
 }
 
-int main(void)
-{
-	static const struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
-		{ "malformed_packets", test_malformed },
-		{ "ring_errors", test_ring_errors },
-		{ "inject", test_inject },
-		{ "queue_reset_unblocks_wait", test_queue_reset_unblocks_wait },
-		{ "device_reset", test_device_reset },
-	};
-	unsigned i;
-	int before;
+static const struct tap_case cases[] = {
+	{ "malformed_packets", test_malformed },
+	{ "ring_errors", test_ring_errors },
+	{ "inject", test_inject },
+	{ "queue_reset_unblocks_wait", test_queue_reset_unblocks_wait },
+	{ "device_reset", test_device_reset },
+};
 
-	if (access(qtest_qemu_path(), X_OK))
-		return getenv("SPYRE_QEMU") ? 1 : 77;
+int main(int argc, char **argv)
+{
+	int ret;
+
+	qtest_require_qemu();
 	if (sdev_start(&D, "queues=8", 128))
-		return 1;
-	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		before = qt_failures;
-		tests[i].fn();
-		printf("%s %u %s\n", qt_failures == before ? "ok" : "not ok", i + 1, tests[i].name);
-	}
-	return qt_failures ? 1 : 0;
+		tap_bail("QEMU with a spyre device did not start");
+	ret = TAP_RUN(cases, argc, argv);
+	sdev_stop(&D);
+	return ret;
 }

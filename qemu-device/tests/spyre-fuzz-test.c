@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
+#include "../../tests/tap.h"
 
 #define NQ	4
 #define RING	256
@@ -107,33 +108,14 @@ static void make_packet(uint8_t *p, uint64_t seq)
 		p[rnd() % 64] ^= (uint8_t)(1u << (rnd() % 8));
 }
 
-int main(void)
+static uint64_t total = 10000;
+
+static void test_fuzz(void)
 {
-	const char *e;
-	uint64_t seed = 0x5eed5bad, total = 10000, sent = 0, seq = 1, consumed = 0;
+	uint64_t sent = 0, seq = 1, consumed = 0;
 	unsigned long errors[16] = { 0 }, skipped = 0, resets = 0;
 	uint8_t p[64];
 	unsigned q, i;
-
-	if (access(qtest_qemu_path(), X_OK))
-		return getenv("SPYRE_QEMU") ? 1 : 77;
-	if ((e = getenv("SPYRE_FUZZ_SEED")))
-		seed = strtoull(e, NULL, 0);
-	if ((e = getenv("SPYRE_FUZZ_PACKETS")))
-		total = strtoull(e, NULL, 0);
-	rng = seed ? seed : 1;
-	printf("# seed 0x%llx, %llu packets\n", (unsigned long long)seed,
-	       (unsigned long long)total);
-
-	if (sdev_start(&D, "queues=8", 256))
-		return 1;
-	host_buf = sdev_alloc(&D, 2u << 20, 4096);
-	sdev_mmu_init(&D, 2);
-	for (i = 0; i < 64; i++)
-		sdev_map(&D, 0, i * 4096ull, i % 2 ? host_buf + i * 4096ull : i * 4096ull,
-			 (rnd() & 7) | (i % 2 ? 0 : SPYRE_PTE_DEVMEM));
-	for (q = 0; q < NQ; q++)
-		sdev_queue_init(&D, q, RING, q % 4);
 
 	while (consumed < total) {
 		for (q = 0; q < NQ; q++) {
@@ -177,25 +159,62 @@ int main(void)
 		}
 	}
 
-	printf("# %llu packets sent, %llu consumed by the device, %lu of them failed, "
-	       "%lu queue resets\n", (unsigned long long)sent, (unsigned long long)consumed,
-	       skipped, resets);
+	tap_diag("%llu packets sent, %llu consumed by the device, %lu of them failed, "
+		 "%lu queue resets", (unsigned long long)sent, (unsigned long long)consumed,
+		 skipped, resets);
 	for (i = 0; i < 16; i++)
 		if (errors[i])
-			printf("#   error %u: %lu\n", i, errors[i]);
+			tap_diag("  error %u: %lu", i, errors[i]);
+	TAP_CHECK(consumed >= 10000 || getenv("SPYRE_FUZZ_PACKETS"), "only %llu packets",
+		  (unsigned long long)consumed);
+	TAP_CHECK(skipped > 100, "only %lu packets failed: the fuzzer is too tame", skipped);
+}
 
-	/* Still alive and usable. */
-	QT_CHECK_EQ(SPYRE_ID_MAGIC, sdev_rd(&D, SPYRE_REG_ID));
+/* Still alive and usable. */
+static void test_usable_after(void)
+{
+	uint8_t p[64];
+
+	TAP_EQ(SPYRE_ID_MAGIC, sdev_rd(&D, SPYRE_REG_ID));
 	sdev_wr(&D, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
 	sdev_pci_setup(&D);
 	sdev_queue_init(&D, 0, 8, 0);
 	pkt_nop(p, 424242, 0);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(424242, sdev_rd64(&D, D.q[0].compl));
-	QT_CHECK(consumed >= 10000 || getenv("SPYRE_FUZZ_PACKETS"), "only %llu packets",
-		 (unsigned long long)consumed);
-	QT_CHECK(skipped > 100, "only %lu packets failed: the fuzzer is too tame", skipped);
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(424242, sdev_rd64(&D, D.q[0].compl));
+}
+
+static const struct tap_case cases[] = {
+	{ "fuzz", test_fuzz },
+	{ "usable_after", test_usable_after },
+};
+
+int main(int argc, char **argv)
+{
+	uint64_t seed = 0x5eed5bad;
+	const char *e;
+	unsigned q, i;
+	int ret;
+
+	qtest_require_qemu();
+	if ((e = getenv("SPYRE_FUZZ_SEED")))
+		seed = strtoull(e, NULL, 0);
+	if ((e = getenv("SPYRE_FUZZ_PACKETS")))
+		total = strtoull(e, NULL, 0);
+	rng = seed ? seed : 1;
+	tap_diag("seed 0x%llx, %llu packets", (unsigned long long)seed, (unsigned long long)total);
+
+	if (sdev_start(&D, "queues=8", 256))
+		tap_bail("QEMU with a spyre device did not start");
+	host_buf = sdev_alloc(&D, 2u << 20, 4096);
+	sdev_mmu_init(&D, 2);
+	for (i = 0; i < 64; i++)
+		sdev_map(&D, 0, i * 4096ull, i % 2 ? host_buf + i * 4096ull : i * 4096ull,
+			 (rnd() & 7) | (i % 2 ? 0 : SPYRE_PTE_DEVMEM));
+	for (q = 0; q < NQ; q++)
+		sdev_queue_init(&D, q, RING, q % 4);
+	ret = TAP_RUN(cases, argc, argv);
 	sdev_stop(&D);
-	return qt_failures ? 1 : 0;
+	return ret;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
+#include "../../tests/tap.h"
 
 #define MiB (1ull << 20)
 #define RW (SPYRE_PTE_READ | SPYRE_PTE_WRITE)
@@ -24,18 +25,18 @@ static void expect_fault(unsigned q, uint64_t seq, uint64_t addr, unsigned ctx,
 	uint32_t info;
 	uint64_t fa;
 
-	QT_CHECK_EQ(-1, sdev_wait(&D, q, 2000));
-	QT_CHECK_EQ(SPYRE_ERR_FAULT, sdev_qrd(&D, q, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(seq, sdev_qrd(&D, q, SPYRE_Q_ERR_SEQ_LO));
+	TAP_EQ(-1, sdev_wait(&D, q, 2000));
+	TAP_EQ(SPYRE_ERR_FAULT, sdev_qrd(&D, q, SPYRE_Q_ERROR));
+	TAP_EQ(seq, sdev_qrd(&D, q, SPYRE_Q_ERR_SEQ_LO));
 	fa = sdev_qrd(&D, q, SPYRE_Q_FAULT_LO) | (uint64_t)sdev_qrd(&D, q, SPYRE_Q_FAULT_HI) << 32;
-	QT_CHECK_EQ(addr, fa);
+	TAP_EQ(addr, fa);
 	info = sdev_qrd(&D, q, SPYRE_Q_FAULT_INFO);
-	QT_CHECK_EQ(ctx, SPYRE_FAULT_CTX(info));
-	QT_CHECK_EQ(access, SPYRE_FAULT_ACCESS(info));
-	QT_CHECK_EQ(source, SPYRE_FAULT_SOURCE(info));
-	QT_CHECK_EQ(cause, SPYRE_FAULT_CAUSE(info));
+	TAP_EQ(ctx, SPYRE_FAULT_CTX(info));
+	TAP_EQ(access, SPYRE_FAULT_ACCESS(info));
+	TAP_EQ(source, SPYRE_FAULT_SOURCE(info));
+	TAP_EQ(cause, SPYRE_FAULT_CAUSE(info));
 	sdev_queue_skip(&D, q);
-	QT_CHECK_EQ(0, sdev_wait(&D, q, 2000));
+	TAP_EQ(0, sdev_wait(&D, q, 2000));
 }
 
 static void test_translate_copy(void)
@@ -61,15 +62,15 @@ static void test_translate_copy(void)
 	sdev_submit(&D, 0, p);
 	pkt_copy(p, 2, 0, SPYRE_AS_DEVPHYS, 6 * MiB + 128, SPYRE_AS_HOST, back, sizeof(in));
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	sdev_memread(&D, back, out, sizeof(out));
-	QT_CHECK(!memcmp(in, out, sizeof(in)), "VIRT copy through scattered pages differs");
+	TAP_CHECK(!memcmp(in, out, sizeof(in)), "VIRT copy through scattered pages differs");
 
 	/* Semaphores translate too: SIGNAL to a VA in device memory. */
 	pkt_sem(p, SPYRE_OP_SIGNAL, 3, 0, SPYRE_AS_VIRT, va_dev + 0x1000, 99);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(99, sdev_rd64(&D, SDEV_BAR2 + 6 * MiB + 0x1000));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(99, sdev_rd64(&D, SDEV_BAR2 + 6 * MiB + 0x1000));
 }
 
 static void test_faults(void)
@@ -95,7 +96,7 @@ static void test_faults(void)
 	/* Reading it is fine. */
 	pkt_copy(p, 12, 0, SPYRE_AS_VIRT, ro, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 1, 2000));
+	TAP_EQ(0, sdev_wait(&D, 1, 2000));
 	/* Context beyond MMU_CTX_COUNT (2). */
 	pkt_copy(p, 13, 5, SPYRE_AS_VIRT, ro, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
@@ -134,19 +135,19 @@ static void test_isolation_and_invalidate(void)
 	sdev_submit(&D, 0, p);
 	pkt_sem(p, SPYRE_OP_SIGNAL, 21, 1, SPYRE_AS_VIRT, va, 8);
 	sdev_submit(&D, 2, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	expect_fault(2, 21, va, 1, SPYRE_ACCESS_WRITE, SPYRE_SOURCE_SEMAPHORE,
 		     SPYRE_FAULT_NOT_PRESENT);
-	QT_CHECK_EQ(7, sdev_rd64(&D, a));
+	TAP_EQ(7, sdev_rd64(&D, a));
 
 	/* Remap va to b; after MMU_INVALIDATE the device uses the new page. */
 	sdev_map(&D, 0, va, b, RW);
 	sdev_wr(&D, SPYRE_REG_MMU_INVALIDATE, 1);
 	pkt_sem(p, SPYRE_OP_SIGNAL, 22, 0, SPYRE_AS_VIRT, va, 9);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(9, sdev_rd64(&D, b));
-	QT_CHECK_EQ(7, sdev_rd64(&D, a));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(9, sdev_rd64(&D, b));
+	TAP_EQ(7, sdev_rd64(&D, a));
 
 	/* Unmapping (invalid context entry) takes effect after invalidation too. */
 	sdev_ctx_set(&D, 0, false);
@@ -154,35 +155,27 @@ static void test_isolation_and_invalidate(void)
 	sdev_submit(&D, 0, p);
 	expect_fault(0, 23, va, 0, SPYRE_ACCESS_WRITE, SPYRE_SOURCE_SEMAPHORE,
 		     SPYRE_FAULT_BAD_CTX);
-	QT_CHECK_EQ(9, sdev_rd64(&D, b));
+	TAP_EQ(9, sdev_rd64(&D, b));
 }
 
-int main(void)
-{
-	static const struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
-		{ "translate_copy", test_translate_copy },
-		{ "faults", test_faults },
-		{ "isolation_and_invalidate", test_isolation_and_invalidate },
-	};
-	unsigned i;
-	int before;
+static const struct tap_case cases[] = {
+	{ "translate_copy", test_translate_copy },
+	{ "faults", test_faults },
+	{ "isolation_and_invalidate", test_isolation_and_invalidate },
+};
 
-	if (access(qtest_qemu_path(), X_OK))
-		return getenv("SPYRE_QEMU") ? 1 : 77;
+int main(int argc, char **argv)
+{
+	int ret;
+
+	qtest_require_qemu();
 	if (sdev_start(&D, "", 128))
-		return 1;
+		tap_bail("QEMU with a spyre device did not start");
 	sdev_mmu_init(&D, 2);
 	sdev_queue_init(&D, 0, 16, 0);
 	sdev_queue_init(&D, 1, 16, 0);
 	sdev_queue_init(&D, 2, 16, 0);
-	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		before = qt_failures;
-		tests[i].fn();
-		printf("%s %u %s\n", qt_failures == before ? "ok" : "not ok", i + 1, tests[i].name);
-	}
+	ret = TAP_RUN(cases, argc, argv);
 	sdev_stop(&D);
-	return qt_failures ? 1 : 0;
+	return ret;
 }

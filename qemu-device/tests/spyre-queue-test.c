@@ -14,6 +14,7 @@
 
 #include "spyre-dev.h"
 #include "spyre_progbuild.h"
+#include "../../tests/tap.h"
 
 #define MiB (1ull << 20)
 
@@ -35,21 +36,21 @@ static void test_nop_completion_irq(void)
 	sdev_irq_clear(&D, 0);
 	pkt_nop(p, 0x1234567890abcdefull, SPYRE_PKT_F_IRQ);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(0x1234567890abcdefull, sdev_rd64(&D, D.q[0].compl));
-	QT_CHECK_EQ(1, sdev_qrd(&D, 0, SPYRE_Q_HEAD));
-	QT_CHECK_EQ(1, sdev_qrd(&D, 0, SPYRE_Q_DONE));
-	QT_CHECK_EQ(0x1000, sdev_irq(&D, 0));
-	QT_CHECK_EQ(SPYRE_QSTAT_ENABLED, sdev_qrd(&D, 0, SPYRE_Q_STATUS));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(0x1234567890abcdefull, sdev_rd64(&D, D.q[0].compl));
+	TAP_EQ(1, sdev_qrd(&D, 0, SPYRE_Q_HEAD));
+	TAP_EQ(1, sdev_qrd(&D, 0, SPYRE_Q_DONE));
+	TAP_EQ(0x1000, sdev_irq(&D, 0));
+	TAP_EQ(SPYRE_QSTAT_ENABLED, sdev_qrd(&D, 0, SPYRE_Q_STATUS));
 
 	/* Without the IRQ flag: completion word, no interrupt. */
 	sdev_irq_clear(&D, 0);
 	pkt_nop(p, 77, 0);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(77, sdev_rd64(&D, D.q[0].compl));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(77, sdev_rd64(&D, D.q[0].compl));
 	usleep(20000);
-	QT_CHECK_EQ(0, qtest_readl(&D.qt, D.mailbox));
+	TAP_EQ(0, qtest_readl(&D.qt, D.mailbox));
 }
 
 static void test_copy_directions(void)
@@ -68,23 +69,23 @@ static void test_copy_directions(void)
 	sdev_submit(&D, 0, p);
 	pkt_copy(p, 3, 0, SPYRE_AS_DEVPHYS, 0x7f00080, SPYRE_AS_HOST, h2 + 0, n);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 5000));
-	QT_CHECK_EQ(3, sdev_rd64(&D, D.q[0].compl));
+	TAP_EQ(0, sdev_wait(&D, 0, 5000));
+	TAP_EQ(3, sdev_rd64(&D, D.q[0].compl));
 	sdev_memread(&D, h2, out, n);
-	QT_CHECK(!memcmp(in, out, n), "H2D/D2D/D2H round trip differs");
+	TAP_CHECK(!memcmp(in, out, n), "H2D/D2D/D2H round trip differs");
 
 	/* The same bytes are visible through BAR2 (window at offset 0). */
 	memset(out, 0, n);
 	sdev_memread(&D, SDEV_BAR2 + 0x100000, out, n);
-	QT_CHECK(!memcmp(in, out, n), "BAR2 window shows different bytes");
+	TAP_CHECK(!memcmp(in, out, n), "BAR2 window shows different bytes");
 
 	/* host -> host through the device, unaligned host addresses */
 	pkt_copy(p, 4, 0, SPYRE_AS_HOST, h1 + 3, SPYRE_AS_HOST, h2 + 5, 1280);
 	sdev_memset(&D, h2, 0, n);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 5000));
+	TAP_EQ(0, sdev_wait(&D, 0, 5000));
 	sdev_memread(&D, h2 + 5, out, 1280);
-	QT_CHECK(!memcmp(in + 3, out, 1280), "H2H copy differs");
+	TAP_CHECK(!memcmp(in + 3, out, 1280), "H2H copy differs");
 	free(in);
 	free(out);
 }
@@ -113,9 +114,9 @@ static void test_copy_sgl(void)
 	sdev_submit(&D, 0, p);
 	pkt_copy(p, 11, 0, SPYRE_AS_DEVPHYS, 0x200000, SPYRE_AS_HOST, back, total);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 5000));
+	TAP_EQ(0, sdev_wait(&D, 0, 5000));
 	sdev_memread(&D, back, out, total);
-	QT_CHECK(!memcmp(in, out, total), "SGL gather differs");
+	TAP_CHECK(!memcmp(in, out, total), "SGL gather differs");
 
 	/* Scatter: device -> 3 host pieces at other places. */
 	for (i = 0; i < 3; i++) {
@@ -125,13 +126,13 @@ static void test_copy_sgl(void)
 	sdev_memwrite(&D, list2, sg2, sizeof(sg2));
 	pkt_copy(p, 12, 0, SPYRE_AS_DEVPHYS, 0x200000, SPYRE_AS_HOST_SGL, list2, total);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 5000));
+	TAP_EQ(0, sdev_wait(&D, 0, 5000));
 	off = 0;
 	for (i = 0; i < 3; i++) {
 		sdev_memread(&D, sg2[i].addr, out + off, len[i]);
 		off += len[i];
 	}
-	QT_CHECK(!memcmp(in, out, total), "SGL scatter differs");
+	TAP_CHECK(!memcmp(in, out, total), "SGL scatter differs");
 	free(in);
 	free(out);
 }
@@ -148,11 +149,11 @@ static void test_copy_large(void)
 	sdev_memwrite(&D, h + n - 256, a, 256);
 	pkt_copy(p, 20, 0, SPYRE_AS_HOST, h, SPYRE_AS_DEVPHYS, 64 * MiB, n);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 10000));
+	TAP_EQ(0, sdev_wait(&D, 0, 10000));
 	sdev_memread(&D, SDEV_BAR2 + 64 * MiB + n - 256, b, 256);
-	QT_CHECK(!memcmp(a, b, 256), "tail of 8 MiB copy differs");
+	TAP_CHECK(!memcmp(a, b, 256), "tail of 8 MiB copy differs");
 	sdev_memread(&D, SDEV_BAR2 + 64 * MiB + n / 2, b, 16);
-	QT_CHECK_EQ(0x5a5a5a5a5a5a5a5aull, *(uint64_t *)b);
+	TAP_EQ(0x5a5a5a5a5a5a5a5aull, *(uint64_t *)b);
 }
 
 static void test_signal_timestamp(void)
@@ -167,24 +168,24 @@ static void test_signal_timestamp(void)
 	usleep(2000);
 	pkt_sem(p, SPYRE_OP_TIMESTAMP, 32, 0, SPYRE_AS_HOST, sem + 16, 0);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(0xfeedface12345678ull, sdev_rd64(&D, sem));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(0xfeedface12345678ull, sdev_rd64(&D, sem));
 	t1 = sdev_rd64(&D, sem + 8);
 	t2 = sdev_rd64(&D, sem + 16);
 	c = sdev_rd(&D, SPYRE_REG_CLOCK_LO);
 	c |= (uint64_t)sdev_rd(&D, SPYRE_REG_CLOCK_HI) << 32;
-	QT_CHECK(t1 > 0 && t2 > t1, "timestamps not increasing: %llu %llu",
-		 (unsigned long long)t1, (unsigned long long)t2);
+	TAP_CHECK(t1 > 0 && t2 > t1, "timestamps not increasing: %llu %llu",
+		  (unsigned long long)t1, (unsigned long long)t2);
 	/* The second TIMESTAMP ran at least 2 ms after the first was submitted. */
-	QT_CHECK(t2 - t1 >= 1000000, "timestamps %llu ns apart", (unsigned long long)(t2 - t1));
-	QT_CHECK(c >= t2, "CLOCK register %llu behind timestamp %llu",
-		 (unsigned long long)c, (unsigned long long)t2);
+	TAP_CHECK(t2 - t1 >= 1000000, "timestamps %llu ns apart", (unsigned long long)(t2 - t1));
+	TAP_CHECK(c >= t2, "CLOCK register %llu behind timestamp %llu",
+		  (unsigned long long)c, (unsigned long long)t2);
 
 	/* SIGNAL into device memory, read back through BAR2. */
 	pkt_sem(p, SPYRE_OP_SIGNAL, 33, 0, SPYRE_AS_DEVPHYS, 0x3000, 42);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
-	QT_CHECK_EQ(42, sdev_rd64(&D, SDEV_BAR2 + 0x3000));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(42, sdev_rd64(&D, SDEV_BAR2 + 0x3000));
 }
 
 static void test_wait_cross_queue(void)
@@ -200,26 +201,26 @@ static void test_wait_cross_queue(void)
 	sdev_submit(&D, 1, p);
 	pkt_nop(p, 41, 0);
 	sdev_submit(&D, 1, p);
-	QT_CHECK(sdev_wait_status(&D, 1, SPYRE_QSTAT_WAITING, 2000), "queue 1 not WAITING");
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
+	TAP_CHECK(sdev_wait_status(&D, 1, SPYRE_QSTAT_WAITING, 2000), "queue 1 not WAITING");
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
 	pkt_sem(p, SPYRE_OP_SIGNAL, 42, 0, SPYRE_AS_DEVPHYS, 0x4000, 4);	/* not enough */
 	sdev_submit(&D, 2, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 2, 2000));
+	TAP_EQ(0, sdev_wait(&D, 2, 2000));
 	usleep(20000);
-	QT_CHECK_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
+	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
 	pkt_sem(p, SPYRE_OP_SIGNAL, 43, 0, SPYRE_AS_DEVPHYS, 0x4000, 5);
 	sdev_submit(&D, 2, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 1, 2000));
-	QT_CHECK_EQ(41, sdev_rd64(&D, D.q[1].compl));
+	TAP_EQ(0, sdev_wait(&D, 1, 2000));
+	TAP_EQ(41, sdev_rd64(&D, D.q[1].compl));
 
 	/* A WAIT on host memory is released by a CPU store (polled). */
 	pkt_sem(p, SPYRE_OP_WAIT, 44, 0, SPYRE_AS_HOST, hsem, 0x100000000ull);
 	sdev_submit(&D, 1, p);
 	usleep(10000);
-	QT_CHECK_EQ(2, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
+	TAP_EQ(2, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
 	sdev_wr64(&D, hsem, 0x100000001ull);
-	QT_CHECK_EQ(0, sdev_wait(&D, 1, 2000));
-	QT_CHECK_EQ(44, sdev_rd64(&D, D.q[1].compl));
+	TAP_EQ(0, sdev_wait(&D, 1, 2000));
+	TAP_EQ(44, sdev_rd64(&D, D.q[1].compl));
 }
 
 /* y = relu(x) on core 0, with slot-relative operands (the patch-free form). */
@@ -256,7 +257,7 @@ static void test_launch(void)
 	int i;
 
 	img = relu_program(&size, 128);
-	QT_CHECK(img && size <= 0x10000, "building the program failed");
+	TAP_CHECK(img && size <= 0x10000, "building the program failed");
 	if (!img)
 		return;
 	sdev_mmu_init(&D, 1);
@@ -283,15 +284,15 @@ static void test_launch(void)
 	l->core_mask = 1;
 	l->record = va_rec;
 	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 3, 5000));
+	TAP_EQ(0, sdev_wait(&D, 3, 5000));
 	sdev_memread(&D, SDEV_BAR2 + dev_off + 0x1000, y, sizeof(y));
 	for (i = 0; i < 32; i++)
-		QT_CHECK(y[i] == (x[i] > 0 ? x[i] : 0.0f), "y[%d] = %f, x = %f", i, y[i], x[i]);
+		TAP_CHECK(y[i] == (x[i] > 0 ? x[i] : 0.0f), "y[%d] = %f, x = %f", i, y[i], x[i]);
 	sdev_memread(&D, h_rec, &rec, sizeof(rec));
-	QT_CHECK_EQ(0, rec.status);
-	QT_CHECK_EQ(1, rec.cores_run);
-	QT_CHECK(rec.insns >= 3, "insns %llu", (unsigned long long)rec.insns);
-	QT_CHECK(rec.device_ns > 0 && rec.core_busy_cycles[0] > 0, "no modeled time");
+	TAP_EQ(0, rec.status);
+	TAP_EQ(1, rec.cores_run);
+	TAP_CHECK(rec.insns >= 3, "insns %llu", (unsigned long long)rec.insns);
+	TAP_CHECK(rec.device_ns > 0 && rec.core_busy_cycles[0] > 0, "no modeled time");
 
 	/* A program reading beyond its slot faults precisely: engine error,
 	 * the core and pc in QE_*, the cause in Q_FAULT_INFO and the record. */
@@ -300,25 +301,25 @@ static void test_launch(void)
 	sdev_memwrite(&D, h_prog, img, size);
 	l->hdr.seq = 51;
 	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(-1, sdev_wait(&D, 3, 5000));
-	QT_CHECK_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(51, sdev_qrd(&D, 3, SPYRE_Q_ERR_SEQ_LO));
-	QT_CHECK_EQ(SPYRE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
-	QT_CHECK_EQ(SPYRE_SOURCE_PROGRAM, SPYRE_FAULT_SOURCE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_CORE)));
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_PC)));
+	TAP_EQ(-1, sdev_wait(&D, 3, 5000));
+	TAP_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
+	TAP_EQ(51, sdev_qrd(&D, 3, SPYRE_Q_ERR_SEQ_LO));
+	TAP_EQ(SPYRE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
+	TAP_EQ(SPYRE_SOURCE_PROGRAM, SPYRE_FAULT_SOURCE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_CORE)));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_PC)));
 	sdev_memread(&D, h_rec, &rec, sizeof(rec));
-	QT_CHECK_EQ(SPYRE_FAULT_MEM_RANGE, rec.status);
+	TAP_EQ(SPYRE_FAULT_MEM_RANGE, rec.status);
 	sdev_queue_skip(&D, 3);
-	QT_CHECK_EQ(0, sdev_wait(&D, 3, 2000));
+	TAP_EQ(0, sdev_wait(&D, 3, 2000));
 
 	/* Program fetch through an unmapped VA: an engine fault naming the VA. */
 	l->program = 0x7000000;
 	l->hdr.seq = 52;
 	sdev_submit(&D, 3, p);
-	QT_CHECK_EQ(-1, sdev_wait(&D, 3, 5000));
-	QT_CHECK_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(0x7000000, sdev_qrd(&D, 3, SPYRE_Q_FAULT_LO));
+	TAP_EQ(-1, sdev_wait(&D, 3, 5000));
+	TAP_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
+	TAP_EQ(0x7000000, sdev_qrd(&D, 3, SPYRE_Q_FAULT_LO));
 	sdev_queue_skip(&D, 3);
 	free(img);
 }
@@ -333,23 +334,23 @@ static void test_error_vector(void)
 	pkt_nop(p, 55, 0);
 	p[0] = 0x66;				/* bad opcode */
 	sdev_submit(&D, 5, p);
-	QT_CHECK_EQ(-1, sdev_wait(&D, 5, 2000));
-	QT_CHECK_EQ(SPYRE_ERR_BAD_OPCODE, sdev_qrd(&D, 5, SPYRE_Q_ERROR));
-	QT_CHECK_EQ(55, sdev_qrd(&D, 5, SPYRE_Q_ERR_SEQ_LO));
-	QT_CHECK_EQ(1u << 5, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
-	QT_CHECK_EQ(0x1000 + ev, sdev_irq(&D, ev));
-	QT_CHECK_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));
+	TAP_EQ(-1, sdev_wait(&D, 5, 2000));
+	TAP_EQ(SPYRE_ERR_BAD_OPCODE, sdev_qrd(&D, 5, SPYRE_Q_ERROR));
+	TAP_EQ(55, sdev_qrd(&D, 5, SPYRE_Q_ERR_SEQ_LO));
+	TAP_EQ(1u << 5, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
+	TAP_EQ(0x1000 + ev, sdev_irq(&D, ev));
+	TAP_EQ(0, sdev_qrd(&D, 5, SPYRE_Q_HEAD));
 	/* RW1C */
 	sdev_wr(&D, SPYRE_REG_ERR_QUEUES_LO, 1u << 5);
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_ERR_QUEUES_LO));
 	/* Restart past the failed packet: the queue works again. */
 	pkt_nop(p, 56, 0);
 	sdev_push(&D, 5, p);
 	sdev_queue_skip(&D, 5);
 	sdev_doorbell(&D, 5);
-	QT_CHECK_EQ(0, sdev_wait(&D, 5, 2000));
-	QT_CHECK_EQ(56, sdev_rd64(&D, D.q[5].compl));
-	QT_CHECK_EQ(SPYRE_ERR_NONE, sdev_qrd(&D, 5, SPYRE_Q_ERROR));
+	TAP_EQ(0, sdev_wait(&D, 5, 2000));
+	TAP_EQ(56, sdev_rd64(&D, D.q[5].compl));
+	TAP_EQ(SPYRE_ERR_NONE, sdev_qrd(&D, 5, SPYRE_Q_ERROR));
 }
 
 static void test_ring_wrap(void)
@@ -362,11 +363,11 @@ static void test_ring_wrap(void)
 		pkt_nop(p, 100 + i, 0);
 		sdev_submit(&D, 4, p);
 		if (i % 3 == 2)
-			QT_CHECK_EQ(0, sdev_wait(&D, 4, 2000));
+			TAP_EQ(0, sdev_wait(&D, 4, 2000));
 	}
-	QT_CHECK_EQ(0, sdev_wait(&D, 4, 2000));
-	QT_CHECK_EQ(11, sdev_qrd(&D, 4, SPYRE_Q_HEAD));
-	QT_CHECK_EQ(110, sdev_rd64(&D, D.q[4].compl));
+	TAP_EQ(0, sdev_wait(&D, 4, 2000));
+	TAP_EQ(11, sdev_qrd(&D, 4, SPYRE_Q_HEAD));
+	TAP_EQ(110, sdev_rd64(&D, D.q[4].compl));
 }
 
 static void test_concurrent_queues(void)
@@ -394,10 +395,10 @@ static void test_concurrent_queues(void)
 	for (q = 0; q < 4; q++)
 		sdev_doorbell(&D, 8 + q);
 	for (q = 0; q < 4; q++) {
-		QT_CHECK_EQ(0, sdev_wait(&D, 8 + q, 10000));
-		QT_CHECK_EQ(1000 * q + 99, sdev_rd64(&D, D.q[8 + q].compl));
+		TAP_EQ(0, sdev_wait(&D, 8 + q, 10000));
+		TAP_EQ(1000 * q + 99, sdev_rd64(&D, D.q[8 + q].compl));
 		sdev_memread(&D, r[q], out, 4096);
-		QT_CHECK(!memcmp(in[q], out, 4096), "queue %u data differs", 8 + q);
+		TAP_CHECK(!memcmp(in[q], out, 4096), "queue %u data differs", 8 + q);
 	}
 }
 
@@ -420,10 +421,10 @@ static void test_priority(void)
 		;
 	pkt_copy(p, 61, 0, SPYRE_AS_DEVPHYS, 0, SPYRE_AS_DEVPHYS, 4096, 4096);
 	sdev_submit(&D, 13, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 13, 10000));
+	TAP_EQ(0, sdev_wait(&D, 13, 10000));
 	big_busy = sdev_qrd(&D, 12, SPYRE_Q_HEAD) == 0;
-	QT_CHECK(big_busy, "the low-priority 512 MiB copy finished first");
-	QT_CHECK_EQ(0, sdev_wait(&D, 12, 60000));
+	TAP_CHECK(big_busy, "the low-priority 512 MiB copy finished first");
+	TAP_EQ(0, sdev_wait(&D, 12, 60000));
 }
 
 static void test_window(void)
@@ -433,55 +434,47 @@ static void test_window(void)
 	/* Move BAR2 to device memory offset 256 MiB and write through it. */
 	sdev_wr(&D, SPYRE_REG_WINDOW_LO, 256 * MiB);
 	sdev_wr(&D, SPYRE_REG_WINDOW_HI, 0);
-	QT_CHECK_EQ(256 * MiB, sdev_rd(&D, SPYRE_REG_WINDOW_LO));
+	TAP_EQ(256 * MiB, sdev_rd(&D, SPYRE_REG_WINDOW_LO));
 	sdev_wr64(&D, SDEV_BAR2 + 0x80, 0x0123456789abcdefull);
 	pkt_copy(p, 70, 0, SPYRE_AS_DEVPHYS, 256 * MiB, SPYRE_AS_DEVPHYS, 0x5000, 256);
 	sdev_submit(&D, 0, p);
-	QT_CHECK_EQ(0, sdev_wait(&D, 0, 2000));
+	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	sdev_wr(&D, SPYRE_REG_WINDOW_LO, 0);
 	sdev_wr(&D, SPYRE_REG_WINDOW_HI, 0);
-	QT_CHECK_EQ(0x0123456789abcdefull, sdev_rd64(&D, SDEV_BAR2 + 0x5080));
+	TAP_EQ(0x0123456789abcdefull, sdev_rd64(&D, SDEV_BAR2 + 0x5080));
 	/* Misaligned or out-of-range windows are refused and logged. */
 	sdev_wr(&D, SPYRE_REG_WINDOW_LO, 4096);
 	sdev_wr(&D, SPYRE_REG_WINDOW_HI, 0);
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_LO));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_LO));
 	sdev_wr(&D, SPYRE_REG_WINDOW_LO, 0);
 	sdev_wr(&D, SPYRE_REG_WINDOW_HI, 1);	/* 4 GiB > mem-size 1 GiB */
-	QT_CHECK_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_HI));
-	QT_CHECK(qtest_log_contains(&D.qt, "WINDOW: 0x100000000 is not"), "no guest error");
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_HI));
+	TAP_CHECK(qtest_log_contains(&D.qt, "WINDOW: 0x100000000 is not"), "no guest error");
 }
 
-int main(void)
-{
-	static const struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
-		{ "nop_completion_irq", test_nop_completion_irq },
-		{ "copy_directions", test_copy_directions },
-		{ "copy_sgl", test_copy_sgl },
-		{ "copy_large", test_copy_large },
-		{ "signal_timestamp", test_signal_timestamp },
-		{ "wait_cross_queue", test_wait_cross_queue },
-		{ "launch", test_launch },
-		{ "error_vector", test_error_vector },
-		{ "ring_wrap", test_ring_wrap },
-		{ "concurrent_queues", test_concurrent_queues },
-		{ "priority", test_priority },
-		{ "window", test_window },
-	};
-	unsigned i;
-	int before;
+static const struct tap_case cases[] = {
+	{ "nop_completion_irq", test_nop_completion_irq },
+	{ "copy_directions", test_copy_directions },
+	{ "copy_sgl", test_copy_sgl },
+	{ "copy_large", test_copy_large },
+	{ "signal_timestamp", test_signal_timestamp },
+	{ "wait_cross_queue", test_wait_cross_queue },
+	{ "launch", test_launch },
+	{ "error_vector", test_error_vector },
+	{ "ring_wrap", test_ring_wrap },
+	{ "concurrent_queues", test_concurrent_queues },
+	{ "priority", test_priority },
+	{ "window", test_window },
+};
 
-	if (access(qtest_qemu_path(), X_OK))
-		return getenv("SPYRE_QEMU") ? 1 : 77;
+int main(int argc, char **argv)
+{
+	int ret;
+
+	qtest_require_qemu();
 	if (sdev_start(&D, "mem-size=2G", 256))
-		return 1;
-	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		before = qt_failures;
-		tests[i].fn();
-		printf("%s %u %s\n", qt_failures == before ? "ok" : "not ok", i + 1, tests[i].name);
-	}
+		tap_bail("QEMU with a spyre device did not start");
+	ret = TAP_RUN(cases, argc, argv);
 	sdev_stop(&D);
-	return qt_failures ? 1 : 0;
+	return ret;
 }

@@ -13,6 +13,7 @@
 
 #include "qtest-client.h"
 #include "spyre_hw.h"
+#include "../../tests/tap.h"
 
 #define DEV	4		/* -device spyre,addr=04.0 */
 #define BAR0	0xe0000000u	/* inside q35's 32-bit PCI hole */
@@ -26,46 +27,46 @@ static void test_config_space(struct qtest *qt, uint32_t queues)
 {
 	int msix, exp;
 
-	QT_CHECK_EQ(SPYRE_PCI_VENDOR_ID, qpci_cfg_readw(qt, DEV, 0x00));
-	QT_CHECK_EQ(SPYRE_PCI_DEVICE_ID, qpci_cfg_readw(qt, DEV, 0x02));
-	QT_CHECK_EQ(SPYRE_PCI_REVISION, qpci_cfg_readb(qt, DEV, 0x08));
-	QT_CHECK_EQ(SPYRE_PCI_CLASS, qpci_cfg_readw(qt, DEV, 0x0a));
+	TAP_EQ(SPYRE_PCI_VENDOR_ID, qpci_cfg_readw(qt, DEV, 0x00));
+	TAP_EQ(SPYRE_PCI_DEVICE_ID, qpci_cfg_readw(qt, DEV, 0x02));
+	TAP_EQ(SPYRE_PCI_REVISION, qpci_cfg_readb(qt, DEV, 0x08));
+	TAP_EQ(SPYRE_PCI_CLASS, qpci_cfg_readw(qt, DEV, 0x0a));
 
 	/* BAR0: 32-bit memory BAR of SPYRE_REGS_SIZE (size probe). */
 	qpci_cfg_writel(qt, DEV, 0x10, 0xffffffff);
-	QT_CHECK_EQ((uint32_t)~(SPYRE_REGS_SIZE - 1), qpci_cfg_readl(qt, DEV, 0x10) & ~0xfu);
-	QT_CHECK_EQ(0, qpci_cfg_readl(qt, DEV, 0x10) & 0x1);
+	TAP_EQ((uint32_t)~(SPYRE_REGS_SIZE - 1), qpci_cfg_readl(qt, DEV, 0x10) & ~0xfu);
+	TAP_EQ(0, qpci_cfg_readl(qt, DEV, 0x10) & 0x1);
 
 	/* MSI-X: one vector per queue plus the error vector, table in BAR4. */
 	msix = qpci_find_cap(qt, DEV, 0x11);
-	QT_CHECK(msix != 0, "no MSI-X capability");
+	TAP_CHECK(msix != 0, "no MSI-X capability");
 	if (msix) {
-		QT_CHECK_EQ(queues + 1, (qpci_cfg_readw(qt, DEV, msix + 2) & 0x7ff) + 1u);
-		QT_CHECK_EQ(SPYRE_BAR_MSIX, qpci_cfg_readl(qt, DEV, msix + 4) & 0x7);
+		TAP_EQ(queues + 1, (qpci_cfg_readw(qt, DEV, msix + 2) & 0x7ff) + 1u);
+		TAP_EQ(SPYRE_BAR_MSIX, qpci_cfg_readl(qt, DEV, msix + 4) & 0x7);
 	}
 
 	/* PCIe endpoint with function-level reset. */
 	exp = qpci_find_cap(qt, DEV, 0x10);
-	QT_CHECK(exp != 0, "no PCI Express capability");
+	TAP_CHECK(exp != 0, "no PCI Express capability");
 	if (exp)
-		QT_CHECK(qpci_cfg_readl(qt, DEV, exp + 4) & (1u << 28), "FLR not advertised");
+		TAP_CHECK(qpci_cfg_readl(qt, DEV, exp + 4) & (1u << 28), "FLR not advertised");
 }
 
 static void test_caps(struct qtest *qt, uint32_t cores, uint32_t spad, uint64_t mem,
 		      uint32_t queues, uint32_t mhz)
 {
-	QT_CHECK_EQ(SPYRE_ID_MAGIC, reg(qt, SPYRE_REG_ID));
-	QT_CHECK_EQ(SPYRE_HW_VERSION, reg(qt, SPYRE_REG_VERSION));
-	QT_CHECK_EQ(cores, reg(qt, SPYRE_REG_CAP_CORES));
-	QT_CHECK_EQ(spad, reg(qt, SPYRE_REG_CAP_SCRATCHPAD));
-	QT_CHECK_EQ(SPYRE_STICK_BYTES, reg(qt, SPYRE_REG_CAP_STICK));
-	QT_CHECK_EQ(queues, reg(qt, SPYRE_REG_CAP_QUEUES));
-	QT_CHECK_EQ((uint32_t)mem, reg(qt, SPYRE_REG_CAP_MEM_LO));
-	QT_CHECK_EQ((uint32_t)(mem >> 32), reg(qt, SPYRE_REG_CAP_MEM_HI));
-	QT_CHECK_EQ(mhz, reg(qt, SPYRE_REG_CAP_CLOCK_MHZ));
-	QT_CHECK_EQ(SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU | SPYRE_FEAT_MEM_WINDOW |
+	TAP_EQ(SPYRE_ID_MAGIC, reg(qt, SPYRE_REG_ID));
+	TAP_EQ(SPYRE_HW_VERSION, reg(qt, SPYRE_REG_VERSION));
+	TAP_EQ(cores, reg(qt, SPYRE_REG_CAP_CORES));
+	TAP_EQ(spad, reg(qt, SPYRE_REG_CAP_SCRATCHPAD));
+	TAP_EQ(SPYRE_STICK_BYTES, reg(qt, SPYRE_REG_CAP_STICK));
+	TAP_EQ(queues, reg(qt, SPYRE_REG_CAP_QUEUES));
+	TAP_EQ((uint32_t)mem, reg(qt, SPYRE_REG_CAP_MEM_LO));
+	TAP_EQ((uint32_t)(mem >> 32), reg(qt, SPYRE_REG_CAP_MEM_HI));
+	TAP_EQ(mhz, reg(qt, SPYRE_REG_CAP_CLOCK_MHZ));
+	TAP_EQ(SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU | SPYRE_FEAT_MEM_WINDOW |
 		    SPYRE_FEAT_FAULT_INJECT | SPYRE_FEAT_ENGINE, reg(qt, SPYRE_REG_CAP_FEATURES));
-	QT_CHECK_EQ(SPYRE_STATUS_READY, reg(qt, SPYRE_REG_STATUS));
+	TAP_EQ(SPYRE_STATUS_READY, reg(qt, SPYRE_REG_STATUS));
 }
 
 static void test_scratch_and_reset(struct qtest *qt)
@@ -73,31 +74,31 @@ static void test_scratch_and_reset(struct qtest *qt)
 	uint32_t count;
 	int exp;
 
-	QT_CHECK_EQ(0, reg(qt, SPYRE_REG_SCRATCH));
+	TAP_EQ(0, reg(qt, SPYRE_REG_SCRATCH));
 	qtest_writel(qt, BAR0 + SPYRE_REG_SCRATCH, 0xa5a5f00d);
-	QT_CHECK_EQ(0xa5a5f00d, reg(qt, SPYRE_REG_SCRATCH));
+	TAP_EQ(0xa5a5f00d, reg(qt, SPYRE_REG_SCRATCH));
 
 	/* Misuse is ignored, logged, and does not disturb state. */
 	qtest_writel(qt, BAR0 + SPYRE_REG_ID, 0);
-	QT_CHECK_EQ(SPYRE_ID_MAGIC, reg(qt, SPYRE_REG_ID));
-	QT_CHECK(qtest_log_contains(qt, "read-only register 0x0"), "no guest error for RO write");
-	QT_CHECK_EQ(0, reg(qt, 0x800));
-	QT_CHECK(qtest_log_contains(qt, "read of unassigned register 0x800"),
-		 "no guest error for unassigned read");
+	TAP_EQ(SPYRE_ID_MAGIC, reg(qt, SPYRE_REG_ID));
+	TAP_CHECK(qtest_log_contains(qt, "read-only register 0x0"), "no guest error for RO write");
+	TAP_EQ(0, reg(qt, 0x800));
+	TAP_CHECK(qtest_log_contains(qt, "read of unassigned register 0x800"),
+		  "no guest error for unassigned read");
 	qtest_writew(qt, BAR0 + SPYRE_REG_SCRATCH, 0x1234);
-	QT_CHECK_EQ(0xa5a5f00d, reg(qt, SPYRE_REG_SCRATCH));
-	QT_CHECK(qtest_log_contains(qt, "non-32-bit write"), "no guest error for 16-bit write");
+	TAP_EQ(0xa5a5f00d, reg(qt, SPYRE_REG_SCRATCH));
+	TAP_CHECK(qtest_log_contains(qt, "non-32-bit write"), "no guest error for 16-bit write");
 	count = reg(qt, SPYRE_REG_RESET_COUNT);
 	qtest_writel(qt, BAR0 + SPYRE_REG_RESET, 0xdead);
-	QT_CHECK_EQ(0xa5a5f00d, reg(qt, SPYRE_REG_SCRATCH));
-	QT_CHECK_EQ(count, reg(qt, SPYRE_REG_RESET_COUNT));
-	QT_CHECK(qtest_log_contains(qt, "RESET: unknown value 0xdead"), "no guest error for bad reset");
+	TAP_EQ(0xa5a5f00d, reg(qt, SPYRE_REG_SCRATCH));
+	TAP_EQ(count, reg(qt, SPYRE_REG_RESET_COUNT));
+	TAP_CHECK(qtest_log_contains(qt, "RESET: unknown value 0xdead"), "no guest error for bad reset");
 
 	/* Register reset. */
 	qtest_writel(qt, BAR0 + SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
-	QT_CHECK_EQ(0, reg(qt, SPYRE_REG_SCRATCH));
-	QT_CHECK_EQ(count + 1, reg(qt, SPYRE_REG_RESET_COUNT));
-	QT_CHECK_EQ(SPYRE_STATUS_READY, reg(qt, SPYRE_REG_STATUS));
+	TAP_EQ(0, reg(qt, SPYRE_REG_SCRATCH));
+	TAP_EQ(count + 1, reg(qt, SPYRE_REG_RESET_COUNT));
+	TAP_EQ(SPYRE_STATUS_READY, reg(qt, SPYRE_REG_STATUS));
 
 	/* PCIe function-level reset: Device Control bit 15. */
 	qtest_writel(qt, BAR0 + SPYRE_REG_SCRATCH, 0x77);
@@ -106,27 +107,45 @@ static void test_scratch_and_reset(struct qtest *qt)
 		qpci_cfg_writew(qt, DEV, exp + 8, qpci_cfg_readw(qt, DEV, exp + 8) | 0x8000);
 		/* FLR resets config space too: map BAR0 again. */
 		qpci_map_bar32(qt, DEV, 0, BAR0);
-		QT_CHECK_EQ(0, reg(qt, SPYRE_REG_SCRATCH));
-		QT_CHECK_EQ(count + 2, reg(qt, SPYRE_REG_RESET_COUNT));
-		QT_CHECK_EQ(SPYRE_ID_MAGIC, reg(qt, SPYRE_REG_ID));
+		TAP_EQ(0, reg(qt, SPYRE_REG_SCRATCH));
+		TAP_EQ(count + 2, reg(qt, SPYRE_REG_RESET_COUNT));
+		TAP_EQ(SPYRE_ID_MAGIC, reg(qt, SPYRE_REG_ID));
 	}
 }
 
-static int device(const char *props, uint32_t cores, uint32_t spad, uint64_t mem,
-		  uint32_t queues, uint32_t mhz)
+/* A QEMU with one device of @props: config space, capabilities, scratch and resets. */
+static void device(const char *props, uint32_t cores, uint32_t spad, uint64_t mem,
+		   uint32_t queues, uint32_t mhz)
 {
 	struct qtest qt;
 	char extra[256];
 
 	snprintf(extra, sizeof(extra), "-device spyre,addr=04.0%s%s", *props ? "," : "", props);
-	if (qtest_start(&qt, extra))
-		return -1;
+	if (!TAP_CHECK(qtest_start(&qt, extra) == 0, "QEMU with -device spyre,%s did not start",
+		       props))
+		return;
 	test_config_space(&qt, queues);
 	qpci_map_bar32(&qt, DEV, 0, BAR0);
 	test_caps(&qt, cores, spad, mem, queues, mhz);
 	test_scratch_and_reset(&qt);
 	qtest_quit(&qt);
-	return 0;
+}
+
+static void test_default_device(void)
+{
+	device("", 32, 2 << 20, 1ULL << 30, 16, 1500);
+}
+
+static void test_configured_device(void)
+{
+	device("cores=8,scratchpad-size=1M,mem-size=6G,queues=4,clock-mhz=1000",
+	       8, 1 << 20, 6ULL << 30, 4, 1000);
+}
+
+/* The largest card: 128 GiB is accepted and reported without truncation. */
+static void test_largest_device(void)
+{
+	device("mem-size=128G,queues=64", 32, 2 << 20, 128ULL << 30, 64, 1500);
 }
 
 /* QEMU must refuse a bad property with exit status 1 and name the problem. */
@@ -140,8 +159,8 @@ static void bad_prop(const char *props, const char *msg)
 
 	snprintf(dev, sizeof(dev), "spyre,%s", props);
 	rc = qtest_run_capture(argv, out, sizeof(out));
-	QT_CHECK(rc == 1, "-device %s: exit status %d, expected 1", dev, rc);
-	QT_CHECK(strstr(out, msg) != NULL, "-device %s: message lacks '%s': %s", dev, msg, out);
+	TAP_CHECK(rc == 1, "-device %s: exit status %d, expected 1", dev, rc);
+	TAP_CHECK(strstr(out, msg) != NULL, "-device %s: message lacks '%s': %s", dev, msg, out);
 }
 
 static void test_properties_listed(void)
@@ -153,28 +172,13 @@ static void test_properties_listed(void)
 	};
 	size_t i;
 
-	QT_CHECK_EQ(0, qtest_run_capture(argv, out, sizeof(out)));
+	TAP_EQ(0, qtest_run_capture(argv, out, sizeof(out)));
 	for (i = 0; i < sizeof(props) / sizeof(props[0]); i++)
-		QT_CHECK(strstr(out, props[i]) != NULL, "spyre,help does not list %s", props[i]);
+		TAP_CHECK(strstr(out, props[i]) != NULL, "spyre,help does not list %s", props[i]);
 }
 
-int main(void)
+static void test_bad_properties(void)
 {
-	if (access(qtest_qemu_path(), X_OK)) {
-		fprintf(stderr, "SKIP: no QEMU at %s\n", qtest_qemu_path());
-		return getenv("SPYRE_QEMU") ? 1 : 77;
-	}
-
-	if (device("", 32, 2 << 20, 1ULL << 30, 16, 1500))
-		return 1;
-	if (device("cores=8,scratchpad-size=1M,mem-size=6G,queues=4,clock-mhz=1000",
-		   8, 1 << 20, 6ULL << 30, 4, 1000))
-		return 1;
-	/* The largest card: 128 GiB is accepted and reported without truncation. */
-	if (device("mem-size=128G,queues=64", 32, 2 << 20, 128ULL << 30, 64, 1500))
-		return 1;
-
-	test_properties_listed();
 	bad_prop("cores=0", "cores=0 is out of range (1..32)");
 	bad_prop("cores=33", "cores=33 is out of range (1..32)");
 	bad_prop("queues=0", "queues=0 is out of range (1..64)");
@@ -183,11 +187,18 @@ int main(void)
 	bad_prop("mem-size=65M", "must be a multiple of 2 MiB from 64 MiB to 128 GiB");
 	bad_prop("scratchpad-size=3M", "must be a power of two from 64 KiB to 16 MiB");
 	bad_prop("clock-mhz=5", "clock-mhz=5 is out of range");
+}
 
-	if (qt_failures) {
-		fprintf(stderr, "spyre-regs-test: %d check(s) failed\n", qt_failures);
-		return 1;
-	}
-	printf("spyre-regs-test: all checks passed\n");
-	return 0;
+static const struct tap_case cases[] = {
+	{ "default_device", test_default_device },
+	{ "configured_device", test_configured_device },
+	{ "largest_device", test_largest_device },
+	{ "properties_listed", test_properties_listed },
+	{ "bad_properties", test_bad_properties },
+};
+
+int main(int argc, char **argv)
+{
+	qtest_require_qemu();
+	return TAP_RUN(cases, argc, argv);
 }
