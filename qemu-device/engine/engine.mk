@@ -16,7 +16,7 @@ ENGINE_QEMU_WARN := -std=gnu11 -Wall -Wundef -Wwrite-strings -Wmissing-prototype
 	-Wnested-externs -Wendif-labels -Wimplicit-fallthrough=2 -fno-strict-aliasing -fwrapv
 
 ENGINE_TEST_LIB := $(ENGINE_DIR)/tests/flatmem.c
-ENGINE_TEST_HDRS := $(ENGINE_DIR)/tests/flatmem.h $(ENGINE_DIR)/tests/etest.h
+ENGINE_TEST_HDRS := $(ENGINE_DIR)/tests/flatmem.h tests/tap.h
 ENGINE_TESTS := $(patsubst $(ENGINE_DIR)/tests/%.c,$(B)/tests/%,$(wildcard $(ENGINE_DIR)/tests/*-test.c))
 ENGINE_TOOLS := $(B)/bin/spyre-as $(B)/bin/spyre-objdump
 ENGINE_FUZZ := $(B)/fuzz/spyre-prog-fuzz

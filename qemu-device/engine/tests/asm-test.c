@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "asm.h"
-#include "etest.h"
 #include "spyre_engine.h"
 #include "spyre_progbuild.h"
+#include "../../../tests/tap.h"
 
 static char *disasm(const void *img, size_t sz)
 {
@@ -34,14 +34,17 @@ static char *disasm(const void *img, size_t sz)
 	return text;
 }
 
-int main(void)
+/* The image every case works on, and its disassembly. */
+static void *img;
+static size_t sz;
+static char *t1;
+
+/* A program using every opcode and encoding class, symbols, scalars, relocations, constants. */
+static void test_builder(void)
 {
 	struct spyre_pb *pb = spyre_pb_new();
 	uint8_t cdata[200];
 	union spyre_insn odd;
-	void *img, *img2;
-	size_t sz, sz2;
-	char err[256];
 	int rc;
 
 	for (int i = 0; i < 200; i++)
@@ -85,64 +88,112 @@ int main(void)
 	spyre_pb_dma_abs(pb, 2, SPYRE_OPC_STORE, 0, 1, 0x80, 1, 128, 0, 0);
 	spyre_pb_core(pb, 4);	/* cores 3 and 4 empty */
 	rc = spyre_pb_finish(pb, &img, &sz);
-	et_ok(rc == 0, "builder lays out a %zu-byte image", sz);
+	TAP_CHECK(rc == 0, "builder lays out a %zu-byte image", sz);
 	spyre_pb_free(pb);
+}
 
-	char *t1 = disasm(img, sz);
+static void test_round_trip(void)
+{
+	char err[256], *t2;
+	void *img2 = NULL;
+	size_t sz2;
+	int rc;
 
-	et_ok(t1 != NULL, "disassembles");
-	rc = t1 ? spyre_asm_text(t1, &img2, &sz2, err, sizeof(err)) : -1;
-
-	et_ok(rc == 0, "assembles its own disassembly %s", rc ? err : "");
-	et_ok(rc == 0 && sz2 == sz && !memcmp(img, img2, sz), "assemble(disassemble(image)) == image (%zu bytes)", sz2);
-	char *t2 = rc == 0 ? disasm(img2, sz2) : NULL;
-
-	et_ok(t2 && !strcmp(t1, t2), "disassembly is stable");
-	et_ok(t1 && strstr(t1, ".word ee000000") && strstr(t1, "matmul.") && strstr(t1, ".reloc 2 ") &&
-	      strstr(t1, ".sym y.out int32"), "text names opcodes, dtypes, symbols, relocations and raw words");
-
-	/* the command-line tools, next to this test: build/tests/.. -> build/bin */
-	char self[PATH_MAX], cmd[3 * PATH_MAX + 64];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n > 0) {
-		self[n] = 0;
-		*strrchr(self, '/') = 0;
-		char bin[PATH_MAX + 16], s1[] = "/tmp/spyre-asm-test-XXXXXX";
-		int fd = mkstemp(s1);
-		FILE *f = fdopen(fd, "wb");
-
-		fwrite(img, 1, sz, f);
-		fclose(f);
-		snprintf(bin, sizeof(bin), "%s/../bin", self);
-		snprintf(cmd, sizeof(cmd), "%s/spyre-objdump %s > %s.s && %s/spyre-as %s.s -o %s.2 && cmp -s %s %s.2",
-			 bin, s1, s1, bin, s1, s1, s1, s1);
-		et_ok(system(cmd) == 0, "spyre-objdump | spyre-as reproduces the file");
-		snprintf(cmd, sizeof(cmd), "rm -f %s %s.s %s.2", s1, s1, s1);
-		if (system(cmd))
-			return 1;
+	if (!img) {
+		tap_skip("no image: the builder failed");
+		return;
 	}
+	t1 = disasm(img, sz);
+	TAP_CHECK(t1 != NULL, "disassembles");
+	rc = t1 ? spyre_asm_text(t1, &img2, &sz2, err, sizeof(err)) : -1;
+	TAP_CHECK(rc == 0, "assembles its own disassembly %s", rc ? err : "");
+	TAP_CHECK(rc == 0 && sz2 == sz && !memcmp(img, img2, sz),
+		  "assemble(disassemble(image)) == image (%zu bytes)", sz2);
+	t2 = rc == 0 ? disasm(img2, sz2) : NULL;
+	TAP_CHECK(t2 && !strcmp(t1, t2), "disassembly is stable");
+	TAP_CHECK(t1 && strstr(t1, ".word ee000000") && strstr(t1, "matmul.") && strstr(t1, ".reloc 2 ") &&
+		  strstr(t1, ".sym y.out int32"),
+		  "text names opcodes, dtypes, symbols, relocations and raw words");
+	if (!rc)
+		free(img2);
+	free(t2);
+}
 
-	/* errors */
-	et_ok(spyre_asm_text(".core 0\nnop\nfrob x=1\n", &img2, &sz2, err, sizeof(err)) == -1 &&
-	      !strncmp(err, "line 3: unknown mnemonic", 24), "unknown mnemonic reported with its line (%s)", err);
-	et_ok(spyre_asm_text("matmul.fp32.fp32 cols=70000\n", &img2, &sz2, err, sizeof(err)) == -1,
-	      "out-of-range field rejected (%s)", err);
-	et_ok(spyre_asm_text("add.fp32 d=0\n", &img2, &sz2, err, sizeof(err)) == -1, "missing dtype2 rejected (%s)", err);
+/* The command-line tools, next to this test: build/tests/.. -> build/bin */
+static void test_command_line_tools(void)
+{
+	char self[PATH_MAX], cmd[3 * PATH_MAX + 64], bin[PATH_MAX + 16], s1[] = "/tmp/spyre-asm-test-XXXXXX";
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	FILE *f;
+	int fd;
 
-	/* a hand-written program assembles, validates and means what it says */
+	if (n <= 0 || !img) {
+		tap_skip("%s", !img ? "no image: the builder failed" : "cannot find this program's directory");
+		return;
+	}
+	self[n] = 0;
+	*strrchr(self, '/') = 0;
+	fd = mkstemp(s1);
+	f = fdopen(fd, "wb");
+	fwrite(img, 1, sz, f);
+	fclose(f);
+	snprintf(bin, sizeof(bin), "%s/../bin", self);
+	snprintf(cmd, sizeof(cmd), "%s/spyre-objdump %s > %s.s && %s/spyre-as %s.s -o %s.2 && cmp -s %s %s.2",
+		 bin, s1, s1, bin, s1, s1, s1, s1);
+	TAP_CHECK(system(cmd) == 0, "spyre-objdump | spyre-as reproduces the file");
+	snprintf(cmd, sizeof(cmd), "rm -f %s %s.s %s.2", s1, s1, s1);
+	if (system(cmd))
+		tap_diag("could not remove %s*", s1);
+}
+
+static void test_errors(void)
+{
+	char err[256];
+	void *img2;
+	size_t sz2;
+
+	TAP_CHECK(spyre_asm_text(".core 0\nnop\nfrob x=1\n", &img2, &sz2, err, sizeof(err)) == -1 &&
+		  !strncmp(err, "line 3: unknown mnemonic", 24),
+		  "unknown mnemonic reported with its line (%s)", err);
+	TAP_CHECK(spyre_asm_text("matmul.fp32.fp32 cols=70000\n", &img2, &sz2, err, sizeof(err)) == -1,
+		  "out-of-range field rejected (%s)", err);
+	TAP_CHECK(spyre_asm_text("add.fp32 d=0\n", &img2, &sz2, err, sizeof(err)) == -1,
+		  "missing dtype2 rejected (%s)", err);
+}
+
+/* A hand-written program assembles, validates and means what it says. */
+static void test_hand_written(void)
+{
 	const char *src = ".sym x fp32 flags=0x3 size=128 shape=32\n.core 0\n"
 			  "load sp=0 mem=0 rows=1 row_bytes=128 mem_stride=0 sp_stride=0 flags=1\n"
 			  "relu.fp32.fp32 d=0 a=0 rows=1 cols=32 ldd=1 lda=1\n"
 			  "store sp=0 mem=0 rows=1 row_bytes=128 flags=1\n";
+	char err[256] = "";
 	uint32_t c, p;
+	void *img2;
+	size_t sz2;
+	int rc;
 
 	rc = spyre_asm_text(src, &img2, &sz2, err, sizeof(err));
-	et_ok(rc == 0 && spyre_prog_validate(img2, sz2, 2u << 20, &c, &p) == 0, "hand-written program validates %s", err);
+	TAP_CHECK(rc == 0 && spyre_prog_validate(img2, sz2, 2u << 20, &c, &p) == 0,
+		  "hand-written program validates %s", err);
 	if (!rc)
 		free(img2);
+}
+
+static const struct tap_case cases[] = {
+	{ "builder", test_builder },
+	{ "round_trip", test_round_trip },
+	{ "command_line_tools", test_command_line_tools },
+	{ "errors", test_errors },
+	{ "hand_written", test_hand_written },
+};
+
+int main(int argc, char **argv)
+{
+	int ret = TAP_RUN(cases, argc, argv);
+
 	free(t1);
-	free(t2);
 	free(img);
-	return et_done();
+	return ret;
 }

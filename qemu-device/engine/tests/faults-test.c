@@ -12,13 +12,16 @@
  */
 #include <string.h>
 
-#include "etest.h"
 #include "flatmem.h"
 #include "spyre_progbuild.h"
+#include "../../../tests/tap.h"
 
 static struct spyre_engine *E;
 static struct flatmem M;
 static uint64_t buf;	/* a 4 KiB buffer, slot 0 */
+/* The last launch, and what the validator said of its program. */
+static struct spyre_launch_result r;
+static uint32_t vc, vcore, vpc;
 
 static struct spyre_pb *newpb(void)
 {
@@ -28,8 +31,8 @@ static struct spyre_pb *newpb(void)
 	return pb;
 }
 
-static int run(struct spyre_pb *pb, uint32_t mask, struct spyre_launch_result *res, uint32_t *vcause,
-	       uint32_t *vcore, uint32_t *vpc)
+static int run(struct spyre_pb *pb, uint32_t mask, struct spyre_launch_result *res, uint32_t *cause,
+	       uint32_t *core, uint32_t *pc)
 {
 	void *img;
 	size_t sz;
@@ -38,38 +41,27 @@ static int run(struct spyre_pb *pb, uint32_t mask, struct spyre_launch_result *r
 	if (spyre_pb_finish(pb, &img, &sz))
 		return -1;
 	spyre_pb_free(pb);
-	if (vcause)
-		*vcause = spyre_prog_validate(img, sz, spyre_engine_get_config(E)->scratchpad_bytes, vcore, vpc);
+	if (cause)
+		*cause = spyre_prog_validate(img, sz, spyre_engine_get_config(E)->scratchpad_bytes, core, pc);
 	rc = flatmem_run(&M, E, img, sz, (uint64_t[]){ buf }, 1, NULL, 0, mask, res);
 	free(img);
 	return rc;
 }
 
-static void expect(const char *what, const struct spyre_launch_result *r, uint32_t cause, uint32_t core,
+static void expect(const char *what, const struct spyre_launch_result *res, uint32_t cause, uint32_t core,
 		   uint32_t pc, uint64_t addr, int check_addr)
 {
-	et_ok(r->status == cause && r->fault_core == core && r->fault_pc == pc &&
-	      (!check_addr || r->fault_addr == addr),
-	      "%s: %s core %d pc %d addr 0x%llx (want %s core %d pc %d)", what, spyre_fault_name(r->status),
-	      (int)r->fault_core, (int)r->fault_pc, (unsigned long long)r->fault_addr, spyre_fault_name(cause),
-	      (int)core, (int)pc);
+	TAP_CHECK(res->status == cause && res->fault_core == core && res->fault_pc == pc &&
+		  (!check_addr || res->fault_addr == addr),
+		  "%s: %s core %d pc %d addr 0x%llx (want %s core %d pc %d)", what, spyre_fault_name(res->status),
+		  (int)res->fault_core, (int)res->fault_pc, (unsigned long long)res->fault_addr, spyre_fault_name(cause),
+		  (int)core, (int)pc);
 }
 
-int main(void)
+static void test_decode(void)
 {
-	struct spyre_engine_config cfg;
-	struct spyre_launch_result r;
 	struct spyre_pb *pb;
-	uint32_t vc, vcore, vpc;
 	union spyre_insn in;
-
-	spyre_engine_config_default(&cfg);
-	cfg.insn_budget = 10000;
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x200000000ull, 8u << 20))
-		return 1;
-	buf = flatmem_alloc(&M, 4096);
-	M.next = 8192;	/* programs go after buf */
 
 	/* invalid opcode on core 2 at pc 2; the validator finds the same place */
 	pb = newpb();
@@ -81,7 +73,7 @@ int main(void)
 	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
 	run(pb, 0xffffffff, &r, &vc, &vcore, &vpc);
 	expect("invalid opcode", &r, SPYRE_FAULT_BAD_OPCODE, 2, 2, 0, 0);
-	et_ok(vc == SPYRE_FAULT_BAD_OPCODE && vcore == 2 && vpc == 2, "validator: bad-opcode at core 2 pc 2");
+	TAP_CHECK(vc == SPYRE_FAULT_BAD_OPCODE && vcore == 2 && vpc == 2, "validator: bad-opcode at core 2 pc 2");
 
 	/* reserved field non-zero */
 	pb = newpb();
@@ -96,7 +88,12 @@ int main(void)
 	spyre_pb_matmul(pb, 1, SPYRE_DT_INT8, SPYRE_DT_FP32, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1);
 	run(pb, 2, &r, &vc, &vcore, &vpc);
 	expect("bad dtype", &r, SPYRE_FAULT_BAD_DTYPE, 1, 1, 0, 0);
-	et_ok(vc == SPYRE_FAULT_BAD_DTYPE && vcore == 1 && vpc == 1, "validator: bad-dtype at core 1 pc 1");
+	TAP_CHECK(vc == SPYRE_FAULT_BAD_DTYPE && vcore == 1 && vpc == 1, "validator: bad-dtype at core 1 pc 1");
+}
+
+static void test_alignment(void)
+{
+	struct spyre_pb *pb;
 
 	/* misaligned stick: scratchpad operand */
 	pb = newpb();
@@ -116,13 +113,18 @@ int main(void)
 	spyre_pb_load(pb, 0, 0, buf + 64, 1, 128, 0, 0, 0);
 	run(pb, 1, &r, NULL, NULL, NULL);
 	expect("misaligned memory VA", &r, SPYRE_FAULT_ALIGN, 0, 1, buf + 64, 1);
+}
+
+static void test_ranges(void)
+{
+	struct spyre_pb *pb;
 
 	/* scratchpad out of range: a tile running past 2 MiB */
 	pb = newpb();
 	spyre_pb_fill(pb, 3, SPYRE_DT_FP32, (2u << 20) - 256, 4, 32, 1, 0);
 	run(pb, 8, &r, &vc, &vcore, &vpc);
 	expect("scratchpad out of range", &r, SPYRE_FAULT_SP_RANGE, 3, 0, (2u << 20) - 256, 1);
-	et_ok(vc == SPYRE_FAULT_SP_RANGE && vcore == 3 && vpc == 0, "validator: sp-range at core 3 pc 0");
+	TAP_CHECK(vc == SPYRE_FAULT_SP_RANGE && vcore == 3 && vpc == 0, "validator: sp-range at core 3 pc 0");
 
 	/* DMA past the scratchpad */
 	pb = newpb();
@@ -141,7 +143,13 @@ int main(void)
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(7, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	run(pb, 1, &r, &vc, &vcore, &vpc);
 	expect("unknown slot", &r, SPYRE_FAULT_BAD_SLOT, 0, 0, 0, 0);
-	et_ok(vc == SPYRE_FAULT_BAD_SLOT, "validator: bad-slot");
+	TAP_CHECK(vc == SPYRE_FAULT_BAD_SLOT, "validator: bad-slot");
+}
+
+static void test_memory_fault_callback(void)
+{
+	struct spyre_pb *pb;
+	float f0, f1, f2;
 
 	/* memory fault from the callback: a hole in the middle of a strided store */
 	pb = newpb();
@@ -153,13 +161,16 @@ int main(void)
 	run(pb, 1, &r, NULL, NULL, NULL);
 	M.hole_lo = M.hole_hi = 0;
 	expect("memory fault from the callback", &r, SPYRE_FAULT_MEM, 0, 1, buf + 2048, 1);
-	float f0, f1, f2;
-
 	memcpy(&f0, flatmem_ptr(&M, buf), 4);
 	memcpy(&f1, flatmem_ptr(&M, buf + 1024), 4);
 	memcpy(&f2, flatmem_ptr(&M, buf + 2048), 4);
-	et_ok(r.fault_detail == FLATMEM_FAULT && f0 == 1.0f && f1 == 1.0f && f2 == 0.0f,
-	      "memory fault: callback code passed through, rows before the fault written, none after");
+	TAP_CHECK(r.fault_detail == FLATMEM_FAULT && f0 == 1.0f && f1 == 1.0f && f2 == 0.0f,
+		  "memory fault: callback code passed through, rows before the fault written, none after");
+}
+
+static void test_unreadable_program_and_container(void)
+{
+	struct spyre_pb *pb;
 
 	/* program not readable; argument block not readable */
 	memset(&r, 0xff, sizeof(r));
@@ -190,6 +201,11 @@ int main(void)
 		free(img);
 		M.next = 8192;
 	}
+}
+
+static void test_ring_peer_and_mismatch(void)
+{
+	struct spyre_pb *pb;
 
 	/* ring peer not launched */
 	pb = newpb();
@@ -203,6 +219,11 @@ int main(void)
 	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 8, 128);
 	run(pb, 3, &r, NULL, NULL, NULL);
 	expect("recv tag mismatch", &r, SPYRE_FAULT_RING_MISMATCH, 1, 0, 0, 0);
+}
+
+static void test_deadlock(void)
+{
+	struct spyre_pb *pb;
 
 	/* deadlock: core 1 waits for core 0, which halted without sending */
 	pb = newpb();
@@ -230,12 +251,22 @@ int main(void)
 	spyre_pb_ring(pb, 4, SPYRE_OPC_WAIT, 0, 0, 3, 1);
 	run(pb, 1u << 4, &r, NULL, NULL, NULL);
 	expect("token never signalled", &r, SPYRE_FAULT_DEADLOCK, 4, 1, 0, 0);
+}
+
+static void test_barrier_mask(void)
+{
+	struct spyre_pb *pb;
 
 	/* barrier naming a core outside the launch */
 	pb = newpb();
 	spyre_pb_ring(pb, 0, SPYRE_OPC_BARRIER, 0, 0, 0, 0x5);
 	run(pb, 3, &r, NULL, NULL, NULL);
 	expect("barrier mask outside the launch", &r, SPYRE_FAULT_BAD_PEER, 0, 0, 0x5, 1);
+}
+
+static void test_budget(void)
+{
+	struct spyre_pb *pb;
 
 	/* runaway: an endless loop stops at the budget (10000 instructions) */
 	pb = newpb();
@@ -245,13 +276,24 @@ int main(void)
 	run(pb, 1u << 6, &r, NULL, NULL, NULL);
 	/* li + 4999 x (nop, bnz) + one nop = 10000 executed: the next one (a bnz at pc 2) faults */
 	expect("runaway loop", &r, SPYRE_FAULT_BUDGET, 6, 2, 0, 0);
-	et_ok(r.insns == 10000, "budget: exactly 10000 instructions ran (%llu)", (unsigned long long)r.insns);
+	TAP_CHECK(r.insns == 10000, "budget: exactly 10000 instructions ran (%llu)", (unsigned long long)r.insns);
+}
+
+static void test_branch_outside_the_stream(void)
+{
+	struct spyre_pb *pb;
 
 	/* branch target outside the stream */
 	pb = newpb();
 	spyre_pb_ctl(pb, 0, SPYRE_OPC_BNZ, 0, 5, 0);
 	run(pb, 1, &r, &vc, &vcore, &vpc);
 	expect("branch outside the stream", &r, SPYRE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
+}
+
+static void test_usable_after_faults(void)
+{
+	struct spyre_pb *pb;
+	float f0;
 
 	/* the engine is usable after all that */
 	pb = newpb();
@@ -259,9 +301,37 @@ int main(void)
 	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	run(pb, 1, &r, NULL, NULL, NULL);
 	memcpy(&f0, flatmem_ptr(&M, buf + 124), 4);
-	et_ok(r.status == 0 && f0 == 2.0f, "a good launch after faults succeeds");
+	TAP_CHECK(r.status == 0 && f0 == 2.0f, "a good launch after faults succeeds");
+}
 
+static const struct tap_case cases[] = {
+	{ "decode", test_decode },
+	{ "alignment", test_alignment },
+	{ "ranges", test_ranges },
+	{ "memory_fault_callback", test_memory_fault_callback },
+	{ "unreadable_program_and_container", test_unreadable_program_and_container },
+	{ "ring_peer_and_mismatch", test_ring_peer_and_mismatch },
+	{ "deadlock", test_deadlock },
+	{ "barrier_mask", test_barrier_mask },
+	{ "budget", test_budget },
+	{ "branch_outside_the_stream", test_branch_outside_the_stream },
+	{ "usable_after_faults", test_usable_after_faults },
+};
+
+int main(int argc, char **argv)
+{
+	struct spyre_engine_config cfg;
+	int ret;
+
+	spyre_engine_config_default(&cfg);
+	cfg.insn_budget = 10000;
+	E = spyre_engine_new(&cfg);
+	if (!E || flatmem_init(&M, 0x200000000ull, 8u << 20))
+		tap_bail("cannot create the engine or its memory");
+	buf = flatmem_alloc(&M, 4096);
+	M.next = 8192;	/* programs go after buf */
+	ret = TAP_RUN(cases, argc, argv);
 	spyre_engine_free(E);
 	flatmem_fini(&M);
-	return et_done();
+	return ret;
 }

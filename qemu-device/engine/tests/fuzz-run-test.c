@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "etest.h"
 #include "spyre_progbuild.h"
+#include "../../../tests/tap.h"
 
 static void seed(const char *dir, int i, struct spyre_pb *pb)
 {
@@ -35,22 +35,14 @@ static void seed(const char *dir, int i, struct spyre_pb *pb)
 	spyre_pb_free(pb);
 }
 
-int main(void)
-{
-	char self[PATH_MAX], fuzz[PATH_MAX + 32], dir[] = "/tmp/spyre-fuzz-XXXXXX", cmd[4 * PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+static char fuzz[PATH_MAX + 32];
 
-	if (n <= 0)
-		return 1;
-	self[n] = 0;
-	*strrchr(self, '/') = 0;
-	snprintf(fuzz, sizeof(fuzz), "%s/../fuzz/spyre-prog-fuzz", self);
-	if (access(fuzz, X_OK)) {
-		printf("# SKIP: %s not built (needs clang with libFuzzer: make fuzz)\n", fuzz);
-		return 77;
-	}
-	if (!mkdtemp(dir))
-		return 1;
+static void test_libfuzzer_run(void)
+{
+	char dir[] = "/tmp/spyre-fuzz-XXXXXX", cmd[4 * PATH_MAX];
+
+	if (!TAP_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m"))
+		return;
 
 	/* seeds: a DMA + matmul program, a ring program, a loop */
 	struct spyre_pb *pb = spyre_pb_new();
@@ -82,22 +74,40 @@ int main(void)
 		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, dir, dir, dir);
 	int rc = system(cmd);
 
-	snprintf(cmd, sizeof(cmd), "grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' %s/log; "
-		 "grep -q 'stat::number_of_executed_units' %s/log", dir, dir);
+	snprintf(cmd, sizeof(cmd), "grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' %s/log |"
+		 " sed 's/^/# /'; grep -q 'stat::number_of_executed_units' %s/log", dir, dir);
 	int stats = system(cmd);
 
-	et_ok(rc == 0 && stats == 0, "libFuzzer run of spyre-prog-fuzz: no crash (exit %d)", rc);
+	TAP_CHECK(rc == 0 && stats == 0, "libFuzzer run of spyre-prog-fuzz: no crash (exit %d)", rc);
 	if (rc) {
-		snprintf(cmd, sizeof(cmd), "tail -n 40 %s/log", dir);
+		snprintf(cmd, sizeof(cmd), "tail -n 40 %s/log | sed 's/^/# /'", dir);
 		if (system(cmd))
 			rc = 1;
 	}
 	if (rc) {	/* keep the reproducer */
-		printf("# crash input kept in %s\n", dir);
+		tap_diag("crash input kept in %s", dir);
 	} else {
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 		if (system(cmd))
-			return 1;
+			tap_diag("could not remove %s", dir);
 	}
-	return et_done();
+}
+
+static const struct tap_case cases[] = {
+	{ "libfuzzer_run", test_libfuzzer_run },
+};
+
+int main(int argc, char **argv)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		tap_bail("cannot find this program's directory");
+	self[n] = 0;
+	*strrchr(self, '/') = 0;
+	snprintf(fuzz, sizeof(fuzz), "%s/../fuzz/spyre-prog-fuzz", self);
+	if (access(fuzz, X_OK))
+		tap_skip_all("%s not built (needs clang with libFuzzer: make fuzz)", fuzz);
+	return TAP_RUN(cases, argc, argv);
 }

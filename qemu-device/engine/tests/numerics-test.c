@@ -12,9 +12,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "etest.h"
 #include "spyre_isa.h"
 #include "spyre_numerics.h"
+#include "../../../tests/tap.h"
 
 static uint32_t f2u(float f)
 {
@@ -90,12 +90,11 @@ static uint16_t ref_dl16(float f)
 	return sign | (uint16_t)(be << 9) | (uint16_t)q;
 }
 
-int main(void)
+static void test_fp16_to_fp32(void)
 {
-	int good;
+	int good = 1;
 
-	/* fp16 -> fp32, exhaustive */
-	good = 1;
+	/* exhaustive */
 	for (uint32_t h = 0; h < 65536; h++) {
 		_Float16 x;
 		uint16_t hh = (uint16_t)h;
@@ -106,10 +105,12 @@ int main(void)
 		if (isnan(ref) ? !isnan(got) : f2u(ref) != f2u(got))
 			good = 0;
 	}
-	et_ok(good, "fp16->fp32 exhaustive (65536 encodings) == _Float16");
+	TAP_CHECK(good, "fp16->fp32 exhaustive (65536 encodings) == _Float16");
+}
 
-	/* fp32 -> fp16 */
-	good = 1;
+static void test_fp32_to_fp16(void)
+{
+	int good = 1;
 	static const float edge[] = { 0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e-8f, 2.98e-8f, 2.99e-8f,
 				      5.96e-8f, 6.1e-5f, 6.103515625e-05f, 1.0f / 3, INFINITY, -INFINITY };
 
@@ -124,11 +125,15 @@ int main(void)
 		if (spyre_f32_to_f16(f) != ref)
 			good = 0;
 	}
-	et_ok(good, "fp32->fp16 round-to-nearest-even, subnormals, overflow: 2^22 values == _Float16");
-	et_ok((spyre_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (spyre_f32_to_f16(NAN) & 0x3ff), "fp32 NaN -> fp16 NaN");
+	TAP_CHECK(good, "fp32->fp16 round-to-nearest-even, subnormals, overflow: 2^22 values == _Float16");
+	TAP_CHECK((spyre_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (spyre_f32_to_f16(NAN) & 0x3ff),
+		  "fp32 NaN -> fp16 NaN");
+}
 
-	/* bf16 */
-	good = 1;
+static void test_bf16(void)
+{
+	int good = 1;
+
 	for (uint32_t i = 0; i < (1u << 22); i++) {
 		float f = u2f(rnd());
 
@@ -137,7 +142,7 @@ int main(void)
 		if (spyre_f32_to_bf16(f) != ref_bf16(f))
 			good = 0;
 	}
-	et_ok(good, "fp32->bf16 round-to-nearest-even: 2^22 values == reference");
+	TAP_CHECK(good, "fp32->bf16 round-to-nearest-even: 2^22 values == reference");
 	good = 1;
 	for (uint32_t h = 0; h < 65536; h++) {
 		float f = spyre_bf16_to_f32((uint16_t)h);
@@ -145,33 +150,39 @@ int main(void)
 		if (!isnan(f) && spyre_f32_to_bf16(f) != h)
 			good = 0;
 	}
-	et_ok(good, "bf16 -> fp32 -> bf16 round trip, all non-NaN encodings");
-	et_ok(isnan(spyre_bf16_to_f32(spyre_f32_to_bf16(NAN))), "bf16 keeps NaN");
+	TAP_CHECK(good, "bf16 -> fp32 -> bf16 round trip, all non-NaN encodings");
+	TAP_CHECK(isnan(spyre_bf16_to_f32(spyre_f32_to_bf16(NAN))), "bf16 keeps NaN");
+}
 
-	/* DLFloat16 */
-	et_ok(spyre_f32_to_dl16(1.0f) == 0x3e00 && spyre_dl16_to_f32(0x3e00) == 1.0f, "dl16: 1.0 == 0x3e00");
-	et_ok(spyre_f32_to_dl16(-2.0f) == 0xc000,
-	      "dl16: -2.0 == 0xc000");
+static void test_dl16(void)
+{
 	float mx = spyre_dl16_to_f32(0x7ffe);
+	int good = 1;
 
-	et_ok(fabsf(mx - 8.573e9f) < 1e6f && spyre_f32_to_dl16(mx) == 0x7ffe, "dl16: max finite 0x7ffe = %.4g", mx);
-	et_ok(spyre_f32_to_dl16(1e10f) == 0x7fff && spyre_f32_to_dl16(-1e10f) == 0xffff &&
-	      spyre_f32_to_dl16(INFINITY) == 0x7fff && (spyre_f32_to_dl16(NAN) & 0x7fff) == 0x7fff,
-	      "dl16: overflow, inf, NaN -> 0x7fff | sign");
-	et_ok(isnan(spyre_dl16_to_f32(0x7fff)) && isnan(spyre_dl16_to_f32(0xffff)), "dl16: 0x7fff/0xffff decode as NaN");
-	et_ok(spyre_f32_to_dl16(1e-10f) == 0 && spyre_f32_to_dl16(-1e-10f) == 0x8000 && spyre_dl16_to_f32(0x0001) > 0,
-	      "dl16: no subnormals: 1e-10 -> 0, exponent-0 patterns are normal");
+	TAP_EQ(0x3e00, spyre_f32_to_dl16(1.0f));
+	TAP_CHECK(spyre_dl16_to_f32(0x3e00) == 1.0f, "dl16: 0x3e00 == 1.0");
+	TAP_EQ(0xc000, spyre_f32_to_dl16(-2.0f));
+	TAP_CHECK(fabsf(mx - 8.573e9f) < 1e6f && spyre_f32_to_dl16(mx) == 0x7ffe,
+		  "dl16: max finite 0x7ffe = %.4g", mx);
+	TAP_CHECK(spyre_f32_to_dl16(1e10f) == 0x7fff && spyre_f32_to_dl16(-1e10f) == 0xffff &&
+		  spyre_f32_to_dl16(INFINITY) == 0x7fff && (spyre_f32_to_dl16(NAN) & 0x7fff) == 0x7fff,
+		  "dl16: overflow, inf, NaN -> 0x7fff | sign");
+	TAP_CHECK(isnan(spyre_dl16_to_f32(0x7fff)) && isnan(spyre_dl16_to_f32(0xffff)),
+		  "dl16: 0x7fff/0xffff decode as NaN");
+	TAP_CHECK(spyre_f32_to_dl16(1e-10f) == 0 && spyre_f32_to_dl16(-1e-10f) == 0x8000 &&
+		  spyre_dl16_to_f32(0x0001) > 0,
+		  "dl16: no subnormals: 1e-10 -> 0, exponent-0 patterns are normal");
 	/* 1 + 2^-10 is a tie: the rule rounds half up (away from zero) */
-	et_ok(spyre_f32_to_dl16(1.0f + 1.0f / 1024) == 0x3e01 && spyre_f32_to_dl16(1.0f + 1.0f / 2048) == 0x3e00,
-	      "dl16: adding 1 << 13 rounds ties up");
-	good = 1;
+	TAP_EQ(0x3e01, spyre_f32_to_dl16(1.0f + 1.0f / 1024));
+	TAP_EQ(0x3e00, spyre_f32_to_dl16(1.0f + 1.0f / 2048));
+
 	for (uint32_t i = 0; i < (1u << 22); i++) {
 		float f = u2f(rnd());
 
 		if (spyre_f32_to_dl16(f) != ref_dl16(f))
 			good = 0;
 	}
-	et_ok(good, "fp32->dl16: 2^22 values == reference");
+	TAP_CHECK(good, "fp32->dl16: 2^22 values == reference");
 	good = 1;
 	for (uint32_t h = 0; h < 65536; h++) {
 		if ((h & 0x7fff) == 0x7fff)
@@ -179,14 +190,29 @@ int main(void)
 		if (spyre_f32_to_dl16(spyre_dl16_to_f32((uint16_t)h)) != h)
 			good = 0;
 	}
-	et_ok(good, "dl16 -> fp32 -> dl16 round trip, all finite encodings");
+	TAP_CHECK(good, "dl16 -> fp32 -> dl16 round trip, all finite encodings");
+}
 
-	/* ints */
-	et_ok(spyre_f32_to_i8(2.5f) == 2 && spyre_f32_to_i8(3.5f) == 4 && spyre_f32_to_i8(-2.5f) == -2 &&
-	      spyre_f32_to_i8(300.0f) == 127 && spyre_f32_to_i8(-300.0f) == -128 && spyre_f32_to_i8(NAN) == 0,
-	      "int8: nearest even, saturation, NaN -> 0");
-	et_ok(spyre_f32_to_i32(3e9f) == INT32_MAX && spyre_f32_to_i32(-3e9f) == INT32_MIN &&
-	      spyre_f32_to_i32(2147483648.0f) == INT32_MAX && spyre_f32_to_i32(-0.5f) == 0,
-	      "int32: saturation and rounding");
-	return et_done();
+static void test_ints(void)
+{
+	TAP_CHECK(spyre_f32_to_i8(2.5f) == 2 && spyre_f32_to_i8(3.5f) == 4 && spyre_f32_to_i8(-2.5f) == -2 &&
+		  spyre_f32_to_i8(300.0f) == 127 && spyre_f32_to_i8(-300.0f) == -128 &&
+		  spyre_f32_to_i8(NAN) == 0,
+		  "int8: nearest even, saturation, NaN -> 0");
+	TAP_CHECK(spyre_f32_to_i32(3e9f) == INT32_MAX && spyre_f32_to_i32(-3e9f) == INT32_MIN &&
+		  spyre_f32_to_i32(2147483648.0f) == INT32_MAX && spyre_f32_to_i32(-0.5f) == 0,
+		  "int32: saturation and rounding");
+}
+
+static const struct tap_case cases[] = {
+	{ "fp16_to_fp32", test_fp16_to_fp32 },
+	{ "fp32_to_fp16", test_fp32_to_fp16 },
+	{ "bf16", test_bf16 },
+	{ "dl16", test_dl16 },
+	{ "ints", test_ints },
+};
+
+int main(int argc, char **argv)
+{
+	return TAP_RUN(cases, argc, argv);
 }

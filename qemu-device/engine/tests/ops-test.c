@@ -14,10 +14,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "etest.h"
 #include "flatmem.h"
 #include "spyre_numerics.h"
 #include "spyre_progbuild.h"
+#include "../../../tests/tap.h"
 
 #define SPB	(256u << 10)	/* scratchpad bytes the tests shuttle in and out */
 #define SENT	0xa5
@@ -185,8 +185,8 @@ static void test_matmul(unsigned dt, unsigned dt2, uint32_t m, uint32_t n, uint3
 			if (fabs(got - ref) > worst)
 				worst = fabs(got - ref);
 		}
-	et_ok(rc == 0 && good && padding_intact(C, m, n, ldc, dt2),
-	      "matmul %s->%s m=%u n=%u k=%u%s (max err %.3g)", dn(dt), dn(dt2), m, n, k, acc ? " acc" : "", worst);
+	TAP_CHECK(rc == 0 && good && padding_intact(C, m, n, ldc, dt2),
+		  "matmul %s->%s m=%u n=%u k=%u%s (max err %.3g)", dn(dt), dn(dt2), m, n, k, acc ? " acc" : "", worst);
 }
 
 /* ---- elementwise ---------------------------------------------------------- */
@@ -244,8 +244,8 @@ static void test_binary(unsigned op, unsigned dt, unsigned flags, uint32_t rows,
 			if (!close_to(val(spout, D, r, ld, dt, j), ref, dt, 1e-6, 0))
 				good = 0;
 		}
-	et_ok(rc == 0 && good && padding_intact(D, rows, cols, ld, dt), "%s.%s %ux%u%s", spyre_opcode_name(op),
-	      dn(dt), rows, cols, flags == SPYRE_IF_BCAST_ROW ? " bcast-row" : flags ? " bcast-col" : "");
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ld, dt), "%s.%s %ux%u%s", spyre_opcode_name(op),
+		  dn(dt), rows, cols, flags == SPYRE_IF_BCAST_ROW ? " bcast-row" : flags ? " bcast-col" : "");
 }
 
 static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
@@ -284,8 +284,8 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 			if (!close_to(val(spout, D, r, ldd, dt2, j), ref, dt2, 1e-6, transc))
 				good = 0;
 		}
-	et_ok(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "%s.%s->%s %ux%u",
-	      spyre_opcode_name(op), dn(dt), dn(dt2), rows, cols);
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "%s.%s->%s %ux%u",
+		  spyre_opcode_name(op), dn(dt), dn(dt2), rows, cols);
 }
 
 static void test_fill(unsigned dt)
@@ -310,7 +310,7 @@ static void test_fill(unsigned dt)
 		for (uint32_t j = 0; j < cols; j++)
 			if (val(spout, 256, r, ld, dt, j) != (SPYRE_DT_IS_FLOAT(dt) ? -2.5 : -100))
 				good = 0;
-	et_ok(rc == 0 && good && padding_intact(256, rows, cols, ld, dt), "fill.%s %ux%u", dn(dt), rows, cols);
+	TAP_CHECK(rc == 0 && good && padding_intact(256, rows, cols, ld, dt), "fill.%s %ux%u", dn(dt), rows, cols);
 }
 
 static void test_reduce(unsigned op, unsigned dt, unsigned dt2, int axis0, uint32_t rows, uint32_t cols)
@@ -345,8 +345,8 @@ static void test_reduce(unsigned op, unsigned dt, unsigned dt2, int axis0, uint3
 	for (uint32_t b = outn * SPYRE_DT_SIZE(dt2); b % 128; b++)
 		if (spout[D + b] != SENT)
 			pad = 0;
-	et_ok(rc == 0 && good && pad, "%s.%s->%s %ux%u axis%d", spyre_opcode_name(op), dn(dt), dn(dt2), rows, cols,
-	      axis0 ? 0 : 1);
+	TAP_CHECK(rc == 0 && good && pad, "%s.%s->%s %ux%u axis%d", spyre_opcode_name(op), dn(dt), dn(dt2), rows, cols,
+		  axis0 ? 0 : 1);
 }
 
 static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
@@ -376,8 +376,8 @@ static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols
 				good = 0;
 		}
 	}
-	et_ok(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "softmax.%s->%s %ux%u", dn(dt), dn(dt2),
-	      rows, cols);
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "softmax.%s->%s %ux%u", dn(dt), dn(dt2),
+		  rows, cols);
 }
 
 static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
@@ -398,7 +398,7 @@ static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
 			if (memcmp(spout + D + (size_t)j * ldd * 128 + r * SPYRE_DT_SIZE(dt),
 				   spin + A + (size_t)r * lda * 128 + j * SPYRE_DT_SIZE(dt), SPYRE_DT_SIZE(dt)))
 				good = 0;
-	et_ok(rc == 0 && good && padding_intact(D, cols, rows, ldd, dt), "transpose.%s %ux%u", dn(dt), rows, cols);
+	TAP_CHECK(rc == 0 && good && padding_intact(D, cols, rows, ldd, dt), "transpose.%s %ux%u", dn(dt), rows, cols);
 }
 
 /* ---- control, DMA and addressing -------------------------------------------- */
@@ -448,8 +448,8 @@ static void test_control(void)
 			good = 0;
 	}
 	/* 1 load + 3 + 10 * 3 loop + store + halt */
-	et_ok(rc == 0 && good && res.insns == 1 + 3 + 30 + 1 + 1, "control: ldarg/li/nop/addi/bnz loop x10, halt (%llu insns)",
-	      (unsigned long long)res.insns);
+	TAP_CHECK(rc == 0 && good && res.insns == 1 + 3 + 30 + 1 + 1, "control: ldarg/li/nop/addi/bnz loop x10, halt (%llu insns)",
+		  (unsigned long long)res.insns);
 }
 
 /* Strided LOAD/STORE through both address forms and constant data. */
@@ -485,8 +485,8 @@ static void test_dma(void)
 
 	spyre_pb_finish(pb, &img, &sz);
 	spyre_pb_free(pb);
-	et_ok(spyre_prog_validate(img, sz, 2u << 20, &vc, &vp) == 0, "dma: image validates");
-	et_ok(spyre_prog_relocate(img, sz, slots, 4) == 1, "dma: one relocation patched");
+	TAP_CHECK(spyre_prog_validate(img, sz, 2u << 20, &vc, &vp) == 0, "dma: image validates");
+	TAP_CHECK(spyre_prog_relocate(img, sz, slots, 4) == 1, "dma: one relocation patched");
 	int rc = flatmem_run(&M, E, img, sz, slots, 4, NULL, 0, 1, &res);
 	int good = 1, good2 = 1, pad = 1;
 	const uint8_t *d = flatmem_ptr(&M, dst), *d2 = flatmem_ptr(&M, dst2);
@@ -500,25 +500,19 @@ static void test_dma(void)
 			if (b >= rb && d[r * mstride + b])
 				pad = 0;
 		}
-	et_ok(rc == 0 && good && pad, "dma: strided load/store, slot-relative (rows %u, row %u B, strides %u/%u)",
-	      rows, rb, mstride, sstride);
-	et_ok(rc == 0 && good2, "dma: absolute address patched through the relocation table");
-	et_ok(rc == 0 && !memcmp(flatmem_ptr(&M, cout), cdata, 256), "dma: load from the constant slot");
+	TAP_CHECK(rc == 0 && good && pad, "dma: strided load/store, slot-relative (rows %u, row %u B, strides %u/%u)",
+		  rows, rb, mstride, sstride);
+	TAP_CHECK(rc == 0 && good2, "dma: absolute address patched through the relocation table");
+	TAP_CHECK(rc == 0 && !memcmp(flatmem_ptr(&M, cout), cdata, 256), "dma: load from the constant slot");
 	free(img);
 	M.next = 0;
 }
 
-int main(void)
+static const unsigned fl[] = { SPYRE_DT_FP32, SPYRE_DT_FP16, SPYRE_DT_BF16, SPYRE_DT_DL16 };
+
+/* Every input type, both output choices, odd shapes, k > the kernel's k block. */
+static void test_matmuls(void)
 {
-	static const unsigned fl[] = { SPYRE_DT_FP32, SPYRE_DT_FP16, SPYRE_DT_BF16, SPYRE_DT_DL16 };
-	struct spyre_engine_config cfg;
-
-	spyre_engine_config_default(&cfg);
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x100000000ull, 16u << 20))
-		return 1;
-
-	/* matmul: every input type, both output choices, odd shapes, k > the kernel's k block */
 	static const uint32_t shapes[][3] = { { 1, 1, 1 }, { 7, 33, 65 }, { 16, 64, 64 }, { 13, 100, 300 } };
 
 	for (unsigned s = 0; s < 4; s++) {
@@ -531,11 +525,18 @@ int main(void)
 		}
 		test_matmul(SPYRE_DT_INT8, SPYRE_DT_INT32, sh[0], sh[1], sh[2], 0);
 	}
+}
+
+static void test_matmuls_accumulate(void)
+{
 	test_matmul(SPYRE_DT_FP32, SPYRE_DT_FP32, 9, 40, 20, 1);
 	test_matmul(SPYRE_DT_BF16, SPYRE_DT_FP32, 9, 40, 20, 1);
 	test_matmul(SPYRE_DT_DL16, SPYRE_DT_DL16, 9, 40, 20, 1);
 	test_matmul(SPYRE_DT_INT8, SPYRE_DT_INT32, 9, 40, 20, 1);
+}
 
+static void test_binaries(void)
+{
 	static const unsigned bin[] = { SPYRE_OPC_ADD, SPYRE_OPC_SUB, SPYRE_OPC_MUL, SPYRE_OPC_MAX };
 
 	for (unsigned o = 0; o < 4; o++) {
@@ -544,6 +545,10 @@ int main(void)
 		test_binary(bin[o], SPYRE_DT_FP32, SPYRE_IF_BCAST_ROW, 5, 33);
 		test_binary(bin[o], SPYRE_DT_DL16, SPYRE_IF_BCAST_COL, 5, 33);
 	}
+}
+
+static void test_unaries(void)
+{
 	static const unsigned un[] = { SPYRE_OPC_RELU, SPYRE_OPC_GELU, SPYRE_OPC_SILU, SPYRE_OPC_EXP,
 				       SPYRE_OPC_RSQRT, SPYRE_OPC_SCALE };
 
@@ -553,11 +558,23 @@ int main(void)
 	test_unary(SPYRE_OPC_RELU, SPYRE_DT_INT8, SPYRE_DT_INT8, 3, 129);
 	test_unary(SPYRE_OPC_RELU, SPYRE_DT_INT32, SPYRE_DT_INT32, 3, 33);
 	test_unary(SPYRE_OPC_GELU, SPYRE_DT_DL16, SPYRE_DT_FP32, 2, 50);	/* fused output cast */
+}
+
+static void test_casts(void)
+{
 	for (unsigned a = 0; a < SPYRE_DT_COUNT; a++)
 		for (unsigned b = 0; b < SPYRE_DT_COUNT; b++)
 			test_unary(SPYRE_OPC_CAST, a, b, 3, 45);
+}
+
+static void test_fills(void)
+{
 	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
 		test_fill(dt);
+}
+
+static void test_reductions(void)
+{
 	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++) {
 		unsigned out = SPYRE_DT_IS_FLOAT(dt) ? SPYRE_DT_FP32 : SPYRE_DT_INT32;
 
@@ -566,16 +583,47 @@ int main(void)
 		test_reduce(SPYRE_OPC_REDMAX, dt, dt, 0, 6, 75);
 		test_reduce(SPYRE_OPC_REDMAX, dt, dt, 1, 6, 75);
 	}
+}
+
+static void test_softmaxes(void)
+{
 	for (unsigned i = 0; i < 4; i++)
 		test_softmax(fl[i], fl[i], 5, 100);
 	test_softmax(SPYRE_DT_DL16, SPYRE_DT_FP32, 3, 1024);
+}
+
+static void test_transposes(void)
+{
 	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
 		test_transpose(dt, 7, 45);
 	test_transpose(SPYRE_DT_FP32, 64, 3);
-	test_control();
-	test_dma();
+}
 
+static const struct tap_case cases[] = {
+	{ "matmul", test_matmuls },
+	{ "matmul_accumulate", test_matmuls_accumulate },
+	{ "binary", test_binaries },
+	{ "unary", test_unaries },
+	{ "cast", test_casts },
+	{ "fill", test_fills },
+	{ "reduce", test_reductions },
+	{ "softmax", test_softmaxes },
+	{ "transpose", test_transposes },
+	{ "control", test_control },
+	{ "dma", test_dma },
+};
+
+int main(int argc, char **argv)
+{
+	struct spyre_engine_config cfg;
+	int ret;
+
+	spyre_engine_config_default(&cfg);
+	E = spyre_engine_new(&cfg);
+	if (!E || flatmem_init(&M, 0x100000000ull, 16u << 20))
+		tap_bail("cannot create the engine or its memory");
+	ret = TAP_RUN(cases, argc, argv);
 	spyre_engine_free(E);
 	flatmem_fini(&M);
-	return et_done();
+	return ret;
 }

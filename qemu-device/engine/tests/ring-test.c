@@ -10,9 +10,9 @@
  */
 #include <string.h>
 
-#include "etest.h"
 #include "flatmem.h"
 #include "spyre_progbuild.h"
+#include "../../../tests/tap.h"
 
 #define N 32
 
@@ -33,16 +33,11 @@ static int run(struct spyre_pb *pb, const uint64_t *slots, uint32_t ns, uint32_t
 	return rc;
 }
 
-int main(void)
+static void test_all_pairs(void)
 {
-	struct spyre_engine_config cfg;
 	struct spyre_launch_result r;
 	struct spyre_pb *pb;
-
-	spyre_engine_config_default(&cfg);
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x300000000ull, 64u << 20))
-		return 1;
+	int rc;
 
 	/* all pairs: core i's stick for j holds bytes (i, j, i^j, ...); received into slot i of its buffer */
 	uint64_t in = flatmem_alloc(&M, N * 128), out = flatmem_alloc(&M, (uint64_t)N * N * 128);
@@ -65,7 +60,7 @@ int main(void)
 		}
 		spyre_pb_store(pb, i, 128, SPYRE_SLOT_ADDR(1, (uint64_t)i * N * 128), 1, N * 128, 0, 0, SPYRE_IF_SLOT);
 	}
-	int rc = run(pb, (uint64_t[]){ in, out }, 2, 0xffffffff, &r);
+	rc = run(pb, (uint64_t[]){ in, out }, 2, 0xffffffff, &r);
 	int bad = 0;
 	const uint8_t *op = flatmem_ptr(&M, out);
 
@@ -76,8 +71,15 @@ int main(void)
 			if (memcmp(op + ((size_t)i * N + j) * 128, ip + j * 128, 128))
 				bad++;
 		}
-	et_ok(rc == 0 && bad == 0 && r.insns == N * (2 + 2 * (N - 1)),
-	      "all %d ordered pairs: %d sticks wrong, status %s", N * (N - 1), bad, spyre_fault_name(r.status));
+	TAP_CHECK(rc == 0 && bad == 0 && r.insns == N * (2 + 2 * (N - 1)),
+		  "all %d ordered pairs: %d sticks wrong, status %s", N * (N - 1), bad, spyre_fault_name(r.status));
+}
+
+static void test_order_self_and_large(void)
+{
+	struct spyre_launch_result r;
+	struct spyre_pb *pb;
+	int rc;
 
 	/* in-order delivery on one pair, a self-send and a 1 MiB message */
 	uint64_t o2 = flatmem_alloc(&M, 8 * 128 + (1u << 20));
@@ -111,8 +113,15 @@ int main(void)
 	for (uint32_t b = 0; b < (1u << 20); b++)
 		if (o2p[8 * 128 + b] != 0x5a)
 			big = 0;
-	et_ok(rc == 0 && order, "4 messages on one pair arrive in order; self-send delivers");
-	et_ok(rc == 0 && big, "1 MiB message across the ring arrives intact");
+	TAP_CHECK(rc == 0 && order, "4 messages on one pair arrive in order; self-send delivers");
+	TAP_CHECK(rc == 0 && big, "1 MiB message across the ring arrives intact");
+}
+
+static void test_pipeline(void)
+{
+	struct spyre_launch_result r;
+	struct spyre_pb *pb;
+	int rc;
 
 	/* pipeline: core 0 -> 1 -> ... -> 31, each adds 1 */
 	uint64_t o3 = flatmem_alloc(&M, 128);
@@ -135,8 +144,15 @@ int main(void)
 	float f;
 
 	memcpy(&f, flatmem_ptr(&M, o3 + 64), 4);
-	et_ok(rc == 0 && f == 32.0f, "32-core pipeline: %g == 32", f);
-	et_ok(r.core_end_cycles[31] > r.core_end_cycles[0], "pipeline: the last core ends after the first");
+	TAP_CHECK(rc == 0 && f == 32.0f, "32-core pipeline: %g == 32", f);
+	TAP_CHECK(r.core_end_cycles[31] > r.core_end_cycles[0], "pipeline: the last core ends after the first");
+}
+
+static void test_tokens(void)
+{
+	struct spyre_launch_result r;
+	struct spyre_pb *pb;
+	int rc;
 
 	/* tokens: cores 1..31 signal core 0 token 2; core 0 waits for 31 */
 	pb = spyre_pb_new();
@@ -148,8 +164,15 @@ int main(void)
 		spyre_pb_ring(pb, i, SPYRE_OPC_SIGNAL, 0, 0, 2, 0);
 	}
 	rc = run(pb, NULL, 0, 0xffffffff, &r);
-	et_ok(rc == 0 && r.core_end_cycles[0] >= r.core_end_cycles[31], "tokens: core 0 waits for 31 signals (ends %llu >= %llu)",
-	      (unsigned long long)r.core_end_cycles[0], (unsigned long long)r.core_end_cycles[31]);
+	TAP_CHECK(rc == 0 && r.core_end_cycles[0] >= r.core_end_cycles[31], "tokens: core 0 waits for 31 signals (ends %llu >= %llu)",
+		  (unsigned long long)r.core_end_cycles[0], (unsigned long long)r.core_end_cycles[31]);
+}
+
+static void test_barrier(void)
+{
+	struct spyre_launch_result r;
+	struct spyre_pb *pb;
+	int rc;
 
 	/* barrier: unequal work before it, every clock equal after */
 	pb = spyre_pb_new();
@@ -162,17 +185,44 @@ int main(void)
 
 	for (int i = 1; i < N; i++)
 		same &= r.core_end_cycles[i] == r.core_end_cycles[0];
-	et_ok(rc == 0 && same && r.core_busy_cycles[0] < r.core_busy_cycles[N - 1],
-	      "barrier: all 32 clocks equal after it (%llu), busy differs", (unsigned long long)r.core_end_cycles[0]);
+	TAP_CHECK(rc == 0 && same && r.core_busy_cycles[0] < r.core_busy_cycles[N - 1],
+		  "barrier: all 32 clocks equal after it (%llu), busy differs", (unsigned long long)r.core_end_cycles[0]);
+}
+
+static void test_barrier_groups(void)
+{
+	struct spyre_launch_result r;
+	struct spyre_pb *pb;
+	int rc;
 
 	/* sub-group barriers: {0,1} and {2,3} independently */
 	pb = spyre_pb_new();
 	for (int i = 0; i < 4; i++)
 		spyre_pb_ring(pb, (unsigned)i, SPYRE_OPC_BARRIER, 0, 0, 0, i < 2 ? 0x3 : 0xc);
 	rc = run(pb, NULL, 0, 0xf, &r);
-	et_ok(rc == 0, "two disjoint barrier groups complete");
+	TAP_CHECK(rc == 0, "two disjoint barrier groups complete");
+}
 
+static const struct tap_case cases[] = {
+	{ "all_pairs", test_all_pairs },
+	{ "order_self_and_large", test_order_self_and_large },
+	{ "pipeline", test_pipeline },
+	{ "tokens", test_tokens },
+	{ "barrier", test_barrier },
+	{ "barrier_groups", test_barrier_groups },
+};
+
+int main(int argc, char **argv)
+{
+	struct spyre_engine_config cfg;
+	int ret;
+
+	spyre_engine_config_default(&cfg);
+	E = spyre_engine_new(&cfg);
+	if (!E || flatmem_init(&M, 0x300000000ull, 64u << 20))
+		tap_bail("cannot create the engine or its memory");
+	ret = TAP_RUN(cases, argc, argv);
 	spyre_engine_free(E);
 	flatmem_fini(&M);
-	return et_done();
+	return ret;
 }

@@ -12,10 +12,11 @@
  */
 #include <string.h>
 
-#include "etest.h"
 #include "flatmem.h"
 #include "spyre_progbuild.h"
+#include "../../../tests/tap.h"
 
+static struct spyre_engine_config cfg;
 static struct spyre_engine *E;
 static struct flatmem M;
 static uint64_t buf;
@@ -82,22 +83,11 @@ static uint64_t ew_cost(unsigned op, uint32_t rows)
 	return cycles(pb, 1, NULL);
 }
 
-int main(void)
+static void test_hops(void)
 {
-	struct spyre_engine_config cfg;
-	struct spyre_launch_result r1, r2;
-	int good;
-
-	spyre_engine_config_default(&cfg);
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x400000000ull, 16u << 20))
-		return 1;
-	buf = flatmem_alloc(&M, 4u << 20);
-
-	/* hops */
 	uint64_t prev = 0;
+	int good = 1;
 
-	good = 1;
 	for (uint32_t d = 1; d <= 16; d++) {
 		uint64_t c = send_cost(d, 4096);
 
@@ -105,31 +95,50 @@ int main(void)
 			good = 0;
 		prev = c;
 	}
-	et_ok(good && send_cost(16, 4096) > send_cost(1, 4096), "more ring hops are never cheaper (1..16 hops)");
-	good = 1;
+	TAP_CHECK(good && send_cost(16, 4096) > send_cost(1, 4096), "more ring hops are never cheaper (1..16 hops)");
+}
+
+static void test_shorter_direction(void)
+{
+	int good = 1;
+
 	for (uint32_t d = 1; d < 16; d++)
 		if (send_cost(d, 4096) != send_cost(32 - d, 4096))
 			good = 0;
-	et_ok(good && send_cost(31, 4096) == send_cost(1, 4096), "the ring takes the shorter direction (d and 32-d cost the same)");
+	TAP_CHECK(good && send_cost(31, 4096) == send_cost(1, 4096), "the ring takes the shorter direction (d and 32-d cost the same)");
+}
+
+static void test_doubling_load(void)
+{
+	int good = 1;
 
 	/* doubling */
-	good = 1;
 	for (uint32_t b = 128; b < (1u << 20); b *= 2) {
 		uint64_t t1 = load_cost(b, 1), t2 = load_cost(2 * b, 1);
 
 		if (!(t2 >= t1 && 2 * t1 >= t2 / 2 && t2 <= 2 * t1))
 			good = 0;
 	}
-	et_ok(good, "LOAD: doubling the bytes never halves the time, at most doubles it");
-	good = 1;
+	TAP_CHECK(good, "LOAD: doubling the bytes never halves the time, at most doubles it");
+}
+
+static void test_doubling_send(void)
+{
+	int good = 1;
+
 	for (uint32_t b = 128; b < (1u << 20); b *= 2) {
 		uint64_t t1 = send_cost(5, b), t2 = send_cost(5, 2 * b);
 
 		if (!(t2 >= t1 && t2 <= 2 * t1))
 			good = 0;
 	}
-	et_ok(good, "SEND: doubling the bytes never halves the time, at most doubles it");
-	good = 1;
+	TAP_CHECK(good, "SEND: doubling the bytes never halves the time, at most doubles it");
+}
+
+static void test_doubling_matmul(void)
+{
+	int good = 1;
+
 	for (uint32_t s = 8; s <= 128; s *= 2) {
 		uint64_t t1 = mm_cost(SPYRE_DT_FP16, s, s, s), t2 = mm_cost(SPYRE_DT_FP16, 2 * s, s, s);
 		uint64_t t3 = mm_cost(SPYRE_DT_FP16, s, s, 2 * s);
@@ -137,68 +146,122 @@ int main(void)
 		if (!(t2 >= t1 && t3 >= t1 && t2 <= 2 * t1 && t3 <= 2 * t1))
 			good = 0;
 	}
-	et_ok(good, "MATMUL: doubling m or k never halves the time, at most doubles it");
-	et_ok(mm_cost(SPYRE_DT_FP16, 9, 256, 256) == mm_cost(SPYRE_DT_FP16, 16, 256, 256),
-	      "MATMUL: rows are padded to the PE array's 8-row passes");
-	good = 1;
+	TAP_CHECK(good, "MATMUL: doubling m or k never halves the time, at most doubles it");
+}
+
+static void test_matmul_row_passes(void)
+{
+	TAP_CHECK(mm_cost(SPYRE_DT_FP16, 9, 256, 256) == mm_cost(SPYRE_DT_FP16, 16, 256, 256),
+		  "MATMUL: rows are padded to the PE array's 8-row passes");
+}
+
+static void test_doubling_elementwise(void)
+{
+	int good = 1;
+
 	for (uint32_t rows = 1; rows < 4096; rows *= 2)
 		if (!(ew_cost(SPYRE_OPC_EXP, 2 * rows) >= ew_cost(SPYRE_OPC_EXP, rows)))
 			good = 0;
-	et_ok(good, "elementwise: doubling rows never halves the time");
-	et_ok(ew_cost(SPYRE_OPC_EXP, 1024) > ew_cost(SPYRE_OPC_RELU, 1024), "exp (transcendental) costs more than relu");
+	TAP_CHECK(good, "elementwise: doubling rows never halves the time");
+}
 
+static void test_transcendental_cost(void)
+{
+	TAP_CHECK(ew_cost(SPYRE_OPC_EXP, 1024) > ew_cost(SPYRE_OPC_RELU, 1024), "exp (transcendental) costs more than relu");
+}
+
+static void test_peak_rates(void)
+{
 	/* peak rates by type */
 	uint64_t f32 = mm_cost(SPYRE_DT_FP32, 256, 256, 256), f16 = mm_cost(SPYRE_DT_FP16, 256, 256, 256);
 	uint64_t i8 = mm_cost(SPYRE_DT_INT8, 256, 256, 256);
 
-	et_ok(f32 > f16 && f16 > i8, "matmul 256^3: fp32 %llu > fp16 %llu > int8 %llu cycles", (unsigned long long)f32,
-	      (unsigned long long)f16, (unsigned long long)i8);
+	TAP_CHECK(f32 > f16 && f16 > i8, "matmul 256^3: fp32 %llu > fp16 %llu > int8 %llu cycles", (unsigned long long)f32,
+		  (unsigned long long)f16, (unsigned long long)i8);
 	/* 16-bit: 256^3 MACs at 1536 MAC/ns and 1500 MHz = 1024 MAC/cycle -> 16384 cycles + issue */
-	et_ok(f16 == 16384 + cfg.issue_cycles, "fp16 256^3 matmul at the published peak: %llu cycles", (unsigned long long)f16);
+	TAP_CHECK(f16 == 16384 + cfg.issue_cycles, "fp16 256^3 matmul at the published peak: %llu cycles", (unsigned long long)f16);
+}
 
+static void test_shared_lpddr(void)
+{
 	/* shared LPDDR */
 	uint64_t one = load_cost(1u << 20, 1), all = load_cost(1u << 20, 0xffffffff);
 
-	et_ok(all > 16 * one / 2 && all > one, "LPDDR shared: 1 MiB LOAD on 1 core %llu cycles, on each of 32 cores %llu",
-	      (unsigned long long)one, (unsigned long long)all);
+	TAP_CHECK(all > 16 * one / 2 && all > one, "LPDDR shared: 1 MiB LOAD on 1 core %llu cycles, on each of 32 cores %llu",
+		  (unsigned long long)one, (unsigned long long)all);
 	/* 1 MiB at 204.8 GB/s = 5120 ns = 7680 cycles at 1.5 GHz (+ latency + issue) */
-	et_ok(one == 7680 + cfg.dma_latency_cycles + cfg.issue_cycles, "1 MiB LOAD on one core at 204.8 GB/s: %llu cycles",
-	      (unsigned long long)one);
+	TAP_CHECK(one == 7680 + cfg.dma_latency_cycles + cfg.issue_cycles, "1 MiB LOAD on one core at 204.8 GB/s: %llu cycles",
+		  (unsigned long long)one);
+}
+
+static void test_busy_and_device_time(void)
+{
+	struct spyre_pb *pb = newpb();
+	struct spyre_launch_result r1;
+	int good;
 
 	/* utilization: the receiver waits, it is not busy */
-	struct spyre_pb *pb = newpb();
-
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 1u << 20, 0, 0, SPYRE_IF_SLOT);
 	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 1, 0, 128);
 	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 0, 128);
 	cycles(pb, 3, &r1);
 	good = r1.core_busy_cycles[0] <= r1.core_end_cycles[0] && r1.core_busy_cycles[1] <= r1.core_end_cycles[1];
-	et_ok(good && r1.core_busy_cycles[1] < r1.core_end_cycles[1] / 10 && r1.core_end_cycles[1] > r1.core_end_cycles[0],
-	      "busy <= end clock; a waiting receiver is idle (busy %llu of %llu)",
-	      (unsigned long long)r1.core_busy_cycles[1], (unsigned long long)r1.core_end_cycles[1]);
-	et_ok(r1.device_cycles == r1.core_end_cycles[1] && r1.device_ns == (r1.device_cycles * 1000 + 1499) / 1500,
-	      "device time = last core's end; ns from clock_mhz (%llu ns)", (unsigned long long)r1.device_ns);
+	TAP_CHECK(good && r1.core_busy_cycles[1] < r1.core_end_cycles[1] / 10 && r1.core_end_cycles[1] > r1.core_end_cycles[0],
+		  "busy <= end clock; a waiting receiver is idle (busy %llu of %llu)",
+		  (unsigned long long)r1.core_busy_cycles[1], (unsigned long long)r1.core_end_cycles[1]);
+	TAP_CHECK(r1.device_cycles == r1.core_end_cycles[1] && r1.device_ns == (r1.device_cycles * 1000 + 1499) / 1500,
+		  "device time = last core's end; ns from clock_mhz (%llu ns)", (unsigned long long)r1.device_ns);
+}
 
-	/* determinism */
-	pb = newpb();
+static void test_determinism(void)
+{
+	struct spyre_launch_result r1, r2;
+	struct spyre_pb *pb = newpb();
+	void *img;
+	size_t sz;
+
+	/* 32 cores load, send, receive and meet at a barrier, twice */
 	for (int c = 0; c < 32; c++) {
 		spyre_pb_load(pb, c, 0, SPYRE_SLOT_ADDR(0, 0), 1, 4096, 0, 0, SPYRE_IF_SLOT);
 		spyre_pb_ring(pb, c, SPYRE_OPC_SEND, 0, (c + 7) % 32, 0, 4096);
 		spyre_pb_ring(pb, c, SPYRE_OPC_RECV, 8192, (c + 25) % 32, 0, 4096);
 		spyre_pb_ring(pb, c, SPYRE_OPC_BARRIER, 0, 0, 0, 0);
 	}
-	void *img;
-	size_t sz;
-
 	spyre_pb_finish(pb, &img, &sz);
 	spyre_pb_free(pb);
 	flatmem_run(&M, E, img, sz, (uint64_t[]){ buf }, 1, NULL, 0, 0xffffffff, &r1);
 	flatmem_run(&M, E, img, sz, (uint64_t[]){ buf }, 1, NULL, 0, 0xffffffff, &r2);
 	free(img);
-	et_ok(r1.status == 0 && !memcmp(&r1, &r2, sizeof(r1)), "identical launches give identical results (%llu cycles)",
-	      (unsigned long long)r1.device_cycles);
+	TAP_CHECK(r1.status == 0 && !memcmp(&r1, &r2, sizeof(r1)), "identical launches give identical results (%llu cycles)",
+		  (unsigned long long)r1.device_cycles);
+}
 
+static const struct tap_case cases[] = {
+	{ "hops", test_hops },
+	{ "shorter_direction", test_shorter_direction },
+	{ "doubling_load", test_doubling_load },
+	{ "doubling_send", test_doubling_send },
+	{ "doubling_matmul", test_doubling_matmul },
+	{ "matmul_row_passes", test_matmul_row_passes },
+	{ "doubling_elementwise", test_doubling_elementwise },
+	{ "transcendental_cost", test_transcendental_cost },
+	{ "peak_rates", test_peak_rates },
+	{ "shared_lpddr", test_shared_lpddr },
+	{ "busy_and_device_time", test_busy_and_device_time },
+	{ "determinism", test_determinism },
+};
+
+int main(int argc, char **argv)
+{
+	int ret;
+
+	spyre_engine_config_default(&cfg);
+	E = spyre_engine_new(&cfg);
+	if (!E || flatmem_init(&M, 0x400000000ull, 16u << 20))
+		tap_bail("cannot create the engine or its memory");
+	buf = flatmem_alloc(&M, 4u << 20);
+	ret = TAP_RUN(cases, argc, argv);
 	spyre_engine_free(E);
 	flatmem_fini(&M);
-	return et_done();
+	return ret;
 }
