@@ -12,73 +12,87 @@
 #include <string.h>
 
 #include "spyre.h"
+#include "../../tests/tap.h"
 
-static int failures;
+static int n;	/* devices present */
 
-#define CHECK(cond, ...) do {							\
-		if (!(cond)) {							\
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);				\
-			fputc('\n', stderr);					\
-			failures++;						\
-		}								\
-	} while (0)
+static void test_device_count(void)
+{
+	if (!TAP_CHECK(n >= 0, "spyre_device_count() = %d (%s)", n, spyre_last_error()))
+		tap_bail("the other cases need the device count");
+	tap_diag("%d device%s present", n, n == 1 ? "" : "s");
+}
+
+static void test_open_missing_device(void)
+{
+	struct spyre_device_props p = { .size = sizeof(p) };
+	spyre_device_t *dev = (spyre_device_t *)&p;
+	char want[128];
+	int ret;
+
+	ret = spyre_device_open(n, &dev);
+	TAP_CHECK(ret == -ENODEV, "open(%d) = %d", n, ret);
+	TAP_CHECK(dev == NULL, "handle not cleared on failure");
+	snprintf(want, sizeof(want), "no spyre device %d (%d present)", n, n);
+	TAP_CHECK(strstr(spyre_last_error(), want) != NULL, "detail '%s' lacks '%s'",
+		  spyre_last_error(), want);
+	TAP_CHECK(strstr(spyre_last_error(), "No such device") != NULL,
+		  "detail '%s' lacks the status text", spyre_last_error());
+	TAP_CHECK(spyre_device_open(-1, &dev) == -ENODEV, "open(-1)");
+}
+
+static void test_null_arguments(void)
+{
+	struct spyre_device_props p = { .size = sizeof(p) };
+
+	TAP_CHECK(spyre_device_open(0, NULL) == -EINVAL, "open(0, NULL)");
+	TAP_CHECK(strstr(spyre_last_error(), "out is NULL") != NULL, "detail '%s'", spyre_last_error());
+	TAP_CHECK(spyre_device_get_props(NULL, &p) == -EINVAL, "get_props(NULL)");
+	TAP_CHECK(spyre_device_get_param(NULL, 0, NULL) == -EINVAL, "get_param(NULL)");
+	TAP_CHECK(spyre_device_fd(NULL) == -EINVAL, "fd(NULL)");
+	spyre_device_close(NULL);	/* a no-op, like free(NULL) */
+}
+
+static void test_names(void)
+{
+	TAP_STREQ("success", spyre_strerror(0));
+	TAP_STREQ(strerror(EINVAL), spyre_strerror(-EINVAL));
+	/* Engine faults by name (SPYRE_FAULT_* of spyre_isa.h: 0, 6, 13, then unknown). */
+	TAP_STREQ("no fault", spyre_engine_fault_name(0));
+	TAP_STREQ("scratchpad access out of range", spyre_engine_fault_name(6));
+	TAP_STREQ("no such slot", spyre_engine_fault_name(13));
+	TAP_STREQ("unknown engine fault", spyre_engine_fault_name(14));
+	TAP_STREQ("unknown engine fault", spyre_engine_fault_name(UINT32_MAX));
+}
 
 static void *other_thread(void *arg)
 {
 	(void)arg;
 	/* A fresh thread has no detail yet, whatever the main thread did. */
-	CHECK(spyre_last_error()[0] == '\0', "detail leaked across threads: '%s'",
-	      spyre_last_error());
+	TAP_CHECK(spyre_last_error()[0] == '\0', "detail leaked across threads: '%s'",
+		  spyre_last_error());
 	return NULL;
 }
 
-int main(void)
+static void test_detail_per_thread(void)
 {
-	struct spyre_device_props p = { .size = sizeof(p) };
-	spyre_device_t *dev = (spyre_device_t *)&p;
-	char want[128];
 	pthread_t t;
-	int n, ret;
 
-	n = spyre_device_count();
-	CHECK(n >= 0, "spyre_device_count() = %d (%s)", n, spyre_last_error());
-	if (n < 0)
-		return 1;
-
-	ret = spyre_device_open(n, &dev);
-	CHECK(ret == -ENODEV, "open(%d) = %d", n, ret);
-	CHECK(dev == NULL, "handle not cleared on failure");
-	snprintf(want, sizeof(want), "no spyre device %d (%d present)", n, n);
-	CHECK(strstr(spyre_last_error(), want) != NULL, "detail '%s' lacks '%s'",
-	      spyre_last_error(), want);
-	CHECK(strstr(spyre_last_error(), "No such device") != NULL,
-	      "detail '%s' lacks the status text", spyre_last_error());
-
-	CHECK(spyre_device_open(-1, &dev) == -ENODEV, "open(-1)");
-	CHECK(spyre_device_open(0, NULL) == -EINVAL, "open(0, NULL)");
-	CHECK(strstr(spyre_last_error(), "out is NULL") != NULL, "detail '%s'", spyre_last_error());
-	CHECK(spyre_device_get_props(NULL, &p) == -EINVAL, "get_props(NULL)");
-	CHECK(spyre_device_get_param(NULL, 0, NULL) == -EINVAL, "get_param(NULL)");
-	CHECK(spyre_device_fd(NULL) == -EINVAL, "fd(NULL)");
-	spyre_device_close(NULL);	/* a no-op, like free(NULL) */
-
-	CHECK(!strcmp(spyre_strerror(0), "success"), "strerror(0) = %s", spyre_strerror(0));
-	CHECK(!strcmp(spyre_strerror(-EINVAL), strerror(EINVAL)), "strerror(-EINVAL)");
-	/* Engine faults by name (SPYRE_FAULT_* of spyre_isa.h: 0, 6, 13, then unknown). */
-	CHECK(!strcmp(spyre_engine_fault_name(0), "no fault"), "%s", spyre_engine_fault_name(0));
-	CHECK(!strcmp(spyre_engine_fault_name(6), "scratchpad access out of range"), "%s",
-	      spyre_engine_fault_name(6));
-	CHECK(!strcmp(spyre_engine_fault_name(13), "no such slot"), "%s", spyre_engine_fault_name(13));
-	CHECK(!strcmp(spyre_engine_fault_name(14), "unknown engine fault"), "%s",
-	      spyre_engine_fault_name(14));
-	CHECK(!strcmp(spyre_engine_fault_name(UINT32_MAX), "unknown engine fault"), "UINT32_MAX");
-
-	CHECK(pthread_create(&t, NULL, other_thread, NULL) == 0, "pthread_create");
+	spyre_device_open(-1, NULL);	/* leaves a detail on this thread */
+	TAP_CHECK(pthread_create(&t, NULL, other_thread, NULL) == 0, "pthread_create");
 	pthread_join(t, NULL);
+}
 
-	if (failures)
-		return 1;
-	printf("api-errors-test: all checks passed (%d device%s present)\n", n, n == 1 ? "" : "s");
-	return 0;
+static const struct tap_case cases[] = {
+	{ "device_count", test_device_count },
+	{ "open_missing_device", test_open_missing_device },
+	{ "null_arguments", test_null_arguments },
+	{ "names", test_names },
+	{ "detail_per_thread", test_detail_per_thread },
+};
+
+int main(int argc, char **argv)
+{
+	n = spyre_device_count();
+	return TAP_RUN(cases, argc, argv);
 }

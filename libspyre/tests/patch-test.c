@@ -18,17 +18,7 @@
 #include "spyre_engine.h"
 #include "spyre_progbuild.h"
 #include "../src/internal.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do {							\
-		if (!(cond)) {							\
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);				\
-			fputc('\n', stderr);					\
-			failures++;						\
-		}								\
-	} while (0)
+#include "../../tests/tap.h"
 
 /* 4 cores x 6 DMA instructions over 3 slots with varying offsets. */
 static void *build(int abs, size_t *size)
@@ -82,84 +72,113 @@ static size_t effective(const void *img, const uint64_t *slots, uint64_t *out)
 	return n;
 }
 
-int main(void)
+static const uint64_t A[3] = { 0x100000, 0x200000, 0x300000 };
+static const uint64_t B[3] = { 0x100000, 0x5000000, 0x300000 };	/* only slot 1 moved */
+static void *abs_img, *slot_img;	/* the same program with absolute and slot-relative operands */
+static size_t sa, ss;
+static struct spyre_image im;		/* abs_img parsed */
+static void *mine, *incr;		/* abs_img patched with A; then re-patched with B */
+
+/* Parse: 3 slots, 24 relocations (every DMA of the absolute image). */
+static void test_parse(void)
 {
-	const uint64_t A[3] = { 0x100000, 0x200000, 0x300000 };
-	const uint64_t B[3] = { 0x100000, 0x5000000, 0x300000 };	/* only slot 1 moved */
-	struct spyre_image im;
-	uint64_t ea[64], es[64];
-	size_t sa, ss, na, ns, i;
-	void *abs_img, *slot_img, *golden, *mine, *incr;
-	uint8_t junk[256];
+	TAP_CHECK(spyre_image_parse(abs_img, sa, &im) == 0, "%s", spyre_last_error());
+	TAP_CHECK(im.num_syms == 3 && im.num_relocs == 24 && im.num_cores == 4,
+		  "syms %u relocs %u cores %u", im.num_syms, im.num_relocs, im.num_cores);
+	TAP_CHECK(!strcmp(im.syms[1].name, "b") && im.syms[1].size == 8192, "slot 1 is %s", im.syms[1].name);
+}
 
-	abs_img = build(1, &sa);
-	slot_img = build(0, &ss);
-	CHECK(abs_img && slot_img, "building images failed");
-	if (!abs_img || !slot_img)
-		return 1;
+/* Golden: byte-identical to the engine's relocation. */
+static void test_golden(void)
+{
+	void *golden = malloc(sa);
+	uint64_t v;
 
-	/* Parse: 3 slots, 24 relocations (every DMA of the absolute image). */
-	CHECK(spyre_image_parse(abs_img, sa, &im) == 0, "%s", spyre_last_error());
-	CHECK(im.num_syms == 3 && im.num_relocs == 24 && im.num_cores == 4,
-	      "syms %u relocs %u cores %u", im.num_syms, im.num_relocs, im.num_cores);
-	CHECK(!strcmp(im.syms[1].name, "b") && im.syms[1].size == 8192, "slot 1 is %s", im.syms[1].name);
-
-	/* Golden: byte-identical to the engine's relocation. */
-	golden = malloc(sa);
 	mine = malloc(sa);
 	memcpy(golden, abs_img, sa);
 	memcpy(mine, abs_img, sa);
-	CHECK(spyre_prog_relocate(golden, sa, A, 3) == 24, "engine relocation failed");
-	CHECK(spyre_patch_apply(mine, im.relocs, im.num_relocs, A, NULL) == 24, "patched count");
-	CHECK(!memcmp(golden, mine, sa), "patched image differs from the engine's");
+	TAP_CHECK(spyre_prog_relocate(golden, sa, A, 3) == 24, "engine relocation failed");
+	TAP_CHECK(spyre_patch_apply(mine, im.relocs, im.num_relocs, A, NULL) == 24, "patched count");
+	TAP_CHECK(!memcmp(golden, mine, sa), "patched image differs from the engine's");
 	/* A hand-checked site: core 0, pc 0 loads slot 0 at offset 0. */
-	CHECK(im.relocs[0].sym == 0 && im.relocs[0].addend == 0, "first relocation");
-	{
-		uint64_t v;
+	TAP_CHECK(im.relocs[0].sym == 0 && im.relocs[0].addend == 0, "first relocation");
+	memcpy(&v, (uint8_t *)mine + im.relocs[0].off, 8);
+	TAP_CHECK(v == 0x100000, "site 0 holds 0x%llx", (unsigned long long)v);
+	free(golden);
+}
 
-		memcpy(&v, (uint8_t *)mine + im.relocs[0].off, 8);
-		CHECK(v == 0x100000, "site 0 holds 0x%llx", (unsigned long long)v);
-	}
+/* Incremental re-patch equals patching from scratch; only slot 1 sites written. */
+static void test_incremental(void)
+{
+	void *golden = malloc(sa);
 
-	/* Incremental re-patch equals patching from scratch; only slot 1 sites written. */
 	incr = malloc(sa);
 	memcpy(incr, mine, sa);
-	CHECK(spyre_patch_apply(incr, im.relocs, im.num_relocs, B, A) == 8,
-	      "re-patch should write the 8 sites of slot 1");
+	TAP_CHECK(spyre_patch_apply(incr, im.relocs, im.num_relocs, B, A) == 8,
+		  "re-patch should write the 8 sites of slot 1");
 	memcpy(golden, abs_img, sa);
 	spyre_prog_relocate(golden, sa, B, 3);
-	CHECK(!memcmp(golden, incr, sa), "incremental patch differs");
-	CHECK(spyre_patch_apply(incr, im.relocs, im.num_relocs, B, B) == 0, "unchanged bindings write nothing");
+	TAP_CHECK(!memcmp(golden, incr, sa), "incremental patch differs");
+	TAP_CHECK(spyre_patch_apply(incr, im.relocs, im.num_relocs, B, B) == 0,
+		  "unchanged bindings write nothing");
+	free(golden);
+}
 
-	/* Both paths: identical effective addresses for the same bindings. */
+/* Both paths: identical effective addresses for the same bindings. */
+static void test_paths_agree(void)
+{
+	uint64_t ea[64], es[64];
+	size_t na, ns, i;
+
 	na = effective(incr, B, ea);
 	ns = effective(slot_img, B, es);
-	CHECK(na == 24 && ns == 24, "%zu / %zu DMA instructions", na, ns);
+	TAP_CHECK(na == 24 && ns == 24, "%zu / %zu DMA instructions", na, ns);
 	for (i = 0; i < na && i < ns; i++)
-		CHECK(ea[i] == es[i], "instruction %zu: patched 0x%llx, slot-relative 0x%llx", i,
-		      (unsigned long long)ea[i], (unsigned long long)es[i]);
+		TAP_CHECK(ea[i] == es[i], "instruction %zu: patched 0x%llx, slot-relative 0x%llx", i,
+			  (unsigned long long)ea[i], (unsigned long long)es[i]);
+}
 
-	/* Malformed containers. */
-	CHECK(spyre_image_parse(abs_img, sa - 8, &im) == -EINVAL, "truncated image accepted");
+static void test_malformed(void)
+{
+	const struct spyre_prog_hdr *h = abs_img;
+	struct spyre_prog_reloc *r;
+	struct spyre_image bad;
+	uint8_t junk[256];
+	void *img = malloc(sa);
+
+	TAP_CHECK(spyre_image_parse(abs_img, sa - 8, &bad) == -EINVAL, "truncated image accepted");
 	memset(junk, 0, sizeof(junk));
-	CHECK(spyre_image_parse(junk, sizeof(junk), &im) == -EINVAL, "zero image accepted");
-	memcpy(golden, abs_img, sa);
-	{
-		const struct spyre_prog_hdr *h = abs_img;
-		struct spyre_prog_reloc *r = (void *)((uint8_t *)golden + h->reloc_off);
+	TAP_CHECK(spyre_image_parse(junk, sizeof(junk), &bad) == -EINVAL, "zero image accepted");
+	memcpy(img, abs_img, sa);
+	r = (void *)((uint8_t *)img + h->reloc_off);
+	r[3].sym = 7;
+	TAP_CHECK(spyre_image_parse(img, sa, &bad) == -EINVAL, "relocation to slot 7 accepted");
+	TAP_CHECK(strstr(spyre_last_error(), "relocation 3") != NULL, "detail: %s", spyre_last_error());
+	free(img);
+}
 
-		r[3].sym = 7;
-		CHECK(spyre_image_parse(golden, sa, &im) == -EINVAL, "relocation to slot 7 accepted");
-		CHECK(strstr(spyre_last_error(), "relocation 3") != NULL, "detail: %s", spyre_last_error());
-	}
+static const struct tap_case cases[] = {
+	{ "parse", test_parse },
+	{ "golden", test_golden },
+	{ "incremental", test_incremental },
+	{ "paths_agree", test_paths_agree },
+	{ "malformed", test_malformed },
+};
 
-	free(golden);
+int main(int argc, char **argv)
+{
+	int ret;
+
+	abs_img = build(1, &sa);
+	slot_img = build(0, &ss);
+	if (!TAP_CHECK(abs_img && slot_img, "building images failed"))
+		tap_bail("no images to patch");
+	ret = TAP_RUN(cases, argc, argv);
 	free(mine);
 	free(incr);
 	free(abs_img);
 	free(slot_img);
-	if (failures)
-		return 1;
-	printf("patch-test: all checks passed\n");
-	return 0;
+	free(im.syms);
+	free(im.relocs);
+	return ret;
 }

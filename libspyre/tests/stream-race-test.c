@@ -22,8 +22,8 @@
  * stream) and launch a program whose earlier users are being destroyed.
  * Every call must succeed, no stale handle may reach the driver, and after
  * spyre_device_close() no queue, syncobj or buffer may be left.
- * Arguments name the parts to run (sync, internal, storm; default all).
- * Exit 0 pass, 1 fail.
+ * TAP (tests/tap.h); arguments name the cases to run (sync, internal, storm,
+ * close; default all).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,20 +42,10 @@
 #include "spyre_accel.h"
 #include "spyre_hw.h"
 #include "spyre_progbuild.h"
+#include "../../tests/tap.h"
 
 #define FAULT_VA	(127ull << 30)
 #define MAX_OBJS	(1 << 18)
-
-static int failures;
-
-#define CHECK(cond, ...) do {							\
-		if (!(cond)) {							\
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);				\
-			fputc('\n', stderr);					\
-			__atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);	\
-		}								\
-	} while (0)
 
 /* ---- the fake driver ------------------------------------------------------------ */
 
@@ -369,27 +359,26 @@ static void race_sync_destroy(void)
 	unsigned int queues_before;
 	pthread_t t;
 
-	CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
-	CHECK(!spyre_malloc(dev, 4096, &d), "%s", spyre_last_error());
-	CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &d), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
 	pthread_mutex_lock(&mk);
 	queues_before = queues.live;
 	pthread_mutex_unlock(&mk);
 
 	hold(true);
-	CHECK(!pthread_create(&t, NULL, held_device_synchronize, &a), "pthread_create");
+	TAP_CHECK(!pthread_create(&t, NULL, held_device_synchronize, &a), "pthread_create");
 	wait_held(1);			/* the walk waits for s */
-	CHECK(!spyre_stream_destroy(s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_destroy(s), "%s", spyre_last_error());
 	hold(false);			/* ... and goes on with s destroyed */
 	pthread_join(t, NULL);
-	CHECK(a.ret == 0, "spyre_device_synchronize() = %d (%s) racing spyre_stream_destroy()",
-	      a.ret, spyre_last_error());
+	TAP_CHECK(a.ret == 0, "spyre_device_synchronize() = %d (%s) racing spyre_stream_destroy()",
+		  a.ret, spyre_last_error());
 	pthread_mutex_lock(&mk);
-	CHECK(queues.live == queues_before - 1, "the destroyed stream's queue is %s",
-	      queues.live == queues_before ? "still alive" : "gone twice");
+	TAP_CHECK(queues.live == queues_before - 1, "the destroyed stream's queue is %s",
+		  queues.live == queues_before ? "still alive" : "gone twice");
 	pthread_mutex_unlock(&mk);
 	spyre_free(dev, d);
-	printf("ok - spyre_device_synchronize() holding a stream another thread destroys\n");
 }
 
 struct copy_arg {
@@ -412,25 +401,24 @@ static void race_internal_replaced(void)
 	pthread_t t;
 	int ret;
 
-	CHECK(!spyre_malloc(dev, 4096, &c.a) && !spyre_malloc(dev, 4096, &c.b), "%s",
-	      spyre_last_error());
-	CHECK(!spyre_memcpy(dev, c.b, c.a, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &c.a) && !spyre_malloc(dev, 4096, &c.b), "%s",
+		  spyre_last_error());
+	TAP_CHECK(!spyre_memcpy(dev, c.b, c.a, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
 	hold(true);
-	CHECK(!pthread_create(&t, NULL, held_memcpy, &c), "pthread_create");
+	TAP_CHECK(!pthread_create(&t, NULL, held_memcpy, &c), "pthread_create");
 	wait_held(1);			/* its copy waits on the internal stream */
 	ret = spyre_memcpy(dev, c.b, FAULT_VA, 4096, SPYRE_MEMCPY_D2D);
-	CHECK(ret == -EIO, "a faulting copy returned %d (%s)", ret, spyre_last_error());
-	CHECK(strstr(spyre_last_error(), "page fault at device address 0x1fc0000000 "
-		     "(read, copy source: no translation)") != NULL, "detail: %s", spyre_last_error());
+	TAP_CHECK(ret == -EIO, "a faulting copy returned %d (%s)", ret, spyre_last_error());
+	TAP_CHECK(strstr(spyre_last_error(), "page fault at device address 0x1fc0000000 "
+			 "(read, copy source: no translation)") != NULL, "detail: %s", spyre_last_error());
 	hold(false);
 	pthread_join(t, NULL);
 	/* The stream it shared failed under it: success or that failure, nothing else. */
-	CHECK(c.ret == 0 || c.ret == -EIO, "the held copy returned %d", c.ret);
+	TAP_CHECK(c.ret == 0 || c.ret == -EIO, "the held copy returned %d", c.ret);
 	ret = spyre_memcpy(dev, c.b, c.a, 4096, SPYRE_MEMCPY_D2D);
-	CHECK(ret == 0, "the next copy returned %d (%s)", ret, spyre_last_error());
+	TAP_CHECK(ret == 0, "the next copy returned %d (%s)", ret, spyre_last_error());
 	spyre_free(dev, c.a);
 	spyre_free(dev, c.b);
-	printf("ok - a synchronous copy holding the internal stream another thread's failure replaces\n");
 }
 
 /* ---- the storm ---- */
@@ -470,9 +458,10 @@ static void nop_cb(void *arg)
 	(void)arg;
 }
 
+/* A libspyre call succeeds; else its status and detail are printed. */
 #define STORM_CHECK(call) do {							\
 		int r_ = (call);						\
-		CHECK(r_ == 0, "%s = %d (%s)", #call, r_, spyre_last_error());	\
+		TAP_CHECK(r_ == 0, "%s = %d (%s)", #call, r_, spyre_last_error());	\
 	} while (0)
 
 static void *churner(void *arg)
@@ -556,75 +545,58 @@ static void storm(void)
 	int i;
 
 	img = relu_image(1, &size);
-	CHECK(img != NULL, "relu image");
+	TAP_CHECK(img != NULL, "relu image");
 	STORM_CHECK(spyre_program_load(dev, img, size, &shared_prog));
 	free(img);
 	STORM_CHECK(spyre_malloc(dev, 4096, &shared_slots[0]));
 	churners_left = CHURNERS;
 	for (i = 0; i < WALKERS; i++)
-		CHECK(!pthread_create(&w[i], NULL, walker, NULL), "pthread_create");
+		TAP_CHECK(!pthread_create(&w[i], NULL, walker, NULL), "pthread_create");
 	for (i = 0; i < CHURNERS; i++)
-		CHECK(!pthread_create(&c[i], NULL, churner, (void *)(uintptr_t)(i + 1)), "pthread_create");
+		TAP_CHECK(!pthread_create(&c[i], NULL, churner, (void *)(uintptr_t)(i + 1)), "pthread_create");
 	for (i = 0; i < CHURNERS; i++)
 		pthread_join(c[i], NULL);
 	for (i = 0; i < WALKERS; i++)
 		pthread_join(w[i], NULL);
 	STORM_CHECK(spyre_program_unload(shared_prog));
 	spyre_free(dev, shared_slots[0]);
-	printf("ok - %d threads x %d stream lifetimes against %d threads of device-wide calls\n",
-	       CHURNERS, ITERS, WALKERS);
+	tap_diag("%d threads x %d stream lifetimes against %d threads of device-wide calls",
+		 CHURNERS, ITERS, WALKERS);
 }
 
-/* Usage: stream-race-test [sync|internal|storm]... (default: all three) */
-static bool want(int argc, char **argv, const char *name)
+/* After spyre_device_close(): no stale handle reached the driver, nothing is left. */
+static void close_leaves_nothing(void)
 {
-	int i;
-
-	if (argc < 2)
-		return true;
-	for (i = 1; i < argc; i++)
-		if (!strcmp(argv[i], name))
-			return true;
-	return false;
+	spyre_device_close(dev);
+	dev = NULL;
+	pthread_mutex_lock(&mk);
+	TAP_CHECK(stale == 0, "%u calls named a handle that was no longer alive", stale);
+	TAP_CHECK(queues.live == 0 && syncobjs.live == 0 && bos.live == 0,
+		      "left behind after spyre_device_close(): %u queues, %u syncobjs, %u buffers",
+		      queues.live, syncobjs.live, bos.live);
+	tap_diag("%u queues, %u syncobjs, %u buffers created", queues.next, syncobjs.next, bos.next);
+	pthread_mutex_unlock(&mk);
 }
+
+static const struct tap_case cases[] = {
+	{ "sync", race_sync_destroy },
+	{ "internal", race_internal_replaced },
+	{ "storm", storm },
+	{ "close", close_leaves_nothing },
+};
 
 int main(int argc, char **argv)
 {
 	int ret;
 
-	setvbuf(stdout, NULL, _IONBF, 0);
 	memfd = memfd_create("fake-spyre", MFD_CLOEXEC);
-	if (memfd < 0) {
-		perror("memfd_create");
-		return 1;
-	}
+	if (memfd < 0)
+		tap_bail("memfd_create: %m");
 	snprintf(devnode, sizeof(devnode), "/proc/self/fd/%d", memfd);
 	ret = spyre_device_open(0, &dev);
-	if (ret) {
-		fprintf(stderr, "stream-race-test: opening the fake device failed: %s\n",
-			spyre_last_error());
-		return 1;
-	}
-
-	if (want(argc, argv, "sync"))
-		race_sync_destroy();
-	if (want(argc, argv, "internal"))
-		race_internal_replaced();
-	if (want(argc, argv, "storm"))
-		storm();
-
-	spyre_device_close(dev);
-	pthread_mutex_lock(&mk);
-	CHECK(stale == 0, "%u calls named a handle that was no longer alive", stale);
-	CHECK(queues.live == 0 && syncobjs.live == 0 && bos.live == 0,
-	      "left behind after spyre_device_close(): %u queues, %u syncobjs, %u buffers",
-	      queues.live, syncobjs.live, bos.live);
-	pthread_mutex_unlock(&mk);
-	if (failures) {
-		fprintf(stderr, "stream-race-test: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("stream-race-test: all checks passed (%u queues, %u syncobjs, %u buffers created)\n",
-	       queues.next, syncobjs.next, bos.next);
-	return 0;
+	if (ret)
+		tap_bail("opening the fake device failed: %s", spyre_last_error());
+	ret = TAP_RUN(cases, argc, argv);
+	spyre_device_close(dev);	/* when "close" did not run */
+	return ret;
 }
