@@ -4,23 +4,21 @@
 # <symbol>.3 (the group page itself or a one-line ".so man3/<group>.3" alias)
 # whose group page names it and shows its prototype exactly as spyre.h
 # declares it, spyre.7 refers to every group page, and every page renders
-# with groff (or man) without a single warning. Exit 0 pass, 1 fail, 77 skip
-# (no groff or man to render with).
+# with groff (or man) without a single warning. TAP, three points; the two
+# that render skip when there is no groff or man to render with.
 
 top=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
+. "$top/tests/tap.sh"
 map=$top/libspyre/libspyre.map
 hdr=$top/libspyre/include/spyre.h
 man=$top/libspyre/man
-name="man-pages-test"
 
+tap_plan 3
 for f in "$map" "$hdr" "$man/spyre.7"; do
-	if [ ! -f "$f" ]; then
-		echo "$name: FAIL: $f is missing"
-		exit 1
-	fi
+	[ -f "$f" ] || tap_bail "$f is missing"
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/man-pages-test.XXXXXX") || exit 1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/man-pages-test.XXXXXX") || tap_bail "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
 # Pages refer to each other as man3/<page>, relative to the current directory
 # (as under /usr/share/man): render them from a directory where man3 and man7
@@ -28,21 +26,14 @@ trap 'rm -rf "$tmp"' EXIT
 ln -s "$man" "$tmp/man3"
 ln -s "$man" "$tmp/man7"
 
-fails=0
-fail() {
-	echo "$name: FAIL: $*"
-	fails=$((fails + 1))
-}
-
 # ---- check 1: every exported symbol has a page, and its group page names it --
 
-before=$fails
 # The spyre_* symbols of the global section of the version script.
 awk '/global:/ { on = 1; next } /local:/ { on = 0 }
      on && $1 ~ /^spyre_[A-Za-z0-9_]*;$/ { sub(/;$/, "", $1); print $1 }' "$map" >"$tmp/symbols"
 nsym=$(wc -l <"$tmp/symbols")
 if [ "$nsym" -eq 0 ]; then
-	fail "check 1: no exported symbols found in $map"
+	tap_fail "no exported symbols found in $map"
 fi
 
 # The group page of a page: the target of its .so line, or the page itself.
@@ -63,22 +54,22 @@ groups=
 while read -r sym; do
 	page=$man/$sym.3
 	if [ ! -f "$page" ]; then
-		fail "check 1: $sym has no man page (libspyre/man/$sym.3)"
+		tap_fail "$sym has no man page (libspyre/man/$sym.3)"
 		continue
 	fi
 	group=$(group_of "$page")
 	if [ "$group" != "$page" ] && [ "$(wc -l <"$page")" -ne 1 ]; then
-		fail "check 1: alias page $sym.3 must hold only its .so line"
+		tap_fail "alias page $sym.3 must hold only its .so line"
 	fi
 	if [ ! -f "$group" ]; then
-		fail "check 1: $sym.3 refers to ${group#"$man"/}, which does not exist"
+		tap_fail "$sym.3 refers to ${group#"$man"/}, which does not exist"
 		continue
 	fi
 	if ! name_section "$group" | grep -qx "$sym"; then
-		fail "check 1: group page ${group#"$man"/} does not name $sym in its NAME section"
+		tap_fail "group page ${group#"$man"/} does not name $sym in its NAME section"
 	fi
 	if ! awk '/^\.SH/ { on = ($2 == "DESCRIPTION"); next } on' "$group" | grep -qw "$sym"; then
-		fail "check 1: group page ${group#"$man"/} does not describe $sym in its DESCRIPTION"
+		tap_fail "group page ${group#"$man"/} does not describe $sym in its DESCRIPTION"
 	fi
 	case " $groups " in
 	*" ${group##*/} "*) ;;
@@ -88,12 +79,10 @@ done <"$tmp/symbols"
 
 for g in $groups; do
 	if ! grep -q "^\.BR ${g%.3} (3)" "$man/spyre.7"; then
-		fail "check 1: spyre.7 does not refer to ${g%.3}(3)"
+		tap_fail "spyre.7 does not refer to ${g%.3}(3)"
 	fi
 done
-if [ "$fails" -eq "$before" ]; then
-	echo "ok - check 1: all $nsym exported symbols have a page, named and described by their group page"
-fi
+tap_point "check 1: all $nsym exported symbols have a page, named and described by their group page"
 
 # ---- pick a formatter -----------------------------------------------------------
 
@@ -108,17 +97,14 @@ for f in ${SPYRE_MAN_FORMATTER:-groff man}; do
 	[ -n "$fmt" ] && break
 done
 if [ -z "$fmt" ]; then
-	if [ "$fails" -ne 0 ]; then
-		echo "$name: $fails failure(s)"
-		exit 1
-	fi
-	echo "$name: SKIP: neither groff nor man can render pages (apt-get install groff-base)"
-	exit 77
+	why="neither groff nor man can render pages (apt-get install groff-base)"
+	tap_skip "check 2: every page renders without warnings" "$why"
+	tap_skip "check 3: the SYNOPSIS prototypes are those of spyre.h" "$why"
+	tap_done
 fi
 
 # ---- check 2: every page renders without a warning ---------------------------------
 
-before=$fails
 for page in "$man"/*.3 "$man"/*.7; do
 	rel=man3/${page##*/}
 	if [ "$fmt" = groff ]; then
@@ -128,13 +114,11 @@ for page in "$man"/*.3 "$man"/*.7; do
 	fi
 	rc=$?
 	if [ "$rc" -ne 0 ] || [ -s "$tmp/render.out" ]; then
-		fail "check 2: ${page##*/} does not render cleanly with $fmt (exit $rc):"
-		sed 's/^/    /' "$tmp/render.out"
+		tap_fail "${page##*/} does not render cleanly with $fmt (exit $rc):"
+		sed 's/^/#     /' "$tmp/render.out"
 	fi
 done
-if [ "$fails" -eq "$before" ]; then
-	echo "ok - check 2: every page renders with $fmt without warnings"
-fi
+tap_point "check 2: every page renders with $fmt without warnings"
 
 # ---- check 3: the SYNOPSIS prototypes are those of spyre.h ------------------------
 
@@ -188,7 +172,6 @@ render_text() {
 	fi
 }
 
-before=$fails
 checked=0
 for page in "$man"/*.3; do
 	[ "$(group_of "$page")" = "$page" ] || continue
@@ -199,11 +182,11 @@ for page in "$man"/*.3; do
 	while IFS='	' read -r fn proto; do
 		want=$(awk -F '\t' -v f="$fn" '$1 == f { print $2 }' "$tmp/header.protos")
 		if [ -z "$want" ]; then
-			fail "check 3: ${page##*/} shows $fn(), which spyre.h does not declare"
+			tap_fail "${page##*/} shows $fn(), which spyre.h does not declare"
 		elif [ "$want" != "$proto" ]; then
-			fail "check 3: ${page##*/}: the prototype of $fn() differs from spyre.h:"
-			echo "    page:    $proto"
-			echo "    spyre.h: $want"
+			tap_fail "${page##*/}: the prototype of $fn() differs from spyre.h:"
+			tap_diag "    page:    $proto"
+			tap_diag "    spyre.h: $want"
 		fi
 		checked=$((checked + 1))
 	done <"$tmp/page.protos"
@@ -213,16 +196,8 @@ while read -r sym; do
 	[ -f "$group" ] || continue
 	if ! render_text "man3/${group##*/}" |
 		awk '/^[A-Z]/ { on = ($0 == "SYNOPSIS"); next } on' | grep -q "[ *]$sym("; then
-		fail "check 3: the SYNOPSIS of ${group##*/} lacks a prototype of $sym()"
+		tap_fail "the SYNOPSIS of ${group##*/} lacks a prototype of $sym()"
 	fi
 done <"$tmp/symbols"
-if [ "$fails" -eq "$before" ]; then
-	echo "ok - check 3: $checked SYNOPSIS prototypes match spyre.h"
-fi
-
-if [ "$fails" -ne 0 ]; then
-	echo "$name: $fails failure(s)"
-	exit 1
-fi
-echo "$name: all checks passed"
-exit 0
+tap_point "check 3: the SYNOPSIS prototypes are those of spyre.h ($checked checked)"
+tap_done

@@ -7,92 +7,61 @@
 # card, binding is missing); spyre-as and spyre-objdump take programs with 17,
 # 64 and 256 symbols (the container's limit; counts read from the text and the
 # image size every array) and refuse a 257th symbol and a too-long name with a
-# message. Exit 0 pass, 1 fail.
+# message. TAP, the plan last (tests/tap.sh).
 
 top=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 bin=${SPYRE_BIN:-$top/build/bin}
-name="tools-cli-test"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cli-test.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-fails=0 n=0
+tap_out=$tmp/out
+. "$top/tests/tap.sh"
 
 for t in spyre-run spyre-smi spyre-as spyre-objdump; do
-	if [ ! -x "$bin/$t" ]; then
-		echo "$name: FAIL: $bin/$t is not built"
-		exit 1
-	fi
+	[ -x "$bin/$t" ] || tap_bail "$bin/$t is not built"
 done
-
-# expect description exit-status message-regex command...: the command exits
-# with exactly that status and its output (stdout and stderr) matches.
-expect() {
-	n=$((n + 1))
-	desc=$1 want=$2 msg=$3; shift 3
-	"$@" >"$out" 2>&1
-	rc=$?
-	if [ "$rc" -eq "$want" ] && grep -qE -- "$msg" "$out"; then
-		echo "ok $n - $desc"
-	else
-		echo "not ok $n - $desc: exit status $rc (want $want), output (want /$msg/):"
-		sed 's/^/#   /' "$out"
-		fails=$((fails + 1))
-	fi
-}
-check() { # description, command...
-	n=$((n + 1))
-	desc=$1; shift
-	if "$@" >"$out" 2>&1; then
-		echo "ok $n - $desc"
-	else
-		echo "not ok $n - $desc"
-		sed 's/^/#   /' "$out"
-		fails=$((fails + 1))
-	fi
-}
 
 # ---- spyre-run ---------------------------------------------------------------
 run=$bin/spyre-run
-expect "spyre-run: a stray argument" 2 "unexpected argument 'extra'" "$run" -e relu extra
-expect "spyre-run: an unknown activation, with the valid ones" 2 \
+tap_expect "spyre-run: a stray argument" 2 "unexpected argument 'extra'" "$run" -e relu extra
+tap_expect "spyre-run: an unknown activation, with the valid ones" 2 \
 	"--act: unknown activation 'tanh' \(valid: gelu, silu\)" "$run" -a tanh
-expect "spyre-run: an unknown example" 2 "--example: unknown example 'nope' \(valid: mlp, relu\)" \
+tap_expect "spyre-run: an unknown example" 2 "--example: unknown example 'nope' \(valid: mlp, relu\)" \
 	"$run" -e nope
-expect "spyre-run: an unknown launch path" 2 \
+tap_expect "spyre-run: an unknown launch path" 2 \
 	"--path: unknown launch path 'slow' \(valid: patch, fast, both\)" "$run" -P slow
-expect "spyre-run: -d -1" 2 "--device: '-1' is not a number from 0 to" "$run" -d -1
-expect "spyre-run: -d abc" 2 "--device: 'abc' is not a number from 0 to" "$run" -d abc
-expect "spyre-run: -n 0" 2 "--iters: '0' is not a number from 1 to 1000000" "$run" -n 0
-expect "spyre-run: -n 5x" 2 "--iters: '5x' is not a number" "$run" -n 5x
-expect "spyre-run: -c 33" 2 "--cores: '33' is not a number from 1 to 32" "$run" -c 33
-expect "spyre-run: rows not a multiple of cores" 2 "--rows 256 is not a multiple of --cores 7" \
+tap_expect "spyre-run: -d -1" 2 "--device: '-1' is not a number from 0 to" "$run" -d -1
+tap_expect "spyre-run: -d abc" 2 "--device: 'abc' is not a number from 0 to" "$run" -d abc
+tap_expect "spyre-run: -n 0" 2 "--iters: '0' is not a number from 1 to 1000000" "$run" -n 0
+tap_expect "spyre-run: -n 5x" 2 "--iters: '5x' is not a number" "$run" -n 5x
+tap_expect "spyre-run: -c 33" 2 "--cores: '33' is not a number from 1 to 32" "$run" -c 33
+tap_expect "spyre-run: rows not a multiple of cores" 2 "--rows 256 is not a multiple of --cores 7" \
 	"$run" -c 7
-expect "spyre-run: -o without NAME=" 2 "--output: want NAME=FILE, not 'y.bin'" "$run" -o y.bin
-expect "spyre-run: -i with an empty name" 2 "--input: want NAME=FILE, not '=x.bin'" "$run" -i =x.bin
-expect "spyre-run: an unknown option" 2 "usage: spyre-run" "$run" --bogus
-expect "spyre-run: --help documents the exit status" 0 "exit status: 0 every run passed its check" "$run" --help
+tap_expect "spyre-run: -o without NAME=" 2 "--output: want NAME=FILE, not 'y.bin'" "$run" -o y.bin
+tap_expect "spyre-run: -i with an empty name" 2 "--input: want NAME=FILE, not '=x.bin'" "$run" -i =x.bin
+tap_expect "spyre-run: an unknown option" 2 "usage: spyre-run" "$run" --bogus
+tap_expect "spyre-run: --help documents the exit status" 0 "exit status: 0 every run passed its check" "$run" --help
 
 # ---- spyre-smi ---------------------------------------------------------------
 smi=$bin/spyre-smi
-expect "spyre-smi: -d -1" 2 "-d: '-1' is not a device index" "$smi" -d -1
-expect "spyre-smi: -d abc" 2 "-d: 'abc' is not a device index" "$smi" -d abc
-expect "spyre-smi: -d 1x" 2 "-d: '1x' is not a device index" "$smi" -d 1x
-expect "spyre-smi: -d 99999999999" 2 "-d: '99999999999' is not a device index" "$smi" -d 99999999999
-expect "spyre-smi: a stray argument" 2 "unexpected argument 'extra'" "$smi" extra
-expect "spyre-smi: an unknown option" 2 "usage: spyre-smi" "$smi" -x
-expect "spyre-smi: -h documents the exit status" 0 "exit status: 0 devices listed, 1 no spyre device" \
+tap_expect "spyre-smi: -d -1" 2 "-d: '-1' is not a device index" "$smi" -d -1
+tap_expect "spyre-smi: -d abc" 2 "-d: 'abc' is not a device index" "$smi" -d abc
+tap_expect "spyre-smi: -d 1x" 2 "-d: '1x' is not a device index" "$smi" -d 1x
+tap_expect "spyre-smi: -d 99999999999" 2 "-d: '99999999999' is not a device index" "$smi" -d 99999999999
+tap_expect "spyre-smi: a stray argument" 2 "unexpected argument 'extra'" "$smi" extra
+tap_expect "spyre-smi: an unknown option" 2 "usage: spyre-smi" "$smi" -x
+tap_expect "spyre-smi: -h documents the exit status" 0 "exit status: 0 devices listed, 1 no spyre device" \
 	"$smi" -h
 if [ "$("$smi" -q 2>/dev/null)" = 0 ]; then
-	expect "spyre-smi without a card: exit 1, no device found" 1 "^spyre-smi: no spyre device found:$" \
+	tap_expect "spyre-smi without a card: exit 1, no device found" 1 "^spyre-smi: no spyre device found:$" \
 		"$smi"
-	cp "$out" "$tmp/smi.out"
-	check "spyre-smi without a card: and why (driver, card or binding)" grep -qE \
+	cp "$tap_out" "$tmp/smi.out"
+	tap_check "spyre-smi without a card: and why (driver, card or binding)" grep -qE \
 		"^  (the spyre driver is not loaded|no spyre card \(PCI 1234:5350\)|spyre card .* is)" \
 		"$tmp/smi.out"
-	expect "spyre-smi -q without a card: 0, exit 1" 1 "^0$" "$smi" -q
-	expect "spyre-run without a card: exit 1" 1 "open: no spyre device 0 \(0 present\)" "$run" -e relu
+	tap_expect "spyre-smi -q without a card: 0, exit 1" 1 "^0$" "$smi" -q
+	tap_expect "spyre-run without a card: exit 1" 1 "open: no spyre device 0 \(0 present\)" "$run" -e relu
 else
-	echo "ok - spyre-smi and spyre-run without a card # SKIP this host has a spyre device"
+	tap_skip "spyre-smi and spyre-run without a card" "this host has a spyre device"
 fi
 
 # ---- spyre-as, spyre-objdump: symbol counts from the text and the image ----------
@@ -123,18 +92,13 @@ roundtrip() { # N
 		cmp "$tmp/p$1.bin" "$tmp/q$1.bin"
 }
 for k in 17 64 256; do
-	check "spyre-as/spyre-objdump: $k symbols, valid, round trip exact" roundtrip $k
+	tap_check "spyre-as/spyre-objdump: $k symbols, valid, round trip exact" roundtrip $k
 done
 gen 257 >"$tmp/p257.s"
-expect "spyre-as: a 257th symbol is refused" 1 "line 257: too many symbols \(a program has at most 256\)" \
+tap_expect "spyre-as: a 257th symbol is refused" 1 "line 257: too many symbols \(a program has at most 256\)" \
 	"$bin/spyre-as" "$tmp/p257.s" -o "$tmp/p257.bin"
 printf '.sym abcdefghijabcdefghijabcdefghijab fp32 size=128\n' >"$tmp/long.s"
-expect "spyre-as: a 32-character symbol name is refused" 1 "line 1: symbol name longer than 31 characters" \
+tap_expect "spyre-as: a 32-character symbol name is refused" 1 "line 1: symbol name longer than 31 characters" \
 	"$bin/spyre-as" "$tmp/long.s" -o "$tmp/long.bin"
 
-echo "1..$n"
-if [ "$fails" -ne 0 ]; then
-	echo "$name: $fails of $n failed"
-	exit 1
-fi
-echo "$name: all $n checks passed"
+tap_done
