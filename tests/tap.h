@@ -42,8 +42,7 @@
  * tap_skip_all() exits 77 with the plan "1..0 # SKIP reason"; tap_bail()
  * exits 1 after "Bail out! reason".
  *
- * State is per file: checks belong in the file that calls TAP_RUN. Other
- * files may call tap_diag(), tap_skip_all() and tap_bail().
+ * Checks may be in any file of the program: the state is shared.
  */
 #ifndef SPYRE_TAP_H
 #define SPYRE_TAP_H
@@ -58,12 +57,14 @@ struct tap_case {
 	void (*fn)(void);
 };
 
-static struct {
+/* One per program: every file that includes this header shares it (weak). */
+struct tap_state {
 	int started;			/* "TAP version 13" printed */
 	unsigned int checks, failed;	/* checks run and failed, all cases */
 	unsigned int case_failed;	/* checks failed in the running case */
 	char skip[256];			/* the running case's skip reason */
-} tap_state __attribute__((unused));
+};
+__attribute__((weak)) struct tap_state tap_state;
 
 #define TAP_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
@@ -90,36 +91,13 @@ static inline TAP_PRINTF(2, 3) void tap_line_(const char *prefix, const char *fm
 }
 
 /* A diagnostic line: "# ...". */
-static inline TAP_PRINTF(1, 2) void tap_diag(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	tap_vline_("# ", fmt, ap);
-	va_end(ap);
-}
+#define tap_diag(...) tap_line_("# ", __VA_ARGS__)
 
 /* Nothing of the test can run here: "1..0 # SKIP reason", exit 77. */
-static inline TAP_PRINTF(1, 2) __attribute__((noreturn)) void tap_skip_all(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	tap_vline_("1..0 # SKIP ", fmt, ap);
-	va_end(ap);
-	exit(77);
-}
+#define tap_skip_all(...) (tap_line_("1..0 # SKIP ", __VA_ARGS__), exit(77))
 
 /* The test cannot go on (its set-up failed): "Bail out! reason", exit 1. */
-static inline TAP_PRINTF(1, 2) __attribute__((noreturn)) void tap_bail(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	tap_vline_("Bail out! ", fmt, ap);
-	va_end(ap);
-	exit(1);
-}
+#define tap_bail(...) (tap_line_("Bail out! ", __VA_ARGS__), exit(1))
 
 /* In a case: report it skipped with @fmt as the reason (return after it). */
 static inline TAP_PRINTF(1, 2) void tap_skip(const char *fmt, ...)
