@@ -59,5 +59,5 @@ SPYRE_EXPORT const char *spyre_engine_fault_name(uint32_t cause)
 	_Static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_FAULT_COUNT,
 		       "a name for every engine fault of spyre_isa.h");
 
-	return cause < SPYRE_FAULT_COUNT ? names[cause] : "unknown engine fault";
+	return SPYRE_NAME_OF(names, cause, "unknown engine fault");
 }

@@ -150,6 +150,10 @@ struct spyre_stream {
 /* Record a detail for spyre_last_error() and return @status. */
 int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The name of code @i in the table @names, or @unknown past its end or in a gap. */
+#define SPYRE_NAME_OF(names, i, unknown)						\
+	((i) < sizeof(names) / sizeof((names)[0]) && (names)[i] ? (names)[i] : (unknown))
+
 /* patch.c: the program container and relocation patching (host-tested). */
 struct spyre_reloc_site {
 	uint32_t off;		/* byte offset of the 8-byte operand in the image */

@@ -49,7 +49,7 @@ static const char *hw_error_name(uint32_t e)
 	static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_ERR_COUNT,
 		      "a name for every SPYRE_ERR_* of spyre_hw.h");
 
-	return e < SPYRE_ERR_COUNT && names[e] ? names[e] : "unknown";
+	return SPYRE_NAME_OF(names, e, "unknown");
 }
 
 /* What the device MMU says of a fault (SPYRE_Q_FAULT_INFO of spyre_hw.h). */
@@ -66,7 +66,7 @@ static const char *fault_source_name(uint32_t src)
 		[SPYRE_SOURCE_PROGRAM] = "program",
 	};
 
-	return src < sizeof(names) / sizeof(names[0]) && names[src] ? names[src] : "unknown source";
+	return SPYRE_NAME_OF(names, src, "unknown source");
 }
 
 static const char *mmu_fault_name(uint32_t cause)
@@ -81,8 +81,7 @@ static const char *mmu_fault_name(uint32_t cause)
 		[SPYRE_FAULT_DMA] = "host memory access failed",
 	};
 
-	return cause < sizeof(names) / sizeof(names[0]) && names[cause] ? names[cause] :
-	       "unknown cause";
+	return SPYRE_NAME_OF(names, cause, "unknown cause");
 }
 
 /* Poison the stream if the driver recorded a new failure on its queue. */
