@@ -124,6 +124,21 @@ void sdev_stop(struct sdev *d)
 	qtest_quit(&d->qt);
 }
 
+int sdev_run(struct sdev *d, const char *props, unsigned ram_mb, void (*setup)(void),
+	     const struct tap_case *cases, size_t n, int argc, char **argv)
+{
+	int ret;
+
+	qtest_require_qemu();
+	if (sdev_start(d, props, ram_mb))
+		tap_bail("QEMU with -device spyre%s%s did not start", *props ? "," : "", props);
+	if (setup)
+		setup();
+	ret = tap_run(cases, n, argc, argv);
+	sdev_stop(d);
+	return ret;
+}
+
 void sdev_queue_init(struct sdev *d, unsigned q, uint32_t size, unsigned prio)
 {
 	struct sdev_queue *sq = &d->q[q];

@@ -13,6 +13,7 @@
 
 #include "qtest-client.h"
 #include "spyre_hw.h"
+#include "../../tests/tap.h"
 
 #define SDEV_PCI_DEV	4
 #define SDEV_BAR0	0xe0000000ull
@@ -39,6 +40,15 @@ struct sdev {
 /* Start QEMU with "-m ram_mb -device spyre,PROPS" and bring the device up. */
 int sdev_start(struct sdev *d, const char *props, unsigned ram_mb);
 void sdev_stop(struct sdev *d);
+/*
+ * The main() of a device test: skip without QEMU, start @d as sdev_start()
+ * does (Bail out! if it does not start), call @setup if not NULL, run the
+ * cases (tests/tap.h), stop QEMU. Returns the exit status.
+ */
+int sdev_run(struct sdev *d, const char *props, unsigned ram_mb, void (*setup)(void),
+	     const struct tap_case *cases, size_t n, int argc, char **argv);
+#define SDEV_RUN(d, props, ram_mb, setup, cases, argc, argv) \
+	sdev_run(d, props, ram_mb, setup, cases, sizeof(cases) / sizeof((cases)[0]), argc, argv)
 /* Map BARs, enable bus mastering, route MSI-X to a mailbox (again after FLR). */
 void sdev_pci_setup(struct sdev *d);
 

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
-#include "../../tests/tap.h"
 
 static struct sdev D;
 
@@ -269,12 +268,5 @@ static const struct tap_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	int ret;
-
-	qtest_require_qemu();
-	if (sdev_start(&D, "queues=8", 128))
-		tap_bail("QEMU with a spyre device did not start");
-	ret = TAP_RUN(cases, argc, argv);
-	sdev_stop(&D);
-	return ret;
+	return SDEV_RUN(&D, "queues=8", 128, NULL, cases, argc, argv);
 }

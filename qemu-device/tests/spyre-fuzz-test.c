@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
-#include "../../tests/tap.h"
 
 #define NQ	4
 #define RING	256
@@ -190,23 +189,11 @@ static const struct tap_case cases[] = {
 	{ "usable_after", test_usable_after },
 };
 
-int main(int argc, char **argv)
+/* Host memory for the packets' addresses, 64 pages mapped in context 0, the queues. */
+static void setup(void)
 {
-	uint64_t seed = 0x5eed5bad;
-	const char *e;
 	unsigned q, i;
-	int ret;
 
-	qtest_require_qemu();
-	if ((e = getenv("SPYRE_FUZZ_SEED")))
-		seed = strtoull(e, NULL, 0);
-	if ((e = getenv("SPYRE_FUZZ_PACKETS")))
-		total = strtoull(e, NULL, 0);
-	rng = seed ? seed : 1;
-	tap_diag("seed 0x%llx, %llu packets", (unsigned long long)seed, (unsigned long long)total);
-
-	if (sdev_start(&D, "queues=8", 256))
-		tap_bail("QEMU with a spyre device did not start");
 	host_buf = sdev_alloc(&D, 2u << 20, 4096);
 	sdev_mmu_init(&D, 2);
 	for (i = 0; i < 64; i++)
@@ -214,7 +201,18 @@ int main(int argc, char **argv)
 			 (rnd() & 7) | (i % 2 ? 0 : SPYRE_PTE_DEVMEM));
 	for (q = 0; q < NQ; q++)
 		sdev_queue_init(&D, q, RING, q % 4);
-	ret = TAP_RUN(cases, argc, argv);
-	sdev_stop(&D);
-	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed = 0x5eed5bad;
+	const char *e;
+
+	if ((e = getenv("SPYRE_FUZZ_SEED")))
+		seed = strtoull(e, NULL, 0);
+	if ((e = getenv("SPYRE_FUZZ_PACKETS")))
+		total = strtoull(e, NULL, 0);
+	rng = seed ? seed : 1;
+	tap_diag("seed 0x%llx, %llu packets", (unsigned long long)seed, (unsigned long long)total);
+	return SDEV_RUN(&D, "queues=8", 256, setup, cases, argc, argv);
 }

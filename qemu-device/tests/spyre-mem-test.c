@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
-#include "../../tests/tap.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
@@ -91,12 +90,5 @@ static const struct tap_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	int ret;
-
-	qtest_require_qemu();
-	if (sdev_start(&D, "mem-size=128G", 64))
-		tap_bail("QEMU with a spyre device did not start");
-	ret = TAP_RUN(cases, argc, argv);
-	sdev_stop(&D);
-	return ret;
+	return SDEV_RUN(&D, "mem-size=128G", 64, NULL, cases, argc, argv);
 }

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "spyre-dev.h"
-#include "../../tests/tap.h"
 
 #define MiB (1ull << 20)
 #define RW (SPYRE_PTE_READ | SPYRE_PTE_WRITE)
@@ -164,18 +163,16 @@ static const struct tap_case cases[] = {
 	{ "isolation_and_invalidate", test_isolation_and_invalidate },
 };
 
-int main(int argc, char **argv)
+/* Two contexts, three queues. */
+static void setup(void)
 {
-	int ret;
-
-	qtest_require_qemu();
-	if (sdev_start(&D, "", 128))
-		tap_bail("QEMU with a spyre device did not start");
 	sdev_mmu_init(&D, 2);
 	sdev_queue_init(&D, 0, 16, 0);
 	sdev_queue_init(&D, 1, 16, 0);
 	sdev_queue_init(&D, 2, 16, 0);
-	ret = TAP_RUN(cases, argc, argv);
-	sdev_stop(&D);
-	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	return SDEV_RUN(&D, "", 128, setup, cases, argc, argv);
 }

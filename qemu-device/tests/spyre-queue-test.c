@@ -14,7 +14,6 @@
 
 #include "spyre-dev.h"
 #include "spyre_progbuild.h"
-#include "../../tests/tap.h"
 
 #define MiB (1ull << 20)
 
@@ -469,12 +468,5 @@ static const struct tap_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	int ret;
-
-	qtest_require_qemu();
-	if (sdev_start(&D, "mem-size=2G", 256))
-		tap_bail("QEMU with a spyre device did not start");
-	ret = TAP_RUN(cases, argc, argv);
-	sdev_stop(&D);
-	return ret;
+	return SDEV_RUN(&D, "mem-size=2G", 256, NULL, cases, argc, argv);
 }

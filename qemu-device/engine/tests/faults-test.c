@@ -14,7 +14,6 @@
 
 #include "flatmem.h"
 #include "spyre_progbuild.h"
-#include "../../../tests/tap.h"
 
 static struct spyre_engine *E;
 static struct flatmem M;
@@ -318,20 +317,21 @@ static const struct tap_case cases[] = {
 	{ "usable_after_faults", test_usable_after_faults },
 };
 
+static void setup(void)
+{
+	buf = flatmem_alloc(&M, 4096);
+	M.next = 8192;	/* programs go after buf */
+}
+
 int main(int argc, char **argv)
 {
 	struct spyre_engine_config cfg;
-	int ret;
+	struct flatmem_test t = {
+		.engine = &E, .config = &cfg, .mem = &M, .base = 0x200000000ull, .size = 8u << 20,
+		.setup = setup,
+	};
 
 	spyre_engine_config_default(&cfg);
 	cfg.insn_budget = 10000;
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x200000000ull, 8u << 20))
-		tap_bail("cannot create the engine or its memory");
-	buf = flatmem_alloc(&M, 4096);
-	M.next = 8192;	/* programs go after buf */
-	ret = TAP_RUN(cases, argc, argv);
-	spyre_engine_free(E);
-	flatmem_fini(&M);
-	return ret;
+	return FLATMEM_TEST_MAIN(&t, cases, argc, argv);
 }

@@ -58,6 +58,25 @@ void flatmem_fini(struct flatmem *m)
 	m->buf = NULL;
 }
 
+int flatmem_test_main(const struct flatmem_test *t, const struct tap_case *cases, size_t n,
+		      int argc, char **argv)
+{
+	struct spyre_engine_config def;
+	int ret;
+
+	spyre_engine_config_default(&def);
+	*t->engine = spyre_engine_new(t->config ? t->config : &def);
+	if (!*t->engine || flatmem_init(t->mem, t->base, t->size))
+		tap_bail("cannot create the engine or its %llu bytes of memory",
+			 (unsigned long long)t->size);
+	if (t->setup)
+		t->setup();
+	ret = tap_run(cases, n, argc, argv);
+	spyre_engine_free(*t->engine);
+	flatmem_fini(t->mem);
+	return ret;
+}
+
 uint64_t flatmem_alloc(struct flatmem *m, uint64_t len)
 {
 	uint64_t off = (m->next + 127) / 128 * 128;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "spyre_engine.h"
+#include "../../../tests/tap.h"
 
 #define FLATMEM_FAULT	1	/* the code the callbacks return for an unmapped VA */
 
@@ -38,5 +39,24 @@ void *flatmem_ptr(struct flatmem *m, uint64_t va);
 int flatmem_run(struct flatmem *m, struct spyre_engine *e, const void *image, size_t size,
 		const uint64_t *slots, uint32_t num_slots, const uint64_t *scalars,
 		uint32_t num_scalars, uint32_t core_mask, struct spyre_launch_result *res);
+
+/* What an engine test's main() sets up before its cases: flatmem_test_main(). */
+struct flatmem_test {
+	struct spyre_engine **engine;	/* made from @config, the defaults if NULL */
+	const struct spyre_engine_config *config;
+	struct flatmem *mem;		/* @size bytes at VA @base */
+	uint64_t base, size;
+	void (*setup)(void);		/* once both are made, or NULL */
+};
+
+/*
+ * The main() of an engine test: the engine and memory of @t (Bail out! if
+ * either cannot be made), its setup, the cases (tests/tap.h), then both are
+ * freed. Returns the exit status.
+ */
+int flatmem_test_main(const struct flatmem_test *t, const struct tap_case *cases, size_t n,
+		      int argc, char **argv);
+#define FLATMEM_TEST_MAIN(t, cases, argc, argv) \
+	flatmem_test_main(t, cases, sizeof(cases) / sizeof((cases)[0]), argc, argv)
 
 #endif /* FLATMEM_H */

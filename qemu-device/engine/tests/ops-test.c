@@ -17,7 +17,6 @@
 #include "flatmem.h"
 #include "spyre_numerics.h"
 #include "spyre_progbuild.h"
-#include "../../../tests/tap.h"
 
 #define SPB	(256u << 10)	/* scratchpad bytes the tests shuttle in and out */
 #define SENT	0xa5
@@ -615,15 +614,9 @@ static const struct tap_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	struct spyre_engine_config cfg;
-	int ret;
+	static const struct flatmem_test t = {
+		.engine = &E, .mem = &M, .base = 0x100000000ull, .size = 16u << 20,
+	};
 
-	spyre_engine_config_default(&cfg);
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x100000000ull, 16u << 20))
-		tap_bail("cannot create the engine or its memory");
-	ret = TAP_RUN(cases, argc, argv);
-	spyre_engine_free(E);
-	flatmem_fini(&M);
-	return ret;
+	return FLATMEM_TEST_MAIN(&t, cases, argc, argv);
 }

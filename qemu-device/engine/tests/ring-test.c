@@ -12,7 +12,6 @@
 
 #include "flatmem.h"
 #include "spyre_progbuild.h"
-#include "../../../tests/tap.h"
 
 #define N 32
 
@@ -214,15 +213,9 @@ static const struct tap_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	struct spyre_engine_config cfg;
-	int ret;
+	static const struct flatmem_test t = {
+		.engine = &E, .mem = &M, .base = 0x300000000ull, .size = 64u << 20,
+	};
 
-	spyre_engine_config_default(&cfg);
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x300000000ull, 64u << 20))
-		tap_bail("cannot create the engine or its memory");
-	ret = TAP_RUN(cases, argc, argv);
-	spyre_engine_free(E);
-	flatmem_fini(&M);
-	return ret;
+	return FLATMEM_TEST_MAIN(&t, cases, argc, argv);
 }

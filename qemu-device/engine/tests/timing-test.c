@@ -14,7 +14,6 @@
 
 #include "flatmem.h"
 #include "spyre_progbuild.h"
-#include "../../../tests/tap.h"
 
 static struct spyre_engine_config cfg;
 static struct spyre_engine *E;
@@ -251,17 +250,18 @@ static const struct tap_case cases[] = {
 	{ "determinism", test_determinism },
 };
 
+static void setup(void)
+{
+	buf = flatmem_alloc(&M, 4u << 20);
+}
+
 int main(int argc, char **argv)
 {
-	int ret;
+	static const struct flatmem_test t = {
+		.engine = &E, .config = &cfg, .mem = &M, .base = 0x400000000ull, .size = 16u << 20,
+		.setup = setup,
+	};
 
 	spyre_engine_config_default(&cfg);
-	E = spyre_engine_new(&cfg);
-	if (!E || flatmem_init(&M, 0x400000000ull, 16u << 20))
-		tap_bail("cannot create the engine or its memory");
-	buf = flatmem_alloc(&M, 4u << 20);
-	ret = TAP_RUN(cases, argc, argv);
-	spyre_engine_free(E);
-	flatmem_fini(&M);
-	return ret;
+	return FLATMEM_TEST_MAIN(&t, cases, argc, argv);
 }
