@@ -10,6 +10,10 @@ export SPYRE_CACHE
 KVER_PINNED := $(or $(SPYRE_KVER),$(KVER))
 KVER := $(or $(shell head -n 1 '$(SPYRE_CACHE)/kver.$(KVER_PINNED)' 2>/dev/null),$(KVER_PINNED))
 KDIR ?= /lib/modules/$(KVER)/build
+# The debug kernel's build tree (tools/setup/setup.sh debug-kernel) and the
+# directory its spyre.ko is built in, apart from the release build's driver/*.o.
+DEBUG_KBUILD := $(SPYRE_CACHE)/linux-debug/build
+DBG_MOD := build/dbg-module
 KSRC := $(SPYRE_CACHE)/linux-$(KVER)
 KSELFTEST := $(KSRC)/tools/testing/selftests
 QEMU_BIN := $(SPYRE_CACHE)/qemu/build/qemu-system-x86_64
@@ -41,15 +45,18 @@ QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/t
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test
 
-.PHONY: all setup module lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
+.PHONY: all setup debug-kernel module module-debug lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
 
-all: module lib tools selftests host-tests
+# module-debug only where the debug kernel is built (`make check` builds both).
+all: module lib tools selftests host-tests $(if $(wildcard $(DEBUG_KBUILD)/.spyre-key),module-debug)
 
 help:
 	@echo "make demo        set up if needed, build, boot a VM with a spyre card, run spyre-smi"
 	@echo "make check       set up if needed, build, run host and VM tests"
 	@echo "make setup       install packages, Linux $(KVER), QEMU with the device (idempotent)"
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
+	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
+	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
 	@echo "make bench       benchmarks: device COPY bandwidth vs memcpy"
 	@echo "make lint        checkpatch --strict, sparse (C=1) and W=1 on the driver"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
@@ -57,12 +64,25 @@ help:
 setup:
 	tools/setup/setup.sh all
 
+debug-kernel:
+	tools/setup/setup.sh debug-kernel
+
 # ---- the compute engine (plain C; its own rules) --------------------------------
 include qemu-device/engine/engine.mk
 
 # ---- kernel module -------------------------------------------------------
 module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 modules
+
+# The same sources, built the normal way against the debug kernel's tree, in a
+# copy (content-synced) so the two builds never share objects. With -g, so a
+# report's spyre_x+0x12/0x40 resolves to a line:
+#   $(SPYRE_CACHE)/linux-debug/src/scripts/faddr2line $(DBG_MOD)/driver/spyre.ko spyre_x+0x12/0x40
+module-debug:
+	@test -f '$(DEBUG_KBUILD)/.spyre-key' || \
+		{ echo "no debug kernel in $(DEBUG_KBUILD): run 'make debug-kernel'" >&2; exit 1; }
+	tools/setup/sync-module-src $(DBG_MOD)
+	$(MAKE) -C $(DEBUG_KBUILD) M=$(CURDIR)/$(DBG_MOD) W=1 KCFLAGS=-g modules
 
 # ---- libspyre --------------------------------------------------------------
 lib: $(B)/lib/libspyre.so $(B)/lib/libspyre.a $(B)/lib/pkgconfig/libspyre.pc
@@ -227,12 +247,14 @@ demo:
 	tools/demo
 
 check:
-	tools/setup/setup.sh all
-	$(MAKE) all
+	tools/setup/setup.sh all debug-kernel
+	$(MAKE) all module-debug
 	tools/check
 
+# make vm-shell VM_KERNEL=debug: the same on the debug kernel.
+VM_KERNEL ?= release
 vm-shell: all
-	tools/vm/run --shell
+	tools/vm/run --kernel $(VM_KERNEL) --shell
 
 lint:
 	tools/lint

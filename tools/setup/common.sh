@@ -28,8 +28,17 @@ spyre_kver_paths() {
 spyre_kver_paths
 QEMU_CACHE=$SPYRE_CACHE/qemu
 QEMU_BIN=$QEMU_CACHE/build/qemu-system-x86_64
-# Debian's linux-source-6.12 .deb, downloaded once.
+# Debian's linux-source-6.12 .deb, downloaded once for the extracted files above
+# and the debug kernel.
 DEB_CACHE=$SPYRE_CACHE/debs
+# The debug kernel (docs/debug-kernel.md): source tree, build tree (O=), and
+# the module built for it out of the clone's build/ directory.
+DEBUG_KCACHE=$SPYRE_CACHE/linux-debug
+DEBUG_KSRC=$DEBUG_KCACHE/src
+DEBUG_KBUILD=$DEBUG_KCACHE/build
+DEBUG_BZIMAGE=$DEBUG_KBUILD/arch/x86/boot/bzImage
+DEBUG_KCONFIG=$SPYRE_TOP/tools/setup/debug-kernel.config
+DEBUG_KO=$SPYRE_TOP/build/dbg-module/driver/spyre.ko
 
 log()  { printf '[spyre] %s\n' "$*" >&2; }
 die()  { printf '[spyre] error: %s\n' "$*" >&2; exit 1; }

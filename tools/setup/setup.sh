@@ -4,8 +4,10 @@
 # linux-source-6.12, and builds QEMU 7.2 (Debian's source package) with the
 # spyre device wired in. Idempotent: each step checks before it acts, and the
 # QEMU build is incremental (only device files whose content changed rebuild).
+# The debug kernel (step debug-kernel, docs/debug-kernel.md) is built from the
+# same linux-source-6.12 with tools/setup/debug-kernel.config.
 #
-# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|all]...
+# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|debug-kernel|all]...
 #   all           packages kver kernel ksrc qemu (what `make demo` needs)
 #   kver          resolve the kernel ABI: the pinned KVER, or the newest 6.12 ABI
 #                 the archive offers when Debian dropped it (SPYRE_KVER overrides the pin)
@@ -21,6 +23,7 @@ PACKAGES=(
 	dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev flex bison
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
 	libopenblas-dev clang libclang-rt-14-dev
+	bc libelf-dev
 )
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "set-up needs root (apt-get, /var/cache): run as root"; }
@@ -285,6 +288,104 @@ step_qemu() {
 	log "qemu: $QEMU_BIN has the spyre device"
 }
 
+# ---- the debug kernel (docs/debug-kernel.md) ---------------------------------------
+# Symbols the debug kernel builds in that have no Kconfig prompt (only drivers
+# select them): file:symbol. add_kconfig_prompts gives each one a prompt in the
+# cached source tree; nothing else in Debian's tree is changed.
+DEBUG_KCONFIG_PROMPTS="drivers/gpu/Kconfig:GPU_BUDDY drivers/gpu/drm/Kconfig:DRM_BUDDY
+drivers/gpu/drm/Kconfig:DRM_SCHED drivers/gpu/drm/Kconfig:DRM_GEM_SHMEM_HELPER
+drivers/gpu/drm/Kconfig:DRM_EXEC drivers/gpu/drm/Kconfig:DRM_GPUVM"
+
+# Rewrite the bare "bool"/"tristate" line of "config SYM" as one with a prompt.
+# Idempotent: a file is rewritten only when that changes it (so Kconfig's
+# mtime, and with it the build, stay put on a second run); then every symbol
+# must have a prompt.
+add_kconfig_prompts() {
+	local src=$1 e f sym
+	for e in $DEBUG_KCONFIG_PROMPTS; do
+		f=$src/${e%%:*} sym=${e##*:}
+		[ -f "$f" ] || die "debug kernel: $f missing in the source tree"
+		awk -v sym="$sym" '
+			/^(menu)?config / { on = ($2 == sym) }
+			/^(choice|endchoice|menu|endmenu|if|endif|source|comment)([ \t]|$)/ { on = 0 }
+			on && /^[ \t]*(bool|tristate)[ \t]*$/ {
+				sub(/[ \t]*$/, "")
+				$0 = $0 " \"" sym " (prompt added by spyre'"'"'s debug-kernel set-up)\""
+			}
+			{ print }' "$f" >"$f.spyre-tmp"
+		if cmp -s "$f" "$f.spyre-tmp"; then rm -f "$f.spyre-tmp"; else mv "$f.spyre-tmp" "$f"; fi
+		awk -v sym="$sym" '
+			/^(menu)?config / { on = ($2 == sym) }
+			/^(choice|endchoice|menu|endmenu|if|endif|source|comment)([ \t]|$)/ { on = 0 }
+			on && /^[ \t]*(bool|tristate)[ \t]+"/ { ok = 1 }
+			END { exit !ok }' "$f" || die "debug kernel: could not give $sym a prompt in $f"
+	done
+}
+
+# Every line of the fragment must be in the final .config: "CONFIG_X=v" exactly,
+# "# CONFIG_X is not set" as not =y/=m/=v. Dies naming the ones that are not.
+check_debug_config() {
+	local frag=$1 cfg=$2 line sym have missing=()
+	while IFS= read -r line; do
+		case "$line" in
+		CONFIG_*=*)
+			grep -qxF -- "$line" "$cfg" && continue
+			sym=${line%%=*}
+			have=$(grep -E "^$sym=|^# $sym is not set" "$cfg" || echo "absent (unmet dependency)")
+			missing+=("$line  -- got: $have") ;;
+		"# CONFIG_"*" is not set")
+			sym=${line#\# }; sym=${sym%% *}
+			have=$(grep -E "^$sym=" "$cfg" || true)
+			[ -z "$have" ] || missing+=("$line  -- got: $have") ;;
+		esac
+	done <"$frag"
+	if [ ${#missing[@]} -gt 0 ]; then
+		printf '[spyre]   %s\n' "${missing[@]}" >&2
+		die "debug kernel: ${#missing[@]} option(s) of $frag did not make it into $cfg (see above)"
+	fi
+}
+
+step_debug_kernel() {
+	local ver key deb tmp start=$SECONDS
+	ver=$(kernel_deb_version)
+	key="linux-source-6.12 $ver; config $( { cat "$DEBUG_KCONFIG"; echo "$DEBUG_KCONFIG_PROMPTS"; } |
+		sha256sum | cut -c1-16)"
+	if [ -f "$DEBUG_BZIMAGE" ] && [ "$(cat "$DEBUG_KBUILD/.spyre-key" 2>/dev/null)" = "$key" ]; then
+		log "debug kernel: cached in $DEBUG_KBUILD ($key)"
+		return
+	fi
+	need_root
+	mkdir -p "$DEBUG_KCACHE"
+	# The source tree: one per Debian version (a new version replaces it and
+	# the build tree).
+	if [ "$(cat "$DEBUG_KSRC/.spyre-source" 2>/dev/null)" != "$ver" ]; then
+		deb=$(linux_source_deb "$ver")
+		rm -rf "$DEBUG_KSRC" "$DEBUG_KBUILD" "$DEBUG_KCACHE/src.tmp"
+		tmp=$DEBUG_KCACHE/src.tmp
+		mkdir -p "$tmp"
+		run_logged "debug kernel: extract linux-source-6.12 $ver" "$DEBUG_KCACHE/extract.log" bash -c "
+			set -euo pipefail
+			dpkg-deb --fsys-tarfile '$deb' | tar -xO --wildcards '*/linux-source-6.12.tar.xz' |
+				tar -xJ -C '$tmp' --strip-components=1"
+		echo "$ver" >"$tmp/.spyre-source"
+		mv "$tmp" "$DEBUG_KSRC"
+	fi
+	add_kconfig_prompts "$DEBUG_KSRC"
+	# The build tree (O=): a changed fragment re-merges the config and rebuilds
+	# what it affects; the key is written only after a successful build.
+	mkdir -p "$DEBUG_KBUILD"
+	rm -f "$DEBUG_KBUILD/.spyre-key"
+	run_logged "debug kernel: config (allnoconfig + $(basename "$DEBUG_KCONFIG"))" "$DEBUG_KCACHE/config.log" \
+		bash -c "cd '$DEBUG_KSRC' && scripts/kconfig/merge_config.sh -n -O '$DEBUG_KBUILD' '$DEBUG_KCONFIG' &&
+			make -s O='$DEBUG_KBUILD' olddefconfig"
+	check_debug_config "$DEBUG_KCONFIG" "$DEBUG_KBUILD/.config"
+	run_logged "debug kernel: build with -j$(nproc) (cold: 15-30 min on 2 cores)" "$DEBUG_KCACHE/build.log" \
+		make -C "$DEBUG_KSRC" O="$DEBUG_KBUILD" -j"$(nproc)" all
+	[ -f "$DEBUG_BZIMAGE" ] || die "debug kernel: no $DEBUG_BZIMAGE after the build"
+	echo "$key" >"$DEBUG_KBUILD/.spyre-key"
+	log "debug kernel: $(cat "$DEBUG_KBUILD/include/config/kernel.release") in $DEBUG_KBUILD ($((SECONDS - start)) s)"
+}
+
 main() {
 	local steps=() s
 	dry_run=0
@@ -308,8 +409,9 @@ main() {
 		kernel) step_kver; step_kernel ;;
 		ksrc) step_kver; step_ksrc ;;
 		qemu) step_qemu ;;
+		debug-kernel) step_kver; step_debug_kernel ;;
 		all) step_packages; step_kver; step_kernel; step_ksrc; step_qemu ;;
-		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|all)" ;;
+		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|debug-kernel|all)" ;;
 		esac
 	done
 }
