@@ -62,7 +62,7 @@ void spyre_uq_fail(struct spyre_uqueue *uq, u64 seq, u32 error)
 	spyre_uq_record(uq, &rec);
 }
 
-void spyre_fault_log(struct spyre_device *sdev, struct spyre_job *job, u32 hwq, u32 error,
+void spyre_fault_log(struct spyre_device *sdev, u32 ctx, u64 seq, u32 hwq, u32 error,
 		     u64 addr, u32 info)
 {
 	unsigned long flags;
@@ -70,22 +70,64 @@ void spyre_fault_log(struct spyre_device *sdev, struct spyre_job *job, u32 hwq, 
 
 	spin_lock_irqsave(&sdev->fault_log_lock, flags);
 	i = sdev->fault_log_next++ % SPYRE_FAULT_LOG;
-	sdev->fault_log[i].ctx = job ? job->ctx->id : 0;
+	sdev->fault_log[i].ctx = ctx;
 	sdev->fault_log[i].hwq = hwq;
 	sdev->fault_log[i].error = error;
 	sdev->fault_log[i].fault_info = info;
-	sdev->fault_log[i].seq = job ? job->user_seq : 0;
+	sdev->fault_log[i].seq = seq;
 	sdev->fault_log[i].addr = addr;
 	spin_unlock_irqrestore(&sdev->fault_log_lock, flags);
+}
+
+/* What the error handler needs of the failed job, copied under q->lock. */
+struct spyre_failed_job {
+	struct dma_fence *fence;	/* referenced */
+	struct spyre_uqueue *uq;	/* referenced */
+	u64 seq;
+	u32 ctx;
+	u32 npackets;
+	u32 nwaits;
+	u32 ring_end;
+};
+
+/*
+ * Take the job whose ring range holds @head off the in-flight list. Once its
+ * fence signals, the scheduler may free it at any moment, so everything the
+ * handler uses afterwards is copied here, with references, under q->lock.
+ */
+static bool spyre_take_failed_job(struct spyre_hwq *q, u32 head, struct spyre_failed_job *out)
+{
+	struct spyre_job *job;
+	unsigned long flags;
+	bool found = false;
+
+	spin_lock_irqsave(&q->lock, flags);
+	list_for_each_entry(job, &q->inflight, link) {
+		if ((s32)(head - job->ring_start) >= 0 && (s32)(head - job->ring_end) < 0) {
+			list_del_init(&job->link);
+			out->fence = dma_fence_get(job->hw_fence);
+			kref_get(&job->uq->ref);
+			out->uq = job->uq;
+			out->seq = job->user_seq;
+			out->ctx = job->ctx->id;
+			out->npackets = job->npackets;
+			out->nwaits = job->nwaits;
+			out->ring_end = job->ring_end;
+			found = true;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+	return found;
 }
 
 /* A queue stopped on a packet error: fail that job only and restart after it. */
 static void spyre_hwq_handle_error(struct spyre_hwq *q)
 {
 	struct spyre_device *sdev = q->sdev;
-	struct spyre_job *job = NULL, *j;
 	u32 base = SPYRE_QREG(q->idx, 0), error, info, head, pkt, core, pc;
-	unsigned long flags;
+	struct spyre_failed_job job = { };
+	bool found;
 	u64 seq, addr;
 
 	/* Completed jobs before the failed one get their fences first. */
@@ -101,42 +143,33 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 	core = spyre_hw_reg_read(sdev, SPYRE_QENG(q->idx, SPYRE_QE_CORE));
 	pc = spyre_hw_reg_read(sdev, SPYRE_QENG(q->idx, SPYRE_QE_PC));
 
-	spin_lock_irqsave(&q->lock, flags);
-	list_for_each_entry(j, &q->inflight, link) {
-		/* The job whose ring range holds HEAD failed. */
-		if ((s32)(head - j->ring_start) >= 0 && (s32)(head - j->ring_end) < 0) {
-			job = j;
-			break;
-		}
-	}
-	if (job)
-		list_del_init(&job->link);
-	spin_unlock_irqrestore(&q->lock, flags);
-
+	found = spyre_take_failed_job(q, head, &job);
 	pkt = seq & 0xffff;
-	if (job && pkt == SPYRE_SEQ_LAST)
-		pkt = job->npackets - 1;
-	else if (job && pkt >= job->nwaits)
-		pkt -= job->nwaits;
+	if (found && pkt == SPYRE_SEQ_LAST)
+		pkt = job.npackets - 1;
+	else if (found && pkt >= job.nwaits)
+		pkt -= job.nwaits;
 	atomic_inc(&sdev->faults);
-	spyre_fault_log(sdev, job, q->idx, error, addr, info);
-	if (job) {
+	spyre_fault_log(sdev, job.ctx, job.seq, q->idx, error, addr, info);
+	if (found) {
 		struct spyre_fault_record rec = {
-			.seq = job->user_seq, .error = DRM_SPYRE_ERROR_FAULT, .hw_error = error,
+			.seq = job.seq, .error = DRM_SPYRE_ERROR_FAULT, .hw_error = error,
 			.addr = addr, .info = info, .packet = pkt, .core = core, .pc = pc,
 		};
 
 		/* Record first: whoever the fence wakes reads the error at once. */
-		spyre_uq_record(job->uq, &rec);
-		dma_fence_set_error(job->hw_fence, -EIO);
-		dma_fence_signal(job->hw_fence);
+		spyre_uq_record(job.uq, &rec);
+		dma_fence_set_error(job.fence, -EIO);
+		dma_fence_signal(job.fence);
+		dma_fence_put(job.fence);
+		spyre_uqueue_put(job.uq);
 	}
 	drm_dbg(&sdev->drm, "hwq %u: job %llu packet %u failed: error %u addr 0x%llx info 0x%x\n",
-		q->idx, job ? job->user_seq : 0, pkt, error, addr, info);
+		q->idx, job.seq, pkt, error, addr, info);
 
 	/* Restart after the failed job (or the failed packet if none owns it). */
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL, q->prio << SPYRE_QCTRL_PRIO_SHIFT);
-	spyre_hw_reg_write(sdev, base + SPYRE_Q_HEAD, job ? job->ring_end : head + 1);
+	spyre_hw_reg_write(sdev, base + SPYRE_Q_HEAD, found ? job.ring_end : head + 1);
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_CTRL,
 			   SPYRE_QCTRL_ENABLE | q->prio << SPYRE_QCTRL_PRIO_SHIFT);
 }

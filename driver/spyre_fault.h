@@ -9,7 +9,6 @@
 #include <linux/types.h>
 
 struct spyre_device;
-struct spyre_job;
 struct spyre_uqueue;
 
 /**
@@ -37,7 +36,7 @@ struct spyre_fault_record {
 int spyre_fault_init(struct spyre_device *sdev);
 void spyre_uq_record(struct spyre_uqueue *uq, const struct spyre_fault_record *rec);
 void spyre_uq_fail(struct spyre_uqueue *uq, u64 seq, u32 error);
-void spyre_fault_log(struct spyre_device *sdev, struct spyre_job *job, u32 hwq, u32 error,
+void spyre_fault_log(struct spyre_device *sdev, u32 ctx, u64 seq, u32 hwq, u32 error,
 		     u64 addr, u32 info);
 
 #endif /* __SPYRE_FAULT_H__ */

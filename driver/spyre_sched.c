@@ -259,7 +259,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	/* The job that hung fails; the context is banned after repeated hangs. */
 	job->guilty = true;
 	spyre_uq_fail(job->uq, job->user_seq, DRM_SPYRE_ERROR_TIMEOUT);
-	spyre_fault_log(sdev, job, q->idx, 0, 0, 0);
+	spyre_fault_log(sdev, job->ctx->id, job->user_seq, q->idx, 0, 0, 0);
 	if (atomic_inc_return(&job->ctx->hangs) >= SPYRE_BAN_HANGS)
 		WRITE_ONCE(job->ctx->banned, true);
 	drm_dbg(&sdev->drm, "hwq %u: job %llu of context %u timed out; queue reset\n",
@@ -341,9 +341,12 @@ int spyre_sched_init(struct spyre_device *sdev)
 	if (ret)
 		return ret;
 
-	/* Freed with the DRM device: schedulers outlive an unplugged card. */
-	sdev->hwq = drmm_kcalloc(&sdev->drm, sdev->caps.queues - 1, sizeof(*sdev->hwq),
-				 GFP_KERNEL);
+	/*
+	 * Freed by spyre_sched_fini() when the DRM device goes (schedulers
+	 * outlive an unplugged card). Not drmm: managed memory allocated after
+	 * the release action was added would be freed before it runs.
+	 */
+	sdev->hwq = kcalloc(sdev->caps.queues - 1, sizeof(*sdev->hwq), GFP_KERNEL);
 	if (!sdev->hwq)
 		return -ENOMEM;
 	for (i = 0; i < sdev->caps.queues - 1; i++) {
@@ -405,4 +408,7 @@ void spyre_sched_fini(struct spyre_device *sdev)
 		}
 		drm_sched_fini(sched);
 	}
+	kfree(sdev->hwq);
+	sdev->hwq = NULL;
+	sdev->nr_hwq = 0;
 }
