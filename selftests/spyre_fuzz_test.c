@@ -989,7 +989,7 @@ static void fz_bo_create(struct fz *z, struct fz_file *f)
 	b->mmap_offset = c.mmap_offset;
 	if (c.flags & DRM_SPYRE_BO_HOST)
 		f->host_bytes += b->size;
-	if (c.mmap_offset && ((c.flags & DRM_SPYRE_BO_HOST) || rn(z, 2))) {
+	if (c.mmap_offset && ((c.flags & DRM_SPYRE_BO_HOST) || (rn(z, 2) && !z->failslab))) {
 		b->map = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd,
 			      c.mmap_offset);
 		fz_record(z->st, OP_MMAP, b->map == MAP_FAILED ? errno : 0);
@@ -1954,7 +1954,9 @@ static void fz_mmap(struct fz *z, struct fz_file *f)
 	len = b && rn(z, 2) ? b->size : 4096 * (1 + rn(z, 16));
 	if (b && rn(z, 8) == 0)
 		off += 4096;
-	if (z->nfds && rn(z, 6) == 0) {		/* a dma-buf or sync file we got back */
+	if (z->failslab && (!b || !(b->flags & DRM_SPYRE_BO_HOST)))
+		return;	/* device BOs: see the failslab_storm test */
+	if (z->nfds && rn(z, 6) == 0 && !z->failslab) {	/* a dma-buf or sync file we got back */
 		fd = z->fds[rn(z, z->nfds)];
 		off = 0;
 	}
@@ -2514,14 +2516,62 @@ TEST_F_TIMEOUT(fuzz, races, 180)
 	fz_check_after(_metadata, &self->start, self->st);
 }
 
+/*
+ * [start, end) of the kernel function @name, from /proc/kallsyms: its
+ * address and the next higher symbol's. 0 when not found.
+ */
+static int kernel_func_range(const char *name, unsigned long *start, unsigned long *end)
+{
+	FILE *f = fopen("/proc/kallsyms", "re");
+	unsigned long addr, next = ~0ul;
+	char line[512], sym[256], type;
+
+	*start = 0;
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) != 3)
+			continue;
+		if (!strcmp(sym, name))
+			*start = addr;
+	}
+	if (*start) {
+		rewind(f);
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "%lx %c %255s", &addr, &type, sym) == 3 &&
+			    addr > *start && addr < next)
+				next = addr;
+	}
+	fclose(f);
+	*end = next;
+	return *start && next != ~0ul ? 0 : -ENOENT;
+}
+
 static const char *const failslab_attrs[] = {
 	"probability", "interval", "times", "space", "verbose", "task-filter", "ignore-gfp-wait",
+	"reject-start", "reject-end",
 };
 
+#define FAILSLAB_ATTRS	(sizeof(failslab_attrs) / sizeof(failslab_attrs[0]))
+
+/*
+ * The storm again, shorter, with 5 % of the slab allocations of the fuzzing
+ * processes failing (GFP_KERNEL ones too), then the same checks. Not the
+ * allocations of the buddy allocator (gpu_buddy_alloc_blocks on the stack):
+ * in Linux 6.12 its error path after a failed split_block() frees a block
+ * still in its free tree (alloc_from_freetree(), err_undo), which ends in
+ * "kernel BUG at drivers/gpu/buddy.c:775" at a later allocation; that is a
+ * core bug, not spyre's, and would stop the run at once. And no mmap of
+ * device BOs: when a page-table allocation fails in io_remap_pfn_range()
+ * (ptlocks come from a slab cache with lockdep), its error path warns in
+ * untrack_pfn() (arch/x86/mm/pat/memtype.c:983) -- reported, not yet fixed.
+ */
 TEST_F_TIMEOUT(fuzz, failslab_storm, 240)
 {
-	static const char *const set[] = { "0", "1", "-1", "0", "0", "Y", "N" };
-	char saved[7][32], path[128];
+	static const char *const set[FAILSLAB_ATTRS] = { "0", "1", "-1", "0", "0", "Y", "N",
+							 NULL, NULL };
+	char saved[FAILSLAB_ATTRS][32], path[128], val[32];
+	unsigned long rs = 0, re = 0;
 	struct fz_cfg cfg = self->cfg;
 	unsigned int i;
 	int ret;
@@ -2531,18 +2581,27 @@ TEST_F_TIMEOUT(fuzz, failslab_storm, 240)
 		     "(or no CONFIG_FAULT_INJECTION_DEBUG_FS)");
 	if (access("/proc/self/make-it-fail", F_OK))
 		SKIP(return, "no /proc/self/make-it-fail: no task filter for failslab");
-	for (i = 0; i < 7; i++) {
+	if (access("/sys/kernel/debug/failslab/reject-start", F_OK))
+		SKIP(return, "no failslab reject-start: the kernel has no "
+		     "CONFIG_FAULT_INJECTION_STACKTRACE_FILTER to spare the buddy allocator");
+	ASSERT_EQ(0, kernel_func_range("gpu_buddy_alloc_blocks", &rs, &re))
+		TH_LOG("gpu_buddy_alloc_blocks not in /proc/kallsyms");
+	for (i = 0; i < FAILSLAB_ATTRS; i++) {
 		snprintf(path, sizeof(path), "/sys/kernel/debug/failslab/%s", failslab_attrs[i]);
 		ASSERT_EQ(0, read_text(path, saved[i], sizeof(saved[i])));
+		if (!set[i])
+			snprintf(val, sizeof(val), "%#lx", i == FAILSLAB_ATTRS - 2 ? rs : re);
 		/* probability last: only our fuzzing processes (make-it-fail) see failures */
-		ASSERT_EQ(0, write_text(path, set[i])) TH_LOG("%s", path);
+		ASSERT_EQ(0, write_text(path, set[i] ?: val)) TH_LOG("%s", path);
 	}
 	ASSERT_EQ(0, write_text("/sys/kernel/debug/failslab/probability", "5"));
+	fz_msg("failslab: 5%% of slab allocations fail in the fuzzing processes, but not in "
+	       "gpu_buddy_alloc_blocks [%#lx, %#lx)", rs, re);
 	cfg.failslab = true;
 	cfg.iters = cfg.iters / 3 + 1;
 	cfg.hang_budget = 0;
 	ret = fz_storm("failslab", &cfg, self->st, FZ_PROCS, self->seconds / 2 + 1);
-	for (i = 0; i < 7; i++) {
+	for (i = 0; i < FAILSLAB_ATTRS; i++) {
 		snprintf(path, sizeof(path), "/sys/kernel/debug/failslab/%s", failslab_attrs[i]);
 		write_text(path, saved[i]);
 	}
