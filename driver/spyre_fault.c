@@ -85,6 +85,7 @@ struct spyre_failed_job {
 	struct spyre_uqueue *uq;	/* referenced */
 	u64 seq;
 	u32 ctx;
+	u64 hw_seqno;
 	u32 npackets;
 	u32 nwaits;
 	u32 ring_end;
@@ -113,12 +114,31 @@ static bool spyre_take_failed_job(struct spyre_hwq *q, u32 head, struct spyre_fa
 			out->npackets = job->npackets;
 			out->nwaits = job->nwaits;
 			out->ring_end = job->ring_end;
+			out->hw_seqno = job->hw_fence->seqno;
 			found = true;
 			break;
 		}
 	}
 	spin_unlock_irqrestore(&q->lock, flags);
 	return found;
+}
+
+/*
+ * The device never writes a failed job's completion value: the queue
+ * restarts after it. Device-side WAITs of other queues on that value (a
+ * consumer of the failed job, spyre_sched.c) would block until the next job
+ * of this queue completes, or time out and be blamed for a hang. The queue
+ * is stopped, so write the value for the device; it only grows.
+ */
+static void spyre_hwq_complete_failed(struct spyre_hwq *q, u64 hw_seqno)
+{
+	u64 done = hw_seqno << 16 | SPYRE_SEQ_LAST;
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (le64_to_cpu(READ_ONCE(*q->compl)) < done)
+		WRITE_ONCE(*q->compl, cpu_to_le64(done));
+	spin_unlock_irqrestore(&q->lock, flags);
 }
 
 /* A queue stopped on a packet error: fail that job only and restart after it. */
@@ -160,6 +180,7 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 		/* Record first: whoever the fence wakes reads the error at once. */
 		spyre_uq_record(job.uq, &rec);
 		dma_fence_set_error(job.fence, -EIO);
+		spyre_hwq_complete_failed(q, job.hw_seqno);
 		dma_fence_signal(job.fence);
 		dma_fence_put(job.fence);
 		spyre_uqueue_put(job.uq);

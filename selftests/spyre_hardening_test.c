@@ -597,4 +597,57 @@ TEST(debugfs_memory_prints_the_buddy_state_into_the_file)
 	EXPECT_NE(NULL, strstr(buf, "host memory pinned: ")) TH_LOG("%s", buf);
 }
 
+/*
+ * A producer on one queue faults; a consumer on another queue waits for it
+ * on the device. The failed job's completion value was never written, so
+ * the consumer's WAIT blocked until the 2 s timeout: the queue was reset
+ * and the innocent consumer blamed (three rounds banned its context).
+ */
+TEST(consumer_of_a_failed_producer_is_not_blamed)
+{
+	const uint64_t size = 16 * MiB;
+	char pci[64];
+	long resets0;
+	int fd, round;
+	uint32_t q1, q2, s1, s2;
+	struct sbo h, d, t;
+
+	if (card_pci(0, pci, sizeof(pci)))
+		SKIP(return, "no spyre device");
+	fd = spyre_open(0);
+	ASSERT_LE(0, fd);
+	resets0 = read_sysfs_long("/sys/bus/pci/devices/%s/resets", pci);
+	ASSERT_EQ(0, squeue_create(fd, DRM_SPYRE_PRIO_NORMAL, &q1));
+	ASSERT_EQ(0, squeue_create(fd, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, sbo_create(fd, size, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, sbo_create(fd, size, 0, &d));
+	ASSERT_EQ(0, sbo_create(fd, 4096, DRM_SPYRE_BO_HOST, &t));
+	ASSERT_EQ(0, ssyncobj_create(fd, &s1));
+	ASSERT_EQ(0, ssyncobj_create(fd, &s2));
+
+	for (round = 0; round < 3; round++) {
+		uint8_t pp[2][SPYRE_PKT_SIZE], pc[SPYRE_PKT_SIZE];
+		struct drm_spyre_sync dep = { .handle = s1 };
+		struct ssubmit prod = { .queue = q1, .packets = pp, .count = 2, .out = s1 };
+		struct ssubmit cons = { .queue = q2, .packets = pc, .count = 1,
+					.in = &dep, .nin = 1, .out = s2 };
+		struct drm_spyre_queue_error e;
+
+		spyre_prep_copy_va(pp[0], h.va, d.va, size);
+		/* Unmapped (the top of the VA space): this packet faults. */
+		spyre_prep_copy_va(pp[1], SPYRE_MMU_VA_SIZE - 8 * 4096, d.va, 4096);
+		spyre_prep_timestamp(pc, SPYRE_AS_VIRT, t.va);
+		ASSERT_EQ(0, ssubmit(fd, &prod));
+		ASSERT_EQ(0, ssubmit(fd, &cons));
+		ASSERT_EQ(0, ssyncobj_wait(fd, s2, 0, 10000));
+		ASSERT_EQ(0, squeue_error(fd, q1, &e));
+		EXPECT_EQ(round + 1, e.error_count);
+		EXPECT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+		ASSERT_EQ(0, squeue_error(fd, q2, &e));
+		EXPECT_EQ(0, e.error_count) TH_LOG("round %d: consumer error %u", round, e.error);
+	}
+	EXPECT_EQ(resets0, read_sysfs_long("/sys/bus/pci/devices/%s/resets", pci));
+	close(fd);
+}
+
 TEST_HARNESS_MAIN
