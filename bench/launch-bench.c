@@ -59,7 +59,7 @@ static void *build(int abs, size_t bytes, unsigned nslots, size_t *size)
 	}
 	for (s = 0; s < nslots; s++) {
 		if (abs)
-			spyre_pb_dma_abs(pb, 0, SPYRE_OPC_LOAD, 0, s, 0, 1, 128, 0, 0);
+			spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_LOAD, 0, s, 0, 1, 128, 0, 0);
 		else
 			spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(s, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	}
@@ -67,7 +67,7 @@ static void *build(int abs, size_t bytes, unsigned nslots, size_t *size)
 		unsigned core = 1 + (unsigned)(i % 31);
 
 		if (abs)
-			spyre_pb_dma_abs(pb, core, SPYRE_OPC_LOAD, 0, (unsigned)(i % nslots), 0, 1, 128, 0, 0);
+			spyre_pb_dma_abs(pb, core, SPYRE_ISA_OP_LOAD, 0, (unsigned)(i % nslots), 0, 1, 128, 0, 0);
 		else
 			spyre_pb_load(pb, core, 0, SPYRE_SLOT_ADDR(i % nslots, 0), 1, 128, 0, 0,
 				      SPYRE_IF_SLOT);

@@ -45,4 +45,6 @@ static inline struct spyre_job *to_spyre_job(struct drm_sched_job *j)
 	return container_of(j, struct spyre_job, base);
 }
 
+void spyre_job_release(struct spyre_job *job);
+
 #endif /* __SPYRE_JOB_H__ */

@@ -133,7 +133,7 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		if (!parent || dma_fence_is_signaled(parent))
 			continue;
 		w = q->ring + (size_t)(q->tail++ % SPYRE_RING_PACKETS) * SPYRE_PKT_SIZE;
-		spyre_prep_sem(w, SPYRE_OP_WAIT, SPYRE_AS_HOST, pq->compl_dma,
+		spyre_prep_sem(w, SPYRE_PKT_OP_WAIT, SPYRE_AS_HOST, pq->compl_dma,
 			       parent->seqno << 16 | SPYRE_SEQ_LAST);
 		w->hdr.seq = cpu_to_le64(fence->seqno << 16 | job->nwaits);
 		job->nwaits++;
@@ -165,12 +165,17 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	return fence;
 }
 
-static void spyre_free_job(struct drm_sched_job *sched_job)
+/**
+ * spyre_job_release() - free a job and drop everything it holds
+ * @job: a job from spyre_submit_ioctl(), at any stage: not yet given to
+ *	the scheduler (a failed submit) or done (the scheduler's free_job)
+ */
+void spyre_job_release(struct spyre_job *job)
 {
-	struct spyre_job *job = to_spyre_job(sched_job);
 	u32 i;
 
-	drm_sched_job_cleanup(sched_job);
+	if (job->base.s_fence)	/* drm_sched_job_init() ran: armed or not */
+		drm_sched_job_cleanup(&job->base);
 	for (i = 0; i < job->ndev_deps; i++)
 		dma_fence_put(&job->dev_deps[i]->finished);
 	for (i = 0; i < job->nbos; i++)
@@ -181,6 +186,11 @@ static void spyre_free_job(struct drm_sched_job *sched_job)
 	spyre_uqueue_put(job->uq);
 	spyre_ctx_put(job->ctx);
 	kfree(job);
+}
+
+static void spyre_free_job(struct drm_sched_job *sched_job)
+{
+	spyre_job_release(to_spyre_job(sched_job));
 }
 
 /*

@@ -51,20 +51,20 @@ static int spyre_validate_packet(const u8 *raw)
 	if (h->version != SPYRE_PKT_VERSION || h->flags || h->ctx || h->reserved || h->seq)
 		return -EINVAL;
 	switch (h->opcode) {
-	case SPYRE_OP_NOP:
+	case SPYRE_PKT_OP_NOP:
 		/* No body: zero, so a later version can give it one. */
 		return spyre_zero(raw + sizeof(*h), SPYRE_PKT_SIZE - sizeof(*h)) ? 0 : -EINVAL;
-	case SPYRE_OP_LAUNCH:
+	case SPYRE_PKT_OP_LAUNCH:
 		if (l->reserved0 || !spyre_zero(l->reserved, sizeof(l->reserved)))
 			return -EINVAL;
 		return 0;
-	case SPYRE_OP_COPY:
+	case SPYRE_PKT_OP_COPY:
 		if (c->src_space != SPYRE_AS_VIRT || c->dst_space != SPYRE_AS_VIRT)
 			return -EINVAL;
 		return spyre_zero(c->reserved, sizeof(c->reserved)) ? 0 : -EINVAL;
-	case SPYRE_OP_SIGNAL:
-	case SPYRE_OP_WAIT:
-	case SPYRE_OP_TIMESTAMP:
+	case SPYRE_PKT_OP_SIGNAL:
+	case SPYRE_PKT_OP_WAIT:
+	case SPYRE_PKT_OP_TIMESTAMP:
 		if (m->space != SPYRE_AS_VIRT)
 			return -EINVAL;
 		return spyre_zero(m->reserved, sizeof(m->reserved)) ? 0 : -EINVAL;
@@ -211,24 +211,6 @@ static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 	return 0;
 }
 
-/* Free a job that was never pushed (armed or not). */
-static void spyre_job_abort(struct spyre_job *job, bool sched_init)
-{
-	u32 i;
-
-	for (i = 0; i < job->ndev_deps; i++)
-		dma_fence_put(&job->dev_deps[i]->finished);
-	if (sched_init)
-		drm_sched_job_cleanup(&job->base);
-	for (i = 0; i < job->nbos; i++)
-		drm_gem_object_put(job->bos[i]);
-	kvfree(job->bos);
-	kvfree(job->packets);
-	spyre_uqueue_put(job->uq);
-	spyre_ctx_put(job->ctx);
-	kfree(job);
-}
-
 static int spyre_job_copy_packets(struct spyre_job *job, struct drm_spyre_submit *args)
 {
 	u32 i;
@@ -263,7 +245,6 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	struct spyre_uqueue *uq;
 	struct spyre_job *job;
 	u32 i, credits, nlocked;
-	bool sched_init = false;
 	int ret;
 
 	if (args->flags || !args->packet_count ||
@@ -315,7 +296,6 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	ret = drm_sched_job_init(&job->base, &uq->entity, credits, ctx, file->client_id);
 	if (ret)
 		goto err_job;
-	sched_init = true;
 	ret = spyre_job_add_in_syncs(job, file, args);
 	if (ret)
 		goto err_job;
@@ -357,6 +337,6 @@ err_job:
 	dma_fence_chain_free(chain);
 	if (out)
 		drm_syncobj_put(out);
-	spyre_job_abort(job, sched_init);
+	spyre_job_release(job);
 	return ret;
 }

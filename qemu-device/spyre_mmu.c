@@ -52,7 +52,7 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
     unsigned level;
 
     if (va >= SPYRE_MMU_VA_SIZE) {
-        mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_RANGE);
+        mmu_fault(f, va, ctx, access, source, SPYRE_MMU_FAULT_RANGE);
         return false;
     }
     if (q->tlb_gen != gen) {
@@ -67,7 +67,7 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
         if (ctx >= qatomic_read(&s->ctx_count) ||
             !read_entry(q, qatomic_read(&s->ctx_table) + ctx * 8ULL, &entry) ||
             !(entry & SPYRE_CTX_VALID)) {
-            mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_BAD_CTX);
+            mmu_fault(f, va, ctx, access, source, SPYRE_MMU_FAULT_BAD_CTX);
             return false;
         }
         table = entry & SPYRE_PTE_ADDR_MASK;
@@ -75,11 +75,11 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
             uint64_t idx = SPYRE_PT_INDEX(va, level);
 
             if (!read_entry(q, table + idx * sizeof(uint64_t), &pte)) {
-                mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_WALK);
+                mmu_fault(f, va, ctx, access, source, SPYRE_MMU_FAULT_WALK);
                 return false;
             }
             if (!(pte & SPYRE_PTE_VALID)) {
-                mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_NOT_PRESENT);
+                mmu_fault(f, va, ctx, access, source, SPYRE_MMU_FAULT_NOT_PRESENT);
                 return false;
             }
             if (level == 1 && (pte & SPYRE_PTE_LEAF)) {
@@ -98,7 +98,7 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
 
     if ((access == SPYRE_ACCESS_READ && !(pte & SPYRE_PTE_READ)) ||
         (access == SPYRE_ACCESS_WRITE && !(pte & SPYRE_PTE_WRITE))) {
-        mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_PERMISSION);
+        mmu_fault(f, va, ctx, access, source, SPYRE_MMU_FAULT_PERMISSION);
         return false;
     }
     off = va & (page_size - 1);
@@ -106,7 +106,7 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
     seg->addr = ((pte & SPYRE_PTE_ADDR_MASK) & ~(page_size - 1)) + off;
     seg->len = page_size - off;
     if (seg->devmem && seg->addr + seg->len > s->params.mem_size) {
-        mmu_fault(f, va, ctx, access, source, SPYRE_FAULT_RANGE);
+        mmu_fault(f, va, ctx, access, source, SPYRE_MMU_FAULT_RANGE);
         return false;
     }
     return true;

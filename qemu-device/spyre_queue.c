@@ -76,7 +76,7 @@ static bool host_dma(SpyreQueue *q, uint64_t addr, void *buf, uint64_t len,
         f->addr = addr;
         f->info = SPYRE_FAULT_INFO(0, write ? SPYRE_ACCESS_WRITE :
                                    SPYRE_ACCESS_READ, source,
-                                   SPYRE_FAULT_DMA);
+                                   SPYRE_MMU_FAULT_DMA);
         return false;
     }
     return true;
@@ -95,7 +95,7 @@ static bool cursor_peek(SpyreQueue *q, SpyreCursor *c, uint64_t want,
         f->error = SPYRE_ERR_FAULT;
         f->addr = c->addr;
         f->info = SPYRE_FAULT_INFO(c->ctx, c->access, c->source,
-                                   SPYRE_FAULT_NOT_PRESENT);
+                                   SPYRE_MMU_FAULT_NOT_PRESENT);
         return false;
     }
 
@@ -111,7 +111,7 @@ static bool cursor_peek(SpyreQueue *q, SpyreCursor *c, uint64_t want,
             f->error = SPYRE_ERR_FAULT;
             f->addr = c->addr;
             f->info = SPYRE_FAULT_INFO(c->ctx, c->access, c->source,
-                                       SPYRE_FAULT_RANGE);
+                                       SPYRE_MMU_FAULT_RANGE);
             return false;
         }
         seg->devmem = true;
@@ -383,10 +383,10 @@ static uint32_t validate(const uint8_t *raw)
         return SPYRE_ERR_RESERVED;
     }
     switch (h->opcode) {
-    case SPYRE_OP_NOP:
+    case SPYRE_PKT_OP_NOP:
         return is_zero(raw + sizeof(*h), SPYRE_PKT_SIZE - sizeof(*h)) ?
                SPYRE_ERR_NONE : SPYRE_ERR_RESERVED;
-    case SPYRE_OP_COPY:
+    case SPYRE_PKT_OP_COPY:
         if (!is_zero(c->reserved, sizeof(c->reserved))) {
             return SPYRE_ERR_RESERVED;
         }
@@ -404,9 +404,9 @@ static uint32_t validate(const uint8_t *raw)
             return SPYRE_ERR_ALIGN;
         }
         return SPYRE_ERR_NONE;
-    case SPYRE_OP_SIGNAL:
-    case SPYRE_OP_WAIT:
-    case SPYRE_OP_TIMESTAMP:
+    case SPYRE_PKT_OP_SIGNAL:
+    case SPYRE_PKT_OP_WAIT:
+    case SPYRE_PKT_OP_TIMESTAMP:
         if (!is_zero(m->reserved, sizeof(m->reserved))) {
             return SPYRE_ERR_RESERVED;
         }
@@ -416,11 +416,11 @@ static uint32_t validate(const uint8_t *raw)
         if (le64_to_cpu(m->addr) % 8) {
             return SPYRE_ERR_ALIGN;
         }
-        if (h->opcode == SPYRE_OP_TIMESTAMP && m->value) {
+        if (h->opcode == SPYRE_PKT_OP_TIMESTAMP && m->value) {
             return SPYRE_ERR_RESERVED;
         }
         return SPYRE_ERR_NONE;
-    case SPYRE_OP_LAUNCH:
+    case SPYRE_PKT_OP_LAUNCH:
         if (!is_zero(l->reserved, sizeof(l->reserved)) || l->reserved0) {
             return SPYRE_ERR_RESERVED;
         }
@@ -450,7 +450,7 @@ static int launch_access(void *opaque, uint64_t va, void *buf, uint64_t len,
 
     if (queue_stale(q, lc->epoch)) {
         *fault_va = va;
-        return SPYRE_FAULT_DMA;     /* reset: end the launch quickly */
+        return SPYRE_MMU_FAULT_DMA;     /* reset: end the launch quickly */
     }
     while (len) {
         SpyreSeg seg;
@@ -472,7 +472,7 @@ static int launch_access(void *opaque, uint64_t va, void *buf, uint64_t len,
         } else if (!host_dma(q, seg.addr, p, n, write, SPYRE_SOURCE_PROGRAM,
                              &lc->f)) {
             *fault_va = va;
-            return SPYRE_FAULT_DMA;
+            return SPYRE_MMU_FAULT_DMA;
         }
         va += n;
         p += n;
@@ -539,7 +539,7 @@ static bool exec_launch(SpyreQueue *q, const struct spyre_pkt_launch *p,
             return false;
         }
     }
-    if (res.status == SPYRE_FAULT_NONE) {
+    if (res.status == SPYRE_ENGINE_FAULT_NONE) {
         return true;
     }
     f->error = SPYRE_ERR_ENGINE;
@@ -564,23 +564,23 @@ static bool execute(SpyreQueue *q, const uint8_t *raw, uint32_t epoch,
     }
     trace_spyre_packet(q->idx, h->opcode, le64_to_cpu(h->seq));
     switch (h->opcode) {
-    case SPYRE_OP_NOP:
+    case SPYRE_PKT_OP_NOP:
         return true;
-    case SPYRE_OP_COPY:
+    case SPYRE_PKT_OP_COPY:
         return exec_copy(q, (const void *)raw, epoch, prio, f);
-    case SPYRE_OP_SIGNAL:
+    case SPYRE_PKT_OP_SIGNAL:
         v = le64_to_cpu(m->value);
         if (!sem_access(q, m, &v, true, f)) {
             return false;
         }
         sem_kick(q->s);
         return true;
-    case SPYRE_OP_WAIT:
+    case SPYRE_PKT_OP_WAIT:
         return exec_wait(q, m, epoch, f);
-    case SPYRE_OP_TIMESTAMP:
+    case SPYRE_PKT_OP_TIMESTAMP:
         v = spyre_clock_ns(q->s);
         return sem_access(q, m, &v, true, f);
-    case SPYRE_OP_LAUNCH:
+    case SPYRE_PKT_OP_LAUNCH:
         return exec_launch(q, (const void *)raw, epoch, f);
     default:
         g_assert_not_reached();

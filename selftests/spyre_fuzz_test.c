@@ -250,82 +250,6 @@ static void fz_report(const char *what, const struct fz_stats *st)
 
 /* ---- the cards, and what must come back to its starting value --------------- */
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t off = 0;
-	ssize_t n = 0;
-
-	buf[0] = '\0';
-	if (fd < 0)
-		return -errno;
-	while (off < len - 1 && (n = read(fd, buf + off, len - 1 - off)) > 0)
-		off += n;
-	buf[off] = '\0';
-	close(fd);
-	return n < 0 ? -1 : 0;
-}
-
-static int write_text(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-/* PCI address of the index-th spyre card */
-static int card_pci(int index, char *pci, size_t len)
-{
-	char node[64], link[PATH_MAX], target[PATH_MAX];
-	ssize_t n;
-
-	if (spyre_node(index, node, sizeof(node)))
-		return -ENODEV;
-	snprintf(link, sizeof(link), "/sys/class/accel/%s/device", strrchr(node, '/') + 1);
-	n = readlink(link, target, sizeof(target) - 1);
-	if (n < 0)
-		return -errno;
-	target[n] = '\0';
-	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
-	return 0;
-}
-
-struct fz_snap {
-	int ncards;
-	struct {
-		char pci[32];
-		long mem_used, host_used;
-		char contexts[4096], bos[4096];
-	} c[FZ_MAX_CARDS];
-	unsigned long tainted;
-};
-
-static void fz_snap_take(struct fz_snap *s)
-{
-	char path[PATH_MAX], buf[64];
-	int i;
-
-	memset(s, 0, sizeof(*s));
-	for (i = 0; i < FZ_MAX_CARDS && !card_pci(i, s->c[i].pci, sizeof(s->c[i].pci)); i++) {
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/mem_used", s->c[i].pci);
-		s->c[i].mem_used = read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/host_mem_used", s->c[i].pci);
-		s->c[i].host_used = read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
-		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/contexts", s->c[i].pci);
-		read_text(path, s->c[i].contexts, sizeof(s->c[i].contexts));
-		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/bos", s->c[i].pci);
-		read_text(path, s->c[i].bos, sizeof(s->c[i].bos));
-	}
-	s->ncards = i;
-	s->tainted = read_text("/proc/sys/kernel/tainted", buf, sizeof(buf)) ? 0 :
-		     strtoul(buf, NULL, 0);
-}
-
 static long fz_sysfs(int card, const char *attr)
 {
 	char pci[32], path[PATH_MAX], buf[64];
@@ -336,28 +260,14 @@ static long fz_sysfs(int card, const char *attr)
 	return read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
 }
 
-static bool fz_snap_same(const struct fz_snap *a, const struct fz_snap *b)
-{
-	int i;
-
-	if (a->ncards != b->ncards || a->tainted != b->tainted)
-		return false;
-	for (i = 0; i < a->ncards; i++)
-		if (a->c[i].mem_used != b->c[i].mem_used ||
-		    a->c[i].host_used != b->c[i].host_used ||
-		    strcmp(a->c[i].contexts, b->c[i].contexts) || strcmp(a->c[i].bos, b->c[i].bos))
-			return false;
-	return true;
-}
-
 /* Files are released and jobs freed asynchronously: give them a moment. */
-static void fz_snap_settle(struct fz_snap *now, const struct fz_snap *start, int seconds)
+static void fz_snap_settle(struct spyre_snap *now, const struct spyre_snap *start, int seconds)
 {
 	double end = now_s() + seconds;
 
 	for (;;) {
-		fz_snap_take(now);
-		if (fz_snap_same(now, start) || now_s() > end)
+		spyre_snap_take(now);
+		if (spyre_snap_same(now, start) || now_s() > end)
 			return;
 		usleep(100000);
 	}
@@ -366,8 +276,6 @@ static void fz_snap_settle(struct fz_snap *now, const struct fz_snap *start, int
 /* host -> device -> host through two COPYs on @card, checked byte for byte */
 static int fz_round_trip(int card, uint64_t size, unsigned int seed)
 {
-	struct sbo in, dev, out;
-	uint8_t p[2][64];
 	uint32_t q;
 	int fd, ret;
 
@@ -375,20 +283,7 @@ static int fz_round_trip(int card, uint64_t size, unsigned int seed)
 	if (fd < 0)
 		return -errno;
 	ret = squeue_create(fd, DRM_SPYRE_PRIO_NORMAL, &q);
-	ret = ret ?: sbo_create(fd, size, DRM_SPYRE_BO_HOST, &in);
-	ret = ret ?: sbo_create(fd, size, 0, &dev);
-	ret = ret ?: sbo_create(fd, size, DRM_SPYRE_BO_HOST, &out);
-	if (!ret) {
-		fill_pattern(in.map, size, seed);
-		pkt_copy(p[0], in.va, dev.va, size);
-		pkt_copy(p[1], dev.va, out.va, size);
-		ret = srun(fd, q, p, 2);
-		if (!ret && memcmp(in.map, out.map, size))
-			ret = -EBADMSG;
-		sbo_close(fd, &in);
-		sbo_close(fd, &dev);
-		sbo_close(fd, &out);
-	}
+	ret = ret ?: scopy_round_trip(fd, q, size, seed);
 	close(fd);
 	return ret;
 }
@@ -398,10 +293,10 @@ static int fz_round_trip(int card, uint64_t size, unsigned int seed)
  * counter and listing is back where it started, the kernel is not tainted
  * anew (a WARN or an oops taints it), and no call broke the contract.
  */
-static void fz_check_after(struct __test_metadata *_metadata, const struct fz_snap *start,
+static void fz_check_after(struct __test_metadata *_metadata, const struct spyre_snap *start,
 			   const struct fz_stats *st)
 {
-	struct fz_snap end;
+	struct spyre_snap end;
 	int i;
 
 	for (i = 0; i < (int)st->violations && i < FZ_NVIOL; i++)
@@ -424,7 +319,7 @@ static void fz_check_after(struct __test_metadata *_metadata, const struct fz_sn
 	}
 	fz_msg("after: normal COPY job ok on %d card(s); mem_used, host_mem_used, contexts, bos "
 	       "and taint %s", start->ncards,
-	       fz_snap_same(&end, start) ? "back at their starting values" : "DIFFER");
+	       spyre_snap_same(&end, start) ? "back at their starting values" : "DIFFER");
 }
 
 /* ---- one fuzzing process --------------------------------------------------- */
@@ -1007,7 +902,7 @@ static void fz_pkt_launch(struct fz *z, struct fz_file *f, uint8_t *p, bool garb
 	struct spyre_pkt_launch *l = (void *)p;
 	uint64_t *slots;
 
-	pkt_hdr(p, SPYRE_OP_LAUNCH);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_LAUNCH);
 	if (!f->prog)
 		return;
 	if (garbage) {
@@ -1049,28 +944,28 @@ static void fz_pkt_valid(struct fz *z, struct fz_file *f, uint8_t *p)
 	struct fz_bo *a, *b;
 	int op = rn(z, 6);
 
-	pkt_hdr(p, SPYRE_OP_NOP);
-	if (!f->nbo && op != SPYRE_OP_LAUNCH)
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
+	if (!f->nbo && op != SPYRE_PKT_OP_LAUNCH)
 		return;
 	a = f->nbo ? &f->bo[rn(z, f->nbo)] : NULL;
 	b = f->nbo ? &f->bo[rn(z, f->nbo)] : NULL;
 	switch (op) {
-	case SPYRE_OP_COPY:
+	case SPYRE_PKT_OP_COPY:
 		n = a->size < b->size ? a->size : b->size;
 		if (n > 256 << 10)
 			n = 256 << 10;
 		n = 128 * (1 + rn(z, n / 128));
 		oa = 128 * rn(z, (a->size - n) / 128 + 1);
 		ob = 128 * rn(z, (b->size - n) / 128 + 1);
-		pkt_copy(p, a->va + oa, b->va + ob, n);
+		spyre_prep_copy_va(p, a->va + oa, b->va + ob, n);
 		break;
-	case SPYRE_OP_LAUNCH:
+	case SPYRE_PKT_OP_LAUNCH:
 		fz_pkt_launch(z, f, p, false);
 		break;
-	case SPYRE_OP_SIGNAL:
-	case SPYRE_OP_WAIT:
-	case SPYRE_OP_TIMESTAMP:
-		pkt_sem(p, op, a->va + 8 * rn(z, a->size / 8), op == SPYRE_OP_SIGNAL ? rnd(z) : 0);
+	case SPYRE_PKT_OP_SIGNAL:
+	case SPYRE_PKT_OP_WAIT:
+	case SPYRE_PKT_OP_TIMESTAMP:
+		spyre_prep_sem(p, op, SPYRE_AS_VIRT, a->va + 8 * rn(z, a->size / 8), op == SPYRE_PKT_OP_SIGNAL ? rnd(z) : 0);
 		break;
 	}
 }
@@ -1084,9 +979,9 @@ static void fz_pkt_fields(struct fz *z, struct fz_file *f, uint8_t *p)
 	uint8_t op = rn(z, 10) ? rn(z, 6) : (uint8_t)rnd(z);
 	unsigned int i;
 
-	pkt_hdr(p, op);
+	spyre_prep_hdr(p, op);
 	switch (op) {
-	case SPYRE_OP_COPY:
+	case SPYRE_PKT_OP_COPY:
 		c->src = fz_va(z, f);
 		c->dst = fz_va(z, f);
 		c->size = fz_copy_size(z);
@@ -1095,7 +990,7 @@ static void fz_pkt_fields(struct fz *z, struct fz_file *f, uint8_t *p)
 		if (rn(z, 10) == 0)
 			c->reserved[rn(z, sizeof(c->reserved))] = rnd(z);
 		break;
-	case SPYRE_OP_LAUNCH:
+	case SPYRE_PKT_OP_LAUNCH:
 		l->program = rn(z, 3) ? fz_va(z, f) : f->img.va;
 		l->args = rn(z, 3) ? fz_va(z, f) : f->args.va;
 		l->core_mask = rn(z, 3) ? fz_u32(z) : 1;
@@ -1105,9 +1000,9 @@ static void fz_pkt_fields(struct fz *z, struct fz_file *f, uint8_t *p)
 		if (rn(z, 10) == 0)
 			l->reserved[rn(z, 4)] = fz_u32(z);
 		break;
-	case SPYRE_OP_SIGNAL:
-	case SPYRE_OP_WAIT:
-	case SPYRE_OP_TIMESTAMP:
+	case SPYRE_PKT_OP_SIGNAL:
+	case SPYRE_PKT_OP_WAIT:
+	case SPYRE_PKT_OP_TIMESTAMP:
 		m->addr = fz_va(z, f) + (rn(z, 8) ? 0 : 1 + rn(z, 7));
 		m->value = fz_u64(z);
 		m->space = rn(z, 6) ? SPYRE_AS_VIRT : rn(z, 256);
@@ -1177,9 +1072,9 @@ static void fz_pkt_stale(struct fz *z, struct fz_file *f, uint8_t *p)
 
 	if (rn(z, 2)) {
 		if (rn(z, 2))
-			pkt_copy(p, bad, mine, 4096);
+			spyre_prep_copy_va(p, bad, mine, 4096);
 		else
-			pkt_copy(p, mine, bad, 4096);
+			spyre_prep_copy_va(p, mine, bad, 4096);
 	} else {
 		fz_pkt_launch(z, f, p, false);
 		switch (rn(z, 3)) {
@@ -1205,7 +1100,7 @@ static void fz_pkt_hang_guard(struct fz *z, uint8_t *p)
 {
 	struct spyre_pkt_sem *m = (void *)p;
 
-	if (m->hdr.opcode != SPYRE_OP_WAIT || !m->value)
+	if (m->hdr.opcode != SPYRE_PKT_OP_WAIT || !m->value)
 		return;
 	if (z->hang_budget > 0 && rn(z, 8) == 0) {
 		z->hang_budget--;
@@ -2164,7 +2059,7 @@ static void fz_worker(const struct fz_cfg *cfg, struct fz_stats *st, int id)
 		spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
 		spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
 		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-		spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32,
+		spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32,
 			       1, 1);
 		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 		if (spyre_pb_finish(pb, &z.relu, &z.relu_size) || z.relu_size > 4096)
@@ -2339,8 +2234,8 @@ static void *race_submitter(void *arg)
 
 		bos[0] = r->src.handle;
 		bos[1] = __atomic_load_n(&r->bo_handle, __ATOMIC_ACQUIRE);
-		pkt_copy(p[0], r->src.va, va, 1 * MiB);
-		pkt_hdr(p[1], SPYRE_OP_NOP);
+		spyre_prep_copy_va(p[0], r->src.va, va, 1 * MiB);
+		spyre_prep_hdr(p[1], SPYRE_PKT_OP_NOP);
 		/* BO and file close: jobs on two queues, so the last one is not the only one */
 		a.queue_id = r->kind && i % 2 ? r->q2 : __atomic_load_n(&r->q, __ATOMIC_ACQUIRE);
 		a.packets = (uintptr_t)p;
@@ -2459,7 +2354,7 @@ static void race_round(struct fz_stats *st, int card, int kind, int round)
 /* ---- the tests ------------------------------------------------------------------------ */
 
 FIXTURE(fuzz) {
-	struct fz_snap start;
+	struct spyre_snap start;
 	struct fz_cfg cfg;
 	struct fz_stats *st;
 	double seconds;
@@ -2481,7 +2376,7 @@ FIXTURE_SETUP(fuzz)
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, self->st);
 	memset(self->st, 0, sizeof(*self->st));
-	fz_snap_take(&self->start);
+	spyre_snap_take(&self->start);
 	ASSERT_LT(0, self->start.ncards);
 	ASSERT_LE(0, self->start.c[0].mem_used);
 	ASSERT_LE(0, self->start.c[0].host_used);

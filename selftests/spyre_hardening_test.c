@@ -20,23 +20,6 @@
 
 #define MiB (1ull << 20)
 
-/* PCI name of the index-th spyre card ("0000:00:04.0"), or -1. */
-static int card_pci(int index, char *pci, size_t len)
-{
-	char node[64], link[PATH_MAX], target[PATH_MAX];
-	ssize_t n;
-
-	if (spyre_node(index, node, sizeof(node)))
-		return -1;
-	snprintf(link, sizeof(link), "/sys/class/accel/%s/device", strrchr(node, '/') + 1);
-	n = readlink(link, target, sizeof(target) - 1);
-	if (n < 0)
-		return -1;
-	target[n] = '\0';
-	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
-	return 0;
-}
-
 static long mem_used(const char *pci)
 {
 	return read_sysfs_long("/sys/bus/pci/devices/%s/mem_used", pci);
@@ -233,8 +216,8 @@ TEST(gem_close_waits_for_jobs_on_every_queue)
 		munmap(dst.map, dst.size);	/* only the GEM handle holds it */
 		dst.map = NULL;
 		for (i = 0; i < 4; i++)
-			pkt_copy(copy[i], src.va, dst.va, size);
-		pkt_hdr(nop, SPYRE_OP_NOP);
+			spyre_prep_copy_va(copy[i], src.va, dst.va, size);
+		spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
 		ASSERT_EQ(0, ssubmit(fd, &s1));
 		ASSERT_EQ(0, ssubmit(fd, &s2));
 		ASSERT_EQ(0, sbo_close(fd, &dst));
@@ -279,8 +262,8 @@ TEST(file_close_waits_for_jobs_on_every_queue)
 		ASSERT_EQ(0, sbo_create(fd, size, DRM_SPYRE_BO_HOST, &dst));
 		munmap(dst.map, dst.size);
 		for (i = 0; i < 4; i++)
-			pkt_copy(copy[i], src.va, dst.va, size);
-		pkt_hdr(nop, SPYRE_OP_NOP);
+			spyre_prep_copy_va(copy[i], src.va, dst.va, size);
+		spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
 		s1.queue = q1;
 		s2.queue = q2;
 		ASSERT_EQ(0, ssubmit(fd, &s1));
@@ -329,7 +312,7 @@ static void *race_submitter(void *arg)
 			__atomic_add_fetch(&r->other, 1, __ATOMIC_RELAXED);
 			continue;
 		}
-		pkt_copy(p, r->src, bo.va, MiB);
+		spyre_prep_copy_va(p, r->src, bo.va, MiB);
 		s.bos = &bo.handle;
 		s.out = syncs[n];
 		ret = ssubmit(r->fd, &s);
@@ -503,27 +486,27 @@ TEST(reserved_packet_bytes_are_rejected)
 	s.queue = q;
 
 	for (i = 0; i < sizeof(c->reserved); i++) {
-		pkt_copy(p, a.va, b.va, 4096);
+		spyre_prep_copy_va(p, a.va, b.va, 4096);
 		c->reserved[i] = 1;
 		EXPECT_EQ(-EINVAL, ssubmit(fd, &s)) TH_LOG("COPY reserved[%u]", i);
 	}
 	for (i = sizeof(struct spyre_pkt_hdr); i < SPYRE_PKT_SIZE; i++) {
-		pkt_hdr(p, SPYRE_OP_NOP);
+		spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 		p[i] = 0x80;
 		EXPECT_EQ(-EINVAL, ssubmit(fd, &s)) TH_LOG("NOP body byte %u", i);
 	}
-	pkt_hdr(p, SPYRE_OP_LAUNCH);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_LAUNCH);
 	l->reserved0 = 1;
 	EXPECT_EQ(-EINVAL, ssubmit(fd, &s));
 	for (i = 0; i < 4; i++) {
-		pkt_hdr(p, SPYRE_OP_LAUNCH);
+		spyre_prep_hdr(p, SPYRE_PKT_OP_LAUNCH);
 		l->reserved[i] = 1;
 		EXPECT_EQ(-EINVAL, ssubmit(fd, &s)) TH_LOG("LAUNCH reserved[%u]", i);
 	}
 	/* The same packets with zeros are accepted and run. */
-	pkt_copy(p, a.va, b.va, 4096);
+	spyre_prep_copy_va(p, a.va, b.va, 4096);
 	EXPECT_EQ(0, srun(fd, q, p, 1));
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	EXPECT_EQ(0, srun(fd, q, p, 1));
 	sbo_close(fd, &a);
 	sbo_close(fd, &b);
@@ -566,7 +549,7 @@ TEST(in_sync_on_an_unsubmitted_point_is_einval)
 		SKIP(return, "no spyre device");
 	ASSERT_EQ(0, squeue_create(fd, DRM_SPYRE_PRIO_NORMAL, &q));
 	ASSERT_EQ(0, ssyncobj_create(fd, &tl));
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	s.queue = q;
 	in.handle = tl;
 	EXPECT_EQ(-EINVAL, ssubmit(fd, &s));

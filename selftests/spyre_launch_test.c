@@ -46,7 +46,7 @@ static int upload(int fd, uint32_t q, const struct sbo *dev, const void *data, s
 	if (ret)
 		return ret;
 	memcpy(h.map, data, n);
-	pkt_copy(p, h.va, dev->va, (dev->size + 127) & ~127ull);
+	spyre_prep_copy_va(p, h.va, dev->va, (dev->size + 127) & ~127ull);
 	ret = srun(fd, q, p, 1);
 	sbo_close(fd, &h);
 	return ret;
@@ -61,7 +61,7 @@ static int download(int fd, uint32_t q, const struct sbo *dev, void *data, size_
 	ret = sbo_create(fd, dev->size, DRM_SPYRE_BO_HOST, &h);
 	if (ret)
 		return ret;
-	pkt_copy(p, dev->va, h.va, (dev->size + 127) & ~127ull);
+	spyre_prep_copy_va(p, dev->va, h.va, (dev->size + 127) & ~127ull);
 	ret = srun(fd, q, p, 1);
 	if (!ret)
 		memcpy(data, h.map, n);
@@ -94,7 +94,7 @@ static int prog_launch(int fd, uint32_t q, struct prog *pr, uint32_t mask)
 	struct spyre_pkt_launch l;
 
 	memset(&l, 0, sizeof(l));
-	l.hdr.opcode = SPYRE_OP_LAUNCH;
+	l.hdr.opcode = SPYRE_PKT_OP_LAUNCH;
 	l.hdr.version = SPYRE_PKT_VERSION;
 	l.program = pr->image.va;
 	l.args = pr->args.va;
@@ -112,12 +112,12 @@ static void *relu_image(size_t *size, int abs, uint32_t x_bytes)
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, x_bytes, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
 	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_LOAD, 0, 0, 0, 1, 128, 0, 0);
+		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_LOAD, 0, 0, 0, 1, 128, 0, 0);
 	else
 		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
 	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_STORE, 0, 1, 0, 1, 128, 0, 0);
+		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_STORE, 0, 1, 0, 1, 128, 0, 0);
 	else
 		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	if (spyre_pb_finish(pb, &img, size))
@@ -246,12 +246,12 @@ TEST_F(launch, engine_fault_fails_only_its_job)
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
 	ASSERT_EQ(SPYRE_ERR_ENGINE, e.hw_error);
-	ASSERT_EQ(SPYRE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(e.fault_info));
+	ASSERT_EQ(SPYRE_ENGINE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(e.fault_info));
 	ASSERT_EQ(SPYRE_SOURCE_PROGRAM, SPYRE_FAULT_SOURCE(e.fault_info));
 	ASSERT_EQ(0, e.core);
 	ASSERT_EQ(0, e.pc);
 	rec = pr.record.map;
-	ASSERT_EQ(SPYRE_FAULT_MEM_RANGE, rec->status);
+	ASSERT_EQ(SPYRE_ENGINE_FAULT_MEM_RANGE, rec->status);
 	free(img);
 	/* The queue goes on. */
 	relu_case(_metadata, self->fd, self->q, 0);
@@ -287,7 +287,7 @@ TEST_F(launch, program_cannot_reach_other_files)
 	ASSERT_EQ(0, prog_launch(fd2, q2, &pr, 0x1));
 	ASSERT_EQ(0, squeue_error(fd2, q2, &e));
 	ASSERT_EQ(SPYRE_ERR_ENGINE, e.hw_error);
-	ASSERT_EQ(SPYRE_FAULT_MEM, SPYRE_FAULT_CAUSE(e.fault_info));
+	ASSERT_EQ(SPYRE_ENGINE_FAULT_MEM, SPYRE_FAULT_CAUSE(e.fault_info));
 	ASSERT_EQ(secret.va, e.fault_addr);
 	ASSERT_EQ(0x77, ((uint8_t *)secret.map)[5]);
 	free(img);

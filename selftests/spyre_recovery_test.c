@@ -14,18 +14,6 @@
 #include "kselftest_harness.h"
 #include "spyre_test.h"
 
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 /* PCI address and debugfs dir of the first spyre device */
 static int spyre_pci(char *pci, size_t len)
 {
@@ -50,7 +38,7 @@ static int inject_hang_all(const char *pci)
 	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
 	for (q = 0; q < 15 && !ret; q++) {
 		snprintf(cmd, sizeof(cmd), "%d 1", q);
-		ret = write_file(path, cmd);
+		ret = write_text(path, cmd);
 		if (ret == -EINVAL)
 			return 0;	/* past the last user queue */
 	}
@@ -62,7 +50,7 @@ static int disarm(const char *pci)
 	char path[256];
 
 	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
-	return write_file(path, "0 0");
+	return write_text(path, "0 0");
 }
 
 FIXTURE(rec) {
@@ -102,13 +90,13 @@ TEST_F(rec, hang_times_out_and_queue_recovers)
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
 
 	/* job 1 hangs; job 2 (innocent, queued behind) must still run */
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s2));
 	s.packets = p;
 	s.out = s1;
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
-	pkt_sem(ts, SPYRE_OP_TIMESTAMP, t.va, 0);
+	spyre_prep_sem(ts, SPYRE_PKT_OP_TIMESTAMP, SPYRE_AS_VIRT, t.va, 0);
 	s.packets = ts;
 	s.out = s2;
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
@@ -133,7 +121,7 @@ TEST_F(rec, repeated_hangs_ban_the_context)
 	uint32_t q2;
 	int i, fd2;
 
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	for (i = 0; i < 3; i++) {
 		ASSERT_EQ(0, inject_hang_all(self->pci));
 		ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
@@ -167,13 +155,13 @@ TEST_F(rec, hung_producer_releases_device_side_waiter)
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s2));
-	pkt_sem(pp, SPYRE_OP_WAIT, sem.va, 1);
+	spyre_prep_sem(pp, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
 	prod.queue = self->q;
 	prod.packets = pp;
 	prod.count = 1;
 	prod.out = s1;
 	ASSERT_EQ(0, ssubmit(self->fd, &prod));
-	pkt_sem(pc, SPYRE_OP_TIMESTAMP, t.va, 0);
+	spyre_prep_sem(pc, SPYRE_PKT_OP_TIMESTAMP, SPYRE_AS_VIRT, t.va, 0);
 	dep.handle = s1;
 	cons.queue = q2;
 	cons.packets = pc;
@@ -205,12 +193,12 @@ TEST_F(rec, close_with_jobs_in_flight)
 	ASSERT_LE(0, fd2);
 	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_LOW, &q2));
 	ASSERT_EQ(0, sbo_create(fd2, 4096, 0, &sem));
-	pkt_sem(p, SPYRE_OP_WAIT, sem.va, 1);
+	spyre_prep_sem(p, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
 	s.queue = q2;
 	ASSERT_EQ(0, ssubmit(fd2, &s));
 	ASSERT_EQ(0, close(fd2));	/* returns once the job timed out */
 	/* The device keeps working for everyone else. */
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
 }
 
@@ -227,19 +215,19 @@ TEST_F(rec, unbind_and_rebind_with_file_open)
 
 	/* A job in flight (blocked on a semaphore) while the driver unbinds. */
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
-	pkt_sem(w, SPYRE_OP_WAIT, sem.va, 1);
+	spyre_prep_sem(w, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
 	s.packets = w;
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
 	usleep(20000);
-	ASSERT_EQ(0, write_file("/sys/bus/pci/drivers/spyre/unbind", self->pci));
+	ASSERT_EQ(0, write_text("/sys/bus/pci/drivers/spyre/unbind", self->pci));
 	/* The open file now gets -ENODEV, and closing it is safe. */
 	ASSERT_EQ(-ENODEV, xioctl(self->fd, DRM_IOCTL_SPYRE_GET_PARAM, &gp));
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	s.packets = p;
 	ASSERT_EQ(-ENODEV, ssubmit(self->fd, &s));
 	close(self->fd);
 	self->fd = -1;
-	ASSERT_EQ(0, write_file("/sys/bus/pci/drivers/spyre/bind", self->pci));
+	ASSERT_EQ(0, write_text("/sys/bus/pci/drivers/spyre/bind", self->pci));
 	fd2 = spyre_open(0);
 	ASSERT_LE(0, fd2);
 	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
@@ -269,7 +257,7 @@ TEST_F(rec, rmmod_busy_while_open_then_reload)
 	fd2 = spyre_open(0);
 	ASSERT_LE(0, fd2);
 	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	ASSERT_EQ(0, srun(fd2, q2, p, 1));
 	close(fd2);
 }

@@ -106,72 +106,6 @@ static int ncards(void)
 
 /* ---- what must come back to its starting value ------------------------------ */
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t off = 0;
-	ssize_t n = 0;
-
-	buf[0] = '\0';
-	if (fd < 0)
-		return -errno;
-	while (off < len - 1 && (n = read(fd, buf + off, len - 1 - off)) > 0)
-		off += n;
-	buf[off] = '\0';
-	close(fd);
-	return n < 0 ? -1 : 0;
-}
-
-struct snap {
-	int n;
-	struct {
-		long mem_used, host_used;
-		char contexts[4096], bos[4096];
-	} c[SOAK_CARDS];
-	unsigned long tainted;
-};
-
-static void snap_take(struct snap *s)
-{
-	char node[64], link[PATH_MAX], target[PATH_MAX], path[PATH_MAX], buf[64], *pci;
-	ssize_t len;
-	int i;
-
-	memset(s, 0, sizeof(*s));
-	for (i = 0; i < SOAK_CARDS && !spyre_node(i, node, sizeof(node)); i++) {
-		snprintf(link, sizeof(link), "/sys/class/accel/%s/device", strrchr(node, '/') + 1);
-		len = readlink(link, target, sizeof(target) - 1);
-		if (len < 0)
-			break;
-		target[len] = '\0';
-		pci = strrchr(target, '/') + 1;
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/mem_used", pci);
-		s->c[i].mem_used = read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
-		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/host_mem_used", pci);
-		s->c[i].host_used = read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
-		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/contexts", pci);
-		read_text(path, s->c[i].contexts, sizeof(s->c[i].contexts));
-		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/bos", pci);
-		read_text(path, s->c[i].bos, sizeof(s->c[i].bos));
-	}
-	s->n = i;
-	s->tainted = read_text("/proc/sys/kernel/tainted", buf, sizeof(buf)) ? 0 :
-		     strtoul(buf, NULL, 0);
-}
-
-static bool snap_same(const struct snap *a, const struct snap *b)
-{
-	int i;
-
-	if (a->n != b->n || a->tainted != b->tainted)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (a->c[i].mem_used != b->c[i].mem_used || a->c[i].host_used != b->c[i].host_used ||
-		    strcmp(a->c[i].contexts, b->c[i].contexts) || strcmp(a->c[i].bos, b->c[i].bos))
-			return false;
-	return true;
-}
-
 /* ---- one soak process --------------------------------------------------------- */
 
 struct slot {
@@ -202,7 +136,7 @@ static void *relu_image(size_t *size)
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
 	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;
@@ -320,16 +254,16 @@ static void soak_worker(int id, int card, int jobs, struct soak_result *r)
 			for (k = 0; k < 32; k++)
 				in[k] = soak_in(j, k);
 			memset(s->yh.map, 0xff, 128);
-			pkt_copy(p[0], s->xh.va, s->x.va, 128);
+			spyre_prep_copy_va(p[0], s->xh.va, s->x.va, 128);
 			spyre_prep_launch(p[1], img.va, s->args.va, 1, 0);
-			pkt_copy(p[2], s->y.va, s->yh.va, 128);
+			spyre_prep_copy_va(p[2], s->y.va, s->yh.va, 128);
 			sub.count = 3;
 		} else {
 			s->size = 128 * (1 + (j * 37 + id * 11) % (SOAK_MAX_COPY / 128));
 			for (k = 0; k < s->size / 8; k++)
 				((uint64_t *)s->src.map)[k] = soak_word(id, j, k);
-			pkt_copy(p[0], s->src.va, s->mid.va, s->size);
-			pkt_copy(p[1], s->mid.va, s->dst.va, s->size);
+			spyre_prep_copy_va(p[0], s->src.va, s->mid.va, s->size);
+			spyre_prep_copy_va(p[1], s->mid.va, s->dst.va, s->size);
 			sub.count = 2;
 		}
 		sub.packets = p;
@@ -371,6 +305,14 @@ static void soak_worker(int id, int card, int jobs, struct soak_result *r)
  * Set up big host -> device -> host copies on @card, then die of SIGKILL at
  * the fixed point @scenario. Exits (status 3) only when the set-up fails.
  */
+/* Say which set-up step of a kill child failed (its exit status 3 says only that). */
+static void kill_setup_failed(int scenario, int line)
+{
+	fprintf(stderr, "# kill child %d: set-up at %s:%d failed: %s\n", scenario, __FILE__, line,
+		strerror(errno));
+	_exit(3);
+}
+
 static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 {
 	struct sbo h1, d, h2;
@@ -383,10 +325,10 @@ static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 	    squeue_create(fd, DRM_SPYRE_PRIO_HIGH, &q2) ||
 	    sbo_create(fd, KILL_BIG, DRM_SPYRE_BO_HOST, &h1) || sbo_create(fd, KILL_BIG, 0, &d) ||
 	    sbo_create(fd, KILL_BIG, DRM_SPYRE_BO_HOST, &h2) || ssyncobj_create(fd, &sync))
-		_exit(3);
+		kill_setup_failed(scenario, __LINE__);
 	memset(h1.map, 0x5a, KILL_BIG);
-	pkt_copy(p[0], h1.va, d.va, KILL_BIG);
-	pkt_copy(p[1], d.va, h2.va, KILL_BIG);
+	spyre_prep_copy_va(p[0], h1.va, d.va, KILL_BIG);
+	spyre_prep_copy_va(p[1], d.va, h2.va, KILL_BIG);
 
 	switch (scenario) {
 	case 0: {	/* jobs in flight, every BO named by the job */
@@ -394,7 +336,7 @@ static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 		struct ssubmit s = { .queue = q1, .packets = p, .count = 2, .bos = bos, .nbos = 3 };
 
 		if (ssubmit(fd, &s))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		break;
 	}
 	case 1:		/* a deeper backlog on two queues, BOs named by address only */
@@ -402,7 +344,7 @@ static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 			struct ssubmit s = { .queue = i % 2 ? q2 : q1, .packets = p, .count = 2 };
 
 			if (ssubmit(fd, &s))
-				_exit(3);
+				kill_setup_failed(scenario, __LINE__);
 		}
 		break;
 	case 2: {	/* the destination goes away under the running jobs */
@@ -411,12 +353,12 @@ static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 		uint8_t nop[64];
 
 		if (ssubmit(fd, &s) || ssubmit(fd, &s))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		/* the newest job is on the other queue: the close must wait for all */
-		pkt_hdr(nop, SPYRE_OP_NOP);
+		spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
 		n.packets = nop;
 		if (ssubmit(fd, &n))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		sbo_close(fd, &h2);
 		n.packets = p;
 		ssubmit(fd, &n);
@@ -432,36 +374,41 @@ static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 		int fd2 = spyre_open(other_card);
 
 		if (fd2 < 0 || xioctl(fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &exp))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		imp.fd = exp.fd;
 		if (xioctl(fd2, DRM_IOCTL_PRIME_FD_TO_HANDLE, &imp) ||
 		    squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q3) ||
 		    sbo_create(fd2, KILL_BIG, 0, &d2))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		info.handle = imp.handle;
 		if (xioctl(fd2, DRM_IOCTL_SPYRE_BO_INFO, &info))
-			_exit(3);
-		pkt_copy(p[0], info.va, d2.va, KILL_BIG);
+			kill_setup_failed(scenario, __LINE__);
+		spyre_prep_copy_va(p[0], info.va, d2.va, KILL_BIG);
 		s.queue = q3;
 		s.count = 1;
 		if (ssubmit(fd2, &s))
-			_exit(3);
-		pkt_copy(p[0], h1.va, d.va, KILL_BIG);
+			kill_setup_failed(scenario, __LINE__);
+		spyre_prep_copy_va(p[0], h1.va, d.va, KILL_BIG);
 		s.queue = q1;
 		s.count = 2;
 		if (ssubmit(fd, &s))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		break;
 	}
 	case 4: {	/* blocked in a wait for the job when the signal comes */
 		struct ssubmit s = { .queue = q1, .packets = p, .count = 2, .out = sync };
 
 		if (ssubmit(fd, &s) || ssubmit(fd, &s))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		if (write(pipe_wr, "w", 1) != 1)
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		ssyncobj_wait(fd, sync, 0, 60000);
-		_exit(4);	/* the parent's SIGKILL comes first */
+		/*
+		 * Usually the parent's SIGKILL lands in the wait; if the jobs
+		 * finished first, it lands here. Either way it is the end.
+		 */
+		for (;;)
+			pause();
 	}
 	default: {	/* the CPU reads what the device writes */
 		struct ssubmit s = { .queue = q1, .packets = p, .count = 2 };
@@ -469,7 +416,7 @@ static void kill_child(int scenario, int card, int other_card, int pipe_wr)
 		unsigned int sum = 0;
 
 		if (ssubmit(fd, &s))
-			_exit(3);
+			kill_setup_failed(scenario, __LINE__);
 		for (i = 0; i < 64; i++)
 			sum += m[(size_t)i * (KILL_BIG / 64)];
 		(void)sum;
@@ -516,8 +463,8 @@ static void kill_manager(int rounds, int ncard, struct soak_shared *sh)
 			if (!sh->kill_err[0])
 				snprintf(sh->kill_err, sizeof(sh->kill_err),
 					 "round %d, killed %s on card %d: status %#x, not SIGKILL "
-					 "(exit 3: set-up failed)", round, kill_names[sc], card[sc],
-					 status);
+					 "(exit 3: set-up failed, see its message)", round,
+					 kill_names[sc], card[sc], status);
 		}
 	}
 	_exit(0);
@@ -526,7 +473,7 @@ static void kill_manager(int rounds, int ncard, struct soak_shared *sh)
 /* ---- the test ------------------------------------------------------------------- */
 
 FIXTURE(soak) {
-	struct snap start;
+	struct spyre_snap start;
 	int ncards;
 };
 
@@ -535,8 +482,8 @@ FIXTURE_SETUP(soak)
 	self->ncards = ncards();
 	if (!self->ncards)
 		SKIP(return, "no spyre device");
-	snap_take(&self->start);
-	ASSERT_EQ(self->ncards, self->start.n);
+	spyre_snap_take(&self->start);
+	ASSERT_EQ(self->ncards, self->start.ncards);
 }
 
 FIXTURE_TEARDOWN(soak)
@@ -551,7 +498,7 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 	uint64_t copies = 0, launches = 0;
 	pid_t pid[SOAK_PROCS], mgr;
 	double t0 = now_s(), slowest = 0;
-	struct snap end;
+	struct spyre_snap end;
 	int i, status;
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -602,8 +549,8 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 
 	/* Nothing leaked: files are released and jobs freed asynchronously. */
 	for (i = 0; i < 200; i++) {
-		snap_take(&end);
-		if (snap_same(&end, &self->start))
+		spyre_snap_take(&end);
+		if (spyre_snap_same(&end, &self->start))
 			break;
 		usleep(100000);
 	}
@@ -617,7 +564,7 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 		EXPECT_STREQ(self->start.c[i].bos, end.c[i].bos) TH_LOG("card %d", i);
 	}
 	msg("soak: mem_used, host_mem_used, debugfs contexts and bos %s",
-	    snap_same(&end, &self->start) ? "back at their starting values" : "DIFFER");
+	    spyre_snap_same(&end, &self->start) ? "back at their starting values" : "DIFFER");
 	munmap(sh, sizeof(*sh));
 }
 

@@ -33,30 +33,6 @@ FIXTURE_TEARDOWN(sub)
 		close(self->fd);
 }
 
-/* host -> device -> host through two COPYs, checked byte for byte */
-static int round_trip(int fd, uint32_t q, uint64_t size, unsigned int seed)
-{
-	struct sbo in, dev, out;
-	uint8_t p[2][64];
-	int ret;
-
-	ret = sbo_create(fd, size, DRM_SPYRE_BO_HOST, &in);
-	ret = ret ?: sbo_create(fd, size, 0, &dev);
-	ret = ret ?: sbo_create(fd, size, DRM_SPYRE_BO_HOST, &out);
-	if (ret)
-		return ret;
-	fill_pattern(in.map, size, seed);
-	pkt_copy(p[0], in.va, dev.va, size);
-	pkt_copy(p[1], dev.va, out.va, size);
-	ret = srun(fd, q, p, 2);
-	if (!ret && memcmp(in.map, out.map, size))
-		ret = -EBADMSG;
-	sbo_close(fd, &in);
-	sbo_close(fd, &dev);
-	sbo_close(fd, &out);
-	return ret;
-}
-
 TEST_F(sub, queue_create_destroy)
 {
 	struct drm_spyre_queue_create c = { .priority = 4 };
@@ -86,7 +62,7 @@ TEST_F(sub, nop_jobs_signal_and_count)
 	uint32_t sync;
 	int i;
 
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	s.packets = p;
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync));
 	s.out = sync;
@@ -103,7 +79,7 @@ TEST_F(sub, copy_round_trip_sizes)
 	unsigned int i;
 
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
-		ASSERT_EQ(0, round_trip(self->fd, self->q, sizes[i], i))
+		ASSERT_EQ(0, scopy_round_trip(self->fd, self->q, sizes[i], i))
 			TH_LOG("size %llu", (unsigned long long)sizes[i]);
 }
 
@@ -123,7 +99,7 @@ TEST_F(sub, timeline_points_and_cross_queue_chain)
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &tl));
 
 	/* queue 2's job must wait for point 5, signaled by queue 1's job */
-	pkt_copy(p2, b.va, c.va, 1 * MiB);
+	spyre_prep_copy_va(p2, b.va, c.va, 1 * MiB);
 	dep.handle = tl;
 	dep.flags = 0;
 	dep.point = 5;
@@ -134,7 +110,7 @@ TEST_F(sub, timeline_points_and_cross_queue_chain)
 	s2.nin = 1;
 	s2.out = tl;
 	s2.out_point = 6;
-	pkt_copy(p1, a.va, b.va, 1 * MiB);
+	spyre_prep_copy_va(p1, a.va, b.va, 1 * MiB);
 	s1.queue = self->q;
 	s1.packets = p1;
 	s1.count = 1;
@@ -168,15 +144,15 @@ TEST_F(sub, cross_queue_dependency_waits_on_the_device)
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s2));
 
 	/* Producer (queue 1) is held on the device until q3 releases it. */
-	pkt_sem(pp[0], SPYRE_OP_WAIT, sem.va, 1);
-	pkt_copy(pp[1], a.va, b.va, 65536);
+	spyre_prep_sem(pp[0], SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
+	spyre_prep_copy_va(pp[1], a.va, b.va, 65536);
 	prod.queue = self->q;
 	prod.packets = pp;
 	prod.count = 2;
 	prod.out = s1;
 	ASSERT_EQ(0, ssubmit(self->fd, &prod));
 	/* Consumer (queue 2) depends on it through a syncobj. */
-	pkt_copy(pc, b.va, c.va, 65536);
+	spyre_prep_copy_va(pc, b.va, c.va, 65536);
 	dep.handle = s1;
 	cons.queue = q2;
 	cons.packets = pc;
@@ -190,7 +166,7 @@ TEST_F(sub, cross_queue_dependency_waits_on_the_device)
 		usleep(10000);
 	ASSERT_EQ(before + 1, device_waits());
 	ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, s2, 0, 0));
-	pkt_sem(pr, SPYRE_OP_SIGNAL, sem.va, 1);
+	spyre_prep_sem(pr, SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, sem.va, 1);
 	rel.queue = q3;
 	rel.packets = pr;
 	rel.count = 1;
@@ -214,8 +190,8 @@ TEST_F(sub, device_side_signal_wait_between_queues)
 	fill_pattern(src.map, 4096, 3);
 
 	/* q2: WAIT sem >= 1, then copy dst <- src; it holds dst busy meanwhile */
-	pkt_sem(pw[0], SPYRE_OP_WAIT, sem.va, 1);
-	pkt_copy(pw[1], src.va, dst.va, 4096);
+	spyre_prep_sem(pw[0], SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
+	spyre_prep_copy_va(pw[1], src.va, dst.va, 4096);
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync));
 	s.queue = q2;
 	s.packets = pw;
@@ -231,7 +207,7 @@ TEST_F(sub, device_side_signal_wait_between_queues)
 	ASSERT_EQ(0, ((uint8_t *)dst.map)[1]);
 
 	/* q1 signals the semaphore in device memory: q2 proceeds */
-	pkt_sem(ps[0], SPYRE_OP_SIGNAL, sem.va, 1);
+	spyre_prep_sem(ps[0], SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, sem.va, 1);
 	ASSERT_EQ(0, srun(self->fd, self->q, ps, 1));
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
 	w.timeout_ns = 1000000000;
@@ -246,8 +222,8 @@ TEST_F(sub, timestamps_increase)
 	uint64_t *ts;
 
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
-	pkt_sem(p[0], SPYRE_OP_TIMESTAMP, t.va, 0);
-	pkt_sem(p[1], SPYRE_OP_TIMESTAMP, t.va + 8, 0);
+	spyre_prep_sem(p[0], SPYRE_PKT_OP_TIMESTAMP, SPYRE_AS_VIRT, t.va, 0);
+	spyre_prep_sem(p[1], SPYRE_PKT_OP_TIMESTAMP, SPYRE_AS_VIRT, t.va + 8, 0);
 	ASSERT_EQ(0, srun(self->fd, self->q, p, 2));
 	ts = t.map;
 	ASSERT_LT(0, ts[0]);
@@ -263,7 +239,7 @@ TEST_F(sub, malformed_submits)
 	struct drm_spyre_sync in = { .handle = 0xdead };
 
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &b));
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	a.queue_id = self->q;
 	a.packets = (uintptr_t)p;
 	a.packet_count = 1;
@@ -289,25 +265,25 @@ TEST_F(sub, malformed_submits)
 	p[1] = 1;
 	p[0] = 0x42;			/* opcode */
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	((struct spyre_pkt_hdr *)p)->seq = 1;	/* driver-owned */
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	((struct spyre_pkt_hdr *)p)->ctx = 3;	/* driver-owned */
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	((struct spyre_pkt_hdr *)p)->flags = SPYRE_PKT_F_IRQ;
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_copy(p, b.va, b.va, 128);
+	spyre_prep_copy_va(p, b.va, b.va, 128);
 	((struct spyre_pkt_copy *)p)->src_space = SPYRE_AS_DEVPHYS;	/* physical: never */
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_copy(p, b.va, b.va, 128);
+	spyre_prep_copy_va(p, b.va, b.va, 128);
 	((struct spyre_pkt_copy *)p)->dst_space = SPYRE_AS_HOST;
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_sem(p, SPYRE_OP_SIGNAL, b.va, 1);
+	spyre_prep_sem(p, SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, b.va, 1);
 	((struct spyre_pkt_sem *)p)->space = SPYRE_AS_HOST;
 	EXPECT_SUBMIT(-EINVAL);
-	pkt_hdr(p, SPYRE_OP_NOP);
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	a.bo_handles = (uintptr_t)&bad;
 	a.bo_count = 1;
 	EXPECT_SUBMIT(-ENOENT);
@@ -345,23 +321,23 @@ TEST_F(sub, page_fault_fails_only_that_job)
 	ASSERT_EQ(0, sbo_create(self->fd, 8192, 0, &b));
 
 	/* packet 1 reads 4 KiB past the end of the BO: an unmapped address */
-	pkt_hdr(p[0], SPYRE_OP_NOP);
-	pkt_copy(p[1], b.va + 4096, b.va, 8192);
-	pkt_hdr(p[2], SPYRE_OP_NOP);
+	spyre_prep_hdr(p[0], SPYRE_PKT_OP_NOP);
+	spyre_prep_copy_va(p[1], b.va + 4096, b.va, 8192);
+	spyre_prep_hdr(p[2], SPYRE_PKT_OP_NOP);
 	ASSERT_EQ(0, srun(self->fd, self->q, p, 3));
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(1, e.error_count);
 	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
 	ASSERT_EQ(SPYRE_ERR_FAULT, e.hw_error);
 	ASSERT_EQ(b.va + 8192, e.fault_addr);
-	ASSERT_EQ(SPYRE_FAULT_NOT_PRESENT, SPYRE_FAULT_CAUSE(e.fault_info));
+	ASSERT_EQ(SPYRE_MMU_FAULT_NOT_PRESENT, SPYRE_FAULT_CAUSE(e.fault_info));
 	ASSERT_EQ(SPYRE_SOURCE_COPY_SRC, SPYRE_FAULT_SOURCE(e.fault_info));
 	ASSERT_EQ(SPYRE_ACCESS_READ, SPYRE_FAULT_ACCESS(e.fault_info));
 	ASSERT_EQ(1, e.packet);
 	ASSERT_EQ(1, e.job_seq);
 
 	/* the queue goes on: the next job works */
-	ASSERT_EQ(0, round_trip(self->fd, self->q, 4096, 9));
+	ASSERT_EQ(0, scopy_round_trip(self->fd, self->q, 4096, 9));
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(1, e.error_count);
 }
@@ -382,18 +358,18 @@ TEST_F(sub, other_files_memory_is_unreachable)
 	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
 	ASSERT_EQ(0, sbo_create(fd2, 4096, DRM_SPYRE_BO_HOST, &mine));
 	/* Guessing the other file's address: it is not mapped in this context. */
-	pkt_copy(p, secret.va, mine.va, 4096);
+	spyre_prep_copy_va(p, secret.va, mine.va, 4096);
 	if (secret.va == mine.va)
-		pkt_copy(p, secret.va + 4096, mine.va, 4096);
+		spyre_prep_copy_va(p, secret.va + 4096, mine.va, 4096);
 	ASSERT_EQ(0, srun(fd2, q2, p, 1));
 	ASSERT_EQ(0, squeue_error(fd2, q2, &e));
 	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
 	ASSERT_EQ(0, ((uint8_t *)mine.map)[0]);
 	/* Writing there from the second file faults too; the owner is unaffected. */
-	pkt_copy(p, mine.va, secret.va == mine.va ? secret.va + 4096 : secret.va, 4096);
+	spyre_prep_copy_va(p, mine.va, secret.va == mine.va ? secret.va + 4096 : secret.va, 4096);
 	ASSERT_EQ(0, srun(fd2, q2, p, 1));
 	ASSERT_EQ(0x5a, ((uint8_t *)secret.map)[100]);
-	ASSERT_EQ(0, round_trip(self->fd, self->q, 4096, 2));
+	ASSERT_EQ(0, scopy_round_trip(self->fd, self->q, 4096, 2));
 	close(fd2);
 }
 
@@ -412,7 +388,7 @@ TEST_F(sub, many_processes_concurrently)
 			if (fd < 0 || squeue_create(fd, i % 3, &q))
 				_exit(2);
 			for (j = 0; j < 10; j++)
-				if (round_trip(fd, q, 4096 * (j + 1) + 128 * i, i * 100 + j))
+				if (scopy_round_trip(fd, q, 4096 * (j + 1) + 128 * i, i * 100 + j))
 					bad++;
 			_exit(bad ? 1 : 0);
 		}

@@ -132,36 +132,7 @@ static inline int ssyncobj_wait(int fd, uint32_t handle, uint64_t point, int64_t
 	return xioctl(fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w);
 }
 
-static inline void pkt_hdr(void *p, uint8_t op)
-{
-	struct spyre_pkt_hdr *h = p;
-
-	memset(p, 0, SPYRE_PKT_SIZE);
-	h->opcode = op;
-	h->version = SPYRE_PKT_VERSION;
-}
-
-static inline void pkt_copy(void *p, uint64_t src, uint64_t dst, uint64_t size)
-{
-	struct spyre_pkt_copy *c = p;
-
-	pkt_hdr(p, SPYRE_OP_COPY);
-	c->src = src;
-	c->dst = dst;
-	c->size = size;
-	c->src_space = SPYRE_AS_VIRT;
-	c->dst_space = SPYRE_AS_VIRT;
-}
-
-static inline void pkt_sem(void *p, uint8_t op, uint64_t addr, uint64_t value)
-{
-	struct spyre_pkt_sem *m = p;
-
-	pkt_hdr(p, op);
-	m->addr = addr;
-	m->value = value;
-	m->space = SPYRE_AS_VIRT;
-}
+/* Packets: the preparers of spyre_hw.h (spyre_prep_*). */
 
 struct ssubmit {
 	uint32_t queue;
@@ -263,12 +234,134 @@ static inline long device_waits(void)
 	return v;
 }
 
+/* Read a small text file (sysfs, debugfs, procfs) into @buf; 0 or -errno. */
+static inline int read_text(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t off = 0;
+	ssize_t n = 0;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return -errno;
+	while (off < len - 1 && (n = read(fd, buf + off, len - 1 - off)) > 0)
+		off += n;
+	buf[off] = '\0';
+	close(fd);
+	return n < 0 ? -1 : 0;
+}
+
+static inline int write_text(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s, strlen(s)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* PCI name ("0000:00:04.0") of the index-th spyre card; 0 or -errno. */
+static inline int card_pci(int index, char *pci, size_t len)
+{
+	char node[64], link[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+
+	if (spyre_node(index, node, sizeof(node)))
+		return -ENODEV;
+	snprintf(link, sizeof(link), "/sys/class/accel/%s/device", strrchr(node, '/') + 1);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
+	return 0;
+}
+
+#define SPYRE_SNAP_CARDS 2
+
+/*
+ * What must come back to its starting value after a test: per card the
+ * memory counters and the debugfs listings of contexts and BOs, and the
+ * kernel's taint flags.
+ */
+struct spyre_snap {
+	int ncards;
+	struct {
+		char pci[32];
+		long mem_used, host_used;
+		char contexts[4096], bos[4096];
+	} c[SPYRE_SNAP_CARDS];
+	unsigned long tainted;
+};
+
+static inline void spyre_snap_take(struct spyre_snap *s)
+{
+	char path[PATH_MAX], buf[64];
+	int i;
+
+	memset(s, 0, sizeof(*s));
+	for (i = 0; i < SPYRE_SNAP_CARDS && !card_pci(i, s->c[i].pci, sizeof(s->c[i].pci)); i++) {
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/mem_used", s->c[i].pci);
+		s->c[i].mem_used = read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/host_mem_used", s->c[i].pci);
+		s->c[i].host_used = read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
+		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/contexts", s->c[i].pci);
+		read_text(path, s->c[i].contexts, sizeof(s->c[i].contexts));
+		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/bos", s->c[i].pci);
+		read_text(path, s->c[i].bos, sizeof(s->c[i].bos));
+	}
+	s->ncards = i;
+	s->tainted = read_text("/proc/sys/kernel/tainted", buf, sizeof(buf)) ? 0 :
+		     strtoul(buf, NULL, 0);
+}
+
+static inline int spyre_snap_same(const struct spyre_snap *a, const struct spyre_snap *b)
+{
+	int i;
+
+	if (a->ncards != b->ncards || a->tainted != b->tainted)
+		return 0;
+	for (i = 0; i < a->ncards; i++)
+		if (a->c[i].mem_used != b->c[i].mem_used ||
+		    a->c[i].host_used != b->c[i].host_used ||
+		    strcmp(a->c[i].contexts, b->c[i].contexts) || strcmp(a->c[i].bos, b->c[i].bos))
+			return 0;
+	return 1;
+}
+
 static inline void fill_pattern(uint8_t *p, size_t n, unsigned int seed)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
 		p[i] = (uint8_t)(i * 31 + seed * 17 + (i >> 12));
+}
+
+/* host -> device -> host through two COPYs, checked byte for byte */
+static inline int scopy_round_trip(int fd, uint32_t q, uint64_t size, unsigned int seed)
+{
+	struct sbo in, dev, out;
+	uint8_t p[2][64];
+	int ret;
+
+	ret = sbo_create(fd, size, DRM_SPYRE_BO_HOST, &in);
+	ret = ret ?: sbo_create(fd, size, 0, &dev);
+	ret = ret ?: sbo_create(fd, size, DRM_SPYRE_BO_HOST, &out);
+	if (ret)
+		return ret;
+	fill_pattern(in.map, size, seed);
+	spyre_prep_copy_va(p[0], in.va, dev.va, size);
+	spyre_prep_copy_va(p[1], dev.va, out.va, size);
+	ret = srun(fd, q, p, 2);
+	if (!ret && memcmp(in.map, out.map, size))
+		ret = -EBADMSG;
+	sbo_close(fd, &in);
+	sbo_close(fd, &dev);
+	sbo_close(fd, &out);
+	return ret;
 }
 
 #endif

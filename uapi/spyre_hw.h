@@ -190,12 +190,12 @@ typedef uint64_t spyre_le64;
 #define SPYRE_SOURCE_COMPLETION		5
 #define SPYRE_SOURCE_SGL		6	/* reading a scatter-gather list */
 #define SPYRE_SOURCE_PROGRAM		7	/* LAUNCH program or arguments */
-#define SPYRE_FAULT_NOT_PRESENT		1	/* no valid translation */
-#define SPYRE_FAULT_PERMISSION		2	/* PTE lacks read or write */
-#define SPYRE_FAULT_BAD_CTX		3	/* context not in the context table */
-#define SPYRE_FAULT_RANGE		4	/* beyond the VA space or device memory */
-#define SPYRE_FAULT_WALK		5	/* page table read failed */
-#define SPYRE_FAULT_DMA			6	/* host memory access failed */
+#define SPYRE_MMU_FAULT_NOT_PRESENT		1	/* no valid translation */
+#define SPYRE_MMU_FAULT_PERMISSION		2	/* PTE lacks read or write */
+#define SPYRE_MMU_FAULT_BAD_CTX		3	/* context not in the context table */
+#define SPYRE_MMU_FAULT_RANGE		4	/* beyond the VA space or device memory */
+#define SPYRE_MMU_FAULT_WALK		5	/* page table read failed */
+#define SPYRE_MMU_FAULT_DMA			6	/* host memory access failed */
 
 /* Packet errors (SPYRE_Q_ERROR). A failed packet stops its queue. */
 #define SPYRE_ERR_NONE			0
@@ -261,12 +261,12 @@ typedef uint64_t spyre_le64;
 #define SPYRE_PKT_SIZE			64
 #define SPYRE_PKT_VERSION		1
 
-#define SPYRE_OP_NOP			0
-#define SPYRE_OP_COPY			1
-#define SPYRE_OP_LAUNCH			2
-#define SPYRE_OP_SIGNAL			3
-#define SPYRE_OP_WAIT			4
-#define SPYRE_OP_TIMESTAMP		5
+#define SPYRE_PKT_OP_NOP			0
+#define SPYRE_PKT_OP_COPY			1
+#define SPYRE_PKT_OP_LAUNCH			2
+#define SPYRE_PKT_OP_SIGNAL			3
+#define SPYRE_PKT_OP_WAIT			4
+#define SPYRE_PKT_OP_TIMESTAMP		5
 
 #define SPYRE_PKT_F_IRQ			(1u << 0)	/* interrupt on completion */
 #define SPYRE_PKT_F_MASK		SPYRE_PKT_F_IRQ
@@ -285,7 +285,7 @@ typedef uint64_t spyre_le64;
 #define SPYRE_COPY_MAX			(1ULL << 40)
 
 struct spyre_pkt_hdr {
-	uint8_t opcode;		/* SPYRE_OP_* */
+	uint8_t opcode;		/* SPYRE_PKT_OP_* */
 	uint8_t version;	/* SPYRE_PKT_VERSION */
 	spyre_le16 flags;		/* SPYRE_PKT_F_* */
 	spyre_le16 ctx;		/* MMU context of SPYRE_AS_VIRT operands */
@@ -318,7 +318,7 @@ struct spyre_pkt_launch {
  * successfully or not): the modeled device time and per-core busy time.
  */
 struct spyre_launch_record {
-	spyre_le32 status;	/* SPYRE_FAULT_NONE (0) or an engine fault cause */
+	spyre_le32 status;	/* SPYRE_ENGINE_FAULT_NONE (0) or an engine fault cause */
 	spyre_le32 fault_core;
 	spyre_le32 fault_pc;
 	spyre_le32 cores_run;
@@ -365,7 +365,7 @@ static inline void spyre_prep_hdr(void *pkt, uint8_t opcode)
 
 static inline void spyre_prep_nop(void *pkt)
 {
-	spyre_prep_hdr(pkt, SPYRE_OP_NOP);
+	spyre_prep_hdr(pkt, SPYRE_PKT_OP_NOP);
 }
 
 /* COPY @size bytes (a multiple of SPYRE_STICK_BYTES) from @src to @dst. */
@@ -374,7 +374,7 @@ static inline void spyre_prep_copy(void *pkt, uint8_t src_space, uint64_t src,
 {
 	struct spyre_pkt_copy *c = (struct spyre_pkt_copy *)pkt;
 
-	spyre_prep_hdr(pkt, SPYRE_OP_COPY);
+	spyre_prep_hdr(pkt, SPYRE_PKT_OP_COPY);
 	c->src = spyre_cpu_to_le64(src);
 	c->dst = spyre_cpu_to_le64(dst);
 	c->size = spyre_cpu_to_le64(size);
@@ -394,7 +394,7 @@ static inline void spyre_prep_launch(void *pkt, uint64_t program, uint64_t args,
 {
 	struct spyre_pkt_launch *l = (struct spyre_pkt_launch *)pkt;
 
-	spyre_prep_hdr(pkt, SPYRE_OP_LAUNCH);
+	spyre_prep_hdr(pkt, SPYRE_PKT_OP_LAUNCH);
 	l->program = spyre_cpu_to_le64(program);
 	l->args = spyre_cpu_to_le64(args);
 	l->core_mask = spyre_cpu_to_le32(core_mask);
@@ -416,7 +416,7 @@ static inline void spyre_prep_sem(void *pkt, uint8_t opcode, uint8_t space, uint
 /* TIMESTAMP: write the device clock (ns) to the 64-bit word at @addr. */
 static inline void spyre_prep_timestamp(void *pkt, uint8_t space, uint64_t addr)
 {
-	spyre_prep_sem(pkt, SPYRE_OP_TIMESTAMP, space, addr, 0);
+	spyre_prep_sem(pkt, SPYRE_PKT_OP_TIMESTAMP, space, addr, 0);
 }
 
 /*

@@ -131,39 +131,39 @@ struct spyre_prog_reloc {
 
 enum spyre_opcode {
 	/* control (struct spyre_insn_ctl) */
-	SPYRE_OPC_NOP = 0x00,		/* nothing */
-	SPYRE_OPC_HALT = 0x01,		/* core finished (also: running off the end) */
-	SPYRE_OPC_LI = 0x02,		/* r[reg] = imm */
-	SPYRE_OPC_ADDI = 0x03,		/* r[reg] = r[reg2] + imm (mod 2^64) */
-	SPYRE_OPC_LDARG = 0x04,		/* r[reg] = args.scalar[imm] */
-	SPYRE_OPC_BNZ = 0x05,		/* if r[reg] != 0: pc = imm */
+	SPYRE_ISA_OP_NOP = 0x00,		/* nothing */
+	SPYRE_ISA_OP_HALT = 0x01,		/* core finished (also: running off the end) */
+	SPYRE_ISA_OP_LI = 0x02,		/* r[reg] = imm */
+	SPYRE_ISA_OP_ADDI = 0x03,		/* r[reg] = r[reg2] + imm (mod 2^64) */
+	SPYRE_ISA_OP_LDARG = 0x04,		/* r[reg] = args.scalar[imm] */
+	SPYRE_ISA_OP_BNZ = 0x05,		/* if r[reg] != 0: pc = imm */
 	/* stick DMA (struct spyre_insn_dma) */
-	SPYRE_OPC_LOAD = 0x10,		/* device memory -> scratchpad */
-	SPYRE_OPC_STORE = 0x11,		/* scratchpad -> device memory */
+	SPYRE_ISA_OP_LOAD = 0x10,		/* device memory -> scratchpad */
+	SPYRE_ISA_OP_STORE = 0x11,		/* scratchpad -> device memory */
 	/* tensor ops in the scratchpad (struct spyre_insn_tensor) */
-	SPYRE_OPC_MATMUL = 0x20,	/* C[m,n] (+)= A[m,k] B[k,n] */
-	SPYRE_OPC_ADD = 0x30,		/* binary elementwise: d = a op b */
-	SPYRE_OPC_SUB = 0x31,
-	SPYRE_OPC_MUL = 0x32,
-	SPYRE_OPC_MAX = 0x33,
-	SPYRE_OPC_RELU = 0x40,		/* unary elementwise: d = f(a) */
-	SPYRE_OPC_GELU = 0x41,		/* x/2 (1 + erf(x/sqrt 2)) */
-	SPYRE_OPC_SILU = 0x42,		/* x / (1 + exp(-x)) */
-	SPYRE_OPC_EXP = 0x43,
-	SPYRE_OPC_RSQRT = 0x44,		/* 1 / sqrt(x) */
-	SPYRE_OPC_SCALE = 0x45,		/* d = a * imm + imm2 (fp32 immediates) */
-	SPYRE_OPC_CAST = 0x46,		/* d (dtype2) = a (dtype) */
-	SPYRE_OPC_FILL = 0x47,		/* d = imm (fp32 bits, or int32 for int types) */
-	SPYRE_OPC_REDSUM = 0x50,	/* reductions, see SPYRE_IF_AXIS0 */
-	SPYRE_OPC_REDMAX = 0x51,
-	SPYRE_OPC_SOFTMAX = 0x52,	/* row-wise softmax along the stick dimension */
-	SPYRE_OPC_TRANSPOSE = 0x53,	/* d[c,r] = a[r,c] */
+	SPYRE_ISA_OP_MATMUL = 0x20,	/* C[m,n] (+)= A[m,k] B[k,n] */
+	SPYRE_ISA_OP_ADD = 0x30,		/* binary elementwise: d = a op b */
+	SPYRE_ISA_OP_SUB = 0x31,
+	SPYRE_ISA_OP_MUL = 0x32,
+	SPYRE_ISA_OP_MAX = 0x33,
+	SPYRE_ISA_OP_RELU = 0x40,		/* unary elementwise: d = f(a) */
+	SPYRE_ISA_OP_GELU = 0x41,		/* x/2 (1 + erf(x/sqrt 2)) */
+	SPYRE_ISA_OP_SILU = 0x42,		/* x / (1 + exp(-x)) */
+	SPYRE_ISA_OP_EXP = 0x43,
+	SPYRE_ISA_OP_RSQRT = 0x44,		/* 1 / sqrt(x) */
+	SPYRE_ISA_OP_SCALE = 0x45,		/* d = a * imm + imm2 (fp32 immediates) */
+	SPYRE_ISA_OP_CAST = 0x46,		/* d (dtype2) = a (dtype) */
+	SPYRE_ISA_OP_FILL = 0x47,		/* d = imm (fp32 bits, or int32 for int types) */
+	SPYRE_ISA_OP_REDSUM = 0x50,	/* reductions, see SPYRE_IF_AXIS0 */
+	SPYRE_ISA_OP_REDMAX = 0x51,
+	SPYRE_ISA_OP_SOFTMAX = 0x52,	/* row-wise softmax along the stick dimension */
+	SPYRE_ISA_OP_TRANSPOSE = 0x53,	/* d[c,r] = a[r,c] */
 	/* ring and synchronisation (struct spyre_insn_ring) */
-	SPYRE_OPC_SEND = 0x60,		/* bytes from sp to core peer, with tag */
-	SPYRE_OPC_RECV = 0x61,		/* wait for the next message from peer into sp */
-	SPYRE_OPC_SIGNAL = 0x62,	/* token[tag] of core peer += 1 */
-	SPYRE_OPC_WAIT = 0x63,		/* wait until own token[tag] >= count; subtract count */
-	SPYRE_OPC_BARRIER = 0x64,	/* wait for every core of mask (0: all launched) */
+	SPYRE_ISA_OP_SEND = 0x60,		/* bytes from sp to core peer, with tag */
+	SPYRE_ISA_OP_RECV = 0x61,		/* wait for the next message from peer into sp */
+	SPYRE_ISA_OP_SIGNAL = 0x62,	/* token[tag] of core peer += 1 */
+	SPYRE_ISA_OP_WAIT = 0x63,		/* wait until own token[tag] >= count; subtract count */
+	SPYRE_ISA_OP_BARRIER = 0x64,	/* wait for every core of mask (0: all launched) */
 };
 
 /* flags (byte 3) */
@@ -271,24 +271,24 @@ union spyre_insn {
 
 /* ---- faults ----------------------------------------------------------- */
 
-/* A launch ends with status SPYRE_FAULT_NONE or one of these causes. */
-#define SPYRE_FAULT_NONE		0
-#define SPYRE_FAULT_BAD_PROGRAM		1	/* container malformed (core, pc: ~0) */
-#define SPYRE_FAULT_BAD_OPCODE		2
-#define SPYRE_FAULT_BAD_OPERAND		3	/* reserved field, flag, register, size, branch target */
-#define SPYRE_FAULT_BAD_DTYPE		4	/* data type not valid for the opcode */
-#define SPYRE_FAULT_ALIGN		5	/* operand not on a stick boundary */
-#define SPYRE_FAULT_SP_RANGE		6	/* scratchpad access beyond the scratchpad */
-#define SPYRE_FAULT_MEM_RANGE		7	/* slot-relative access beyond the slot, or VA overflow */
-#define SPYRE_FAULT_MEM			8	/* memory callback failed: address = faulting VA */
-#define SPYRE_FAULT_BAD_PEER		9	/* ring peer or barrier mask names a core not launched */
-#define SPYRE_FAULT_RING_MISMATCH	10	/* RECV tag or size differs from the message */
-#define SPYRE_FAULT_DEADLOCK		11	/* every unfinished core waits for something that cannot come */
-#define SPYRE_FAULT_BUDGET		12	/* instruction budget exhausted */
-#define SPYRE_FAULT_BAD_SLOT		13	/* slot index >= num_syms */
-#define SPYRE_FAULT_COUNT		14
+/* A launch ends with status SPYRE_ENGINE_FAULT_NONE or one of these causes. */
+#define SPYRE_ENGINE_FAULT_NONE		0
+#define SPYRE_ENGINE_FAULT_BAD_PROGRAM		1	/* container malformed (core, pc: ~0) */
+#define SPYRE_ENGINE_FAULT_BAD_OPCODE		2
+#define SPYRE_ENGINE_FAULT_BAD_OPERAND		3	/* reserved field, flag, register, size, branch target */
+#define SPYRE_ENGINE_FAULT_BAD_DTYPE		4	/* data type not valid for the opcode */
+#define SPYRE_ENGINE_FAULT_ALIGN		5	/* operand not on a stick boundary */
+#define SPYRE_ENGINE_FAULT_SP_RANGE		6	/* scratchpad access beyond the scratchpad */
+#define SPYRE_ENGINE_FAULT_MEM_RANGE		7	/* slot-relative access beyond the slot, or VA overflow */
+#define SPYRE_ENGINE_FAULT_MEM			8	/* memory callback failed: address = faulting VA */
+#define SPYRE_ENGINE_FAULT_BAD_PEER		9	/* ring peer or barrier mask names a core not launched */
+#define SPYRE_ENGINE_FAULT_RING_MISMATCH	10	/* RECV tag or size differs from the message */
+#define SPYRE_ENGINE_FAULT_DEADLOCK		11	/* every unfinished core waits for something that cannot come */
+#define SPYRE_ENGINE_FAULT_BUDGET		12	/* instruction budget exhausted */
+#define SPYRE_ENGINE_FAULT_BAD_SLOT		13	/* slot index >= num_syms */
+#define SPYRE_ENGINE_FAULT_COUNT		14
 
-#define SPYRE_FAULT_CORE_NONE		0xffffffffu	/* fault not tied to a core */
-#define SPYRE_FAULT_PC_NONE		0xffffffffu
+#define SPYRE_ENGINE_FAULT_CORE_NONE		0xffffffffu	/* fault not tied to a core */
+#define SPYRE_ENGINE_FAULT_PC_NONE		0xffffffffu
 
 #endif /* SPYRE_ISA_H */

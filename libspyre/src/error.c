@@ -41,22 +41,22 @@ SPYRE_EXPORT const char *spyre_engine_fault_name(uint32_t cause)
 {
 	/* The SPYRE_FAULT_* causes of spyre_isa.h, in order. */
 	static const char *const names[] = {
-		[SPYRE_FAULT_NONE] = "no fault",
-		[SPYRE_FAULT_BAD_PROGRAM] = "malformed program",
-		[SPYRE_FAULT_BAD_OPCODE] = "bad opcode",
-		[SPYRE_FAULT_BAD_OPERAND] = "bad operand",
-		[SPYRE_FAULT_BAD_DTYPE] = "data type not valid for the opcode",
-		[SPYRE_FAULT_ALIGN] = "operand not on a stick boundary",
-		[SPYRE_FAULT_SP_RANGE] = "scratchpad access out of range",
-		[SPYRE_FAULT_MEM_RANGE] = "memory access outside its slot",
-		[SPYRE_FAULT_MEM] = "memory access failed",
-		[SPYRE_FAULT_BAD_PEER] = "ring peer not launched",
-		[SPYRE_FAULT_RING_MISMATCH] = "ring message tag or size mismatch",
-		[SPYRE_FAULT_DEADLOCK] = "deadlock",
-		[SPYRE_FAULT_BUDGET] = "instruction budget exhausted",
-		[SPYRE_FAULT_BAD_SLOT] = "no such slot",
+		[SPYRE_ENGINE_FAULT_NONE] = "no fault",
+		[SPYRE_ENGINE_FAULT_BAD_PROGRAM] = "malformed program",
+		[SPYRE_ENGINE_FAULT_BAD_OPCODE] = "bad opcode",
+		[SPYRE_ENGINE_FAULT_BAD_OPERAND] = "bad operand",
+		[SPYRE_ENGINE_FAULT_BAD_DTYPE] = "data type not valid for the opcode",
+		[SPYRE_ENGINE_FAULT_ALIGN] = "operand not on a stick boundary",
+		[SPYRE_ENGINE_FAULT_SP_RANGE] = "scratchpad access out of range",
+		[SPYRE_ENGINE_FAULT_MEM_RANGE] = "memory access outside its slot",
+		[SPYRE_ENGINE_FAULT_MEM] = "memory access failed",
+		[SPYRE_ENGINE_FAULT_BAD_PEER] = "ring peer not launched",
+		[SPYRE_ENGINE_FAULT_RING_MISMATCH] = "ring message tag or size mismatch",
+		[SPYRE_ENGINE_FAULT_DEADLOCK] = "deadlock",
+		[SPYRE_ENGINE_FAULT_BUDGET] = "instruction budget exhausted",
+		[SPYRE_ENGINE_FAULT_BAD_SLOT] = "no such slot",
 	};
-	_Static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_FAULT_COUNT,
+	_Static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_ENGINE_FAULT_COUNT,
 		       "a name for every engine fault of spyre_isa.h");
 
 	return SPYRE_NAME_OF(names, cause, "unknown engine fault");

@@ -13,13 +13,12 @@
 
 #define SPYRE_EXPORT __attribute__((visibility("default")))
 
-#define SPYRE_STICK		128u
 #define SPYRE_NCLASSES		14	/* 128 B << 0 .. 128 B << 13 = 1 MiB */
 #define SPYRE_CHUNK_SIZE	(2u << 20)
 #define SPYRE_STAGING_SIZE	(4u << 20)
 
 /* One buffer object of the driver. */
-struct spyre_bo {
+struct spyre_buf {
 	uint32_t handle;
 	uint64_t va;
 	uint64_t size;
@@ -28,7 +27,7 @@ struct spyre_bo {
 
 /* A chunk of device memory carved into blocks of one size class. */
 struct spyre_chunk {
-	struct spyre_bo bo;
+	struct spyre_buf bo;
 	uint32_t used;		/* blocks handed out */
 	struct spyre_chunk *next;
 };
@@ -41,7 +40,7 @@ struct spyre_alloc {
 	uint32_t type;		/* enum spyre_memory_type */
 	int cls;		/* size class, or -1 for its own BO */
 	struct spyre_chunk *chunk;
-	struct spyre_bo bo;	/* own BO (cls == -1) */
+	struct spyre_buf bo;	/* own BO (cls == -1) */
 };
 
 struct spyre_free_block {
@@ -66,11 +65,11 @@ struct spyre_device {
 	struct spyre_free_block *free[SPYRE_NCLASSES];
 	size_t nfree[SPYRE_NCLASSES], cap_free[SPYRE_NCLASSES];
 	size_t nblocks[SPYRE_NCLASSES];	/* blocks of all chunks of the class */
-	struct spyre_bo *large_cache;	/* freed large BOs */
+	struct spyre_buf *large_cache;	/* freed large BOs */
 	size_t nlarge, cap_large;
 	struct spyre_mem_stats stats;
 	/* memset sources, stick v holds byte v: created on first use, read-only after */
-	struct spyre_bo values;
+	struct spyre_buf values;
 	/*
 	 * Live streams. A stream is freed when its last reference is dropped:
 	 * the list's (dropped by spyre_stream_destroy()) or one a device-wide
@@ -85,7 +84,7 @@ struct spyre_device {
 	 * for a whole staged copy, as the buffer is refilled chunk by chunk.
 	 */
 	pthread_mutex_t staging_lock;
-	struct spyre_bo staging;
+	struct spyre_buf staging;
 
 	/*
 	 * Protects @internal, the stream of synchronous operations
@@ -174,8 +173,8 @@ size_t spyre_patch_apply(void *image, const struct spyre_reloc_site *sites, uint
 			 const uint64_t *slots, const uint64_t *prev);
 
 /* memory.c */
-int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct spyre_bo *bo);
-void spyre_bo_del(struct spyre_device *dev, struct spyre_bo *bo);
+int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct spyre_buf *bo);
+void spyre_bo_del(struct spyre_device *dev, struct spyre_buf *bo);
 const struct spyre_alloc *spyre_alloc_find_locked(struct spyre_device *dev, uint64_t ptr);
 const struct spyre_alloc *spyre_alloc_find_host_locked(struct spyre_device *dev, const void *p);
 void spyre_memory_fini(struct spyre_device *dev);

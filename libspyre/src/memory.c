@@ -15,7 +15,7 @@
 #include "spyre_accel.h"
 #include "internal.h"
 
-int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct spyre_bo *bo)
+int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct spyre_buf *bo)
 {
 	struct drm_spyre_bo_create c = { .size = size, .flags = flags };
 
@@ -41,7 +41,7 @@ int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct
 	return 0;
 }
 
-void spyre_bo_del(struct spyre_device *dev, struct spyre_bo *bo)
+void spyre_bo_del(struct spyre_device *dev, struct spyre_buf *bo)
 {
 	struct drm_gem_close c = { .handle = bo->handle };
 
@@ -128,7 +128,7 @@ static int size_class(size_t size)
 {
 	int c = 0;
 
-	while (c < SPYRE_NCLASSES && ((size_t)SPYRE_STICK << c) < size)
+	while (c < SPYRE_NCLASSES && ((size_t)SPYRE_STICK_BYTES << c) < size)
 		c++;
 	return c < SPYRE_NCLASSES ? c : -1;
 }
@@ -136,7 +136,7 @@ static int size_class(size_t size)
 /* A free block of class @c, carving a new chunk when there is none. */
 static int class_get_locked(struct spyre_device *dev, int c, struct spyre_free_block *out)
 {
-	uint64_t bsize = (uint64_t)SPYRE_STICK << c, off;
+	uint64_t bsize = (uint64_t)SPYRE_STICK_BYTES << c, off;
 	struct spyre_chunk *ch;
 	int ret;
 
@@ -190,7 +190,7 @@ SPYRE_EXPORT int spyre_malloc(spyre_device_t *dev, size_t size, spyre_dptr_t *pt
 			goto out;
 		a.base = b.va;
 		a.chunk = b.chunk;
-		a.span = (uint64_t)SPYRE_STICK << a.cls;
+		a.span = (uint64_t)SPYRE_STICK_BYTES << a.cls;
 	} else {
 		uint64_t span = (size + 4095) & ~(uint64_t)4095;
 
@@ -293,7 +293,7 @@ SPYRE_EXPORT int spyre_empty_cache(spyre_device_t *dev)
 					dev->free[c][k++] = dev->free[c][i];
 			dev->nfree[c] = k;
 			*pp = ch->next;
-			dev->nblocks[c] -= SPYRE_CHUNK_SIZE / ((size_t)SPYRE_STICK << c);
+			dev->nblocks[c] -= SPYRE_CHUNK_SIZE / ((size_t)SPYRE_STICK_BYTES << c);
 			dev->stats.reserved -= ch->bo.size;
 			spyre_bo_del(dev, &ch->bo);
 			free(ch);

@@ -26,10 +26,10 @@ struct spyre_program {
 	struct spyre_reloc_site *relocs;
 	uint32_t num_relocs;
 	enum spyre_launch_path path;
-	struct spyre_bo image;		/* device copy the engine runs */
+	struct spyre_buf image;		/* device copy the engine runs */
 	/* patch path */
 	pthread_mutex_t lock;		/* Protects the patch state */
-	struct spyre_bo host;		/* patched host copy, the upload source */
+	struct spyre_buf host;		/* patched host copy, the upload source */
 	uint64_t *bound;		/* slot addresses patched into @host */
 	bool patched;
 	/* The last launch of the program on each stream that ran it. */
@@ -47,7 +47,7 @@ struct spyre_program {
  * with unchanged bindings reuses its block.
  */
 struct spyre_launch_state {
-	struct spyre_bo bo;		/* SPYRE_ARG_SLOTS blocks of SPYRE_ARG_SLOT_BYTES */
+	struct spyre_buf bo;		/* SPYRE_ARG_SLOTS blocks of SPYRE_ARG_SLOT_BYTES */
 	uint32_t next;			/* the block new bindings take next */
 	uint64_t point[SPYRE_ARG_SLOTS];	/* stream point of the last launch reading each */
 	int last_slot;			/* block of the last launch, -1 if none */
@@ -149,7 +149,7 @@ SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size
 		return spyre_error(-ENOMEM, "out of memory");
 	pr->dev = dev;
 	pr->size = size;
-	pr->upload_size = (size + SPYRE_STICK - 1) & ~(size_t)(SPYRE_STICK - 1);
+	pr->upload_size = (size + SPYRE_STICK_BYTES - 1) & ~(size_t)(SPYRE_STICK_BYTES - 1);
 	pthread_mutex_init(&pr->lock, NULL);
 	ret = parse(pr, image, size);
 	pr->path = pr->num_relocs ? SPYRE_LAUNCH_PATCH : SPYRE_LAUNCH_FAST;
@@ -277,7 +277,7 @@ static int check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots)
 					  i, pr->syms[i].name,
 					  (unsigned long long)pr->syms[i].size,
 					  (unsigned long long)(a->base + a->span - slots[i]));
-		else if (slots[i] % SPYRE_STICK)
+		else if (slots[i] % SPYRE_STICK_BYTES)
 			ret = spyre_error(-EINVAL, "slot %u '%s': 0x%llx is not 128-byte aligned", i,
 					  pr->syms[i].name, (unsigned long long)slots[i]);
 	}
@@ -425,12 +425,8 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 			goto out;
 		}
 	}
-	job.launch.hdr.opcode = SPYRE_OP_LAUNCH;
-	job.launch.hdr.version = SPYRE_PKT_VERSION;
-	job.launch.program = pr->image.va;
-	job.launch.args = r->bo.va + block_off(slot);
-	job.launch.core_mask = core_mask;
-	job.launch.record = job.launch.args + SPYRE_ARG_RECORD_OFF;
+	spyre_prep_launch(&job.launch, pr->image.va, r->bo.va + block_off(slot), core_mask,
+			  r->bo.va + block_off(slot) + SPYRE_ARG_RECORD_OFF);
 	ret = spyre_stream_submit_locked(s, (const uint8_t *)&job + first * SPYRE_PKT_SIZE, 2 - first);
 	if (!ret)
 		r->point[slot] = s->point;

@@ -20,7 +20,7 @@
 
 struct spyre_event {
 	struct spyre_device *dev;
-	struct spyre_bo ts;		/* 8-byte device timestamp, host memory */
+	struct spyre_buf ts;		/* 8-byte device timestamp, host memory */
 	uint32_t timeline;
 	uint64_t point;
 	bool recorded;
@@ -73,12 +73,12 @@ static const char *mmu_fault_name(uint32_t cause)
 {
 	static const char *const names[] = {
 		[0] = "unknown cause",
-		[SPYRE_FAULT_NOT_PRESENT] = "no translation",
-		[SPYRE_FAULT_PERMISSION] = "permission",
-		[SPYRE_FAULT_BAD_CTX] = "bad context",
-		[SPYRE_FAULT_RANGE] = "beyond the address space",
-		[SPYRE_FAULT_WALK] = "page table walk failed",
-		[SPYRE_FAULT_DMA] = "host memory access failed",
+		[SPYRE_MMU_FAULT_NOT_PRESENT] = "no translation",
+		[SPYRE_MMU_FAULT_PERMISSION] = "permission",
+		[SPYRE_MMU_FAULT_BAD_CTX] = "bad context",
+		[SPYRE_MMU_FAULT_RANGE] = "beyond the address space",
+		[SPYRE_MMU_FAULT_WALK] = "page table walk failed",
+		[SPYRE_MMU_FAULT_DMA] = "host memory access failed",
 	};
 
 	return SPYRE_NAME_OF(names, cause, "unknown cause");
@@ -318,7 +318,7 @@ SPYRE_EXPORT int spyre_stream_synchronize(spyre_stream_t *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->nwaits && !s->poisoned) {
 		/* Pending event waits are stream work too: flush them into a NOP. */
-		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_OP_NOP, SPYRE_PKT_VERSION };
+		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_PKT_OP_NOP, SPYRE_PKT_VERSION };
 
 		ret = submit_locked(s, nop, 1);
 		if (ret) {
@@ -366,7 +366,7 @@ SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 	pthread_mutex_lock(&s->lock);
 	if (s->nwaits == SPYRE_MAX_WAITS) {
 		/* Too many pending waits: flush them into an empty job. */
-		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_OP_NOP, SPYRE_PKT_VERSION };
+		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_PKT_OP_NOP, SPYRE_PKT_VERSION };
 
 		ret = submit_locked(s, nop, 1);
 	}
@@ -527,11 +527,7 @@ SPYRE_EXPORT int spyre_event_record(spyre_event_t *e, spyre_stream_t *s)
 
 	if (!e || !s || e->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_event_record: NULL argument or another device");
-	memset(&p, 0, sizeof(p));
-	p.hdr.opcode = SPYRE_OP_TIMESTAMP;
-	p.hdr.version = SPYRE_PKT_VERSION;
-	p.addr = e->ts.va;
-	p.space = SPYRE_AS_VIRT;
+	spyre_prep_timestamp(&p, SPYRE_AS_VIRT, e->ts.va);
 	pthread_mutex_lock(&s->lock);
 	ret = submit_locked(s, &p, 1);
 	if (!ret) {
@@ -581,18 +577,6 @@ SPYRE_EXPORT int spyre_event_elapsed_ms(spyre_event_t *a, spyre_event_t *b, floa
 }
 
 /* ---- copies ------------------------------------------------------------------- */
-
-static void copy_pkt(struct spyre_pkt_copy *p, uint64_t src, uint64_t dst, uint64_t size)
-{
-	memset(p, 0, sizeof(*p));
-	p->hdr.opcode = SPYRE_OP_COPY;
-	p->hdr.version = SPYRE_PKT_VERSION;
-	p->src = src;
-	p->dst = dst;
-	p->size = size;
-	p->src_space = SPYRE_AS_VIRT;
-	p->dst_space = SPYRE_AS_VIRT;
-}
 
 /*
  * The stream of synchronous operations, referenced: another thread's failure
@@ -650,19 +634,19 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 		return 0;
 	switch (kind) {
 	case SPYRE_MEMCPY_D2D:
-		if (dst % SPYRE_STICK || src % SPYRE_STICK || size % SPYRE_STICK)
+		if (dst % SPYRE_STICK_BYTES || src % SPYRE_STICK_BYTES || size % SPYRE_STICK_BYTES)
 			return spyre_error(-EINVAL, "device-to-device copies move whole 128-byte sticks "
 					   "(dst 0x%llx src 0x%llx size %zu)", (unsigned long long)dst,
 					   (unsigned long long)src, size);
-		copy_pkt(&p, src, dst, size);
+		spyre_prep_copy_va(&p, src, dst, size);
 		return spyre_stream_submit(s, &p, 1);
 	case SPYRE_MEMCPY_H2D:
-		if (dst % SPYRE_STICK)
+		if (dst % SPYRE_STICK_BYTES)
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
 					   (unsigned long long)dst);
 		va = pinned_va(dev, (const void *)(uintptr_t)src, size);
-		if (va && !(va % SPYRE_STICK) && !(size % SPYRE_STICK)) {
-			copy_pkt(&p, va, dst, size);
+		if (va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES)) {
+			spyre_prep_copy_va(&p, va, dst, size);
 			return spyre_stream_submit(s, &p, 1);
 		}
 		/* Stage: the tail stick keeps its device bytes beyond size. */
@@ -672,17 +656,17 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 			size_t whole;
 
 			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
-			whole = (n + SPYRE_STICK - 1) & ~(size_t)(SPYRE_STICK - 1);
+			whole = (n + SPYRE_STICK_BYTES - 1) & ~(size_t)(SPYRE_STICK_BYTES - 1);
 			if (whole != n) {
-				copy_pkt(&p, dst + off + whole - SPYRE_STICK,
-					 dev->staging.va + whole - SPYRE_STICK, SPYRE_STICK);
+				spyre_prep_copy_va(&p, dst + off + whole - SPYRE_STICK_BYTES,
+					 dev->staging.va + whole - SPYRE_STICK_BYTES, SPYRE_STICK_BYTES);
 				ret = spyre_stream_submit(s, &p, 1);
 				ret = ret ?: spyre_stream_synchronize(s);
 				if (ret)
 					break;
 			}
 			memcpy(dev->staging.map, (const char *)(uintptr_t)src + off, n);
-			copy_pkt(&p, dev->staging.va, dst + off, whole);
+			spyre_prep_copy_va(&p, dev->staging.va, dst + off, whole);
 			ret = spyre_stream_submit(s, &p, 1);
 			/* The staging buffer is reused: wait before refilling it. */
 			ret = ret ?: spyre_stream_synchronize(s);
@@ -690,20 +674,20 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 		pthread_mutex_unlock(&dev->staging_lock);
 		return ret;
 	case SPYRE_MEMCPY_D2H:
-		if (src % SPYRE_STICK)
+		if (src % SPYRE_STICK_BYTES)
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
 					   (unsigned long long)src);
 		va = pinned_va(dev, (const void *)(uintptr_t)dst, size);
-		if (va && !(va % SPYRE_STICK) && !(size % SPYRE_STICK)) {
-			copy_pkt(&p, src, va, size);
+		if (va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES)) {
+			spyre_prep_copy_va(&p, src, va, size);
 			return spyre_stream_submit(s, &p, 1);
 		}
 		pthread_mutex_lock(&dev->staging_lock);
 		ret = staging_get_locked(dev);
 		for (off = 0; !ret && off < size; off += n) {
 			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
-			copy_pkt(&p, src + off, dev->staging.va,
-				 (n + SPYRE_STICK - 1) & ~(size_t)(SPYRE_STICK - 1));
+			spyre_prep_copy_va(&p, src + off, dev->staging.va,
+				 (n + SPYRE_STICK_BYTES - 1) & ~(size_t)(SPYRE_STICK_BYTES - 1));
 			ret = spyre_stream_submit(s, &p, 1);
 			ret = ret ?: spyre_stream_synchronize(s);
 			if (!ret)
@@ -800,7 +784,7 @@ SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t
 	uint64_t values;
 	int ret = 0, v;
 
-	if (!s || dst % SPYRE_STICK || size % SPYRE_STICK)
+	if (!s || dst % SPYRE_STICK_BYTES || size % SPYRE_STICK_BYTES)
 		return spyre_error(-EINVAL, "spyre_memset_async: %s", !s ? "NULL stream" :
 				   "address and size must be whole 128-byte sticks");
 	if (!size)
@@ -809,17 +793,17 @@ SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t
 	/* 256 host sticks, stick v filled with byte v: written once, read-only after. */
 	pthread_mutex_lock(&dev->lock);
 	if (!dev->values.handle) {
-		ret = spyre_bo_new(dev, 256 * SPYRE_STICK, DRM_SPYRE_BO_HOST, &dev->values);
+		ret = spyre_bo_new(dev, 256 * SPYRE_STICK_BYTES, DRM_SPYRE_BO_HOST, &dev->values);
 		for (v = 0; !ret && v < 256; v++)
-			memset((char *)dev->values.map + v * SPYRE_STICK, v, SPYRE_STICK);
+			memset((char *)dev->values.map + v * SPYRE_STICK_BYTES, v, SPYRE_STICK_BYTES);
 	}
 	values = dev->values.va;
 	pthread_mutex_unlock(&dev->lock);
 	if (ret)
 		return ret;
 	/* One stick of the value, then double what is done: log2(size) packets. */
-	copy_pkt(&p[n++], values + (uint64_t)value * SPYRE_STICK, dst, SPYRE_STICK);
-	for (done = SPYRE_STICK; done < size; done *= 2)
-		copy_pkt(&p[n++], dst, dst + done, done < size - done ? done : size - done);
+	spyre_prep_copy_va(&p[n++], values + (uint64_t)value * SPYRE_STICK_BYTES, dst, SPYRE_STICK_BYTES);
+	for (done = SPYRE_STICK_BYTES; done < size; done *= 2)
+		spyre_prep_copy_va(&p[n++], dst, dst + done, done < size - done ? done : size - done);
 	return spyre_stream_submit(s, p, (uint32_t)n);
 }

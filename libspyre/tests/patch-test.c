@@ -32,12 +32,12 @@ static void *build(int abs, size_t *size)
 	spyre_pb_sym(pb, "c", SPYRE_DT_FP32, 1, (uint64_t[]){ 4096 }, 16384, SPYRE_SYM_OUT);
 	for (c = 0; c < 4; c++)
 		for (j = 0; j < 6; j++) {
-			unsigned sym = (unsigned)(c + j) % 3, op = sym == 2 ? SPYRE_OPC_STORE : SPYRE_OPC_LOAD;
+			unsigned sym = (unsigned)(c + j) % 3, op = sym == 2 ? SPYRE_ISA_OP_STORE : SPYRE_ISA_OP_LOAD;
 			uint64_t off = 128ull * (unsigned)(c * 7 + j);
 
 			if (abs)
 				spyre_pb_dma_abs(pb, c, op, 0, sym, off, 1, 128, 0, 0);
-			else if (op == SPYRE_OPC_LOAD)
+			else if (op == SPYRE_ISA_OP_LOAD)
 				spyre_pb_load(pb, c, 0, SPYRE_SLOT_ADDR(sym, off), 1, 128, 0, 0, SPYRE_IF_SLOT);
 			else
 				spyre_pb_store(pb, c, 0, SPYRE_SLOT_ADDR(sym, off), 1, 128, 0, 0, SPYRE_IF_SLOT);
@@ -62,7 +62,7 @@ static size_t effective(const void *img, const uint64_t *slots, uint64_t *out)
 
 			spyre_insn_decode((const uint8_t *)img + core[c].code_off +
 					  (size_t)pc * SPYRE_INSN_BYTES, &in);
-			if (in.dma.opcode != SPYRE_OPC_LOAD && in.dma.opcode != SPYRE_OPC_STORE)
+			if (in.dma.opcode != SPYRE_ISA_OP_LOAD && in.dma.opcode != SPYRE_ISA_OP_STORE)
 				continue;
 			if (in.dma.flags & SPYRE_IF_SLOT)
 				out[n++] = slots[in.dma.mem >> 48] + (in.dma.mem & 0xffffffffffffull);

@@ -138,7 +138,7 @@ static int fake_submit(struct drm_spyre_submit *a)
 		return fail_errno(EINVAL);
 	/* The job runs at once; a COPY from FAULT_VA faults it. */
 	for (i = 0; i < a->packet_count; i++)
-		if (p[i].hdr.opcode == SPYRE_OP_COPY && p[i].src == FAULT_VA) {
+		if (p[i].hdr.opcode == SPYRE_PKT_OP_COPY && p[i].src == FAULT_VA) {
 			queue_errors[a->queue_id]++;
 			queue_fail_seq[a->queue_id] = a->out_sync_point;
 		}
@@ -209,7 +209,7 @@ int drmIoctl(int fd, unsigned long request, void *arg)
 				e->fault_addr = FAULT_VA;
 				e->fault_info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ,
 								 SPYRE_SOURCE_COPY_SRC,
-								 SPYRE_FAULT_NOT_PRESENT);
+								 SPYRE_MMU_FAULT_NOT_PRESENT);
 			}
 		}
 	} else {
@@ -439,12 +439,12 @@ static void *relu_image(int abs, size_t *size)
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
 	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_LOAD, 0, 0, 0, 32, 128, 128, 128);
+		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_LOAD, 0, 0, 0, 32, 128, 128, 128);
 	else
 		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
 	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_OPC_STORE, 0, 1, 0, 32, 128, 128, 128);
+		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_STORE, 0, 1, 0, 32, 128, 128, 128);
 	else
 		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
 	if (spyre_pb_finish(pb, &img, size))

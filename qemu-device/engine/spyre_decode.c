@@ -11,50 +11,49 @@
 
 #include "spyre_internal.h"
 
-#define STICK SPYRE_STICK_BYTES
 
 static const struct {
 	uint8_t opcode;
 	uint8_t cls;
 	const char *name;
 } optab[] = {
-	{ SPYRE_OPC_NOP, SPYRE_CLS_CTL, "nop" },
-	{ SPYRE_OPC_HALT, SPYRE_CLS_CTL, "halt" },
-	{ SPYRE_OPC_LI, SPYRE_CLS_CTL, "li" },
-	{ SPYRE_OPC_ADDI, SPYRE_CLS_CTL, "addi" },
-	{ SPYRE_OPC_LDARG, SPYRE_CLS_CTL, "ldarg" },
-	{ SPYRE_OPC_BNZ, SPYRE_CLS_CTL, "bnz" },
-	{ SPYRE_OPC_LOAD, SPYRE_CLS_DMA, "load" },
-	{ SPYRE_OPC_STORE, SPYRE_CLS_DMA, "store" },
-	{ SPYRE_OPC_MATMUL, SPYRE_CLS_MATMUL, "matmul" },
-	{ SPYRE_OPC_ADD, SPYRE_CLS_BINARY, "add" },
-	{ SPYRE_OPC_SUB, SPYRE_CLS_BINARY, "sub" },
-	{ SPYRE_OPC_MUL, SPYRE_CLS_BINARY, "mul" },
-	{ SPYRE_OPC_MAX, SPYRE_CLS_BINARY, "max" },
-	{ SPYRE_OPC_RELU, SPYRE_CLS_UNARY, "relu" },
-	{ SPYRE_OPC_GELU, SPYRE_CLS_UNARY, "gelu" },
-	{ SPYRE_OPC_SILU, SPYRE_CLS_UNARY, "silu" },
-	{ SPYRE_OPC_EXP, SPYRE_CLS_UNARY, "exp" },
-	{ SPYRE_OPC_RSQRT, SPYRE_CLS_UNARY, "rsqrt" },
-	{ SPYRE_OPC_SCALE, SPYRE_CLS_SCALE, "scale" },
-	{ SPYRE_OPC_CAST, SPYRE_CLS_CAST, "cast" },
-	{ SPYRE_OPC_FILL, SPYRE_CLS_FILL, "fill" },
-	{ SPYRE_OPC_REDSUM, SPYRE_CLS_REDUCE, "redsum" },
-	{ SPYRE_OPC_REDMAX, SPYRE_CLS_REDUCE, "redmax" },
-	{ SPYRE_OPC_SOFTMAX, SPYRE_CLS_SOFTMAX, "softmax" },
-	{ SPYRE_OPC_TRANSPOSE, SPYRE_CLS_TRANSPOSE, "transpose" },
-	{ SPYRE_OPC_SEND, SPYRE_CLS_RING, "send" },
-	{ SPYRE_OPC_RECV, SPYRE_CLS_RING, "recv" },
-	{ SPYRE_OPC_SIGNAL, SPYRE_CLS_RING, "signal" },
-	{ SPYRE_OPC_WAIT, SPYRE_CLS_RING, "wait" },
-	{ SPYRE_OPC_BARRIER, SPYRE_CLS_RING, "barrier" },
+	{ SPYRE_ISA_OP_NOP, SPYRE_CLS_CTL, "nop" },
+	{ SPYRE_ISA_OP_HALT, SPYRE_CLS_CTL, "halt" },
+	{ SPYRE_ISA_OP_LI, SPYRE_CLS_CTL, "li" },
+	{ SPYRE_ISA_OP_ADDI, SPYRE_CLS_CTL, "addi" },
+	{ SPYRE_ISA_OP_LDARG, SPYRE_CLS_CTL, "ldarg" },
+	{ SPYRE_ISA_OP_BNZ, SPYRE_CLS_CTL, "bnz" },
+	{ SPYRE_ISA_OP_LOAD, SPYRE_CLS_DMA, "load" },
+	{ SPYRE_ISA_OP_STORE, SPYRE_CLS_DMA, "store" },
+	{ SPYRE_ISA_OP_MATMUL, SPYRE_CLS_MATMUL, "matmul" },
+	{ SPYRE_ISA_OP_ADD, SPYRE_CLS_BINARY, "add" },
+	{ SPYRE_ISA_OP_SUB, SPYRE_CLS_BINARY, "sub" },
+	{ SPYRE_ISA_OP_MUL, SPYRE_CLS_BINARY, "mul" },
+	{ SPYRE_ISA_OP_MAX, SPYRE_CLS_BINARY, "max" },
+	{ SPYRE_ISA_OP_RELU, SPYRE_CLS_UNARY, "relu" },
+	{ SPYRE_ISA_OP_GELU, SPYRE_CLS_UNARY, "gelu" },
+	{ SPYRE_ISA_OP_SILU, SPYRE_CLS_UNARY, "silu" },
+	{ SPYRE_ISA_OP_EXP, SPYRE_CLS_UNARY, "exp" },
+	{ SPYRE_ISA_OP_RSQRT, SPYRE_CLS_UNARY, "rsqrt" },
+	{ SPYRE_ISA_OP_SCALE, SPYRE_CLS_SCALE, "scale" },
+	{ SPYRE_ISA_OP_CAST, SPYRE_CLS_CAST, "cast" },
+	{ SPYRE_ISA_OP_FILL, SPYRE_CLS_FILL, "fill" },
+	{ SPYRE_ISA_OP_REDSUM, SPYRE_CLS_REDUCE, "redsum" },
+	{ SPYRE_ISA_OP_REDMAX, SPYRE_CLS_REDUCE, "redmax" },
+	{ SPYRE_ISA_OP_SOFTMAX, SPYRE_CLS_SOFTMAX, "softmax" },
+	{ SPYRE_ISA_OP_TRANSPOSE, SPYRE_CLS_TRANSPOSE, "transpose" },
+	{ SPYRE_ISA_OP_SEND, SPYRE_CLS_RING, "send" },
+	{ SPYRE_ISA_OP_RECV, SPYRE_CLS_RING, "recv" },
+	{ SPYRE_ISA_OP_SIGNAL, SPYRE_CLS_RING, "signal" },
+	{ SPYRE_ISA_OP_WAIT, SPYRE_CLS_RING, "wait" },
+	{ SPYRE_ISA_OP_BARRIER, SPYRE_CLS_RING, "barrier" },
 };
 
 static const char *const dtnames[SPYRE_DT_COUNT] = {
 	"fp32", "fp16", "bf16", "dl16", "int8", "int32",
 };
 
-static const char *const faultnames[SPYRE_FAULT_COUNT] = {
+static const char *const faultnames[SPYRE_ENGINE_FAULT_COUNT] = {
 	"none", "bad-program", "bad-opcode", "bad-operand", "bad-dtype", "align",
 	"sp-range", "mem-range", "mem", "bad-peer", "ring-mismatch", "deadlock",
 	"budget", "bad-slot",
@@ -83,13 +82,13 @@ const char *spyre_dtype_name(uint32_t dt)
 
 const char *spyre_fault_name(uint32_t cause)
 {
-	return cause < SPYRE_FAULT_COUNT ? faultnames[cause] : "unknown";
+	return cause < SPYRE_ENGINE_FAULT_COUNT ? faultnames[cause] : "unknown";
 }
 
 int spyre_op_transcendental(uint32_t opcode)
 {
-	return opcode == SPYRE_OPC_GELU || opcode == SPYRE_OPC_SILU ||
-	       opcode == SPYRE_OPC_EXP || opcode == SPYRE_OPC_RSQRT;
+	return opcode == SPYRE_ISA_OP_GELU || opcode == SPYRE_ISA_OP_SILU ||
+	       opcode == SPYRE_ISA_OP_EXP || opcode == SPYRE_ISA_OP_RSQRT;
 }
 
 /* ---- instruction encoding --------------------------------------------- */
@@ -214,14 +213,14 @@ void spyre_insn_encode(const union spyre_insn *in, uint8_t raw[SPYRE_INSN_BYTES]
 
 uint64_t spyre_tile_extent(uint64_t rows, uint64_t cols, uint32_t esz, uint32_t ld)
 {
-	uint64_t row = (cols * esz + STICK - 1) / STICK * STICK;
+	uint64_t row = (cols * esz + SPYRE_STICK_BYTES - 1) / SPYRE_STICK_BYTES * SPYRE_STICK_BYTES;
 
-	return (rows - 1) * (uint64_t)ld * STICK + row;
+	return (rows - 1) * (uint64_t)ld * SPYRE_STICK_BYTES + row;
 }
 
 static uint32_t sticks(uint64_t elems, uint32_t esz)
 {
-	return (uint32_t)((elems * esz + STICK - 1) / STICK);
+	return (uint32_t)((elems * esz + SPYRE_STICK_BYTES - 1) / SPYRE_STICK_BYTES);
 }
 
 /* A tile at off: aligned, ld wide enough, inside the scratchpad. */
@@ -229,13 +228,13 @@ static uint32_t check_tile(uint32_t off, uint64_t rows, uint64_t cols, uint32_t 
 			   uint32_t sp_bytes, uint64_t *addr)
 {
 	*addr = off;
-	if (off % STICK)
-		return SPYRE_FAULT_ALIGN;
+	if (off % SPYRE_STICK_BYTES)
+		return SPYRE_ENGINE_FAULT_ALIGN;
 	if (rows > 1 && ld < sticks(cols, esz))
-		return SPYRE_FAULT_BAD_OPERAND;
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	if ((uint64_t)off + spyre_tile_extent(rows, cols, esz, ld) > sp_bytes)
-		return SPYRE_FAULT_SP_RANGE;
-	return SPYRE_FAULT_NONE;
+		return SPYRE_ENGINE_FAULT_SP_RANGE;
+	return SPYRE_ENGINE_FAULT_NONE;
 }
 
 /* A contiguous vector of n elements at off. */
@@ -247,76 +246,76 @@ static uint32_t check_vec(uint32_t off, uint64_t n, uint32_t esz, uint32_t sp_by
 static uint32_t check_ctl(const struct spyre_insn_ctl *c, uint32_t num_insns)
 {
 	if (c->dtype || c->dtype2 || c->flags || c->reserved[0] || c->reserved[1] || c->reserved[2])
-		return SPYRE_FAULT_BAD_OPERAND;
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	switch (c->opcode) {
-	case SPYRE_OPC_NOP:
-	case SPYRE_OPC_HALT:
-		return c->reg || c->imm || c->reg2 ? SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
-	case SPYRE_OPC_LI:
-		return c->reg >= SPYRE_NUM_REGS || c->reg2 ? SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
-	case SPYRE_OPC_ADDI:
+	case SPYRE_ISA_OP_NOP:
+	case SPYRE_ISA_OP_HALT:
+		return c->reg || c->imm || c->reg2 ? SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
+	case SPYRE_ISA_OP_LI:
+		return c->reg >= SPYRE_NUM_REGS || c->reg2 ? SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
+	case SPYRE_ISA_OP_ADDI:
 		return c->reg >= SPYRE_NUM_REGS || c->reg2 >= SPYRE_NUM_REGS ?
-			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
-	case SPYRE_OPC_LDARG:
+			SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
+	case SPYRE_ISA_OP_LDARG:
 		return c->reg >= SPYRE_NUM_REGS || c->reg2 || c->imm >= SPYRE_PROG_MAX_SCALARS ?
-			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+			SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
 	default: /* BNZ */
 		return c->reg >= SPYRE_NUM_REGS || c->reg2 || c->imm >= num_insns ?
-			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+			SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
 	}
 }
 
 static uint32_t check_dma(const struct spyre_insn_dma *d, uint32_t sp_bytes, uint64_t *addr)
 {
 	if (d->dtype || d->dtype2 || (d->flags & ~SPYRE_IF_SLOT) || !d->rows || !d->row_bytes)
-		return SPYRE_FAULT_BAD_OPERAND;
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	*addr = d->sp;
-	if (d->sp % STICK)
-		return SPYRE_FAULT_ALIGN;
-	*addr = d->row_bytes % STICK ? d->row_bytes : d->mem_stride % STICK ? d->mem_stride : d->sp_stride;
-	if (d->row_bytes % STICK || d->mem_stride % STICK || d->sp_stride % STICK)
-		return SPYRE_FAULT_ALIGN;
-	if ((d->flags & SPYRE_IF_SLOT) && SPYRE_SLOT_OFF(d->mem) % STICK) {
+	if (d->sp % SPYRE_STICK_BYTES)
+		return SPYRE_ENGINE_FAULT_ALIGN;
+	*addr = d->row_bytes % SPYRE_STICK_BYTES ? d->row_bytes : d->mem_stride % SPYRE_STICK_BYTES ? d->mem_stride : d->sp_stride;
+	if (d->row_bytes % SPYRE_STICK_BYTES || d->mem_stride % SPYRE_STICK_BYTES || d->sp_stride % SPYRE_STICK_BYTES)
+		return SPYRE_ENGINE_FAULT_ALIGN;
+	if ((d->flags & SPYRE_IF_SLOT) && SPYRE_SLOT_OFF(d->mem) % SPYRE_STICK_BYTES) {
 		*addr = d->mem;
-		return SPYRE_FAULT_ALIGN;
+		return SPYRE_ENGINE_FAULT_ALIGN;
 	}
 	*addr = d->sp;
 	if ((uint64_t)d->sp + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes > sp_bytes)
-		return SPYRE_FAULT_SP_RANGE;
+		return SPYRE_ENGINE_FAULT_SP_RANGE;
 	/* one DMA moves at most a scratchpad's worth (bounds the work of any instruction) */
 	if ((uint64_t)d->rows * d->row_bytes > sp_bytes)
-		return SPYRE_FAULT_BAD_OPERAND;
-	return SPYRE_FAULT_NONE;
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+	return SPYRE_ENGINE_FAULT_NONE;
 }
 
 static uint32_t check_ring(const struct spyre_insn_ring *r, uint32_t sp_bytes, uint64_t *addr)
 {
 	if (r->dtype || r->dtype2 || r->flags || r->reserved[0] || r->reserved[1] || r->reserved[2])
-		return SPYRE_FAULT_BAD_OPERAND;
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	switch (r->opcode) {
-	case SPYRE_OPC_SEND:
-	case SPYRE_OPC_RECV:
+	case SPYRE_ISA_OP_SEND:
+	case SPYRE_ISA_OP_RECV:
 		if (r->peer >= SPYRE_MAX_CORES)
-			return SPYRE_FAULT_BAD_PEER;
+			return SPYRE_ENGINE_FAULT_BAD_PEER;
 		if (!r->bytes)
-			return SPYRE_FAULT_BAD_OPERAND;
-		*addr = r->sp % STICK ? r->sp : r->bytes;
-		if (r->sp % STICK || r->bytes % STICK)
-			return SPYRE_FAULT_ALIGN;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+		*addr = r->sp % SPYRE_STICK_BYTES ? r->sp : r->bytes;
+		if (r->sp % SPYRE_STICK_BYTES || r->bytes % SPYRE_STICK_BYTES)
+			return SPYRE_ENGINE_FAULT_ALIGN;
 		*addr = r->sp;
 		if ((uint64_t)r->sp + r->bytes > sp_bytes)
-			return SPYRE_FAULT_SP_RANGE;
-		return SPYRE_FAULT_NONE;
-	case SPYRE_OPC_SIGNAL:
+			return SPYRE_ENGINE_FAULT_SP_RANGE;
+		return SPYRE_ENGINE_FAULT_NONE;
+	case SPYRE_ISA_OP_SIGNAL:
 		if (r->peer >= SPYRE_MAX_CORES)
-			return SPYRE_FAULT_BAD_PEER;
+			return SPYRE_ENGINE_FAULT_BAD_PEER;
 		return r->sp || r->bytes || r->tag >= SPYRE_NUM_TOKENS ?
-			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
-	case SPYRE_OPC_WAIT:
+			SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
+	case SPYRE_ISA_OP_WAIT:
 		return r->sp || r->peer || r->tag >= SPYRE_NUM_TOKENS ?
-			SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+			SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
 	default: /* BARRIER */
-		return r->sp || r->peer || r->tag ? SPYRE_FAULT_BAD_OPERAND : SPYRE_FAULT_NONE;
+		return r->sp || r->peer || r->tag ? SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
 	}
 }
 
@@ -328,18 +327,18 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 
 	*addr = 0;
 	if (dt >= SPYRE_DT_COUNT || dt2 >= SPYRE_DT_COUNT)
-		return SPYRE_FAULT_BAD_DTYPE;
+		return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 	if (!t->rows || !t->cols)
-		return SPYRE_FAULT_BAD_OPERAND;
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	uint32_t e1 = SPYRE_DT_SIZE(dt), e2 = SPYRE_DT_SIZE(dt2);
 
 	switch (cls) {
 	case SPYRE_CLS_MATMUL:
 		if (SPYRE_DT_IS_FLOAT(dt) ? (dt2 != SPYRE_DT_FP32 && dt2 != dt) :
 		    (dt != SPYRE_DT_INT8 || dt2 != SPYRE_DT_INT32))
-			return SPYRE_FAULT_BAD_DTYPE;
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 		if ((t->flags & ~SPYRE_IF_ACC) || !t->k || t->ext)
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		if ((f = check_tile(t->a, t->rows, t->k, e1, t->lda, sp_bytes, addr)) ||
 		    (f = check_tile(t->b, t->k, t->cols, e1, t->ldb, sp_bytes, addr)))
 			return f;
@@ -348,7 +347,7 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 		f = t->flags & (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL);
 		if ((t->flags & ~f) || f == (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL) || t->k || t->ext ||
 		    (f && t->ldb))
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		if (f == SPYRE_IF_BCAST_ROW)
 			f = check_vec(t->b, t->cols, e1, sp_bytes, addr);
 		else if (f == SPYRE_IF_BCAST_COL)
@@ -358,46 +357,46 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 		break;
 	case SPYRE_CLS_UNARY:
 	case SPYRE_CLS_SCALE:
-		if (t->opcode != SPYRE_OPC_RELU && !SPYRE_DT_IS_FLOAT(dt))
-			return SPYRE_FAULT_BAD_DTYPE;
+		if (t->opcode != SPYRE_ISA_OP_RELU && !SPYRE_DT_IS_FLOAT(dt))
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 		if (t->flags || t->k || (cls == SPYRE_CLS_UNARY && (t->b || t->ldb || t->ext)))
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		f = 0;
 		break;
 	case SPYRE_CLS_CAST:
 		if (t->flags || t->k || t->b || t->ldb || t->ext)
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		f = 0;
 		break;
 	case SPYRE_CLS_FILL:
 		if (dt != dt2)
-			return SPYRE_FAULT_BAD_DTYPE;
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 		if (t->flags || t->k || t->a || t->lda || t->ldb || t->ext)
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		return check_tile(t->d, t->rows, t->cols, e2, t->ldd, sp_bytes, addr);
 	case SPYRE_CLS_REDUCE:
 		if ((t->flags & ~SPYRE_IF_AXIS0) || t->k || t->b || t->ldb || t->ext || t->ldd)
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
 			return f;
 		return check_vec(t->d, (t->flags & SPYRE_IF_AXIS0) ? t->cols : t->rows, e2, sp_bytes, addr);
 	case SPYRE_CLS_SOFTMAX:
 		if (!SPYRE_DT_IS_FLOAT(dt) || !SPYRE_DT_IS_FLOAT(dt2))
-			return SPYRE_FAULT_BAD_DTYPE;
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 		if (t->flags || t->k || t->b || t->ldb || t->ext)
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		f = 0;
 		break;
 	case SPYRE_CLS_TRANSPOSE:
 		if (dt != dt2)
-			return SPYRE_FAULT_BAD_DTYPE;
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 		if (t->flags || t->k || t->b || t->ldb || t->ext)
-			return SPYRE_FAULT_BAD_OPERAND;
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
 			return f;
 		return check_tile(t->d, t->cols, t->rows, e2, t->ldd, sp_bytes, addr);
 	default:
-		return SPYRE_FAULT_BAD_OPCODE;
+		return SPYRE_ENGINE_FAULT_BAD_OPCODE;
 	}
 	/* elementwise shapes: a and d are rows x cols */
 	if (f)
@@ -418,7 +417,7 @@ uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_
 	*addr = 0;
 	switch (cls) {
 	case SPYRE_CLS_NONE:
-		return SPYRE_FAULT_BAD_OPCODE;
+		return SPYRE_ENGINE_FAULT_BAD_OPCODE;
 	case SPYRE_CLS_CTL:
 		return check_ctl(&in->ctl, num_insns);
 	case SPYRE_CLS_DMA:
@@ -510,7 +509,7 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 	v->image = p;
 	v->size = size;
 	if (!image || size < sizeof(*h))
-		return SPYRE_FAULT_BAD_PROGRAM;
+		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 	get_hdr(p, h);
 	if (h->magic != SPYRE_PROG_MAGIC || h->version != SPYRE_PROG_VERSION || h->flags ||
 	    h->reserved[0] || h->reserved[1] || h->reserved[2] || h->reserved[3] ||
@@ -518,21 +517,21 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 	    !h->num_cores || h->num_cores > SPYRE_MAX_CORES || h->num_syms > SPYRE_PROG_MAX_SYMS ||
 	    h->num_scalars > SPYRE_PROG_MAX_SCALARS || h->num_relocs > SPYRE_PROG_MAX_RELOCS ||
 	    h->const_size % SPYRE_PROG_ALIGN)
-		return SPYRE_FAULT_BAD_PROGRAM;
+		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 	size = h->total_size;
 	v->size = size;
 
 	sp[n++] = (struct span){ 0, sizeof(*h) };
 	sp[n++] = (struct span){ h->core_off, (uint64_t)h->num_cores * sizeof(struct spyre_prog_core) };
 	if (!span_ok(&sp[1], size, 8))
-		return SPYRE_FAULT_BAD_PROGRAM;
+		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 	struct span syms = { h->sym_off, (uint64_t)h->num_syms * sizeof(struct spyre_prog_sym) };
 	struct span rel = { h->reloc_off, (uint64_t)h->num_relocs * sizeof(struct spyre_prog_reloc) };
 	struct span cst = { h->const_off, h->const_size };
 
 	if (!span_ok(&syms, size, 8) || !span_ok(&rel, size, 8) ||
 	    !span_ok(&cst, size, SPYRE_PROG_ALIGN))
-		return SPYRE_FAULT_BAD_PROGRAM;
+		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 	for (uint32_t c = 0; c < h->num_cores; c++) {
 		const uint8_t *e = p + h->core_off + 8ull * c;
 
@@ -541,7 +540,7 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 		struct span s = { v->cores[c].code_off, (uint64_t)v->cores[c].num_insns * SPYRE_INSN_BYTES };
 
 		if (v->cores[c].num_insns > SPYRE_PROG_MAX_INSNS || !span_ok(&s, size, 8))
-			return SPYRE_FAULT_BAD_PROGRAM;
+			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 		sp[n++] = s;
 	}
 	sp[n++] = syms;
@@ -550,7 +549,7 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned j = i + 1; j < n; j++)
 			if (overlaps(&sp[i], &sp[j]))
-				return SPYRE_FAULT_BAD_PROGRAM;
+				return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 
 	for (uint32_t i = 0; i < h->num_syms; i++) {
 		struct spyre_prog_sym s;
@@ -558,15 +557,15 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 		spyre_prog_get_sym(v, i, &s);
 		if (!valid_name(s.name) || s.dtype >= SPYRE_DT_COUNT || s.rank > SPYRE_SYM_MAX_RANK ||
 		    (s.flags & ~SPYRE_SYM_F_MASK) || s.reserved)
-			return SPYRE_FAULT_BAD_PROGRAM;
+			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 		for (int d = s.rank; d < SPYRE_SYM_MAX_RANK; d++)
 			if (s.shape[d])
-				return SPYRE_FAULT_BAD_PROGRAM;
+				return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 		for (uint32_t j = 0; j < i; j++) {
 			const uint8_t *o = p + h->sym_off + (uint64_t)j * sizeof(s);
 
 			if (!strncmp((const char *)o, s.name, SPYRE_SYM_NAME_LEN))
-				return SPYRE_FAULT_BAD_PROGRAM;
+				return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 		}
 	}
 	for (uint32_t i = 0; i < h->num_relocs; i++) {
@@ -575,13 +574,13 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 
 		if (core >= h->num_cores || pc >= v->cores[core].num_insns || sym >= h->num_syms ||
 		    spyre_ld32(r + 12))
-			return SPYRE_FAULT_BAD_PROGRAM;
+			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 		const uint8_t *insn = p + v->cores[core].code_off + (uint64_t)pc * SPYRE_INSN_BYTES;
 
 		if (spyre_opclass(insn[0]) != SPYRE_CLS_DMA || (insn[3] & SPYRE_IF_SLOT))
-			return SPYRE_FAULT_BAD_PROGRAM;
+			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 	}
-	return SPYRE_FAULT_NONE;
+	return SPYRE_ENGINE_FAULT_NONE;
 }
 
 uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes,
@@ -590,8 +589,8 @@ uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes
 	struct spyre_prog_view v;
 	uint32_t f;
 
-	*core = SPYRE_FAULT_CORE_NONE;
-	*pc = SPYRE_FAULT_PC_NONE;
+	*core = SPYRE_ENGINE_FAULT_CORE_NONE;
+	*pc = SPYRE_ENGINE_FAULT_PC_NONE;
 	f = spyre_prog_check_container(image, size, &v);
 	if (f)
 		return f;
@@ -601,13 +600,13 @@ uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes
 
 			spyre_insn_decode(v.image + v.cores[c].code_off + (uint64_t)i * SPYRE_INSN_BYTES, &in);
 			f = spyre_insn_check(&in, sp_bytes, v.cores[c].num_insns, NULL);
-			if (!f && in.raw[0] == SPYRE_OPC_LDARG && in.ctl.imm >= v.hdr.num_scalars)
-				f = SPYRE_FAULT_BAD_OPERAND;
+			if (!f && in.raw[0] == SPYRE_ISA_OP_LDARG && in.ctl.imm >= v.hdr.num_scalars)
+				f = SPYRE_ENGINE_FAULT_BAD_OPERAND;
 			if (!f && spyre_opclass(in.raw[0]) == SPYRE_CLS_DMA && (in.dma.flags & SPYRE_IF_SLOT)) {
 				uint32_t slot = SPYRE_SLOT_OF(in.dma.mem);
 
-				if (slot == SPYRE_SLOT_CONST ? in.raw[0] == SPYRE_OPC_STORE : slot >= v.hdr.num_syms)
-					f = SPYRE_FAULT_BAD_SLOT;
+				if (slot == SPYRE_SLOT_CONST ? in.raw[0] == SPYRE_ISA_OP_STORE : slot >= v.hdr.num_syms)
+					f = SPYRE_ENGINE_FAULT_BAD_SLOT;
 			}
 			if (f) {
 				*core = c;
@@ -616,5 +615,5 @@ uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes
 			}
 		}
 	}
-	return SPYRE_FAULT_NONE;
+	return SPYRE_ENGINE_FAULT_NONE;
 }

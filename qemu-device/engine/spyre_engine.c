@@ -21,7 +21,6 @@
 #include "spyre_kernels.h"
 #include "spyre_numerics.h"
 
-#define STICK SPYRE_STICK_BYTES
 
 struct msg {
 	struct msg *next;
@@ -95,7 +94,7 @@ void spyre_engine_config_default(struct spyre_engine_config *c)
 static bool config_ok(const struct spyre_engine_config *c)
 {
 	if (!c->cores || c->cores > SPYRE_MAX_CORES || !c->clock_mhz || !c->mem_bw_mbps ||
-	    c->scratchpad_bytes < STICK || c->scratchpad_bytes % STICK ||
+	    c->scratchpad_bytes < SPYRE_STICK_BYTES || c->scratchpad_bytes % SPYRE_STICK_BYTES ||
 	    c->scratchpad_bytes > (256u << 20) || !c->ring_bytes_per_cycle ||
 	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget)
 		return false;
@@ -219,7 +218,7 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 	uint8_t *sp = spyre_engine_scratchpad(e, id);
 	uint64_t extent = (uint64_t)(d->rows - 1) * d->mem_stride + d->row_bytes;
 	uint64_t va = d->mem;
-	bool store = d->opcode == SPYRE_OPC_STORE;
+	bool store = d->opcode == SPYRE_ISA_OP_STORE;
 
 	if (d->flags & SPYRE_IF_SLOT) {
 		uint32_t slot = SPYRE_SLOT_OF(d->mem);
@@ -235,16 +234,16 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 			base = e->args[slot];
 			size = s.size;
 		} else {
-			return fault(e, SPYRE_FAULT_BAD_SLOT, id, c->pc, d->mem);
+			return fault(e, SPYRE_ENGINE_FAULT_BAD_SLOT, id, c->pc, d->mem);
 		}
 		if (off > size || extent > size - off || base + off < base)
-			return fault(e, SPYRE_FAULT_MEM_RANGE, id, c->pc, base + off);
+			return fault(e, SPYRE_ENGINE_FAULT_MEM_RANGE, id, c->pc, base + off);
 		va = base + off;
 	}
-	if (va % STICK)
-		return fault(e, SPYRE_FAULT_ALIGN, id, c->pc, va);
+	if (va % SPYRE_STICK_BYTES)
+		return fault(e, SPYRE_ENGINE_FAULT_ALIGN, id, c->pc, va);
 	if (va + extent < va)
-		return fault(e, SPYRE_FAULT_MEM_RANGE, id, c->pc, va);
+		return fault(e, SPYRE_ENGINE_FAULT_MEM_RANGE, id, c->pc, va);
 
 	/* coalesce rows that are contiguous on both sides into one access */
 	uint32_t rows = d->rows;
@@ -262,7 +261,7 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 
 		if (rc) {
 			e->res->fault_detail = rc;
-			return fault(e, SPYRE_FAULT_MEM, id, c->pc, fva);
+			return fault(e, SPYRE_ENGINE_FAULT_MEM, id, c->pc, fva);
 		}
 	}
 	if (!store)
@@ -277,7 +276,7 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 
 /* ---- tensor ops ----------------------------------------------------------- */
 
-#define ROW(base, off, r, ld) ((base) + (off) + (uint64_t)(r) * (ld) * STICK)
+#define ROW(base, off, r, ld) ((base) + (off) + (uint64_t)(r) * (ld) * SPYRE_STICK_BYTES)
 
 static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 		       const struct spyre_insn_tensor *t)
@@ -286,9 +285,9 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 	size_t m = t->rows, n = t->cols, k = t->k;
 	unsigned dt = t->dtype, dt2 = t->dtype2;
 	int acc = !!(t->flags & SPYRE_IF_ACC);
-	size_t lda = (size_t)t->lda * STICK / SPYRE_DT_SIZE(dt);
-	size_t ldb = (size_t)t->ldb * STICK / SPYRE_DT_SIZE(dt);
-	size_t ldc = (size_t)t->ldd * STICK / SPYRE_DT_SIZE(dt2);
+	size_t lda = (size_t)t->lda * SPYRE_STICK_BYTES / SPYRE_DT_SIZE(dt);
+	size_t ldb = (size_t)t->ldb * SPYRE_STICK_BYTES / SPYRE_DT_SIZE(dt);
+	size_t ldc = (size_t)t->ldd * SPYRE_STICK_BYTES / SPYRE_DT_SIZE(dt2);
 
 	if (dt == SPYRE_DT_INT8) {
 		spyre_igemm(m, n, k, (const int8_t *)(sp + t->a), lda, (const int8_t *)(sp + t->b), ldb,
@@ -299,13 +298,13 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 		size_t ldcc = ldc;
 
 		if (!workspace(&e->pack, &e->pack_len, SPYRE_SGEMM_PACK_FLOATS(n)))
-			return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, t->d); /* host OOM: cannot model */
+			return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, t->d); /* host OOM: cannot model */
 		if (dt != SPYRE_DT_FP32) {
 			float *wa = workspace(&e->ws[0], &e->ws_len[0], m * k);
 			float *wb = workspace(&e->ws[1], &e->ws_len[1], k * n);
 
 			if (!wa || !wb)
-				return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, t->d);
+				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, t->d);
 			for (size_t i = 0; i < m; i++)
 				for (size_t p = 0; p < k; p++)
 					wa[i * k + p] = spyre_load_f32(ROW(sp, t->a, i, t->lda), dt, p);
@@ -321,7 +320,7 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 			float *wc = workspace(&e->ws[2], &e->ws_len[2], m * n);
 
 			if (!wc)
-				return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, t->d);
+				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, t->d);
 			if (acc)
 				for (size_t i = 0; i < m; i++)
 					for (size_t j = 0; j < n; j++)
@@ -353,17 +352,17 @@ static float gelu(float x)
 static float unary_f(uint32_t op, float x, float s, float b)
 {
 	switch (op) {
-	case SPYRE_OPC_RELU:
+	case SPYRE_ISA_OP_RELU:
 		return x > 0.0f ? x : (isnan(x) ? x : 0.0f);
-	case SPYRE_OPC_GELU:
+	case SPYRE_ISA_OP_GELU:
 		return gelu(x);
-	case SPYRE_OPC_SILU:
+	case SPYRE_ISA_OP_SILU:
 		return x / (1.0f + expf(-x));
-	case SPYRE_OPC_EXP:
+	case SPYRE_ISA_OP_EXP:
 		return expf(x);
-	case SPYRE_OPC_RSQRT:
+	case SPYRE_ISA_OP_RSQRT:
 		return 1.0f / sqrtf(x);
-	case SPYRE_OPC_SCALE:
+	case SPYRE_ISA_OP_SCALE:
 		return x * s + b;
 	default: /* CAST */
 		return x;
@@ -373,11 +372,11 @@ static float unary_f(uint32_t op, float x, float s, float b)
 static float binary_f(uint32_t op, float x, float y)
 {
 	switch (op) {
-	case SPYRE_OPC_ADD:
+	case SPYRE_ISA_OP_ADD:
 		return x + y;
-	case SPYRE_OPC_SUB:
+	case SPYRE_ISA_OP_SUB:
 		return x - y;
-	case SPYRE_OPC_MUL:
+	case SPYRE_ISA_OP_MUL:
 		return x * y;
 	default: /* MAX: NaN propagates */
 		return isnan(x) || isnan(y) ? NAN : (x > y ? x : y);
@@ -387,11 +386,11 @@ static float binary_f(uint32_t op, float x, float y)
 static int64_t binary_i(uint32_t op, int64_t x, int64_t y)
 {
 	switch (op) {
-	case SPYRE_OPC_ADD:
+	case SPYRE_ISA_OP_ADD:
 		return x + y;
-	case SPYRE_OPC_SUB:
+	case SPYRE_ISA_OP_SUB:
 		return x - y;
-	case SPYRE_OPC_MUL:
+	case SPYRE_ISA_OP_MUL:
 		return x * y;	/* |x|,|y| < 2^31: fits */
 	default:
 		return x > y ? x : y;
@@ -431,10 +430,10 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 			} else if (cls == SPYRE_CLS_BINARY) {
 				spyre_store_f32(dr, dt2, j, binary_f(t->opcode, spyre_load_f32(ar, dt, j),
 								     spyre_load_f32(br, dt, bj)));
-			} else if (isint && (t->opcode == SPYRE_OPC_RELU || !SPYRE_DT_IS_FLOAT(dt2))) {
+			} else if (isint && (t->opcode == SPYRE_ISA_OP_RELU || !SPYRE_DT_IS_FLOAT(dt2))) {
 				int64_t x = spyre_load_int(ar, dt, j);
 
-				spyre_store_int(dr, dt2, j, t->opcode == SPYRE_OPC_RELU && x < 0 ? 0 : x);
+				spyre_store_int(dr, dt2, j, t->opcode == SPYRE_ISA_OP_RELU && x < 0 ? 0 : x);
 			} else {
 				spyre_store_f32(dr, dt2, j, unary_f(t->opcode, spyre_load_f32(ar, dt, j), s, bias));
 			}
@@ -471,7 +470,7 @@ static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, con
 {
 	uint8_t *sp = spyre_engine_scratchpad(e, id);
 	unsigned dt = t->dtype, dt2 = t->dtype2;
-	bool axis0 = t->flags & SPYRE_IF_AXIS0, isint = !SPYRE_DT_IS_FLOAT(dt), sum = t->opcode == SPYRE_OPC_REDSUM;
+	bool axis0 = t->flags & SPYRE_IF_AXIS0, isint = !SPYRE_DT_IS_FLOAT(dt), sum = t->opcode == SPYRE_ISA_OP_REDSUM;
 	uint32_t outer = axis0 ? t->cols : t->rows, inner = axis0 ? t->rows : t->cols;
 
 	for (uint32_t o = 0; o < outer; o++) {
@@ -489,7 +488,7 @@ static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, con
 			} else {
 				float x = spyre_load_f32(ar, dt, j);
 
-				fa = sum ? fa + x : binary_f(SPYRE_OPC_MAX, fa, x);
+				fa = sum ? fa + x : binary_f(SPYRE_ISA_OP_MAX, fa, x);
 			}
 		}
 		if (isint)
@@ -513,7 +512,7 @@ static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, co
 		float mx = -INFINITY, sum = 0.0f;
 
 		for (uint32_t j = 0; j < t->cols; j++)
-			mx = binary_f(SPYRE_OPC_MAX, mx, spyre_load_f32(ar, dt, j));
+			mx = binary_f(SPYRE_ISA_OP_MAX, mx, spyre_load_f32(ar, dt, j));
 		/* two passes over a: d may alias a, so exponentials are recomputed */
 		for (uint32_t j = 0; j < t->cols; j++)
 			sum += expf(spyre_load_f32(ar, dt, j) - mx);
@@ -578,7 +577,7 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	struct msg *m;
 
 	if (!launched(e, r->peer))
-		return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, r->peer);
+		return fault(e, SPYRE_ENGINE_FAULT_BAD_PEER, id, c->pc, r->peer);
 	dst = &e->core[r->peer];
 	/* the receiver buffers up to one scratchpad of messages; a lone message always fits */
 	if (dst->inbox_bytes && dst->inbox_bytes + r->bytes > e->cfg.scratchpad_bytes) {
@@ -587,7 +586,7 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	}
 	m = malloc(sizeof(*m) + r->bytes);
 	if (!m)
-		return fault(e, SPYRE_FAULT_SP_RANGE, id, c->pc, r->sp);
+		return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, r->sp);
 	memcpy(m->data, spyre_engine_scratchpad(e, id) + r->sp, r->bytes);
 	m->next = NULL;
 	m->tag = r->tag;
@@ -614,12 +613,12 @@ static int exec_recv(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	struct msg *m;
 
 	if (!launched(e, r->peer))
-		return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, r->peer);
+		return fault(e, SPYRE_ENGINE_FAULT_BAD_PEER, id, c->pc, r->peer);
 	m = c->head[r->peer];
 	if (!m)
 		return STEP_BLOCK;
 	if (m->tag != r->tag || m->bytes != r->bytes)
-		return fault(e, SPYRE_FAULT_RING_MISMATCH, id, c->pc, r->sp);
+		return fault(e, SPYRE_ENGINE_FAULT_RING_MISMATCH, id, c->pc, r->sp);
 	c->head[r->peer] = m->next;
 	if (!m->next)
 		c->tail[r->peer] = NULL;
@@ -640,7 +639,7 @@ static int exec_barrier(struct spyre_engine *e, struct core *c, uint32_t id, uin
 	if (!mask)
 		mask = e->mask;
 	if ((mask & ~e->mask) || !(mask >> id & 1))
-		return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, mask);
+		return fault(e, SPYRE_ENGINE_FAULT_BAD_PEER, id, c->pc, mask);
 	c->at_barrier = true;
 	c->barrier_mask = mask;
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {
@@ -680,7 +679,7 @@ static int step(struct spyre_engine *e, uint32_t id)
 	if (c->pc >= c->num_insns)
 		return STEP_HALT;
 	if (c->insns >= e->cfg.insn_budget)
-		return fault(e, SPYRE_FAULT_BUDGET, id, c->pc, 0);
+		return fault(e, SPYRE_ENGINE_FAULT_BUDGET, id, c->pc, 0);
 	spyre_insn_decode(c->code + (uint64_t)c->pc * SPYRE_INSN_BYTES, &in);
 	f = spyre_insn_check(&in, e->cfg.scratchpad_bytes, c->num_insns, &addr);
 	if (f)
@@ -692,22 +691,22 @@ static int step(struct spyre_engine *e, uint32_t id)
 	switch (cls) {
 	case SPYRE_CLS_CTL:
 		switch (in.ctl.opcode) {
-		case SPYRE_OPC_HALT:
+		case SPYRE_ISA_OP_HALT:
 			c->insns++;
 			charge(e, c, 0);
 			return STEP_HALT;
-		case SPYRE_OPC_LI:
+		case SPYRE_ISA_OP_LI:
 			c->r[in.ctl.reg] = in.ctl.imm;
 			break;
-		case SPYRE_OPC_ADDI:
+		case SPYRE_ISA_OP_ADDI:
 			c->r[in.ctl.reg] = c->r[in.ctl.reg2] + in.ctl.imm;
 			break;
-		case SPYRE_OPC_LDARG:
+		case SPYRE_ISA_OP_LDARG:
 			if (in.ctl.imm >= e->prog.hdr.num_scalars)
-				return fault(e, SPYRE_FAULT_BAD_OPERAND, id, c->pc, in.ctl.imm);
+				return fault(e, SPYRE_ENGINE_FAULT_BAD_OPERAND, id, c->pc, in.ctl.imm);
 			c->r[in.ctl.reg] = e->args[e->prog.hdr.num_syms + in.ctl.imm];
 			break;
-		case SPYRE_OPC_BNZ:
+		case SPYRE_ISA_OP_BNZ:
 			if (c->r[in.ctl.reg]) {
 				c->insns++;
 				charge(e, c, 0);
@@ -746,22 +745,22 @@ static int step(struct spyre_engine *e, uint32_t id)
 		break;
 	case SPYRE_CLS_RING:
 		switch (in.ring.opcode) {
-		case SPYRE_OPC_SEND:
+		case SPYRE_ISA_OP_SEND:
 			rc = exec_send(e, c, id, &in.ring);
 			break;
-		case SPYRE_OPC_RECV:
+		case SPYRE_ISA_OP_RECV:
 			rc = exec_recv(e, c, id, &in.ring);
 			break;
-		case SPYRE_OPC_SIGNAL:
+		case SPYRE_ISA_OP_SIGNAL:
 			if (!launched(e, in.ring.peer))
-				return fault(e, SPYRE_FAULT_BAD_PEER, id, c->pc, in.ring.peer);
+				return fault(e, SPYRE_ENGINE_FAULT_BAD_PEER, id, c->pc, in.ring.peer);
 			charge(e, c, 0);
 			e->core[in.ring.peer].tok[in.ring.tag]++;
 			e->core[in.ring.peer].tok_time[in.ring.tag] =
 				max64(e->core[in.ring.peer].tok_time[in.ring.tag],
 				      c->clock + (uint64_t)ring_hops(e, id, in.ring.peer) * e->cfg.ring_hop_cycles);
 			break;
-		case SPYRE_OPC_WAIT:
+		case SPYRE_ISA_OP_WAIT:
 			if (c->tok[in.ring.tag] < in.ring.bytes)
 				return STEP_BLOCK;
 			c->tok[in.ring.tag] -= in.ring.bytes;
@@ -775,7 +774,7 @@ static int step(struct spyre_engine *e, uint32_t id)
 		}
 		break;
 	default:
-		return fault(e, SPYRE_FAULT_BAD_OPCODE, id, c->pc, 0);
+		return fault(e, SPYRE_ENGINE_FAULT_BAD_OPCODE, id, c->pc, 0);
 	}
 	if (rc == STEP_NEXT) {
 		if (cls >= SPYRE_CLS_MATMUL && cls <= SPYRE_CLS_TRANSPOSE)
@@ -837,7 +836,7 @@ static int read_mem(struct spyre_engine *e, uint64_t va, void *buf, uint64_t len
 	rc = e->ops->read(e->opaque, va, buf, len, &fva);
 	if (rc) {
 		e->res->fault_detail = rc;
-		fault(e, SPYRE_FAULT_MEM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, fva);
+		fault(e, SPYRE_ENGINE_FAULT_MEM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, fva);
 	}
 	return rc;
 }
@@ -850,8 +849,8 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	uint32_t total, f;
 
 	memset(res, 0, sizeof(*res));
-	res->fault_core = SPYRE_FAULT_CORE_NONE;
-	res->fault_pc = SPYRE_FAULT_PC_NONE;
+	res->fault_core = SPYRE_ENGINE_FAULT_CORE_NONE;
+	res->fault_pc = SPYRE_ENGINE_FAULT_PC_NONE;
 	e->res = res;
 	e->ops = ops;
 	e->opaque = opaque;
@@ -864,7 +863,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		return (int)res->status;
 	total = spyre_ld32(hdr + offsetof(struct spyre_prog_hdr, total_size));
 	if (spyre_ld32(hdr) != SPYRE_PROG_MAGIC || total < sizeof(hdr) || total > SPYRE_PROG_MAX_BYTES) {
-		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
+		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 		e->res = NULL;
 		return (int)res->status;
 	}
@@ -873,14 +872,14 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		goto out;
 	f = spyre_prog_check_container(e->image, total, &e->prog);
 	if (f) {
-		fault(e, f, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
+		fault(e, f, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 		goto out;
 	}
 	uint64_t nargs = (uint64_t)e->prog.hdr.num_syms + e->prog.hdr.num_scalars;
 
 	e->args = calloc(nargs + 1, 8);
 	if (!e->args) {
-		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, args_va);
+		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, args_va);
 		goto out;
 	}
 	if (nargs) {
@@ -932,7 +931,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		if (!progress) {
 			for (uint32_t i = 0; i < e->cfg.cores; i++)
 				if (e->core[i].running && !e->core[i].done) {
-					fault(e, SPYRE_FAULT_DEADLOCK, i, e->core[i].pc, 0);
+					fault(e, SPYRE_ENGINE_FAULT_DEADLOCK, i, e->core[i].pc, 0);
 					break;
 				}
 			goto out;
@@ -940,7 +939,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	}
 out:
 	if (!res->status && !e->image)
-		fault(e, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, program_va);
+		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {
 		struct core *c = &e->core[i];
 

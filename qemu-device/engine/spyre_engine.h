@@ -53,10 +53,10 @@ struct spyre_engine_mem_ops {
 };
 
 struct spyre_launch_result {
-	uint32_t status;		/* SPYRE_FAULT_NONE or the fault cause */
-	uint32_t fault_core;		/* SPYRE_FAULT_CORE_NONE if not tied to a core */
+	uint32_t status;		/* SPYRE_ENGINE_FAULT_NONE or the fault cause */
+	uint32_t fault_core;		/* SPYRE_ENGINE_FAULT_CORE_NONE if not tied to a core */
 	uint32_t fault_pc;		/* instruction index in that core's stream */
-	int32_t fault_detail;		/* SPYRE_FAULT_MEM: the callback's return value */
+	int32_t fault_detail;		/* SPYRE_ENGINE_FAULT_MEM: the callback's return value */
 	uint64_t fault_addr;		/* VA (MEM, MEM_RANGE) or scratchpad offset (SP_RANGE, ALIGN) */
 	uint64_t device_cycles;		/* modeled: launch start to the last core's end */
 	uint64_t device_ns;
@@ -100,7 +100,7 @@ void spyre_insn_encode(const union spyre_insn *in, uint8_t raw[SPYRE_INSN_BYTES]
  * Static checks of one instruction that do not depend on the launch:
  * opcode, dtypes, flags, reserved fields, registers, sizes, alignment and
  * scratchpad bounds (for sp_bytes), branch target within num_insns.
- * Returns SPYRE_FAULT_NONE or the cause; *addr gets the offending address.
+ * Returns SPYRE_ENGINE_FAULT_NONE or the cause; *addr gets the offending address.
  */
 uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_t num_insns,
 			  uint64_t *addr);
@@ -108,8 +108,8 @@ uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_
 /*
  * Validate a program image: the container (header, tables, sections,
  * symbols, relocations) and, for every stream, every instruction with
- * spyre_insn_check(). Returns SPYRE_FAULT_NONE or the first fault, with
- * *core and *pc set (SPYRE_FAULT_CORE_NONE/PC_NONE for container faults).
+ * spyre_insn_check(). Returns SPYRE_ENGINE_FAULT_NONE or the first fault, with
+ * *core and *pc set (SPYRE_ENGINE_FAULT_CORE_NONE/PC_NONE for container faults).
  */
 uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes,
 			     uint32_t *core, uint32_t *pc);

@@ -161,13 +161,13 @@ static int dma(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uin
 int spyre_pb_load(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
 		  uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
 {
-	return dma(pb, core, SPYRE_OPC_LOAD, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
+	return dma(pb, core, SPYRE_ISA_OP_LOAD, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
 }
 
 int spyre_pb_store(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
 		   uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
 {
-	return dma(pb, core, SPYRE_OPC_STORE, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
+	return dma(pb, core, SPYRE_ISA_OP_STORE, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
 }
 
 int spyre_pb_dma_abs(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, unsigned sym,
@@ -200,7 +200,7 @@ int spyre_pb_matmul(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt
 		    uint32_t c, uint32_t a, uint32_t b, uint32_t m, uint32_t n, uint32_t k,
 		    uint32_t ldc, uint32_t lda, uint32_t ldb)
 {
-	return spyre_pb_tensor(pb, core, SPYRE_OPC_MATMUL, dt, dt2, flags, c, a, b, m, n, k, ldc, lda, ldb);
+	return spyre_pb_tensor(pb, core, SPYRE_ISA_OP_MATMUL, dt, dt2, flags, c, a, b, m, n, k, ldc, lda, ldb);
 }
 
 int spyre_pb_unary(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
@@ -221,7 +221,7 @@ int spyre_pb_scale(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2
 		   uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda, float scale,
 		   float bias)
 {
-	union spyre_insn in = { .t = { .opcode = SPYRE_OPC_SCALE, .dtype = (uint8_t)dt, .dtype2 = (uint8_t)dt2,
+	union spyre_insn in = { .t = { .opcode = SPYRE_ISA_OP_SCALE, .dtype = (uint8_t)dt, .dtype2 = (uint8_t)dt2,
 				       .d = d, .a = a, .b = fbits(scale), .rows = rows, .cols = (uint16_t)cols,
 				       .ldd = (uint16_t)ldd, .lda = (uint16_t)lda,
 				       .ldb = (uint16_t)fbits(bias), .ext = (uint16_t)(fbits(bias) >> 16) } };
@@ -232,7 +232,7 @@ int spyre_pb_scale(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2
 int spyre_pb_fill(struct spyre_pb *pb, unsigned core, unsigned dt, uint32_t d, uint32_t rows,
 		  uint32_t cols, uint32_t ldd, uint32_t bits)
 {
-	return spyre_pb_tensor(pb, core, SPYRE_OPC_FILL, dt, dt, 0, d, 0, bits, rows, cols, 0, ldd, 0, 0);
+	return spyre_pb_tensor(pb, core, SPYRE_ISA_OP_FILL, dt, dt, 0, d, 0, bits, rows, cols, 0, ldd, 0, 0);
 }
 
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
@@ -357,7 +357,7 @@ int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint3
 	uint8_t *p = image;
 	uint32_t core, pc;
 
-	if (spyre_prog_validate(image, size, UINT32_MAX, &core, &pc) == SPYRE_FAULT_BAD_PROGRAM)
+	if (spyre_prog_validate(image, size, UINT32_MAX, &core, &pc) == SPYRE_ENGINE_FAULT_BAD_PROGRAM)
 		return -1;
 	uint32_t core_off = get32(p + 16), nrel = get32(p + 36), rel_off = get32(p + 32);
 

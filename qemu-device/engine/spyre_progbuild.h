@@ -6,7 +6,7 @@
  *	struct spyre_pb *pb = spyre_pb_new();
  *	int x = spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
  *	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(x, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
- *	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+ *	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
  *	...
  *	spyre_pb_finish(pb, &image, &size);	// malloc'd image
  *

@@ -77,11 +77,11 @@ static void test_malformed(void)
 	c = (void *)p;
 	c->reserved[5] = 1;
 	expect_error(0, p, SPYRE_ERR_RESERVED);
-	pkt_sem(p, SPYRE_OP_SIGNAL, 10, 0, SPYRE_AS_HOST, h + 4, 1);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 10, 0, SPYRE_AS_HOST, h + 4, 1);
 	expect_error(0, p, SPYRE_ERR_ALIGN);
-	pkt_sem(p, SPYRE_OP_WAIT, 11, 0, SPYRE_AS_HOST_SGL, h, 1);
+	pkt_sem(p, SPYRE_PKT_OP_WAIT, 11, 0, SPYRE_AS_HOST_SGL, h, 1);
 	expect_error(0, p, SPYRE_ERR_SPACE);
-	pkt_sem(p, SPYRE_OP_TIMESTAMP, 12, 0, SPYRE_AS_HOST, h, 5);
+	pkt_sem(p, SPYRE_PKT_OP_TIMESTAMP, 12, 0, SPYRE_AS_HOST, h, 5);
 	m = (void *)p;
 	TAP_EQ(5, m->value);
 	expect_error(0, p, SPYRE_ERR_RESERVED);
@@ -187,7 +187,7 @@ static void test_queue_reset_unblocks_wait(void)
 	uint8_t p[64];
 
 	sdev_queue_init(&D, 5, 8, 0);
-	pkt_sem(p, SPYRE_OP_WAIT, 50, 0, SPYRE_AS_HOST, sem, 1);
+	pkt_sem(p, SPYRE_PKT_OP_WAIT, 50, 0, SPYRE_AS_HOST, sem, 1);
 	sdev_submit(&D, 5, p);
 	TAP_CHECK(sdev_wait_status(&D, 5, SPYRE_QSTAT_WAITING, 2000), "not waiting");
 	sdev_qwr(&D, 5, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
@@ -223,7 +223,7 @@ static void test_device_reset(void)
 	/* Work in flight on several queues: a blocked WAIT and a hung queue. */
 	sdev_queue_init(&D, 6, 8, 0);
 	sdev_queue_init(&D, 7, 8, 0);
-	pkt_sem(p, SPYRE_OP_WAIT, 60, 0, SPYRE_AS_HOST, sem, 1);
+	pkt_sem(p, SPYRE_PKT_OP_WAIT, 60, 0, SPYRE_AS_HOST, sem, 1);
 	sdev_submit(&D, 6, p);
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(7, SPYRE_INJECT_HANG));
 	pkt_nop(p, 61, 0);

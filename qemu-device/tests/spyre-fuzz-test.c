@@ -90,12 +90,12 @@ static void make_packet(uint8_t *p, uint64_t seq)
 	case 4: {
 		uint64_t a = pick_addr(&s1);
 
-		pkt_sem(p, rnd() % 2 ? SPYRE_OP_SIGNAL : SPYRE_OP_WAIT, seq,
+		pkt_sem(p, rnd() % 2 ? SPYRE_PKT_OP_SIGNAL : SPYRE_PKT_OP_WAIT, seq,
 			(uint16_t)(rnd() % 4), s1, a & ~7ull, rnd() % 32 ? 0 : rnd());
 		break;
 	}
 	case 5:
-		pkt_sem(p, SPYRE_OP_TIMESTAMP, seq, 0, SPYRE_AS_HOST,
+		pkt_sem(p, SPYRE_PKT_OP_TIMESTAMP, seq, 0, SPYRE_AS_HOST,
 			(host_buf + rnd() % 4096) & ~7ull, 0);
 		break;
 	default:

@@ -66,7 +66,7 @@ static void test_translate_copy(void)
 	TAP_CHECK(!memcmp(in, out, sizeof(in)), "VIRT copy through scattered pages differs");
 
 	/* Semaphores translate too: SIGNAL to a VA in device memory. */
-	pkt_sem(p, SPYRE_OP_SIGNAL, 3, 0, SPYRE_AS_VIRT, va_dev + 0x1000, 99);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 3, 0, SPYRE_AS_VIRT, va_dev + 0x1000, 99);
 	sdev_submit(&D, 0, p);
 	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	TAP_EQ(99, sdev_rd64(&D, SDEV_BAR2 + 6 * MiB + 0x1000));
@@ -86,12 +86,12 @@ static void test_faults(void)
 	pkt_copy(p, 10, 0, SPYRE_AS_VIRT, 0x7000, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
 	expect_fault(1, 10, 0x7000, 0, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC,
-		     SPYRE_FAULT_NOT_PRESENT);
+		     SPYRE_MMU_FAULT_NOT_PRESENT);
 	/* Permission: writing a read-only page; the fault names the exact VA. */
 	pkt_copy(p, 11, 0, SPYRE_AS_DEVPHYS, 0, SPYRE_AS_VIRT, ro + 256, 128);
 	sdev_submit(&D, 1, p);
 	expect_fault(1, 11, ro + 256, 0, SPYRE_ACCESS_WRITE, SPYRE_SOURCE_COPY_DST,
-		     SPYRE_FAULT_PERMISSION);
+		     SPYRE_MMU_FAULT_PERMISSION);
 	/* Reading it is fine. */
 	pkt_copy(p, 12, 0, SPYRE_AS_VIRT, ro, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
@@ -99,27 +99,27 @@ static void test_faults(void)
 	/* Context beyond MMU_CTX_COUNT (2). */
 	pkt_copy(p, 13, 5, SPYRE_AS_VIRT, ro, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
-	expect_fault(1, 13, ro, 5, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC, SPYRE_FAULT_BAD_CTX);
+	expect_fault(1, 13, ro, 5, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC, SPYRE_MMU_FAULT_BAD_CTX);
 	/* VA beyond 128 GiB. */
-	pkt_sem(p, SPYRE_OP_SIGNAL, 14, 0, SPYRE_AS_VIRT, 1ull << 37, 1);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 14, 0, SPYRE_AS_VIRT, 1ull << 37, 1);
 	sdev_submit(&D, 1, p);
 	expect_fault(1, 14, 1ull << 37, 0, SPYRE_ACCESS_WRITE, SPYRE_SOURCE_SEMAPHORE,
-		     SPYRE_FAULT_RANGE);
+		     SPYRE_MMU_FAULT_RANGE);
 	/* A device PTE beyond mem-size. */
 	pkt_copy(p, 15, 0, SPYRE_AS_VIRT, dev_oob, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
 	expect_fault(1, 15, dev_oob, 0, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC,
-		     SPYRE_FAULT_RANGE);
+		     SPYRE_MMU_FAULT_RANGE);
 	/* DEVPHYS beyond mem-size. */
 	pkt_copy(p, 16, 0, SPYRE_AS_DEVPHYS, 1ull << 30, SPYRE_AS_DEVPHYS, 0, 128);
 	sdev_submit(&D, 1, p);
 	expect_fault(1, 16, 1ull << 30, 0, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC,
-		     SPYRE_FAULT_RANGE);
+		     SPYRE_MMU_FAULT_RANGE);
 	/* A copy running off the end of a mapping faults at the first unmapped byte. */
 	pkt_copy(p, 17, 0, SPYRE_AS_VIRT, ro, SPYRE_AS_DEVPHYS, 0, 8192);
 	sdev_submit(&D, 1, p);
 	expect_fault(1, 17, ro + 4096, 0, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC,
-		     SPYRE_FAULT_NOT_PRESENT);
+		     SPYRE_MMU_FAULT_NOT_PRESENT);
 }
 
 static void test_isolation_and_invalidate(void)
@@ -130,19 +130,19 @@ static void test_isolation_and_invalidate(void)
 
 	/* Context 0 maps va; context 1 does not: only context 1's packet faults. */
 	sdev_map(&D, 0, va, a, RW);
-	pkt_sem(p, SPYRE_OP_SIGNAL, 20, 0, SPYRE_AS_VIRT, va, 7);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 20, 0, SPYRE_AS_VIRT, va, 7);
 	sdev_submit(&D, 0, p);
-	pkt_sem(p, SPYRE_OP_SIGNAL, 21, 1, SPYRE_AS_VIRT, va, 8);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 21, 1, SPYRE_AS_VIRT, va, 8);
 	sdev_submit(&D, 2, p);
 	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	expect_fault(2, 21, va, 1, SPYRE_ACCESS_WRITE, SPYRE_SOURCE_SEMAPHORE,
-		     SPYRE_FAULT_NOT_PRESENT);
+		     SPYRE_MMU_FAULT_NOT_PRESENT);
 	TAP_EQ(7, sdev_rd64(&D, a));
 
 	/* Remap va to b; after MMU_INVALIDATE the device uses the new page. */
 	sdev_map(&D, 0, va, b, RW);
 	sdev_wr(&D, SPYRE_REG_MMU_INVALIDATE, 1);
-	pkt_sem(p, SPYRE_OP_SIGNAL, 22, 0, SPYRE_AS_VIRT, va, 9);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 22, 0, SPYRE_AS_VIRT, va, 9);
 	sdev_submit(&D, 0, p);
 	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	TAP_EQ(9, sdev_rd64(&D, b));
@@ -150,10 +150,10 @@ static void test_isolation_and_invalidate(void)
 
 	/* Unmapping (invalid context entry) takes effect after invalidation too. */
 	sdev_ctx_set(&D, 0, false);
-	pkt_sem(p, SPYRE_OP_SIGNAL, 23, 0, SPYRE_AS_VIRT, va, 10);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 23, 0, SPYRE_AS_VIRT, va, 10);
 	sdev_submit(&D, 0, p);
 	expect_fault(0, 23, va, 0, SPYRE_ACCESS_WRITE, SPYRE_SOURCE_SEMAPHORE,
-		     SPYRE_FAULT_BAD_CTX);
+		     SPYRE_MMU_FAULT_BAD_CTX);
 	TAP_EQ(9, sdev_rd64(&D, b));
 }
 

@@ -160,14 +160,14 @@ static void test_signal_timestamp(void)
 	uint64_t sem = sdev_alloc(&D, 64, 64), t1, t2, c;
 	uint8_t p[64];
 
-	pkt_sem(p, SPYRE_OP_SIGNAL, 30, 0, SPYRE_AS_HOST, sem, 0xfeedface12345678ull);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 30, 0, SPYRE_AS_HOST, sem, 0xfeedface12345678ull);
 	sdev_submit(&D, 0, p);
-	pkt_sem(p, SPYRE_OP_TIMESTAMP, 31, 0, SPYRE_AS_HOST, sem + 8, 0);
+	pkt_sem(p, SPYRE_PKT_OP_TIMESTAMP, 31, 0, SPYRE_AS_HOST, sem + 8, 0);
 	sdev_submit(&D, 0, p);
 	/* The first TIMESTAMP is written before the 2 ms start: a lower bound. */
 	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	usleep(2000);
-	pkt_sem(p, SPYRE_OP_TIMESTAMP, 32, 0, SPYRE_AS_HOST, sem + 16, 0);
+	pkt_sem(p, SPYRE_PKT_OP_TIMESTAMP, 32, 0, SPYRE_AS_HOST, sem + 16, 0);
 	sdev_submit(&D, 0, p);
 	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	TAP_EQ(0xfeedface12345678ull, sdev_rd64(&D, sem));
@@ -183,7 +183,7 @@ static void test_signal_timestamp(void)
 		  (unsigned long long)c, (unsigned long long)t2);
 
 	/* SIGNAL into device memory, read back through BAR2. */
-	pkt_sem(p, SPYRE_OP_SIGNAL, 33, 0, SPYRE_AS_DEVPHYS, 0x3000, 42);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 33, 0, SPYRE_AS_DEVPHYS, 0x3000, 42);
 	sdev_submit(&D, 0, p);
 	TAP_EQ(0, sdev_wait(&D, 0, 2000));
 	TAP_EQ(42, sdev_rd64(&D, SDEV_BAR2 + 0x3000));
@@ -198,24 +198,24 @@ static void test_wait_cross_queue(void)
 	sdev_queue_init(&D, 1, 8, 0);
 	sdev_queue_init(&D, 2, 8, 0);
 	sdev_wr64(&D, SDEV_BAR2 + 0x4000, 0);
-	pkt_sem(p, SPYRE_OP_WAIT, 40, 0, SPYRE_AS_DEVPHYS, 0x4000, 5);
+	pkt_sem(p, SPYRE_PKT_OP_WAIT, 40, 0, SPYRE_AS_DEVPHYS, 0x4000, 5);
 	sdev_submit(&D, 1, p);
 	pkt_nop(p, 41, 0);
 	sdev_submit(&D, 1, p);
 	TAP_CHECK(sdev_wait_status(&D, 1, SPYRE_QSTAT_WAITING, 2000), "queue 1 not WAITING");
 	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
-	pkt_sem(p, SPYRE_OP_SIGNAL, 42, 0, SPYRE_AS_DEVPHYS, 0x4000, 4);	/* not enough */
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 42, 0, SPYRE_AS_DEVPHYS, 0x4000, 4);	/* not enough */
 	sdev_submit(&D, 2, p);
 	TAP_EQ(0, sdev_wait(&D, 2, 2000));
 	usleep(20000);
 	TAP_EQ(0, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
-	pkt_sem(p, SPYRE_OP_SIGNAL, 43, 0, SPYRE_AS_DEVPHYS, 0x4000, 5);
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 43, 0, SPYRE_AS_DEVPHYS, 0x4000, 5);
 	sdev_submit(&D, 2, p);
 	TAP_EQ(0, sdev_wait(&D, 1, 2000));
 	TAP_EQ(41, sdev_rd64(&D, D.q[1].compl));
 
 	/* A WAIT on host memory is released by a CPU store (polled). */
-	pkt_sem(p, SPYRE_OP_WAIT, 44, 0, SPYRE_AS_HOST, hsem, 0x100000000ull);
+	pkt_sem(p, SPYRE_PKT_OP_WAIT, 44, 0, SPYRE_AS_HOST, hsem, 0x100000000ull);
 	sdev_submit(&D, 1, p);
 	usleep(10000);
 	TAP_EQ(2, sdev_qrd(&D, 1, SPYRE_Q_HEAD));
@@ -233,7 +233,7 @@ static void *relu_program(size_t *size, uint32_t x_bytes)
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, x_bytes, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
 	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;
@@ -277,7 +277,7 @@ static void test_launch(void)
 	sdev_queue_init(&D, 3, 8, 0);
 	memset(p, 0, sizeof(p));
 	l = (void *)p;
-	l->hdr.opcode = SPYRE_OP_LAUNCH;
+	l->hdr.opcode = SPYRE_PKT_OP_LAUNCH;
 	l->hdr.version = SPYRE_PKT_VERSION;
 	l->hdr.seq = 50;
 	l->program = va_prog;
@@ -305,12 +305,12 @@ static void test_launch(void)
 	TAP_EQ(-1, sdev_wait(&D, 3, 5000));
 	TAP_EQ(SPYRE_ERR_ENGINE, sdev_qrd(&D, 3, SPYRE_Q_ERROR));
 	TAP_EQ(51, sdev_qrd(&D, 3, SPYRE_Q_ERR_SEQ_LO));
-	TAP_EQ(SPYRE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
+	TAP_EQ(SPYRE_ENGINE_FAULT_MEM_RANGE, SPYRE_FAULT_CAUSE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
 	TAP_EQ(SPYRE_SOURCE_PROGRAM, SPYRE_FAULT_SOURCE(sdev_qrd(&D, 3, SPYRE_Q_FAULT_INFO)));
 	TAP_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_CORE)));
 	TAP_EQ(0, sdev_rd(&D, SPYRE_QENG(3, SPYRE_QE_PC)));
 	sdev_memread(&D, h_rec, &rec, sizeof(rec));
-	TAP_EQ(SPYRE_FAULT_MEM_RANGE, rec.status);
+	TAP_EQ(SPYRE_ENGINE_FAULT_MEM_RANGE, rec.status);
 	sdev_queue_skip(&D, 3);
 	TAP_EQ(0, sdev_wait(&D, 3, 2000));
 

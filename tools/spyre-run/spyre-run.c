@@ -61,7 +61,7 @@ static void dma(struct spyre_pb *pb, int abs, unsigned core, unsigned op, uint32
 {
 	if (abs)
 		spyre_pb_dma_abs(pb, core, op, sp, sym, off, rows, row_bytes, row_bytes, row_bytes);
-	else if (op == SPYRE_OPC_LOAD)
+	else if (op == SPYRE_ISA_OP_LOAD)
 		spyre_pb_load(pb, core, sp, SPYRE_SLOT_ADDR(sym, off), rows, row_bytes, row_bytes,
 			      row_bytes, SPYRE_IF_SLOT);
 	else
@@ -90,15 +90,15 @@ static void *build_mlp(const struct opts *o, int abs, size_t *size)
 	for (c = 0; c < o->cores; c++) {
 		uint64_t row0 = (uint64_t)c * r;
 
-		dma(pb, abs, c, SPYRE_OPC_LOAD, W1, 1, 0, o->k, lh * 128);
-		dma(pb, abs, c, SPYRE_OPC_LOAD, W2, 2, 0, o->h, ln * 128);
-		dma(pb, abs, c, SPYRE_OPC_LOAD, X, 0, row0 * o->k * 4, r, lk * 128);
+		dma(pb, abs, c, SPYRE_ISA_OP_LOAD, W1, 1, 0, o->k, lh * 128);
+		dma(pb, abs, c, SPYRE_ISA_OP_LOAD, W2, 2, 0, o->h, ln * 128);
+		dma(pb, abs, c, SPYRE_ISA_OP_LOAD, X, 0, row0 * o->k * 4, r, lk * 128);
 		spyre_pb_matmul(pb, c, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, H, X, W1, r, o->h, o->k,
 				lh, lk, lh);
 		spyre_pb_unary(pb, c, o->act, SPYRE_DT_FP32, SPYRE_DT_FP32, H, H, r, o->h, lh, lh);
 		spyre_pb_matmul(pb, c, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, Y, H, W2, r, o->n, o->h,
 				ln, lh, ln);
-		dma(pb, abs, c, SPYRE_OPC_STORE, Y, 3, row0 * o->n * 4, r, ln * 128);
+		dma(pb, abs, c, SPYRE_ISA_OP_STORE, Y, 3, row0 * o->n * 4, r, ln * 128);
 	}
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;
@@ -113,9 +113,9 @@ static void *build_relu(int abs, size_t *size)
 
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
-	dma(pb, abs, 0, SPYRE_OPC_LOAD, 0, 0, 0, 32, 128);
-	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
-	dma(pb, abs, 0, SPYRE_OPC_STORE, 0, 1, 0, 32, 128);
+	dma(pb, abs, 0, SPYRE_ISA_OP_LOAD, 0, 0, 0, 32, 128);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
+	dma(pb, abs, 0, SPYRE_ISA_OP_STORE, 0, 1, 0, 32, 128);
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;
 	spyre_pb_free(pb);
@@ -124,7 +124,7 @@ static void *build_relu(int abs, size_t *size)
 
 static double act_ref(int act, double v)
 {
-	if (act == SPYRE_OPC_SILU)
+	if (act == SPYRE_ISA_OP_SILU)
 		return v / (1 + exp(-v));
 	return 0.5 * v * (1 + erf(v / sqrt(2.0)));
 }
@@ -303,7 +303,7 @@ static int run(struct opts *o)
 		       props.devnode);
 	else if (!strcmp(o->example, "mlp"))
 		printf("mlp block: y = %s(x . W1) . W2; x %ux%u, W1 %ux%u, W2 %ux%u, fp32, %d cores of %s\n",
-		       o->act == SPYRE_OPC_SILU ? "silu" : "gelu", o->m, o->k, o->k, o->h, o->h, o->n,
+		       o->act == SPYRE_ISA_OP_SILU ? "silu" : "gelu", o->m, o->k, o->k, o->h, o->h, o->n,
 		       o->cores, props.devnode);
 	printf("%-6s %7s %14s %14s %16s %12s  %s\n", "path", "relocs", "host us/launch",
 	       "e2e us/launch", "device us (mod)", "utilization", "check");
@@ -518,7 +518,7 @@ int main(int argc, char **argv)
 	static const char *const acts[] = { "gelu", "silu", NULL };
 	struct opts o = {
 		.example = "mlp", .path = "both", .iters = 20, .seed = 1,
-		.m = 256, .k = 128, .h = 256, .n = 128, .act = SPYRE_OPC_GELU,
+		.m = 256, .k = 128, .h = 256, .n = 128, .act = SPYRE_ISA_OP_GELU,
 	};
 	long long v;
 	int c, w;
@@ -568,7 +568,7 @@ int main(int argc, char **argv)
 		case 'a':
 			if ((w = parse_word("--act", "activation", optarg, acts)) < 0)
 				return 2;
-			o.act = w ? SPYRE_OPC_SILU : SPYRE_OPC_GELU;
+			o.act = w ? SPYRE_ISA_OP_SILU : SPYRE_ISA_OP_GELU;
 			break;
 		case 'm':
 			if (parse_num("--rows", optarg, 1, 65536, 0, &v))

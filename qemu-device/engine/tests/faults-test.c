@@ -64,30 +64,30 @@ static void test_decode(void)
 
 	/* invalid opcode on core 2 at pc 2; the validator finds the same place */
 	pb = newpb();
-	spyre_pb_ctl(pb, 2, SPYRE_OPC_NOP, 0, 0, 0);
-	spyre_pb_ctl(pb, 2, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 2, SPYRE_ISA_OP_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 2, SPYRE_ISA_OP_NOP, 0, 0, 0);
 	memset(&in, 0, sizeof(in));
 	in.raw[0] = 0xee;
 	spyre_pb_emit(pb, 2, &in);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
 	run(pb, 0xffffffff, &r, &vc, &vcore, &vpc);
-	expect("invalid opcode", &r, SPYRE_FAULT_BAD_OPCODE, 2, 2, 0, 0);
-	TAP_CHECK(vc == SPYRE_FAULT_BAD_OPCODE && vcore == 2 && vpc == 2, "validator: bad-opcode at core 2 pc 2");
+	expect("invalid opcode", &r, SPYRE_ENGINE_FAULT_BAD_OPCODE, 2, 2, 0, 0);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_OPCODE && vcore == 2 && vpc == 2, "validator: bad-opcode at core 2 pc 2");
 
 	/* reserved field non-zero */
 	pb = newpb();
-	in = (union spyre_insn){ .ring = { .opcode = SPYRE_OPC_WAIT, .tag = 1, .bytes = 0, .reserved = { 0, 1, 0 } } };
+	in = (union spyre_insn){ .ring = { .opcode = SPYRE_ISA_OP_WAIT, .tag = 1, .bytes = 0, .reserved = { 0, 1, 0 } } };
 	spyre_pb_emit(pb, 0, &in);
 	run(pb, 1, &r, &vc, &vcore, &vpc);
-	expect("reserved field", &r, SPYRE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
+	expect("reserved field", &r, SPYRE_ENGINE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
 
 	/* bad dtype: int8 matmul must produce int32 */
 	pb = newpb();
-	spyre_pb_ctl(pb, 1, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 1, SPYRE_ISA_OP_NOP, 0, 0, 0);
 	spyre_pb_matmul(pb, 1, SPYRE_DT_INT8, SPYRE_DT_FP32, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1);
 	run(pb, 2, &r, &vc, &vcore, &vpc);
-	expect("bad dtype", &r, SPYRE_FAULT_BAD_DTYPE, 1, 1, 0, 0);
-	TAP_CHECK(vc == SPYRE_FAULT_BAD_DTYPE && vcore == 1 && vpc == 1, "validator: bad-dtype at core 1 pc 1");
+	expect("bad dtype", &r, SPYRE_ENGINE_FAULT_BAD_DTYPE, 1, 1, 0, 0);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_DTYPE && vcore == 1 && vpc == 1, "validator: bad-dtype at core 1 pc 1");
 }
 
 static void test_alignment(void)
@@ -98,20 +98,20 @@ static void test_alignment(void)
 	pb = newpb();
 	spyre_pb_load(pb, 0, 64, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	run(pb, 1, &r, NULL, NULL, NULL);
-	expect("misaligned scratchpad", &r, SPYRE_FAULT_ALIGN, 0, 0, 64, 1);
+	expect("misaligned scratchpad", &r, SPYRE_ENGINE_FAULT_ALIGN, 0, 0, 64, 1);
 
 	/* misaligned tensor operand */
 	pb = newpb();
-	spyre_pb_unary(pb, 0, SPYRE_OPC_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 200, 1, 32, 1, 1);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 200, 1, 32, 1, 1);
 	run(pb, 1, &r, NULL, NULL, NULL);
-	expect("misaligned tensor source", &r, SPYRE_FAULT_ALIGN, 0, 0, 200, 1);
+	expect("misaligned tensor source", &r, SPYRE_ENGINE_FAULT_ALIGN, 0, 0, 200, 1);
 
 	/* misaligned absolute memory operand (after relocation) */
 	pb = newpb();
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
 	spyre_pb_load(pb, 0, 0, buf + 64, 1, 128, 0, 0, 0);
 	run(pb, 1, &r, NULL, NULL, NULL);
-	expect("misaligned memory VA", &r, SPYRE_FAULT_ALIGN, 0, 1, buf + 64, 1);
+	expect("misaligned memory VA", &r, SPYRE_ENGINE_FAULT_ALIGN, 0, 1, buf + 64, 1);
 }
 
 static void test_ranges(void)
@@ -122,27 +122,27 @@ static void test_ranges(void)
 	pb = newpb();
 	spyre_pb_fill(pb, 3, SPYRE_DT_FP32, (2u << 20) - 256, 4, 32, 1, 0);
 	run(pb, 8, &r, &vc, &vcore, &vpc);
-	expect("scratchpad out of range", &r, SPYRE_FAULT_SP_RANGE, 3, 0, (2u << 20) - 256, 1);
-	TAP_CHECK(vc == SPYRE_FAULT_SP_RANGE && vcore == 3 && vpc == 0, "validator: sp-range at core 3 pc 0");
+	expect("scratchpad out of range", &r, SPYRE_ENGINE_FAULT_SP_RANGE, 3, 0, (2u << 20) - 256, 1);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_SP_RANGE && vcore == 3 && vpc == 0, "validator: sp-range at core 3 pc 0");
 
 	/* DMA past the scratchpad */
 	pb = newpb();
 	spyre_pb_load(pb, 0, (2u << 20) - 128, SPYRE_SLOT_ADDR(0, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
 	run(pb, 1, &r, NULL, NULL, NULL);
-	expect("DMA past the scratchpad", &r, SPYRE_FAULT_SP_RANGE, 0, 0, (2u << 20) - 128, 1);
+	expect("DMA past the scratchpad", &r, SPYRE_ENGINE_FAULT_SP_RANGE, 0, 0, (2u << 20) - 128, 1);
 
 	/* slot-relative access beyond the slot's 4 KiB */
 	pb = newpb();
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 3968), 2, 128, 128, 128, SPYRE_IF_SLOT);
 	run(pb, 1, &r, NULL, NULL, NULL);
-	expect("beyond the slot", &r, SPYRE_FAULT_MEM_RANGE, 0, 0, buf + 3968, 1);
+	expect("beyond the slot", &r, SPYRE_ENGINE_FAULT_MEM_RANGE, 0, 0, buf + 3968, 1);
 
 	/* unknown slot */
 	pb = newpb();
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(7, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	run(pb, 1, &r, &vc, &vcore, &vpc);
-	expect("unknown slot", &r, SPYRE_FAULT_BAD_SLOT, 0, 0, 0, 0);
-	TAP_CHECK(vc == SPYRE_FAULT_BAD_SLOT, "validator: bad-slot");
+	expect("unknown slot", &r, SPYRE_ENGINE_FAULT_BAD_SLOT, 0, 0, 0, 0);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_SLOT, "validator: bad-slot");
 }
 
 static void test_memory_fault_callback(void)
@@ -159,7 +159,7 @@ static void test_memory_fault_callback(void)
 	memset(flatmem_ptr(&M, buf), 0, 4096);
 	run(pb, 1, &r, NULL, NULL, NULL);
 	M.hole_lo = M.hole_hi = 0;
-	expect("memory fault from the callback", &r, SPYRE_FAULT_MEM, 0, 1, buf + 2048, 1);
+	expect("memory fault from the callback", &r, SPYRE_ENGINE_FAULT_MEM, 0, 1, buf + 2048, 1);
 	memcpy(&f0, flatmem_ptr(&M, buf), 4);
 	memcpy(&f1, flatmem_ptr(&M, buf + 1024), 4);
 	memcpy(&f2, flatmem_ptr(&M, buf + 2048), 4);
@@ -174,29 +174,29 @@ static void test_unreadable_program_and_container(void)
 	/* program not readable; argument block not readable */
 	memset(&r, 0xff, sizeof(r));
 	spyre_engine_launch(E, 0x10, 0, 1, &flatmem_ops, &M, &r);
-	expect("program fetch fault", &r, SPYRE_FAULT_MEM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, 0x10, 1);
+	expect("program fetch fault", &r, SPYRE_ENGINE_FAULT_MEM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, 0x10, 1);
 	{
 		void *img;
 		size_t sz;
 
 		pb = newpb();
-		spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
+		spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
 		spyre_pb_finish(pb, &img, &sz);
 		spyre_pb_free(pb);
 		uint64_t p = flatmem_alloc(&M, sz);
 
 		memcpy(flatmem_ptr(&M, p), img, sz);
 		spyre_engine_launch(E, p, 0x40, 1, &flatmem_ops, &M, &r);
-		expect("argument block fault", &r, SPYRE_FAULT_MEM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, 0x40, 1);
+		expect("argument block fault", &r, SPYRE_ENGINE_FAULT_MEM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, 0x40, 1);
 		/* malformed container: a bad magic, then a core table pointing outside the image */
 		((uint8_t *)flatmem_ptr(&M, p))[0] ^= 1;
 		spyre_engine_launch(E, p, buf, 1, &flatmem_ops, &M, &r);
-		expect("bad magic", &r, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE, SPYRE_FAULT_PC_NONE, 0, 0);
+		expect("bad magic", &r, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, 0, 0);
 		((uint8_t *)flatmem_ptr(&M, p))[0] ^= 1;
 		((uint8_t *)flatmem_ptr(&M, p))[19] = 0x7f;
 		spyre_engine_launch(E, p, buf, 1, &flatmem_ops, &M, &r);
-		expect("core table outside the image", &r, SPYRE_FAULT_BAD_PROGRAM, SPYRE_FAULT_CORE_NONE,
-		       SPYRE_FAULT_PC_NONE, 0, 0);
+		expect("core table outside the image", &r, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE,
+		       SPYRE_ENGINE_FAULT_PC_NONE, 0, 0);
 		free(img);
 		M.next = 8192;
 	}
@@ -208,16 +208,16 @@ static void test_ring_peer_and_mismatch(void)
 
 	/* ring peer not launched */
 	pb = newpb();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 5, 0, 128);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 5, 0, 128);
 	run(pb, 1 | 2, &r, NULL, NULL, NULL);
-	expect("send to a core not launched", &r, SPYRE_FAULT_BAD_PEER, 0, 0, 5, 1);
+	expect("send to a core not launched", &r, SPYRE_ENGINE_FAULT_BAD_PEER, 0, 0, 5, 1);
 
 	/* RECV with a different tag */
 	pb = newpb();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 1, 7, 128);
-	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 8, 128);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 1, 7, 128);
+	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_RECV, 0, 0, 8, 128);
 	run(pb, 3, &r, NULL, NULL, NULL);
-	expect("recv tag mismatch", &r, SPYRE_FAULT_RING_MISMATCH, 1, 0, 0, 0);
+	expect("recv tag mismatch", &r, SPYRE_ENGINE_FAULT_RING_MISMATCH, 1, 0, 0, 0);
 }
 
 static void test_deadlock(void)
@@ -226,30 +226,30 @@ static void test_deadlock(void)
 
 	/* deadlock: core 1 waits for core 0, which halted without sending */
 	pb = newpb();
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
-	spyre_pb_ctl(pb, 1, SPYRE_OPC_NOP, 0, 0, 0);
-	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 0, 128);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 1, SPYRE_ISA_OP_NOP, 0, 0, 0);
+	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_RECV, 0, 0, 0, 128);
 	run(pb, 3, &r, NULL, NULL, NULL);
-	expect("recv that can never be satisfied", &r, SPYRE_FAULT_DEADLOCK, 1, 1, 0, 0);
+	expect("recv that can never be satisfied", &r, SPYRE_ENGINE_FAULT_DEADLOCK, 1, 1, 0, 0);
 
 	/* deadlock: a cycle of receives */
 	pb = newpb();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_RECV, 0, 1, 0, 128);
-	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 0, 128);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_RECV, 0, 1, 0, 128);
+	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_RECV, 0, 0, 0, 128);
 	run(pb, 3, &r, NULL, NULL, NULL);
-	expect("receive cycle", &r, SPYRE_FAULT_DEADLOCK, 0, 0, 0, 0);
+	expect("receive cycle", &r, SPYRE_ENGINE_FAULT_DEADLOCK, 0, 0, 0, 0);
 
 	/* deadlock: a barrier that a halted core never reaches; a token never signalled */
 	pb = newpb();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_BARRIER, 0, 0, 0, 0x3);
-	spyre_pb_ctl(pb, 1, SPYRE_OPC_HALT, 0, 0, 0);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0x3);
+	spyre_pb_ctl(pb, 1, SPYRE_ISA_OP_HALT, 0, 0, 0);
 	run(pb, 3, &r, NULL, NULL, NULL);
-	expect("barrier never complete", &r, SPYRE_FAULT_DEADLOCK, 0, 0, 0, 0);
+	expect("barrier never complete", &r, SPYRE_ENGINE_FAULT_DEADLOCK, 0, 0, 0, 0);
 	pb = newpb();
-	spyre_pb_ctl(pb, 4, SPYRE_OPC_NOP, 0, 0, 0);
-	spyre_pb_ring(pb, 4, SPYRE_OPC_WAIT, 0, 0, 3, 1);
+	spyre_pb_ctl(pb, 4, SPYRE_ISA_OP_NOP, 0, 0, 0);
+	spyre_pb_ring(pb, 4, SPYRE_ISA_OP_WAIT, 0, 0, 3, 1);
 	run(pb, 1u << 4, &r, NULL, NULL, NULL);
-	expect("token never signalled", &r, SPYRE_FAULT_DEADLOCK, 4, 1, 0, 0);
+	expect("token never signalled", &r, SPYRE_ENGINE_FAULT_DEADLOCK, 4, 1, 0, 0);
 }
 
 static void test_barrier_mask(void)
@@ -258,9 +258,9 @@ static void test_barrier_mask(void)
 
 	/* barrier naming a core outside the launch */
 	pb = newpb();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_BARRIER, 0, 0, 0, 0x5);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0x5);
 	run(pb, 3, &r, NULL, NULL, NULL);
-	expect("barrier mask outside the launch", &r, SPYRE_FAULT_BAD_PEER, 0, 0, 0x5, 1);
+	expect("barrier mask outside the launch", &r, SPYRE_ENGINE_FAULT_BAD_PEER, 0, 0, 0x5, 1);
 }
 
 static void test_budget(void)
@@ -269,12 +269,12 @@ static void test_budget(void)
 
 	/* runaway: an endless loop stops at the budget (10000 instructions) */
 	pb = newpb();
-	spyre_pb_ctl(pb, 6, SPYRE_OPC_LI, 1, 1, 0);
-	spyre_pb_ctl(pb, 6, SPYRE_OPC_NOP, 0, 0, 0);
-	spyre_pb_ctl(pb, 6, SPYRE_OPC_BNZ, 1, 1, 0);
+	spyre_pb_ctl(pb, 6, SPYRE_ISA_OP_LI, 1, 1, 0);
+	spyre_pb_ctl(pb, 6, SPYRE_ISA_OP_NOP, 0, 0, 0);
+	spyre_pb_ctl(pb, 6, SPYRE_ISA_OP_BNZ, 1, 1, 0);
 	run(pb, 1u << 6, &r, NULL, NULL, NULL);
 	/* li + 4999 x (nop, bnz) + one nop = 10000 executed: the next one (a bnz at pc 2) faults */
-	expect("runaway loop", &r, SPYRE_FAULT_BUDGET, 6, 2, 0, 0);
+	expect("runaway loop", &r, SPYRE_ENGINE_FAULT_BUDGET, 6, 2, 0, 0);
 	TAP_CHECK(r.insns == 10000, "budget: exactly 10000 instructions ran (%llu)", (unsigned long long)r.insns);
 }
 
@@ -284,9 +284,9 @@ static void test_branch_outside_the_stream(void)
 
 	/* branch target outside the stream */
 	pb = newpb();
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_BNZ, 0, 5, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 0, 5, 0);
 	run(pb, 1, &r, &vc, &vcore, &vpc);
-	expect("branch outside the stream", &r, SPYRE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
+	expect("branch outside the stream", &r, SPYRE_ENGINE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
 }
 
 static void test_usable_after_faults(void)

@@ -50,24 +50,24 @@ static void test_libfuzzer_run(void)
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN | SPYRE_SYM_OUT);
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 4, 256, 256, 256, SPYRE_IF_SLOT);
 	spyre_pb_matmul(pb, 0, SPYRE_DT_FP16, SPYRE_DT_FP32, 0, 2048, 0, 1024, 4, 32, 64, 1, 1, 1);
-	spyre_pb_unary(pb, 0, SPYRE_OPC_SOFTMAX, SPYRE_DT_FP32, SPYRE_DT_DL16, 4096, 2048, 4, 32, 1, 1);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_SOFTMAX, SPYRE_DT_FP32, SPYRE_DT_DL16, 4096, 2048, 4, 32, 1, 1);
 	spyre_pb_store(pb, 0, 4096, SPYRE_SLOT_ADDR(0, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_dma_abs(pb, 1, SPYRE_OPC_LOAD, 0, 0, 128, 1, 128, 0, 0);
+	spyre_pb_dma_abs(pb, 1, SPYRE_ISA_OP_LOAD, 0, 0, 128, 1, 128, 0, 0);
 	seed(dir, 0, pb);
 	pb = spyre_pb_new();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 1, 3, 256);
-	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 3, 256);
-	spyre_pb_ring(pb, 1, SPYRE_OPC_SIGNAL, 0, 2, 1, 0);
-	spyre_pb_ring(pb, 2, SPYRE_OPC_WAIT, 0, 0, 1, 1);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 1, 3, 256);
+	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_RECV, 0, 0, 3, 256);
+	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_SIGNAL, 0, 2, 1, 0);
+	spyre_pb_ring(pb, 2, SPYRE_ISA_OP_WAIT, 0, 0, 1, 1);
 	for (unsigned c = 0; c < 4; c++)
-		spyre_pb_ring(pb, c, SPYRE_OPC_BARRIER, 0, 0, 0, 0);
+		spyre_pb_ring(pb, c, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
 	seed(dir, 1, pb);
 	pb = spyre_pb_new();
 	spyre_pb_set_scalars(pb, 1);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_LDARG, 1, 0, 0);
-	spyre_pb_tensor(pb, 0, SPYRE_OPC_ADD, SPYRE_DT_INT8, SPYRE_DT_INT8, SPYRE_IF_BCAST_ROW, 0, 0, 128, 2, 100, 0, 1, 1, 0);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_ADDI, 1, (uint64_t)-1, 1);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_BNZ, 1, 1, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 1, 0, 0);
+	spyre_pb_tensor(pb, 0, SPYRE_ISA_OP_ADD, SPYRE_DT_INT8, SPYRE_DT_INT8, SPYRE_IF_BCAST_ROW, 0, 0, 128, 2, 100, 0, 1, 1, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_ADDI, 1, (uint64_t)-1, 1);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 1, 1, 0);
 	seed(dir, 2, pb);
 
 	snprintf(cmd, sizeof(cmd), "%s -runs=200000 -max_total_time=45 -timeout=10 -rss_limit_mb=2048 "

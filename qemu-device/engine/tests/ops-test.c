@@ -193,12 +193,12 @@ static void test_matmul(unsigned dt, unsigned dt2, uint32_t m, uint32_t n, uint3
 static double ref_unary(unsigned op, double x, float s, float b)
 {
 	switch (op) {
-	case SPYRE_OPC_RELU: return x > 0 ? x : 0;
-	case SPYRE_OPC_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-	case SPYRE_OPC_SILU: return x / (1 + exp(-x));
-	case SPYRE_OPC_EXP: return exp(x);
-	case SPYRE_OPC_RSQRT: return 1 / sqrt(x);
-	case SPYRE_OPC_SCALE: return x * s + b;
+	case SPYRE_ISA_OP_RELU: return x > 0 ? x : 0;
+	case SPYRE_ISA_OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+	case SPYRE_ISA_OP_SILU: return x / (1 + exp(-x));
+	case SPYRE_ISA_OP_EXP: return exp(x);
+	case SPYRE_ISA_OP_RSQRT: return 1 / sqrt(x);
+	case SPYRE_ISA_OP_SCALE: return x * s + b;
 	default: return x;
 	}
 }
@@ -206,9 +206,9 @@ static double ref_unary(unsigned op, double x, float s, float b)
 static double ref_binary(unsigned op, double x, double y)
 {
 	switch (op) {
-	case SPYRE_OPC_ADD: return x + y;
-	case SPYRE_OPC_SUB: return x - y;
-	case SPYRE_OPC_MUL: return x * y;
+	case SPYRE_ISA_OP_ADD: return x + y;
+	case SPYRE_ISA_OP_SUB: return x - y;
+	case SPYRE_ISA_OP_MUL: return x * y;
 	default: return x > y ? x : y;
 	}
 }
@@ -252,15 +252,15 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 	struct spyre_launch_result res;
 	uint32_t lda = spyre_sticks(cols, dt), ldd = spyre_sticks(cols, dt2) + 1;
 	uint32_t A = 0, D = rows * lda * 128 + 128;
-	int isint = !SPYRE_DT_IS_FLOAT(dt), good = 1, transc = op != SPYRE_OPC_RELU && op != SPYRE_OPC_CAST &&
-								 op != SPYRE_OPC_SCALE;
-	float lo = op == SPYRE_OPC_RSQRT ? 0.01f : -4, hi = 4, s = 1.5f, b = -0.25f;
+	int isint = !SPYRE_DT_IS_FLOAT(dt), good = 1, transc = op != SPYRE_ISA_OP_RELU && op != SPYRE_ISA_OP_CAST &&
+								 op != SPYRE_ISA_OP_SCALE;
+	float lo = op == SPYRE_ISA_OP_RSQRT ? 0.01f : -4, hi = 4, s = 1.5f, b = -0.25f;
 
 	if (isint) {
 		lo = dt == SPYRE_DT_INT8 ? -128 : -60000;	/* fp16 overflows past 65504 */
 		hi = -lo - 1;
 	}
-	if (op == SPYRE_OPC_CAST && SPYRE_DT_IS_FLOAT(dt) && !SPYRE_DT_IS_FLOAT(dt2)) {
+	if (op == SPYRE_ISA_OP_CAST && SPYRE_DT_IS_FLOAT(dt) && !SPYRE_DT_IS_FLOAT(dt2)) {
 		lo = -200;	/* exercise int8 saturation and rounding */
 		hi = 200;
 	}
@@ -268,7 +268,7 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 	gen_tile(A, rows, cols, lda, dt, lo, hi);
 	struct spyre_pb *pb = begin();
 
-	if (op == SPYRE_OPC_SCALE)
+	if (op == SPYRE_ISA_OP_SCALE)
 		spyre_pb_scale(pb, 0, dt, dt2, D, A, rows, cols, ldd, lda, s, b);
 	else
 		spyre_pb_unary(pb, 0, op, dt, dt2, D, A, rows, cols, ldd, lda);
@@ -278,7 +278,7 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 		for (uint32_t j = 0; j < cols; j++) {
 			double x = val(spin, A, r, lda, dt, j), ref = ref_unary(op, x, s, b);
 
-			if (op == SPYRE_OPC_CAST && SPYRE_DT_IS_FLOAT(dt2))
+			if (op == SPYRE_ISA_OP_CAST && SPYRE_DT_IS_FLOAT(dt2))
 				ref = (float)ref;	/* an int32 source is first rounded to fp32 */
 			if (!close_to(val(spout, D, r, ldd, dt2, j), ref, dt2, 1e-6, transc))
 				good = 0;
@@ -327,12 +327,12 @@ static void test_reduce(unsigned op, unsigned dt, unsigned dt2, int axis0, uint3
 	int rc = finish(pb, &res);
 
 	for (uint32_t o = 0; o < outn && !rc; o++) {
-		double ref = op == SPYRE_OPC_REDSUM ? 0 : -INFINITY, mag = 0;
+		double ref = op == SPYRE_ISA_OP_REDSUM ? 0 : -INFINITY, mag = 0;
 
 		for (uint32_t i = 0; i < (axis0 ? rows : cols); i++) {
 			double x = axis0 ? val(spin, A, i, lda, dt, o) : val(spin, A, o, lda, dt, i);
 
-			ref = op == SPYRE_OPC_REDSUM ? ref + x : (x > ref ? x : ref);
+			ref = op == SPYRE_ISA_OP_REDSUM ? ref + x : (x > ref ? x : ref);
 			mag += fabs(x);
 		}
 		if (!close_to(val(spout, D, 0, 0, dt2, o), ref, dt2, 1e-6 * mag, 0))
@@ -358,7 +358,7 @@ static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols
 	gen_tile(A, rows, cols, lda, dt, -8, 8);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_unary(pb, 0, SPYRE_OPC_SOFTMAX, dt, dt2, D, A, rows, cols, ldd, lda);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_SOFTMAX, dt, dt2, D, A, rows, cols, ldd, lda);
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++) {
@@ -389,7 +389,7 @@ static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
 	gen_tile(A, rows, cols, lda, dt, -100, 100);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_unary(pb, 0, SPYRE_OPC_TRANSPOSE, dt, dt, D, A, rows, cols, ldd, lda);
+	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_TRANSPOSE, dt, dt, D, A, rows, cols, ldd, lda);
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
@@ -413,16 +413,16 @@ static void test_control(void)
 	gen_tile(0, 1, 32, 1, SPYRE_DT_FP32, -1, 1);
 	memcpy(spin + 128, spin, 128);	/* acc starts as x: 10 more adds give 11 x */
 	spyre_pb_set_scalars(pb, 1);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_LDARG, 3, 0, 0);		/* r3 = n */
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_LI, 4, 7, 0);		/* r4 = 7 (unused, li) */
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_NOP, 0, 0, 0);
-	int loop = spyre_pb_tensor(pb, 0, SPYRE_OPC_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 128, 128, 0, 1, 32, 0,
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 3, 0, 0);		/* r3 = n */
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LI, 4, 7, 0);		/* r4 = 7 (unused, li) */
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
+	int loop = spyre_pb_tensor(pb, 0, SPYRE_ISA_OP_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 128, 128, 0, 1, 32, 0,
 				   1, 1, 1);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_ADDI, 3, (uint64_t)-1, 3);	/* r3 -= 1 */
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_BNZ, 3, (uint64_t)loop, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_ADDI, 3, (uint64_t)-1, 3);	/* r3 -= 1 */
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 3, (uint64_t)loop, 0);
 	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_HALT, 0, 0, 0);
-	spyre_pb_ctl(pb, 0, SPYRE_OPC_FILL, 0, 0, 0);	/* never reached (and invalid) */
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_HALT, 0, 0, 0);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_FILL, 0, 0, 0);	/* never reached (and invalid) */
 
 	void *img;
 	size_t sz;
@@ -474,7 +474,7 @@ static void test_dma(void)
 
 	spyre_pb_load(pb, 0, 1024, SPYRE_SLOT_ADDR(sx, 0), rows, rb, mstride, sstride, SPYRE_IF_SLOT);
 	spyre_pb_store(pb, 0, 1024, SPYRE_SLOT_ADDR(sd, 0), rows, rb, mstride, sstride, SPYRE_IF_SLOT);
-	spyre_pb_dma_abs(pb, 0, SPYRE_OPC_STORE, 1024, (unsigned)sd2, 0, rows, rb, mstride, sstride);
+	spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_STORE, 1024, (unsigned)sd2, 0, rows, rb, mstride, sstride);
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(SPYRE_SLOT_CONST, (uint64_t)coff), 1, 256, 0, 0, SPYRE_IF_SLOT);
 	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(sc, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
 	void *img;
@@ -536,7 +536,7 @@ static void test_matmuls_accumulate(void)
 
 static void test_binaries(void)
 {
-	static const unsigned bin[] = { SPYRE_OPC_ADD, SPYRE_OPC_SUB, SPYRE_OPC_MUL, SPYRE_OPC_MAX };
+	static const unsigned bin[] = { SPYRE_ISA_OP_ADD, SPYRE_ISA_OP_SUB, SPYRE_ISA_OP_MUL, SPYRE_ISA_OP_MAX };
 
 	for (unsigned o = 0; o < 4; o++) {
 		for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
@@ -548,22 +548,22 @@ static void test_binaries(void)
 
 static void test_unaries(void)
 {
-	static const unsigned un[] = { SPYRE_OPC_RELU, SPYRE_OPC_GELU, SPYRE_OPC_SILU, SPYRE_OPC_EXP,
-				       SPYRE_OPC_RSQRT, SPYRE_OPC_SCALE };
+	static const unsigned un[] = { SPYRE_ISA_OP_RELU, SPYRE_ISA_OP_GELU, SPYRE_ISA_OP_SILU, SPYRE_ISA_OP_EXP,
+				       SPYRE_ISA_OP_RSQRT, SPYRE_ISA_OP_SCALE };
 
 	for (unsigned o = 0; o < 6; o++)
 		for (unsigned i = 0; i < 4; i++)
 			test_unary(un[o], fl[i], fl[i], 4, 100);
-	test_unary(SPYRE_OPC_RELU, SPYRE_DT_INT8, SPYRE_DT_INT8, 3, 129);
-	test_unary(SPYRE_OPC_RELU, SPYRE_DT_INT32, SPYRE_DT_INT32, 3, 33);
-	test_unary(SPYRE_OPC_GELU, SPYRE_DT_DL16, SPYRE_DT_FP32, 2, 50);	/* fused output cast */
+	test_unary(SPYRE_ISA_OP_RELU, SPYRE_DT_INT8, SPYRE_DT_INT8, 3, 129);
+	test_unary(SPYRE_ISA_OP_RELU, SPYRE_DT_INT32, SPYRE_DT_INT32, 3, 33);
+	test_unary(SPYRE_ISA_OP_GELU, SPYRE_DT_DL16, SPYRE_DT_FP32, 2, 50);	/* fused output cast */
 }
 
 static void test_casts(void)
 {
 	for (unsigned a = 0; a < SPYRE_DT_COUNT; a++)
 		for (unsigned b = 0; b < SPYRE_DT_COUNT; b++)
-			test_unary(SPYRE_OPC_CAST, a, b, 3, 45);
+			test_unary(SPYRE_ISA_OP_CAST, a, b, 3, 45);
 }
 
 static void test_fills(void)
@@ -577,10 +577,10 @@ static void test_reductions(void)
 	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++) {
 		unsigned out = SPYRE_DT_IS_FLOAT(dt) ? SPYRE_DT_FP32 : SPYRE_DT_INT32;
 
-		test_reduce(SPYRE_OPC_REDSUM, dt, out, 0, 6, 75);
-		test_reduce(SPYRE_OPC_REDSUM, dt, out, 1, 6, 75);
-		test_reduce(SPYRE_OPC_REDMAX, dt, dt, 0, 6, 75);
-		test_reduce(SPYRE_OPC_REDMAX, dt, dt, 1, 6, 75);
+		test_reduce(SPYRE_ISA_OP_REDSUM, dt, out, 0, 6, 75);
+		test_reduce(SPYRE_ISA_OP_REDSUM, dt, out, 1, 6, 75);
+		test_reduce(SPYRE_ISA_OP_REDMAX, dt, dt, 0, 6, 75);
+		test_reduce(SPYRE_ISA_OP_REDMAX, dt, dt, 1, 6, 75);
 	}
 }
 

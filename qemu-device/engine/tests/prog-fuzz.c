@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy((uint8_t *)flatmem_ptr(&m, args) + 8 * i, &v, 8);
 	}
 	spyre_engine_launch(e, prog, args, 0xf, &flatmem_ops, &m, &r);
-	if (r.status >= SPYRE_FAULT_COUNT)
+	if (r.status >= SPYRE_ENGINE_FAULT_COUNT)
 		abort();
 	return 0;
 }

@@ -51,11 +51,11 @@ static void test_all_pairs(void)
 	for (int i = 0; i < N; i++) {
 		spyre_pb_load(pb, i, 0, SPYRE_SLOT_ADDR(0, i * 128), 1, 128, 0, 0, SPYRE_IF_SLOT);
 		for (int k = 1; k < N; k++)
-			spyre_pb_ring(pb, i, SPYRE_OPC_SEND, 0, (i + k) % N, (uint32_t)(i * N + (i + k) % N), 128);
+			spyre_pb_ring(pb, i, SPYRE_ISA_OP_SEND, 0, (i + k) % N, (uint32_t)(i * N + (i + k) % N), 128);
 		for (int k = 1; k < N; k++) {
 			int j = (i + N - k) % N;
 
-			spyre_pb_ring(pb, i, SPYRE_OPC_RECV, 128 * (1 + j), j, (uint32_t)(j * N + i), 128);
+			spyre_pb_ring(pb, i, SPYRE_ISA_OP_RECV, 128 * (1 + j), j, (uint32_t)(j * N + i), 128);
 		}
 		spyre_pb_store(pb, i, 128, SPYRE_SLOT_ADDR(1, (uint64_t)i * N * 128), 1, N * 128, 0, 0, SPYRE_IF_SLOT);
 	}
@@ -88,15 +88,15 @@ static void test_order_self_and_large(void)
 		     SPYRE_SYM_OUT);
 	for (int k = 0; k < 4; k++) {
 		spyre_pb_fill(pb, 3, SPYRE_DT_INT32, 0, 1, 32, 1, (uint32_t)(100 + k));
-		spyre_pb_ring(pb, 3, SPYRE_OPC_SEND, 0, 29, 5, 128);
-		spyre_pb_ring(pb, 29, SPYRE_OPC_RECV, 128 * (uint32_t)k, 3, 5, 128);
+		spyre_pb_ring(pb, 3, SPYRE_ISA_OP_SEND, 0, 29, 5, 128);
+		spyre_pb_ring(pb, 29, SPYRE_ISA_OP_RECV, 128 * (uint32_t)k, 3, 5, 128);
 	}
 	spyre_pb_fill(pb, 29, SPYRE_DT_INT32, 4096, 1, 32, 1, 777);
-	spyre_pb_ring(pb, 29, SPYRE_OPC_SEND, 4096, 29, 9, 128);
-	spyre_pb_ring(pb, 29, SPYRE_OPC_RECV, 4 * 128, 29, 9, 128);
+	spyre_pb_ring(pb, 29, SPYRE_ISA_OP_SEND, 4096, 29, 9, 128);
+	spyre_pb_ring(pb, 29, SPYRE_ISA_OP_RECV, 4 * 128, 29, 9, 128);
 	spyre_pb_fill(pb, 3, SPYRE_DT_INT8, 8192, 8192, 128, 1, 0x5a);
-	spyre_pb_ring(pb, 3, SPYRE_OPC_SEND, 8192, 29, 1, 1u << 20);
-	spyre_pb_ring(pb, 29, SPYRE_OPC_RECV, 8192, 3, 1, 1u << 20);
+	spyre_pb_ring(pb, 3, SPYRE_ISA_OP_SEND, 8192, 29, 1, 1u << 20);
+	spyre_pb_ring(pb, 29, SPYRE_ISA_OP_RECV, 8192, 3, 1, 1u << 20);
 	spyre_pb_store(pb, 29, 0, SPYRE_SLOT_ADDR(0, 0), 1, 5 * 128, 0, 0, SPYRE_IF_SLOT);
 	spyre_pb_store(pb, 29, 8192, SPYRE_SLOT_ADDR(0, 8 * 128), 1, 1u << 20, 0, 0, SPYRE_IF_SLOT);
 	rc = run(pb, (uint64_t[]){ o2 }, 1, (1u << 3) | (1u << 29), &r);
@@ -132,11 +132,11 @@ static void test_pipeline(void)
 	for (int i = 0; i < N; i++) {
 		if (i) {
 			spyre_pb_fill(pb, i, SPYRE_DT_FP32, 128, 1, 32, 1, 0x3f800000);
-			spyre_pb_ring(pb, i, SPYRE_OPC_RECV, 0, i - 1, 0, 128);
+			spyre_pb_ring(pb, i, SPYRE_ISA_OP_RECV, 0, i - 1, 0, 128);
 		}
-		spyre_pb_tensor(pb, i, SPYRE_OPC_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 0, 128, 1, 32, 0, 1, 1, 1);
+		spyre_pb_tensor(pb, i, SPYRE_ISA_OP_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 0, 128, 1, 32, 0, 1, 1, 1);
 		if (i < N - 1)
-			spyre_pb_ring(pb, i, SPYRE_OPC_SEND, 0, i + 1, 0, 128);
+			spyre_pb_ring(pb, i, SPYRE_ISA_OP_SEND, 0, i + 1, 0, 128);
 	}
 	spyre_pb_store(pb, N - 1, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
 	rc = run(pb, (uint64_t[]){ o3 }, 1, 0xffffffff, &r);
@@ -155,12 +155,12 @@ static void test_tokens(void)
 
 	/* tokens: cores 1..31 signal core 0 token 2; core 0 waits for 31 */
 	pb = spyre_pb_new();
-	spyre_pb_ring(pb, 0, SPYRE_OPC_WAIT, 0, 0, 2, 31);
-	spyre_pb_ring(pb, 0, SPYRE_OPC_WAIT, 0, 0, 2, 0);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_WAIT, 0, 0, 2, 31);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_WAIT, 0, 0, 2, 0);
 	for (int i = 1; i < N; i++) {
 		for (int k = 0; k < i; k++)
-			spyre_pb_ctl(pb, i, SPYRE_OPC_NOP, 0, 0, 0);
-		spyre_pb_ring(pb, i, SPYRE_OPC_SIGNAL, 0, 0, 2, 0);
+			spyre_pb_ctl(pb, i, SPYRE_ISA_OP_NOP, 0, 0, 0);
+		spyre_pb_ring(pb, i, SPYRE_ISA_OP_SIGNAL, 0, 0, 2, 0);
 	}
 	rc = run(pb, NULL, 0, 0xffffffff, &r);
 	TAP_CHECK(rc == 0 && r.core_end_cycles[0] >= r.core_end_cycles[31], "tokens: core 0 waits for 31 signals (ends %llu >= %llu)",
@@ -177,7 +177,7 @@ static void test_barrier(void)
 	pb = spyre_pb_new();
 	for (int i = 0; i < N; i++) {
 		spyre_pb_fill(pb, i, SPYRE_DT_FP32, 0, (uint32_t)(1 + 40 * i), 32, 1, 0);
-		spyre_pb_ring(pb, i, SPYRE_OPC_BARRIER, 0, 0, 0, 0);
+		spyre_pb_ring(pb, i, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
 	}
 	rc = run(pb, NULL, 0, 0xffffffff, &r);
 	int same = 1;
@@ -197,7 +197,7 @@ static void test_barrier_groups(void)
 	/* sub-group barriers: {0,1} and {2,3} independently */
 	pb = spyre_pb_new();
 	for (int i = 0; i < 4; i++)
-		spyre_pb_ring(pb, (unsigned)i, SPYRE_OPC_BARRIER, 0, 0, 0, i < 2 ? 0x3 : 0xc);
+		spyre_pb_ring(pb, (unsigned)i, SPYRE_ISA_OP_BARRIER, 0, 0, 0, i < 2 ? 0x3 : 0xc);
 	rc = run(pb, NULL, 0, 0xf, &r);
 	TAP_CHECK(rc == 0, "two disjoint barrier groups complete");
 }

@@ -49,8 +49,8 @@ static uint64_t send_cost(uint32_t to, uint32_t bytes)
 {
 	struct spyre_pb *pb = newpb();
 
-	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, to, 0, bytes);
-	spyre_pb_ring(pb, to, SPYRE_OPC_RECV, 0, 0, 0, bytes);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, to, 0, bytes);
+	spyre_pb_ring(pb, to, SPYRE_ISA_OP_RECV, 0, 0, 0, bytes);
 	return cycles(pb, 1u | (1u << to), NULL);
 }
 
@@ -159,14 +159,14 @@ static void test_doubling_elementwise(void)
 	int good = 1;
 
 	for (uint32_t rows = 1; rows < 4096; rows *= 2)
-		if (!(ew_cost(SPYRE_OPC_EXP, 2 * rows) >= ew_cost(SPYRE_OPC_EXP, rows)))
+		if (!(ew_cost(SPYRE_ISA_OP_EXP, 2 * rows) >= ew_cost(SPYRE_ISA_OP_EXP, rows)))
 			good = 0;
 	TAP_CHECK(good, "elementwise: doubling rows never halves the time");
 }
 
 static void test_transcendental_cost(void)
 {
-	TAP_CHECK(ew_cost(SPYRE_OPC_EXP, 1024) > ew_cost(SPYRE_OPC_RELU, 1024), "exp (transcendental) costs more than relu");
+	TAP_CHECK(ew_cost(SPYRE_ISA_OP_EXP, 1024) > ew_cost(SPYRE_ISA_OP_RELU, 1024), "exp (transcendental) costs more than relu");
 }
 
 static void test_peak_rates(void)
@@ -201,8 +201,8 @@ static void test_busy_and_device_time(void)
 
 	/* utilization: the receiver waits, it is not busy */
 	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 1u << 20, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_ring(pb, 0, SPYRE_OPC_SEND, 0, 1, 0, 128);
-	spyre_pb_ring(pb, 1, SPYRE_OPC_RECV, 0, 0, 0, 128);
+	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 1, 0, 128);
+	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_RECV, 0, 0, 0, 128);
 	cycles(pb, 3, &r1);
 	good = r1.core_busy_cycles[0] <= r1.core_end_cycles[0] && r1.core_busy_cycles[1] <= r1.core_end_cycles[1];
 	TAP_CHECK(good && r1.core_busy_cycles[1] < r1.core_end_cycles[1] / 10 && r1.core_end_cycles[1] > r1.core_end_cycles[0],
@@ -222,9 +222,9 @@ static void test_determinism(void)
 	/* 32 cores load, send, receive and meet at a barrier, twice */
 	for (int c = 0; c < 32; c++) {
 		spyre_pb_load(pb, c, 0, SPYRE_SLOT_ADDR(0, 0), 1, 4096, 0, 0, SPYRE_IF_SLOT);
-		spyre_pb_ring(pb, c, SPYRE_OPC_SEND, 0, (c + 7) % 32, 0, 4096);
-		spyre_pb_ring(pb, c, SPYRE_OPC_RECV, 8192, (c + 25) % 32, 0, 4096);
-		spyre_pb_ring(pb, c, SPYRE_OPC_BARRIER, 0, 0, 0, 0);
+		spyre_pb_ring(pb, c, SPYRE_ISA_OP_SEND, 0, (c + 7) % 32, 0, 4096);
+		spyre_pb_ring(pb, c, SPYRE_ISA_OP_RECV, 8192, (c + 25) % 32, 0, 4096);
+		spyre_pb_ring(pb, c, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
 	}
 	spyre_pb_finish(pb, &img, &sz);
 	spyre_pb_free(pb);
