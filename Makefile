@@ -57,8 +57,8 @@ help:
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
-	@echo "make bench       benchmarks: device COPY bandwidth vs memcpy"
-	@echo "make lint        checkpatch --strict, sparse (C=1) and W=1 on the driver"
+	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths"
+	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 
 setup:

@@ -3,8 +3,13 @@
  *
  * The device's programming interface is specified in docs/spyre-device.md of
  * the spyre project; every number comes from spyre_hw.h, shared with the
- * driver. This revision implements identification, capability registers, a
- * scratch register, whole-device reset (register and PCIe FLR) and MSI-X.
+ * driver. It implements identification and capability registers, whole-
+ * device reset (register and PCIe FLR), MSI-X, device memory behind a BAR2
+ * window (sparse host backing, spyre_mem), hardware command queues run by
+ * worker threads off the vCPU thread (spyre_queue.c: COPY, LAUNCH, SIGNAL,
+ * WAIT, TIMESTAMP, NOP, completion words and interrupts, errors), the device
+ * MMU (spyre_mmu.c: context table, page-table walks, TLB), the compute engine
+ * LAUNCH runs (engine/), and fault injection.
  *
  * Guest misuse never aborts QEMU: it is logged with SPYRE_GUEST_ERR (a trace
  * event plus LOG_GUEST_ERROR) and the access is ignored.

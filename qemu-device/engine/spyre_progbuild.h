@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * spyre_progbuild.h - build spyre program images (uapi/spyre_isa.h) from C.
- * Used by the engine's tests, the assembler and libspyre.
+ * Used by the engine's tests, the assembler, spyre-run and libspyre's tests.
  *
  *	struct spyre_pb *pb = spyre_pb_new();
  *	int x = spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
