@@ -16,6 +16,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 
+#include <drm/drm_drv.h>
 #include <drm/drm_gem.h>
 #include <drm/drm_gem_shmem_helper.h>
 #include <drm/drm_prime.h>
@@ -247,34 +248,57 @@ static void spyre_bo_free(struct drm_gem_object *obj)
 
 static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 {
-	struct spyre_device *sdev = to_spyre_device(obj->dev);
-	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
 	struct spyre_bo *bo = to_spyre_bo(obj);
-	struct gpu_buddy_block *block;
-	unsigned long addr = vma->vm_start;
-	u64 bar = pci_resource_start(pdev, SPYRE_BAR_MEM);
-	int ret;
 
-	/* vm_pgoff still holds the fake offset: only whole-object maps. */
+	/*
+	 * vm_pgoff still holds the fake offset: only whole-object maps. Only
+	 * shared ones, as for shmem BOs: a private (copy-on-write) mapping of
+	 * device memory has no meaning, and vmf_insert_pfn() BUGs on one.
+	 */
 	if (!(bo->flags & DRM_SPYRE_BO_MAPPABLE) ||
 	    vma->vm_pgoff != drm_vma_node_start(&obj->vma_node) ||
-	    vma->vm_end - vma->vm_start != obj->size)
+	    vma->vm_end - vma->vm_start != obj->size || is_cow_mapping(vma->vm_flags))
 		return -EINVAL;
 	vma->vm_pgoff = 0;
 	/* drm_gem_mmap_obj() took a reference for the VMA. */
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_page_prot = pgprot_writecombine(vm_get_page_prot(vma->vm_flags));
+	return 0;
+}
+
+/*
+ * Pages of a mappable device BO are inserted when first touched, not all at
+ * mmap() time: no eager remap whose page-table allocation failure leaves a
+ * half-built mapping, and after an unplug (which zaps the mappings) a touch
+ * is SIGBUS instead of an access to a BAR that is gone.
+ */
+static vm_fault_t spyre_dev_bo_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct drm_gem_object *obj = vma->vm_private_data;
+	struct spyre_device *sdev = to_spyre_device(obj->dev);
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	u64 off = vmf->address - vma->vm_start, bar;
+	struct gpu_buddy_block *block;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+	int idx;
+
+	if (!drm_dev_enter(obj->dev, &idx))
+		return VM_FAULT_SIGBUS;
+	bar = pci_resource_start(to_pci_dev(sdev->drm.dev), SPYRE_BAR_MEM);
 	list_for_each_entry(block, &bo->blocks, link) {
-		u64 off = gpu_buddy_block_offset(block);
 		u64 len = gpu_buddy_block_size(&sdev->mem, block);
 
-		ret = io_remap_pfn_range(vma, addr, (bar + off) >> PAGE_SHIFT, len,
-					 vma->vm_page_prot);
-		if (ret)
-			return ret;
-		addr += len;
+		if (off < len) {
+			u64 pfn = (bar + gpu_buddy_block_offset(block) + off) >> PAGE_SHIFT;
+
+			ret = vmf_insert_pfn(vma, vmf->address, pfn);
+			break;
+		}
+		off -= len;
 	}
-	return 0;
+	drm_dev_exit(idx);
+	return ret;
 }
 
 /* Device memory has no struct pages to give another device: no dma-buf. */
@@ -285,6 +309,7 @@ static struct dma_buf *spyre_dev_bo_export(struct drm_gem_object *obj, int flags
 }
 
 static const struct vm_operations_struct spyre_dev_bo_vm_ops = {
+	.fault = spyre_dev_bo_fault,
 	.open = drm_gem_vm_open,
 	.close = drm_gem_vm_close,
 };

@@ -884,7 +884,7 @@ static void fz_bo_create(struct fz *z, struct fz_file *f)
 	b->mmap_offset = c.mmap_offset;
 	if (c.flags & DRM_SPYRE_BO_HOST)
 		f->host_bytes += b->size;
-	if (c.mmap_offset && ((c.flags & DRM_SPYRE_BO_HOST) || (rn(z, 2) && !z->failslab))) {
+	if (c.mmap_offset && ((c.flags & DRM_SPYRE_BO_HOST) || rn(z, 2))) {
 		b->map = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd,
 			      c.mmap_offset);
 		fz_record(z->st, OP_MMAP, b->map == MAP_FAILED ? errno : 0);
@@ -1849,8 +1849,6 @@ static void fz_mmap(struct fz *z, struct fz_file *f)
 	len = b && rn(z, 2) ? b->size : 4096 * (1 + rn(z, 16));
 	if (b && rn(z, 8) == 0)
 		off += 4096;
-	if (z->failslab && (!b || !(b->flags & DRM_SPYRE_BO_HOST)))
-		return;	/* device BOs: see the failslab_storm test */
 	if (z->nfds && rn(z, 6) == 0 && !z->failslab) {	/* a dma-buf or sync file we got back */
 		fd = z->fds[rn(z, z->nfds)];
 		off = 0;
@@ -2456,10 +2454,10 @@ static const char *const failslab_attrs[] = {
  * in Linux 6.12 its error path after a failed split_block() frees a block
  * still in its free tree (alloc_from_freetree(), err_undo), which ends in
  * "kernel BUG at drivers/gpu/buddy.c:775" at a later allocation; that is a
- * core bug, not spyre's, and would stop the run at once. And no mmap of
- * device BOs: when a page-table allocation fails in io_remap_pfn_range()
- * (ptlocks come from a slab cache with lockdep), its error path warns in
- * untrack_pfn() (arch/x86/mm/pat/memtype.c:983) -- reported, not yet fixed.
+ * core bug, not spyre's, and would stop the run at once. Mappable device
+ * BOs are mmapped here too: their pages are inserted at fault time (an
+ * eager io_remap_pfn_range() used to warn in untrack_pfn() when a
+ * page-table allocation failed).
  */
 TEST_F_TIMEOUT(fuzz, failslab_storm, 240)
 {
