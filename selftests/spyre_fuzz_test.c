@@ -124,19 +124,6 @@ struct fz_stats {
 	char violation[FZ_NVIOL][200];	/* the first ones, verbatim */
 };
 
-static void fz_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fz_msg(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("# ", stdout);
-	vprintf(fmt, ap);
-	fputc('\n', stdout);
-	fflush(stdout);
-	va_end(ap);
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -229,7 +216,7 @@ static void fz_report(const char *what, const struct fz_stats *st)
 				be == FZ_NERR - 1 ? "other" : errname(be), (unsigned long long)best);
 		tot[be] = 0;
 	}
-	fz_msg("%s: errno histogram: %s", what, len ? line : "(nothing)");
+	spyre_diag("%s: errno histogram: %s", what, len ? line : "(nothing)");
 	for (op = 0; op < OP_COUNT; op++) {
 		uint64_t n = 0;
 
@@ -244,7 +231,7 @@ static void fz_report(const char *what, const struct fz_stats *st)
 				len += snprintf(line + len, sizeof(line) - len, " %s %llu",
 						e == FZ_NERR - 1 ? "other" : errname(e),
 						(unsigned long long)st->hist[op][e]);
-		fz_msg("%s", line);
+		spyre_diag("%s", line);
 	}
 }
 
@@ -317,7 +304,7 @@ static void fz_check_after(struct __test_metadata *_metadata, const struct spyre
 			TH_LOG("card %d debugfs contexts", i);
 		EXPECT_STREQ(start->c[i].bos, end.c[i].bos) TH_LOG("card %d debugfs bos", i);
 	}
-	fz_msg("after: normal COPY job ok on %d card(s); mem_used, host_mem_used, contexts, bos "
+	spyre_diag("after: normal COPY job ok on %d card(s); mem_used, host_mem_used, contexts, bos "
 	       "and taint %s", start->ncards,
 	       spyre_snap_same(&end, start) ? "back at their starting values" : "DIFFER");
 }
@@ -2099,13 +2086,13 @@ static void fz_dump_stuck(const char *what, const struct fz_stats *st, int i, pi
 	char path[64], buf[4096], *line, *save;
 	int op = __atomic_load_n(&st->cur_op[i], __ATOMIC_ACQUIRE);
 
-	fz_msg("%s: process %d (pid %d) stuck at iteration %llu, %s%s for %.1f s; kernel stack:",
+	spyre_diag("%s: process %d (pid %d) stuck at iteration %llu, %s%s for %.1f s; kernel stack:",
 	       what, i, pid, (unsigned long long)st->cur_iter[i], op < 0 ? "between calls" : "in ",
 	       op < 0 ? "" : fz_op_name[op], op < 0 ? 0 : (now_ns() - st->cur_since[i]) / 1e9);
 	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
 	read_text(path, buf, sizeof(buf));
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		fz_msg("%s:   %s", what, line);
+		spyre_diag("%s:   %s", what, line);
 }
 
 /*
@@ -2123,7 +2110,7 @@ static int fz_reap(const char *what, struct fz_stats *st, pid_t *pid, int n, dou
 			if (!pid[i] || waitpid(pid[i], &status, WNOHANG) != pid[i])
 				continue;
 			if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-				fz_msg("%s: process %d ended with status %#x", what, i, status);
+				spyre_diag("%s: process %d ended with status %#x", what, i, status);
 				bad++;
 			}
 			pid[i] = 0;
@@ -2169,7 +2156,7 @@ static int fz_storm(const char *what, const struct fz_cfg *base, struct fz_stats
 	}
 
 	cfg.deadline = t0 + seconds;
-	fz_msg("%s: seed %#llx (SPYRE_FUZZ_SEED), %d processes x %llu iterations "
+	spyre_diag("%s: seed %#llx (SPYRE_FUZZ_SEED), %d processes x %llu iterations "
 	       "(SPYRE_FUZZ_ITERS), wall-clock cap %.0f s (SPYRE_FUZZ_SECONDS)%s%s", what,
 	       (unsigned long long)cfg.seed, nprocs, (unsigned long long)cfg.iters, seconds,
 	       cfg.legacy ? "" : ", without GET_UNIQUE, GET_MAGIC and huge syncobj counts "
@@ -2182,7 +2169,7 @@ static int fz_storm(const char *what, const struct fz_cfg *base, struct fz_stats
 			return -errno;
 	}
 	bad = fz_reap(what, st, pid, nprocs, cfg.deadline + FZ_GRACE);
-	fz_msg("%s: %llu iterations, %llu ioctls, %llu packets submitted, %llu of them in "
+	spyre_diag("%s: %llu iterations, %llu ioctls, %llu packets submitted, %llu of them in "
 	       "%llu accepted jobs, %llu file reopens, %llu WAIT packets allowed to hang, "
 	       "%.1f s%s", what, (unsigned long long)st->iters, (unsigned long long)st->ioctls,
 	       (unsigned long long)st->packets, (unsigned long long)st->job_packets,
@@ -2191,7 +2178,7 @@ static int fz_storm(const char *what, const struct fz_cfg *base, struct fz_stats
 	       now_s() - t0,
 	       st->capped ? "; the wall-clock cap ended the storm early" : "");
 	for (i = 0; i < FZ_MAX_CARDS && faults[i] >= 0; i++)
-		fz_msg("%s: card %d: %ld jobs failed by device errors, %ld queue resets after "
+		spyre_diag("%s: card %d: %ld jobs failed by device errors, %ld queue resets after "
 		       "hangs", what, i, fz_sysfs(i, "faults") - faults[i],
 		       fz_sysfs(i, "resets") - resets[i]);
 	fz_report(what, st);
@@ -2397,13 +2384,13 @@ TEST_F_TIMEOUT(fuzz, races, 180)
 	int card, kind, round, rounds = env_u64("SPYRE_FUZZ_RACE_ROUNDS", 6);
 	double t0 = now_s();
 
-	fz_msg("races: SUBMIT against QUEUE_DESTROY, GEM_CLOSE and close(), %d rounds each, "
+	spyre_diag("races: SUBMIT against QUEUE_DESTROY, GEM_CLOSE and close(), %d rounds each, "
 	       "%d jobs per round, on %d card(s)", rounds, RACE_JOBS, self->start.ncards);
 	for (card = 0; card < self->start.ncards; card++)
 		for (kind = 0; kind < 3; kind++)
 			for (round = 0; round < rounds; round++)
 				race_round(self->st, card, kind, round);
-	fz_msg("races: %llu ioctls in %.1f s", (unsigned long long)self->st->ioctls,
+	spyre_diag("races: %llu ioctls in %.1f s", (unsigned long long)self->st->ioctls,
 	       now_s() - t0);
 	fz_report("races", self->st);
 	fz_check_after(_metadata, &self->start, self->st);
@@ -2488,7 +2475,7 @@ TEST_F_TIMEOUT(fuzz, failslab_storm, 240)
 		ASSERT_EQ(0, write_text(path, set[i] ?: val)) TH_LOG("%s", path);
 	}
 	ASSERT_EQ(0, write_text("/sys/kernel/debug/failslab/probability", "5"));
-	fz_msg("failslab: 5%% of slab allocations fail in the fuzzing processes, but not in "
+	spyre_diag("failslab: 5%% of slab allocations fail in the fuzzing processes, but not in "
 	       "gpu_buddy_alloc_blocks [%#lx, %#lx)", rs, re);
 	cfg.failslab = true;
 	cfg.iters = cfg.iters / 3 + 1;

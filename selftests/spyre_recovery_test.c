@@ -14,21 +14,6 @@
 #include "kselftest_harness.h"
 #include "spyre_test.h"
 
-/* PCI address and debugfs dir of the first spyre device */
-static int spyre_pci(char *pci, size_t len)
-{
-	char link[PATH_MAX], target[PATH_MAX];
-	ssize_t n;
-
-	snprintf(link, sizeof(link), "/sys/class/accel/accel0/device");
-	n = readlink(link, target, sizeof(target) - 1);
-	if (n < 0)
-		return -errno;
-	target[n] = '\0';
-	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
-	return 0;
-}
-
 /* Arm a hang on the hardware queue that user queue @q feeds: all of them. */
 static int inject_hang_all(const char *pci)
 {
@@ -64,7 +49,7 @@ FIXTURE_SETUP(rec)
 	self->fd = spyre_open(0);
 	if (self->fd < 0)
 		SKIP(return, "no spyre device");
-	ASSERT_EQ(0, spyre_pci(self->pci, sizeof(self->pci)));
+	ASSERT_EQ(0, card_pci(0, self->pci, sizeof(self->pci)));
 	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &self->q));
 }
 

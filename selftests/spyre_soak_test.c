@@ -69,19 +69,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void msg(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("# ", stdout);
-	vprintf(fmt, ap);
-	fputc('\n', stdout);
-	fflush(stdout);
-	va_end(ap);
-}
-
 static void note(struct soak_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct soak_result *r, const char *fmt, ...)
 {
@@ -504,7 +491,7 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, sh);
 	memset(sh, 0, sizeof(*sh));
-	msg("soak: %d processes x %d jobs (SPYRE_SOAK_JOBS) on %d card(s), %d in flight each; "
+	spyre_diag("soak: %d processes x %d jobs (SPYRE_SOAK_JOBS) on %d card(s), %d in flight each; "
 	    "%d rounds (SPYRE_SOAK_KILL_ROUNDS) of %d processes killed mid-job", SOAK_PROCS, jobs,
 	    self->ncards, SOAK_SLOTS, rounds, KILL_SCENARIOS);
 	mgr = fork();
@@ -535,7 +522,7 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 		if (r->seconds > slowest)
 			slowest = r->seconds;
 	}
-	msg("soak: %llu copies and %llu launches verified, slowest process %.1f s",
+	spyre_diag("soak: %llu copies and %llu launches verified, slowest process %.1f s",
 	    (unsigned long long)copies, (unsigned long long)launches, slowest);
 	ASSERT_EQ(mgr, waitpid(mgr, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) TH_LOG("status %#x", status);
@@ -543,7 +530,7 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 		TH_LOG("%s", sh->kill_err);
 	EXPECT_EQ(0, sh->kill_bad);
 	EXPECT_EQ(rounds * KILL_SCENARIOS, sh->kills);
-	msg("soak: %d processes killed with SIGKILL mid-job (%s; %s; %s; %s; %s; %s); %.1f s",
+	spyre_diag("soak: %d processes killed with SIGKILL mid-job (%s; %s; %s; %s; %s; %s); %.1f s",
 	    sh->kills, kill_names[0], kill_names[1], kill_names[2], kill_names[3], kill_names[4],
 	    kill_names[5], now_s() - t0);
 
@@ -563,7 +550,7 @@ TEST_F_TIMEOUT(soak, eight_processes_verified_jobs_with_kills, 300)
 		EXPECT_STREQ(self->start.c[i].contexts, end.c[i].contexts) TH_LOG("card %d", i);
 		EXPECT_STREQ(self->start.c[i].bos, end.c[i].bos) TH_LOG("card %d", i);
 	}
-	msg("soak: mem_used, host_mem_used, debugfs contexts and bos %s",
+	spyre_diag("soak: mem_used, host_mem_used, debugfs contexts and bos %s",
 	    spyre_snap_same(&end, &self->start) ? "back at their starting values" : "DIFFER");
 	munmap(sh, sizeof(*sh));
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,20 @@ static inline long device_waits(void)
 		v = strtol(strstr(line, "device waits ") + 13, NULL, 10);
 	fclose(f);
 	return v;
+}
+
+/* A TAP diagnostic line ("# ..."), flushed: tests print their figures with it. */
+static inline void spyre_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void spyre_diag(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("# ", stdout);
+	vprintf(fmt, ap);
+	fputc('\n', stdout);
+	fflush(stdout);
+	va_end(ap);
 }
 
 /* Read a small text file (sysfs, debugfs, procfs) into @buf; 0 or -errno. */
