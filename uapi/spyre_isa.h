@@ -158,6 +158,7 @@ enum spyre_opcode {
 	SPYRE_ISA_OP_REDMAX = 0x51,
 	SPYRE_ISA_OP_SOFTMAX = 0x52,	/* row-wise softmax along the stick dimension */
 	SPYRE_ISA_OP_TRANSPOSE = 0x53,	/* d[c,r] = a[r,c] */
+	SPYRE_ISA_OP_ARGMAX = 0x54,	/* d[r] = index of the max of row r (int32) */
 	/* ring and synchronisation (struct spyre_insn_ring) */
 	SPYRE_ISA_OP_SEND = 0x60,		/* bytes from sp to core peer, with tag */
 	SPYRE_ISA_OP_RECV = 0x61,		/* wait for the next message from peer into sp */
@@ -172,6 +173,9 @@ enum spyre_opcode {
 #define SPYRE_IF_BCAST_ROW		(1u << 2)	/* binary: b is one row, for every row */
 #define SPYRE_IF_BCAST_COL		(1u << 3)	/* binary: b is a vector of rows elements */
 #define SPYRE_IF_AXIS0			(1u << 4)	/* REDSUM/REDMAX: over rows (-> one row of cols) */
+#define SPYRE_IF_RMEM			(1u << 5)	/* LOAD/STORE: mem offset += r[rmem] */
+#define SPYRE_IF_RSP			(1u << 6)	/* LOAD/STORE: sp += r[rsp] */
+#define SPYRE_IF_INDEX			(1u << 7)	/* ARGMAX: b holds int32 indices; d[r] = b[r][argmax] */
 
 /*
  * Slot-relative memory operand: bits 63..48 slot (symbol index, or
@@ -201,9 +205,20 @@ struct spyre_insn_ctl {
  * and sp + r*sp_stride. mem (absolute VA or the resolved slot address), sp,
  * row_bytes and both strides must be multiples of SPYRE_STICK_BYTES, and
  * rows * row_bytes must not exceed the scratchpad size.
+ *
+ * Address registers: with SPYRE_IF_RMEM the value of register rmem is added
+ * to the memory operand (to the byte offset of a slot-relative operand, or to
+ * the patched absolute VA); with SPYRE_IF_RSP register rsp is added to sp.
+ * Both sums are checked at run time (alignment, slot and scratchpad bounds).
+ * This is how one program serves every decode position: the runtime passes
+ * byte offsets as scalars (LDARG) instead of rebuilding the program.
+ * Without the flag the register field must be 0.
  */
 struct spyre_insn_dma {
-	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2: 0; flags: SLOT */
+	uint8_t opcode;
+	uint8_t rmem;		/* register added to mem with SPYRE_IF_RMEM, else 0 */
+	uint8_t rsp;		/* register added to sp with SPYRE_IF_RSP, else 0 */
+	uint8_t flags;		/* SPYRE_IF_SLOT, SPYRE_IF_RMEM, SPYRE_IF_RSP */
 	uint32_t sp;		/* scratchpad byte offset */
 	uint64_t mem;		/* device VA, or SPYRE_SLOT_ADDR() with SPYRE_IF_SLOT */
 	uint32_t rows;		/* >= 1 */
@@ -228,6 +243,10 @@ struct spyre_insn_dma {
  *         with SPYRE_IF_AXIS0 each column (-> one row of cols elements).
  * SOFTMAX: each row of cols; dtype in, dtype2 out, fp32 inside.
  * TRANSPOSE: d is cols x rows; dtype2 == dtype.
+ * ARGMAX: d = a vector of rows int32 (dtype2 INT32): the column of each row's
+ *         maximum, the lowest on ties, NaN never chosen (0 for a row of NaN).
+ *         With SPYRE_IF_INDEX, b is an int32 tile of rows x cols (ldb) and
+ *         d[r] = b[r][that column] (combining per-core partial results).
  * FILL: d = imm converted to dtype2 (imm is fp32 bits, int32 for int types).
  */
 struct spyre_insn_tensor {

@@ -42,6 +42,7 @@ static const struct {
 	{ SPYRE_ISA_OP_REDMAX, SPYRE_CLS_REDUCE, "redmax" },
 	{ SPYRE_ISA_OP_SOFTMAX, SPYRE_CLS_SOFTMAX, "softmax" },
 	{ SPYRE_ISA_OP_TRANSPOSE, SPYRE_CLS_TRANSPOSE, "transpose" },
+	{ SPYRE_ISA_OP_ARGMAX, SPYRE_CLS_ARGMAX, "argmax" },
 	{ SPYRE_ISA_OP_SEND, SPYRE_CLS_RING, "send" },
 	{ SPYRE_ISA_OP_RECV, SPYRE_CLS_RING, "recv" },
 	{ SPYRE_ISA_OP_SIGNAL, SPYRE_CLS_RING, "signal" },
@@ -267,7 +268,11 @@ static uint32_t check_ctl(const struct spyre_insn_ctl *c, uint32_t num_insns)
 
 static uint32_t check_dma(const struct spyre_insn_dma *d, uint32_t sp_bytes, uint64_t *addr)
 {
-	if (d->dtype || d->dtype2 || (d->flags & ~SPYRE_IF_SLOT) || !d->rows || !d->row_bytes)
+	if ((d->flags & ~(SPYRE_IF_SLOT | SPYRE_IF_RMEM | SPYRE_IF_RSP)) || !d->rows || !d->row_bytes)
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+	if ((d->flags & SPYRE_IF_RMEM) ? d->rmem >= SPYRE_NUM_REGS : d->rmem)
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+	if ((d->flags & SPYRE_IF_RSP) ? d->rsp >= SPYRE_NUM_REGS : d->rsp)
 		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	*addr = d->sp;
 	if (d->sp % SPYRE_STICK_BYTES)
@@ -395,6 +400,18 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
 			return f;
 		return check_tile(t->d, t->cols, t->rows, e2, t->ldd, sp_bytes, addr);
+	case SPYRE_CLS_ARGMAX:
+		if (!SPYRE_DT_IS_FLOAT(dt) || dt2 != SPYRE_DT_INT32)
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
+		if ((t->flags & ~SPYRE_IF_INDEX) || t->k || t->ext || t->ldd ||
+		    (!(t->flags & SPYRE_IF_INDEX) && (t->b || t->ldb)))
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
+			return f;
+		if ((t->flags & SPYRE_IF_INDEX) &&
+		    (f = check_tile(t->b, t->rows, t->cols, e2, t->ldb, sp_bytes, addr)))
+			return f;
+		return check_vec(t->d, t->rows, e2, sp_bytes, addr);
 	default:
 		return SPYRE_ENGINE_FAULT_BAD_OPCODE;
 	}

@@ -217,12 +217,25 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 {
 	uint8_t *sp = spyre_engine_scratchpad(e, id);
 	uint64_t extent = (uint64_t)(d->rows - 1) * d->mem_stride + d->row_bytes;
-	uint64_t va = d->mem;
+	uint64_t va = d->mem, radd = (d->flags & SPYRE_IF_RMEM) ? c->r[d->rmem] : 0;
+	uint64_t spo = d->sp;
 	bool store = d->opcode == SPYRE_ISA_OP_STORE;
 
+	if (d->flags & SPYRE_IF_RSP) {
+		/* the static check covered d->sp; the register part is checked here */
+		spo = d->sp + c->r[d->rsp];
+		if (spo < d->sp || spo % SPYRE_STICK_BYTES)
+			return fault(e, spo % SPYRE_STICK_BYTES ? SPYRE_ENGINE_FAULT_ALIGN :
+				     SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, spo);
+		if (spo + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes > e->cfg.scratchpad_bytes)
+			return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, spo);
+	}
 	if (d->flags & SPYRE_IF_SLOT) {
 		uint32_t slot = SPYRE_SLOT_OF(d->mem);
-		uint64_t off = SPYRE_SLOT_OFF(d->mem), base, size;
+		uint64_t off = SPYRE_SLOT_OFF(d->mem) + radd, base, size;
+
+		if (off < radd)
+			return fault(e, SPYRE_ENGINE_FAULT_MEM_RANGE, id, c->pc, off);
 
 		if (slot == SPYRE_SLOT_CONST && !store) {
 			base = e->program_va + e->prog.hdr.const_off;
@@ -239,6 +252,10 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 		if (off > size || extent > size - off || base + off < base)
 			return fault(e, SPYRE_ENGINE_FAULT_MEM_RANGE, id, c->pc, base + off);
 		va = base + off;
+	} else {
+		va += radd;
+		if (va < radd)
+			return fault(e, SPYRE_ENGINE_FAULT_MEM_RANGE, id, c->pc, d->mem);
 	}
 	if (va % SPYRE_STICK_BYTES)
 		return fault(e, SPYRE_ENGINE_FAULT_ALIGN, id, c->pc, va);
@@ -255,7 +272,7 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 	}
 	for (uint32_t r = 0; r < rows; r++) {
 		uint64_t a = va + (uint64_t)r * d->mem_stride, fva = a;
-		uint8_t *s = sp + d->sp + (uint64_t)r * d->sp_stride;
+		uint8_t *s = sp + spo + (uint64_t)r * d->sp_stride;
 		int rc = store ? e->ops->write(e->opaque, a, s, len, &fva) :
 				 e->ops->read(e->opaque, a, s, len, &fva);
 
@@ -265,7 +282,7 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 		}
 	}
 	if (!store)
-		c->sp_dirty = max64(c->sp_dirty, d->sp + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes);
+		c->sp_dirty = max64(c->sp_dirty, spo + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes);
 
 	uint64_t bytes = (uint64_t)d->rows * d->row_bytes;
 
@@ -501,6 +518,35 @@ static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, con
 	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(dt) + outer * SPYRE_DT_SIZE(dt2), 1));
 }
 
+static void exec_argmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+	bool index = t->flags & SPYRE_IF_INDEX;
+
+	for (uint32_t r = 0; r < t->rows; r++) {
+		const uint8_t *ar = ROW(sp, t->a, r, t->lda);
+		uint32_t best = 0;
+		float mx = 0.0f;
+		bool any = false;
+
+		for (uint32_t j = 0; j < t->cols; j++) {
+			float x = spyre_load_f32(ar, t->dtype, j);
+
+			if (x == x && (!any || x > mx)) {	/* NaN never wins; lowest index on ties */
+				mx = x;
+				best = j;
+				any = true;
+			}
+		}
+		int64_t v = index ? spyre_load_int(ROW(sp, t->b, r, t->ldb), SPYRE_DT_INT32, best) : best;
+
+		spyre_store_int(sp + t->d, SPYRE_DT_INT32, r, v);
+	}
+	uint64_t elems = (uint64_t)t->rows * t->cols;
+
+	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(t->dtype) + 4ull * t->rows, 1));
+}
+
 static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = spyre_engine_scratchpad(e, id);
@@ -557,6 +603,8 @@ static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opcla
 	switch (cls) {
 	case SPYRE_CLS_REDUCE:
 		return t->d + spyre_tile_extent(1, (t->flags & SPYRE_IF_AXIS0) ? t->cols : t->rows, e2, 0);
+	case SPYRE_CLS_ARGMAX:
+		return t->d + spyre_tile_extent(1, t->rows, e2, 0);
 	case SPYRE_CLS_TRANSPOSE:
 		return t->d + spyre_tile_extent(t->cols, t->rows, e2, t->ldd);
 	default:
@@ -743,6 +791,9 @@ static int step(struct spyre_engine *e, uint32_t id)
 	case SPYRE_CLS_TRANSPOSE:
 		exec_transpose(e, c, id, &in.t);
 		break;
+	case SPYRE_CLS_ARGMAX:
+		exec_argmax(e, c, id, &in.t);
+		break;
 	case SPYRE_CLS_RING:
 		switch (in.ring.opcode) {
 		case SPYRE_ISA_OP_SEND:
@@ -777,7 +828,7 @@ static int step(struct spyre_engine *e, uint32_t id)
 		return fault(e, SPYRE_ENGINE_FAULT_BAD_OPCODE, id, c->pc, 0);
 	}
 	if (rc == STEP_NEXT) {
-		if (cls >= SPYRE_CLS_MATMUL && cls <= SPYRE_CLS_TRANSPOSE)
+		if (cls >= SPYRE_CLS_MATMUL && cls <= SPYRE_CLS_ARGMAX)
 			c->sp_dirty = max64(c->sp_dirty, tensor_dirty(&in.t, cls));
 		c->insns++;
 		c->pc++;

@@ -5,6 +5,7 @@
  * format of uapi/spyre_isa.h (header, core table, code, symbols,
  * relocations, constants; each section 8-byte aligned, constants 128).
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ struct spyre_pb {
 	uint32_t num_rel, rel_cap;
 	uint8_t *cst;
 	size_t cst_len;
+	enum spyre_pb_addressing addressing;
 	int err;
 };
 
@@ -240,6 +242,121 @@ int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, 
 {
 	union spyre_insn in = { .ring = { .opcode = (uint8_t)op, .sp = sp, .peer = peer, .tag = tag,
 					  .bytes = bytes } };
+
+	return spyre_pb_emit(pb, core, &in);
+}
+
+void spyre_pb_set_addressing(struct spyre_pb *pb, enum spyre_pb_addressing mode)
+{
+	pb->addressing = mode;
+}
+
+int spyre_pb_dma(struct spyre_pb *pb, unsigned core, unsigned op, const struct spyre_pb_dma *d)
+{
+	uint32_t rows = d->rows ? d->rows : 1;
+	union spyre_insn in = { .dma = {
+		.opcode = (uint8_t)op, .sp = d->sp, .rows = rows, .row_bytes = d->row_bytes,
+		.mem_stride = d->mem_stride ? d->mem_stride : (rows > 1 ? d->row_bytes : 0),
+		.sp_stride = d->sp_stride ? d->sp_stride : (rows > 1 ? d->row_bytes : 0) } };
+	bool reloc = false;
+	int pc;
+
+	if ((op != SPYRE_ISA_OP_LOAD && op != SPYRE_ISA_OP_STORE) || d->mem.reg > SPYRE_NUM_REGS ||
+	    d->sp_reg > SPYRE_NUM_REGS)
+		return fail(pb);
+	if (d->mem.reg) {
+		in.dma.flags |= SPYRE_IF_RMEM;
+		in.dma.rmem = (uint8_t)(d->mem.reg - 1);
+	}
+	if (d->sp_reg) {
+		in.dma.flags |= SPYRE_IF_RSP;
+		in.dma.rsp = (uint8_t)(d->sp_reg - 1);
+	}
+	if (d->mem.sym == SPYRE_PB_RAW) {
+		in.dma.mem = d->mem.off;
+	} else if (d->mem.sym == SPYRE_PB_CONST) {
+		in.dma.flags |= SPYRE_IF_SLOT;
+		in.dma.mem = SPYRE_SLOT_ADDR(SPYRE_SLOT_CONST, d->mem.off);
+	} else if (d->mem.sym < 0 || (uint32_t)d->mem.sym >= pb->num_syms ||
+		   d->mem.off > SPYRE_SLOT_OFF(~0ull)) {
+		return fail(pb);
+	} else if (pb->addressing == SPYRE_PB_ADDR_RELOC) {
+		/* the unpatched operand holds the addend: validators see an aligned value */
+		in.dma.mem = d->mem.off;
+		reloc = true;
+	} else {
+		in.dma.flags |= SPYRE_IF_SLOT;
+		in.dma.mem = SPYRE_SLOT_ADDR(d->mem.sym, d->mem.off);
+	}
+	pc = spyre_pb_emit(pb, core, &in);
+	if (pc >= 0 && reloc && spyre_pb_reloc(pb, core, (unsigned)pc, (unsigned)d->mem.sym, d->mem.off) < 0)
+		return -1;
+	return pc;
+}
+
+static uint32_t tight(uint32_t ld, uint64_t cols, unsigned dt)
+{
+	return ld ? ld : spyre_sticks(cols, dt);
+}
+
+int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
+{
+	uint32_t ldd = o->ldd, lda = o->lda, ldb = o->ldb, b = o->b;
+	uint16_t ext = 0;
+
+	switch (o->op) {
+	case SPYRE_ISA_OP_MATMUL:
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->k, o->dt);
+		ldb = tight(ldb, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_ADD:
+	case SPYRE_ISA_OP_SUB:
+	case SPYRE_ISA_OP_MUL:
+	case SPYRE_ISA_OP_MAX:
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
+		if (!(o->flags & (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL)))
+			ldb = tight(ldb, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_SCALE:
+		b = fbits(o->scale);
+		ldb = (uint16_t)fbits(o->bias);
+		ext = (uint16_t)(fbits(o->bias) >> 16);
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_FILL:
+		b = o->imm;
+		ldd = tight(ldd, o->cols, o->dt2);
+		break;
+	case SPYRE_ISA_OP_REDSUM:
+	case SPYRE_ISA_OP_REDMAX:
+		lda = tight(lda, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_TRANSPOSE:
+		ldd = tight(ldd, o->rows, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_ARGMAX:
+		lda = tight(lda, o->cols, o->dt);
+		if (o->flags & SPYRE_IF_INDEX)
+			ldb = tight(ldb, o->cols, o->dt2);
+		break;
+	default:	/* unary, cast, softmax */
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
+		break;
+	}
+	if (o->cols > 0xffff || o->k > 0xffff || ldd > 0xffff || lda > 0xffff || ldb > 0xffff ||
+	    o->dt >= SPYRE_DT_COUNT || o->dt2 >= SPYRE_DT_COUNT)
+		return fail(pb);
+
+	union spyre_insn in = { .t = { .opcode = (uint8_t)o->op, .dtype = (uint8_t)o->dt,
+				       .dtype2 = (uint8_t)o->dt2, .flags = (uint8_t)o->flags, .d = o->d,
+				       .a = o->a, .b = b, .rows = o->rows, .cols = (uint16_t)o->cols,
+				       .k = (uint16_t)o->k, .ldd = (uint16_t)ldd, .lda = (uint16_t)lda,
+				       .ldb = (uint16_t)ldb, .ext = ext } };
 
 	return spyre_pb_emit(pb, core, &in);
 }

@@ -63,6 +63,64 @@ int spyre_pb_fill(struct spyre_pb *pb, unsigned core, unsigned dt, uint32_t d, u
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
 		  uint32_t tag, uint32_t bytes);
 
+/*
+ * Descriptor emitters (what new code uses). Designated initializers leave
+ * unused fields 0, which means "none" or "tight" everywhere:
+ *
+ *	spyre_pb_dma(pb, core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+ *		.sp = 0, .mem = { .sym = x, .off = 0, .reg = SPYRE_PB_REG(3) },
+ *		.rows = 4, .row_bytes = 256 });
+ *	spyre_pb_op(pb, core, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL,
+ *		.dt = SPYRE_DT_FP16, .dt2 = SPYRE_DT_FP32, .d = c, .a = a, .b = b,
+ *		.rows = m, .cols = n, .k = k });	// ldd/lda/ldb tight
+ */
+
+/* A register operand: 0 is "none", SPYRE_PB_REG(n) is register n. */
+#define SPYRE_PB_REG(n)		((uint8_t)((n) + 1))
+/* spyre_pb_mem.sym values that are not tensor slots */
+#define SPYRE_PB_CONST		(-1)	/* the image's constant data (read-only) */
+#define SPYRE_PB_RAW		(-2)	/* .off is an absolute device VA, never relocated */
+
+/* The memory operand of a LOAD/STORE: slot sym at byte offset off (+ r[reg - 1]). */
+struct spyre_pb_mem {
+	int sym;		/* symbol index, SPYRE_PB_CONST or SPYRE_PB_RAW */
+	uint64_t off;		/* byte offset in the slot (SPYRE_PB_RAW: the VA) */
+	uint8_t reg;		/* SPYRE_PB_REG(n): add r[n] at run time (SPYRE_IF_RMEM) */
+};
+
+struct spyre_pb_dma {
+	uint32_t sp;		/* scratchpad offset */
+	uint8_t sp_reg;		/* SPYRE_PB_REG(n): add r[n] to sp at run time (SPYRE_IF_RSP) */
+	struct spyre_pb_mem mem;
+	uint32_t rows;		/* 0 is taken as 1 */
+	uint32_t row_bytes;
+	uint32_t mem_stride;	/* 0 with rows > 1: row_bytes (contiguous) */
+	uint32_t sp_stride;	/* likewise */
+};
+
+/* How spyre_pb_dma() addresses slots: the two forms of docs/spyre-isa.md §2.1. */
+enum spyre_pb_addressing {
+	SPYRE_PB_ADDR_SLOT = 0,	/* slot-relative operands: the patch-free path (default) */
+	SPYRE_PB_ADDR_RELOC = 1,/* absolute operands + relocations: the patch path */
+};
+void spyre_pb_set_addressing(struct spyre_pb *pb, enum spyre_pb_addressing mode);
+
+int spyre_pb_dma(struct spyre_pb *pb, unsigned core, unsigned op, const struct spyre_pb_dma *d);
+
+/* Any tensor instruction; ld* of a tile operand left 0 means tight (one row's sticks). */
+struct spyre_pb_op {
+	unsigned op;		/* SPYRE_ISA_OP_MATMUL ... SPYRE_ISA_OP_ARGMAX */
+	unsigned dt, dt2;	/* input and output dtype */
+	unsigned flags;		/* SPYRE_IF_* of the op */
+	uint32_t d, a, b;	/* scratchpad offsets */
+	uint32_t rows, cols, k;
+	uint32_t ldd, lda, ldb;	/* row strides in sticks */
+	float scale, bias;	/* SCALE */
+	uint32_t imm;		/* FILL: value bits (fp32, or int32 for int types) */
+};
+
+int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o);
+
 /* Lay out the image; *image is malloc'd. Returns 0 or -1 (after any earlier error). */
 int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size);
 

@@ -43,12 +43,16 @@ void spyre_disasm_insn(const union spyre_insn *in, const uint8_t raw[SPYRE_INSN_
 		snprintf(buf, len, "%s reg=%u imm=0x%" PRIx64 " reg2=%u", name, in->ctl.reg, in->ctl.imm, in->ctl.reg2);
 		return;
 	case SPYRE_CLS_DMA:
-		if (in->dma.dtype || in->dma.dtype2)
-			break;
-		snprintf(buf, len, "%s sp=0x%x mem=0x%016" PRIx64 " rows=%u row_bytes=%u mem_stride=%u sp_stride=%u flags=0x%x",
-			 name, in->dma.sp, in->dma.mem, in->dma.rows, in->dma.row_bytes, in->dma.mem_stride,
-			 in->dma.sp_stride, in->dma.flags);
+	{
+		/* address registers only when used, so older text reads back unchanged */
+		int o = snprintf(buf, len, "%s sp=0x%x mem=0x%016" PRIx64 " rows=%u row_bytes=%u mem_stride=%u sp_stride=%u flags=0x%x",
+				 name, in->dma.sp, in->dma.mem, in->dma.rows, in->dma.row_bytes, in->dma.mem_stride,
+				 in->dma.sp_stride, in->dma.flags);
+
+		if ((in->dma.rmem || in->dma.rsp) && o > 0 && (size_t)o < len)
+			snprintf(buf + o, len - (size_t)o, " rmem=%u rsp=%u", in->dma.rmem, in->dma.rsp);
 		return;
+	}
 	case SPYRE_CLS_RING:
 		if (in->ring.dtype || in->ring.dtype2 || in->ring.flags || in->ring.reserved[0] ||
 		    in->ring.reserved[1] || in->ring.reserved[2])
@@ -206,8 +210,12 @@ static int field(struct asmctx *a, union spyre_insn *in, const char *key, uint64
 			in->dma.mem_stride = (uint32_t)v;
 		else if (!strcmp(key, "sp_stride"))
 			in->dma.sp_stride = (uint32_t)v;
+		else if (!strcmp(key, "rmem") || !strcmp(key, "rsp"))
+			in->raw[key[1] == 'm' ? 1 : 2] = (uint8_t)v;
 		else
 			return bad(a, "unknown field", key);
+		if (!strcmp(key, "rmem") || !strcmp(key, "rsp"))
+			return v > 0xff ? -1 : 0;
 		return v > UINT32_MAX && strcmp(key, "mem") ? -1 : 0;
 	case SPYRE_CLS_RING:
 		if (!strcmp(key, "sp"))

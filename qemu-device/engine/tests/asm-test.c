@@ -74,7 +74,7 @@ static void test_builder(void)
 			d.ctl.dtype = d.ctl.dtype2 = d.ctl.flags = 0;
 			memset(d.ctl.reserved, 0, sizeof(d.ctl.reserved));
 		} else if (op < 0x20) {
-			d.dma.dtype = d.dma.dtype2 = 0;
+			d.dma.rmem = d.dma.rsp = 0;
 		} else if (op >= 0x60) {
 			d.ring.dtype = d.ring.dtype2 = d.ring.flags = 0;
 			memset(d.ring.reserved, 0, sizeof(d.ring.reserved));

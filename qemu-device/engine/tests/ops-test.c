@@ -507,6 +507,95 @@ static void test_dma(void)
 	M.next = 0;
 }
 
+/*
+ * Address registers (SPYRE_IF_RMEM/RSP): one program, the row chosen by a
+ * scalar, in both addressing forms; a register offset past the slot faults.
+ */
+static void test_dma_registers(void)
+{
+	const uint32_t rows = 8, rb = 128;
+	uint64_t src = flatmem_alloc(&M, rows * rb), dst = flatmem_alloc(&M, rows * rb);
+	uint8_t *s = flatmem_ptr(&M, src), *d = flatmem_ptr(&M, dst);
+
+	for (uint32_t i = 0; i < rows * rb; i++)
+		s[i] = (uint8_t)(i / rb + 1);
+	for (int form = 0; form < 2; form++) {
+		struct spyre_pb *pb = spyre_pb_new();
+		struct spyre_launch_result res;
+		void *img;
+		size_t sz;
+
+		spyre_pb_set_addressing(pb, form ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT);
+		int sx = spyre_pb_sym(pb, "src", SPYRE_DT_INT8, 1, (uint64_t[]){ rows * rb }, rows * rb, SPYRE_SYM_IN);
+		int sd = spyre_pb_sym(pb, "dst", SPYRE_DT_INT8, 1, (uint64_t[]){ rows * rb }, rows * rb, SPYRE_SYM_OUT);
+
+		spyre_pb_set_scalars(pb, 2);
+		spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 1, 0, 0);	/* r1 = source row offset */
+		spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 2, 1, 0);	/* r2 = scratchpad offset */
+		spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = 0, .sp_reg = SPYRE_PB_REG(2), .mem = { .sym = sx, .reg = SPYRE_PB_REG(1) },
+			.row_bytes = rb });
+		spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
+			.sp = 0, .sp_reg = SPYRE_PB_REG(2), .mem = { .sym = sd, .off = rb }, .row_bytes = rb });
+		TAP_EQ(0, spyre_pb_finish(pb, &img, &sz));
+		spyre_pb_free(pb);
+		uint64_t slots[2] = { src, dst };
+
+		if (form)
+			TAP_EQ(2, spyre_prog_relocate(img, sz, slots, 2));
+		memset(d, 0, rows * rb);
+		TAP_EQ(0, flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 5 * rb, 3 * rb }, 2, 1, &res));
+		TAP_CHECK(d[rb] == 6 && d[2 * rb - 1] == 6 && d[0] == 0, "form %d: row 5 copied to row 1", form);
+		/* an offset one row past the slot: MEM_RANGE (slot) or MEM (flat memory ends later: no fault) */
+		int rc = flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ rows * rb, 0 }, 2, 1, &res);
+
+		if (!form)
+			TAP_EQ(SPYRE_ENGINE_FAULT_MEM_RANGE, rc);
+		TAP_EQ(SPYRE_ENGINE_FAULT_ALIGN, flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 0, 64 }, 2, 1, &res));
+		TAP_EQ(SPYRE_ENGINE_FAULT_SP_RANGE,
+		       flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 0, 2u << 20 }, 2, 1, &res));
+		free(img);
+	}
+	M.next = 0;
+}
+
+/* ARGMAX: lowest index on ties, NaN never chosen, and the INDEX form. */
+static void test_argmax(void)
+{
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned dt = (unsigned[]){ SPYRE_DT_FP32, SPYRE_DT_FP16, SPYRE_DT_BF16, SPYRE_DT_DL16 }[i];
+		const uint32_t rows = 5, cols = 300, lda = spyre_sticks(cols, dt), ldb = spyre_sticks(cols, SPYRE_DT_INT32);
+		const uint32_t a = 0, b = 64 * 1024, d = 128 * 1024, d2 = 129 * 1024;
+		struct spyre_launch_result res;
+		uint32_t want[5];
+
+		memset(spin, 0, sizeof(spin));
+		for (uint32_t r = 0; r < rows; r++) {
+			for (uint32_t j = 0; j < cols; j++) {
+				spyre_store_f32(spin + a + r * lda * 128, dt, j, frnd(-4, 4));
+				spyre_store_int(spin + b + r * ldb * 128, SPYRE_DT_INT32, j, 1000 + j);
+			}
+			want[r] = (r * 61 + 7) % cols;
+			spyre_store_f32(spin + a + r * lda * 128, dt, want[r], 100.0f);
+		}
+		spyre_store_f32(spin + a + 2 * lda * 128, dt, 299, 100.0f);	/* tie after: lower wins */
+		spyre_store_f32(spin + a + 3 * lda * 128, dt, 0, NAN);		/* NaN before: ignored */
+		struct spyre_pb *pb = begin();
+
+		spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ARGMAX, .dt = dt,
+			    .dt2 = SPYRE_DT_INT32, .d = d, .a = a, .rows = rows, .cols = cols });
+		spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ARGMAX, .dt = dt,
+			    .dt2 = SPYRE_DT_INT32, .flags = SPYRE_IF_INDEX, .d = d2, .a = a, .b = b,
+			    .rows = rows, .cols = cols });
+		TAP_EQ(0, finish(pb, &res));
+		for (uint32_t r = 0; r < rows; r++) {
+			TAP_CHECK(spyre_load_int(spout + d, SPYRE_DT_INT32, r) == want[r], "%s row %u: argmax %lld, want %u",
+				  spyre_dtype_name(dt), r, (long long)spyre_load_int(spout + d, SPYRE_DT_INT32, r), want[r]);
+			TAP_EQ(1000 + want[r], (uint32_t)spyre_load_int(spout + d2, SPYRE_DT_INT32, r));
+		}
+	}
+}
+
 static const unsigned fl[] = { SPYRE_DT_FP32, SPYRE_DT_FP16, SPYRE_DT_BF16, SPYRE_DT_DL16 };
 
 /* Every input type, both output choices, odd shapes, k > the kernel's k block. */
@@ -610,6 +699,8 @@ static const struct tap_case cases[] = {
 	{ "transpose", test_transposes },
 	{ "control", test_control },
 	{ "dma", test_dma },
+	{ "dma_registers", test_dma_registers },
+	{ "argmax", test_argmax },
 };
 
 int main(int argc, char **argv)
