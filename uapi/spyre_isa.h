@@ -288,6 +288,31 @@ union spyre_insn {
 	struct spyre_insn_ring ring;
 };
 
+/* ---- timing model defaults -------------------------------------------- */
+
+/*
+ * The device properties of the timing model (docs/spyre-isa.md §6 gives each
+ * one's source or marks it an assumption). The engine's
+ * spyre_engine_config_default() and the kernel library's cost model both
+ * start from these.
+ */
+#define SPYRE_TM_CORES			32
+#define SPYRE_TM_SCRATCHPAD_BYTES	(2u << 20)
+#define SPYRE_TM_CLOCK_MHZ		1500
+#define SPYRE_TM_MAC_PER_NS_16		1536	/* fp16, bf16, dl16, per core */
+#define SPYRE_TM_MAC_PER_NS_INT8	3072
+#define SPYRE_TM_MAC_PER_NS_FP32	384
+#define SPYRE_TM_MEM_BW_MBPS		204800	/* LPDDR5, shared by the cores */
+#define SPYRE_TM_DMA_LATENCY_CYCLES	200
+#define SPYRE_TM_RING_BYTES_PER_CYCLE	128
+#define SPYRE_TM_RING_HOP_CYCLES	2
+#define SPYRE_TM_SP_BYTES_PER_CYCLE	256
+#define SPYRE_TM_SFU_ELEMS_PER_CYCLE	64
+#define SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES 4
+#define SPYRE_TM_ISSUE_CYCLES		1
+#define SPYRE_TM_BARRIER_CYCLES		16
+#define SPYRE_TM_PE_ROWS		8	/* matmul rows are padded to 8-row passes */
+
 /* ---- faults ----------------------------------------------------------- */
 
 /* A launch ends with status SPYRE_ENGINE_FAULT_NONE or one of these causes. */

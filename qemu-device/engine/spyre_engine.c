@@ -70,24 +70,24 @@ enum step { STEP_NEXT, STEP_BLOCK, STEP_HALT, STEP_FAULT };
 void spyre_engine_config_default(struct spyre_engine_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->cores = SPYRE_MAX_CORES;
-	c->scratchpad_bytes = 2u << 20;
-	c->clock_mhz = 1500;
-	c->peak_mac_per_ns[SPYRE_DT_FP16] = 1536;
-	c->peak_mac_per_ns[SPYRE_DT_BF16] = 1536;
-	c->peak_mac_per_ns[SPYRE_DT_DL16] = 1536;
-	c->peak_mac_per_ns[SPYRE_DT_INT8] = 3072;
-	c->peak_mac_per_ns[SPYRE_DT_FP32] = 384;
-	c->peak_mac_per_ns[SPYRE_DT_INT32] = 384;
-	c->mem_bw_mbps = 204800;
-	c->dma_latency_cycles = 200;
-	c->ring_bytes_per_cycle = 128;
-	c->ring_hop_cycles = 2;
-	c->sp_bytes_per_cycle = 256;
-	c->sfu_elems_per_cycle = 64;
-	c->sfu_transcendental_cycles = 4;
-	c->issue_cycles = 1;
-	c->barrier_cycles = 16;
+	c->cores = SPYRE_TM_CORES;
+	c->scratchpad_bytes = SPYRE_TM_SCRATCHPAD_BYTES;
+	c->clock_mhz = SPYRE_TM_CLOCK_MHZ;
+	c->peak_mac_per_ns[SPYRE_DT_FP16] = SPYRE_TM_MAC_PER_NS_16;
+	c->peak_mac_per_ns[SPYRE_DT_BF16] = SPYRE_TM_MAC_PER_NS_16;
+	c->peak_mac_per_ns[SPYRE_DT_DL16] = SPYRE_TM_MAC_PER_NS_16;
+	c->peak_mac_per_ns[SPYRE_DT_INT8] = SPYRE_TM_MAC_PER_NS_INT8;
+	c->peak_mac_per_ns[SPYRE_DT_FP32] = SPYRE_TM_MAC_PER_NS_FP32;
+	c->peak_mac_per_ns[SPYRE_DT_INT32] = SPYRE_TM_MAC_PER_NS_FP32;
+	c->mem_bw_mbps = SPYRE_TM_MEM_BW_MBPS;
+	c->dma_latency_cycles = SPYRE_TM_DMA_LATENCY_CYCLES;
+	c->ring_bytes_per_cycle = SPYRE_TM_RING_BYTES_PER_CYCLE;
+	c->ring_hop_cycles = SPYRE_TM_RING_HOP_CYCLES;
+	c->sp_bytes_per_cycle = SPYRE_TM_SP_BYTES_PER_CYCLE;
+	c->sfu_elems_per_cycle = SPYRE_TM_SFU_ELEMS_PER_CYCLE;
+	c->sfu_transcendental_cycles = SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES;
+	c->issue_cycles = SPYRE_TM_ISSUE_CYCLES;
+	c->barrier_cycles = SPYRE_TM_BARRIER_CYCLES;
 	c->insn_budget = 1u << 22;
 }
 
@@ -353,7 +353,7 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 	}
 
 	/* the 8x8 PE array works in 8-row passes: rows are padded to 8 */
-	uint64_t macs = div_up(m, 8) * 8 * n * k;
+	uint64_t macs = div_up(m, SPYRE_TM_PE_ROWS) * SPYRE_TM_PE_ROWS * n * k;
 	uint64_t cyc = div_up(macs * e->cfg.clock_mhz, (uint64_t)e->cfg.peak_mac_per_ns[dt] * 1000);
 	uint64_t bytes = (m * k + k * n) * SPYRE_DT_SIZE(dt) + m * n * SPYRE_DT_SIZE(dt2) * (acc ? 2 : 1);
 
