@@ -28,13 +28,18 @@ UDEV_LIBS = $(shell pkg-config --libs libudev)
 
 LIBSPYRE_VERSION := 0.1.0
 LIBSPYRE_SONAME := libspyre.so.0
-LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
+LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi -Iqemu-device/engine $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
 
 LIB_SRCS := $(wildcard libspyre/src/*.c)
-LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
-LIB_HDRS := libspyre/include/spyre.h libspyre/src/internal.h uapi/spyre_accel.h uapi/spyre_hw.h \
-	uapi/spyre_isa.h
+# The ISA library's builder, codec and dtype conversions, position-independent,
+# inside libspyre (the kernel library generates programs with them).
+LIB_ISA_SRCS := qemu-device/engine/spyre_decode.c qemu-device/engine/spyre_progbuild.c \
+	qemu-device/engine/spyre_numerics.c
+LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS)) \
+	$(patsubst qemu-device/engine/%.c,$(B)/libspyre/isa/%.o,$(LIB_ISA_SRCS))
+LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/internal.h \
+	libspyre/src/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
@@ -91,10 +96,14 @@ $(B)/libspyre/%.o: libspyre/src/%.c $(LIB_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
+$(B)/libspyre/isa/%.o: qemu-device/engine/%.c $(wildcard qemu-device/engine/*.h) uapi/spyre_isa.h
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -std=gnu11 -fno-strict-aliasing -fwrapv -c $< -o $@
+
 $(B)/lib/libspyre.so.$(LIBSPYRE_VERSION): $(LIB_OBJS) libspyre/libspyre.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,$(LIBSPYRE_SONAME) -Wl,--version-script=libspyre/libspyre.map \
-		-Wl,--no-undefined -o $@ $(LIB_OBJS) $(DRM_LIBS) $(UDEV_LIBS)
+		-Wl,--no-undefined -o $@ $(LIB_OBJS) $(DRM_LIBS) $(UDEV_LIBS) -lm
 
 $(B)/lib/libspyre.so: $(B)/lib/libspyre.so.$(LIBSPYRE_VERSION)
 	ln -sf libspyre.so.$(LIBSPYRE_VERSION) $(B)/lib/$(LIBSPYRE_SONAME)
@@ -136,6 +145,16 @@ $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ENGINE_LIB) -lpthread -lm
+
+# ---- the kernel library's host tests: generated programs on the engine ---------
+KERN_TESTS := $(patsubst libspyre/tests/kern/%.c,$(B)/tests/%,$(wildcard libspyre/tests/kern/kern-*-test.c))
+host-tests: $(KERN_TESTS)
+$(KERN_TESTS): $(B)/tests/%: libspyre/tests/kern/%.c libspyre/tests/kern/harness.c libspyre/tests/kern/harness.h \
+		$(B)/lib/libspyre.a $(ENGINE_LIB) $(ENGINE_TEST_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) -I$(ENGINE_DIR)/tests \
+		-Ilibspyre/tests/kern $< libspyre/tests/kern/harness.c $(ENGINE_TEST_LIB) $(B)/lib/libspyre.a \
+		$(ENGINE_LIB) $(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spyre_kernels.h - libspyre's kernel library: the programs a framework
+ * launches for the ops of a transformer, generated for a given op, shape,
+ * dtype and core count, and kept in a kernel cache.
+ *
+ *	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR,
+ *				 .dtype = SPYRE_DT_FP16, .m = 1, .n = 4096, .k = 4096 };
+ *	spyre_kernel_t *k;
+ *	spyre_kernel_get(cache, &d, &k);		// built once per key, then a hit
+ *	spyre_kernel_launch(stream, k, (spyre_dptr_t[]){ x, w, y }, 3, NULL, 0);
+ *
+ * Every kernel reads and writes tensors in device memory in the **stick
+ * layout**: a matrix of rows x cols elements is rows rows, each padded to a
+ * whole number of 128-byte sticks (pitch = spyre_kernel_pitch(cols, dtype));
+ * a vector is one row; a batch of matrices is their rows one after another.
+ * Padding bytes are never read as data and their content after a kernel is
+ * unspecified. A **grouped** matrix (group g) splits each row into cols/g
+ * groups of g elements, each group padded to whole sticks: that is how the
+ * heads of attention are laid out (group = head_dim), so every head starts on
+ * a stick whatever head_dim is.
+ *
+ * The slots (tensor arguments) of each op, in order, and its scalars are
+ * listed with enum spyre_kop; spyre_kernel_get_info() gives their byte sizes.
+ * Low-precision dtypes (fp16, bf16, DLFloat16) are stored as such and
+ * computed in fp32 inside the core (matmuls accumulate in fp32); each
+ * kernel's output is rounded once to the dtype.
+ *
+ * Threads: a cache may be used from several threads; a kernel may be
+ * launched on several streams at once (kernels keep no state on the device
+ * besides their program; ops that need device scratch memory take it as
+ * their last slot, "work", whose size spyre_kernel_get_info() reports).
+ */
+#ifndef LIBSPYRE_SPYRE_KERNELS_H
+#define LIBSPYRE_SPYRE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyre.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The ops. Slots in order; "[r x c]" is a stick-layout matrix. */
+enum spyre_kop {
+	SPYRE_KOP_NONE = 0,
+	/**
+	 * @SPYRE_KOP_LINEAR: Y = X W (+ bias). Slots X [m x k] (grouped by
+	 * @in_group if set), W [k x n] (the transpose of a Hugging Face
+	 * weight), bias [n] fp32 if SPYRE_KF_BIAS, Y [m x n] (grouped by
+	 * @out_group if set). Strategy: SPYRE_KSTRAT_SPLIT_M / _SPLIT_N.
+	 */
+	SPYRE_KOP_LINEAR = 1,
+	/** @SPYRE_KOP_BMM: Y[b] = A[b] B[b]. Slots A [batch*m x k], B [batch*k x n], Y [batch*m x n]. */
+	SPYRE_KOP_BMM = 2,
+	/**
+	 * @SPYRE_KOP_MLP: Y = act(X Wg) * (X Wu) Wd (SwiGLU, act = SiLU) or
+	 * Y = GELU(X Wu) Wd (SPYRE_KF_GELU: no Wg slot). Slots X [m x k],
+	 * Wg [k x n], Wu [k x n], Wd [n x k], Y [m x k]; work when unfused
+	 * (SPYRE_KSTRAT_UNFUSED: each matmul a separate pass through device memory).
+	 */
+	SPYRE_KOP_MLP = 3,
+	/** @SPYRE_KOP_SOFTMAX: row-wise. Slots X [m x n], Y [m x n] (+ work for SPYRE_KSTRAT_NAIVE). */
+	SPYRE_KOP_SOFTMAX = 4,
+	/** @SPYRE_KOP_RMSNORM: Y = X / sqrt(mean(X^2) + eps) * w. Slots X [m x n], w [n], Y [m x n]. */
+	SPYRE_KOP_RMSNORM = 5,
+	/** @SPYRE_KOP_LAYERNORM: Y = (X - mean) / sqrt(var + eps) * w + b. Slots X, w [n], b [n], Y. */
+	SPYRE_KOP_LAYERNORM = 6,
+	/**
+	 * @SPYRE_KOP_ROPE: rotary embedding, Hugging Face rotate_half convention,
+	 * on m tokens x @heads heads of @head_dim (grouped by head_dim) at
+	 * positions pos0 .. pos0+m-1. Slots X, cos [max_pos x head_dim],
+	 * sin [max_pos x head_dim] (fp32 tables, spyre_kernel_rope_tables()),
+	 * Y. Scalar 0: pos0 * pitch of a table row (spyre_kernel_rope_scalar()).
+	 */
+	SPYRE_KOP_ROPE = 7,
+	/**
+	 * @SPYRE_KOP_ADD: Y = A + alpha * B (alpha 0 is taken as 1).
+	 * @SPYRE_KOP_MUL: Y = A * B. Slots A, B, Y [m x n].
+	 */
+	SPYRE_KOP_ADD = 8,
+	SPYRE_KOP_MUL = 9,
+	/** @SPYRE_KOP_SILU, @SPYRE_KOP_GELU: Y = f(X). Slots X, Y [m x n]. */
+	SPYRE_KOP_SILU = 10,
+	SPYRE_KOP_GELU = 11,
+	/**
+	 * @SPYRE_KOP_ATTENTION: causal scaled-dot-product attention with
+	 * grouped-query heads and a KV cache in device memory.
+	 * Slots Q [m x heads*head_dim], K [m x kv_heads*head_dim],
+	 * V [m x kv_heads*head_dim] (the new tokens; all grouped by head_dim),
+	 * Kc, Vc [kv_heads*max_pos x head_dim] (the caches: row kvh*max_pos+p
+	 * is position p of KV head kvh), O [m x heads*head_dim] (grouped).
+	 * The new K and V rows are written into the caches at positions
+	 * pos0 .. pos0+m-1, then every query attends to positions 0 ..
+	 * its own. Prefill: m tokens at pos0 = 0 (m is in the key, pos0 is
+	 * fixed at 0). Decode (SPYRE_KF_DECODE): m = 1 at any pos0 <
+	 * max_pos with one program: scalars from spyre_kernel_attention_scalars().
+	 * Scores are scaled by @scale (0: 1/sqrt(head_dim)).
+	 */
+	SPYRE_KOP_ATTENTION = 12,
+	/**
+	 * @SPYRE_KOP_EMBEDDING: Y[i] = table[token_i] * @scale (0: 1).
+	 * Slots table [n(vocab) x k(hidden)], Y [m x k]. Scalars: m token
+	 * row offsets (spyre_kernel_embedding_scalars()): token ids go to
+	 * the device as launch scalars, never as a copy.
+	 */
+	SPYRE_KOP_EMBEDDING = 13,
+	/** @SPYRE_KOP_ARGMAX: per row of X [m x n]: Y [m] int32 index of its maximum (lowest on ties). */
+	SPYRE_KOP_ARGMAX = 14,
+	/**
+	 * @SPYRE_KOP_TRANSPOSE: relayout Y [n x m] = X [m x n]^T, rows split
+	 * across cores. SPYRE_KSTRAT_VIA_MEMORY: each core writes its part
+	 * to device memory and reads back the part it needs (through work);
+	 * SPYRE_KSTRAT_RING: the cores exchange the parts on chip (ring).
+	 */
+	SPYRE_KOP_TRANSPOSE = 15,
+	SPYRE_KOP_COUNT
+};
+
+/** Strategies; 0 (SPYRE_KSTRAT_AUTO) lets the cost model choose. */
+enum spyre_kstrategy {
+	SPYRE_KSTRAT_AUTO = 0,
+	SPYRE_KSTRAT_SPLIT_M = 1,	/**< LINEAR/BMM: cores take row blocks, each streams all of W */
+	SPYRE_KSTRAT_SPLIT_N = 2,	/**< LINEAR/BMM: cores take column blocks of W (X is read by all) */
+	SPYRE_KSTRAT_FUSED = 3,		/**< MLP: one program, intermediates stay in the scratchpad */
+	SPYRE_KSTRAT_UNFUSED = 4,	/**< MLP: gate, up, act*mul, down as separate passes via device memory */
+	SPYRE_KSTRAT_NAIVE = 5,		/**< SOFTMAX: max, exp, sum, divide, each a pass through device memory */
+	SPYRE_KSTRAT_SCRATCHPAD = 6,	/**< SOFTMAX: rows stay in the scratchpad, one pass */
+	SPYRE_KSTRAT_VIA_MEMORY = 7,	/**< TRANSPOSE through device memory */
+	SPYRE_KSTRAT_RING = 8,		/**< TRANSPOSE on chip, ring shuffle between cores */
+};
+
+/** spyre_kdesc.flags */
+#define SPYRE_KF_RELOC		(1u << 0)	/**< absolute operands + relocations: the patch path */
+#define SPYRE_KF_BIAS		(1u << 1)	/**< LINEAR: + bias */
+#define SPYRE_KF_GELU		(1u << 2)	/**< MLP: GELU MLP instead of SwiGLU */
+#define SPYRE_KF_DECODE		(1u << 3)	/**< ATTENTION: one token at a position given at launch */
+
+/**
+ * struct spyre_kdesc - what to generate. Zero every field you do not use
+ * (a designated initializer does); the whole struct is the cache key.
+ */
+struct spyre_kdesc {
+	uint32_t size;		/**< In: sizeof(struct spyre_kdesc). */
+	uint32_t op;		/**< enum spyre_kop */
+	uint32_t dtype;		/**< SPYRE_DT_FP32, _FP16, _BF16 or _DL16 of every tensor (not bias/tables/ids) */
+	uint32_t cores;		/**< cores to use, 1..32; 0: all of the device's */
+	uint32_t strategy;	/**< enum spyre_kstrategy, 0: chosen by the cost model */
+	uint32_t flags;		/**< SPYRE_KF_* */
+	uint64_t m, n, k;	/**< rows, columns, inner dimension (per op, above) */
+	uint32_t batch;		/**< BMM */
+	uint32_t heads, kv_heads, head_dim;	/**< ATTENTION, ROPE */
+	uint32_t max_pos;	/**< ATTENTION: cache length; ROPE: table length */
+	uint32_t in_group, out_group;		/**< LINEAR grouped layouts, 0: none */
+	float eps;		/**< norms */
+	float alpha;		/**< ADD: Y = A + alpha B */
+	float scale;		/**< ATTENTION score scale, EMBEDDING multiplier */
+	uint32_t sp_bytes;	/**< scratchpad per core; 0: the device's (2 MiB by default) */
+	uint32_t reserved[4];	/**< zero */
+};
+
+/** What a generated kernel needs. */
+struct spyre_kernel_info {
+	uint32_t size;			/**< In: sizeof(struct spyre_kernel_info). */
+	uint32_t strategy;		/**< the strategy used (never AUTO) */
+	uint32_t num_slots;		/**< tensor arguments */
+	uint32_t num_scalars;
+	uint32_t cores;			/**< cores the program runs on */
+	uint32_t core_mask;
+	uint64_t slot_bytes[16];	/**< bytes each slot must provide */
+	uint64_t image_bytes;
+	uint64_t est_ns;		/**< the cost model's estimate of the device time */
+	uint64_t macs;			/**< multiply-accumulates of the op (useful work) */
+	char name[64];			/**< e.g. "linear fp16 1x4096x4096 split-n c32" */
+};
+
+/**
+ * spyre_kernel_build() - generate the program image of @desc without a
+ * device (tests, tools, ahead-of-time builds). @image is malloc'd.
+ * Return: 0, -EINVAL (with a detail naming the field) for a descriptor the
+ * library cannot build (zero sizes, more cores than 32, a shape that does
+ * not fit the scratchpad), -ENOMEM.
+ */
+int spyre_kernel_build(const struct spyre_kdesc *desc, void **image, size_t *size,
+		       struct spyre_kernel_info *info);
+
+/** A kernel cache bound to a device, and a kernel in it. */
+typedef struct spyre_kcache spyre_kcache_t;
+typedef struct spyre_kernel spyre_kernel_t;
+
+/**
+ * spyre_kcache_create() - a cache for @dev. With @capacity 0 it never keeps
+ * a kernel: every spyre_kernel_get() builds and uploads anew, which is what
+ * "graph building on the data path" costs (spyre_kernel_put() frees it).
+ */
+int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spyre_kcache_t **cache);
+/** spyre_kcache_destroy() - synchronizes the device, then unloads every kernel. */
+void spyre_kcache_destroy(spyre_kcache_t *cache);
+
+struct spyre_kcache_stats {
+	uint32_t size;			/**< In: sizeof(struct spyre_kcache_stats). */
+	uint32_t kernels;		/**< kernels held */
+	uint64_t hits, misses;		/**< spyre_kernel_get() calls that found / built */
+	uint64_t build_ns;		/**< host time spent generating and uploading */
+};
+int spyre_kcache_get_stats(spyre_kcache_t *cache, struct spyre_kcache_stats *stats);
+
+/**
+ * spyre_kernel_get() - the kernel for @desc: from the cache, or generated
+ * and uploaded (and kept, unless the cache's capacity is 0 or full).
+ * @desc->cores and ->sp_bytes of 0 are resolved against the device first.
+ * Release with spyre_kernel_put().
+ */
+int spyre_kernel_get(spyre_kcache_t *cache, const struct spyre_kdesc *desc, spyre_kernel_t **kernel);
+/** spyre_kernel_put() - drop a reference from spyre_kernel_get(); a kernel not in the cache is unloaded. */
+void spyre_kernel_put(spyre_kernel_t *kernel);
+int spyre_kernel_get_info(const spyre_kernel_t *kernel, struct spyre_kernel_info *info);
+/** spyre_kernel_program() - the loaded program (spyre.h launch API, slot queries). */
+spyre_program_t *spyre_kernel_program(const spyre_kernel_t *kernel);
+
+/**
+ * spyre_kernel_launch() - run @kernel on @stream with @slots (device
+ * pointers, in the op's slot order) and @scalars. Asynchronous, as
+ * spyre_launch(); -EINVAL with a detail naming the slot for a wrong binding.
+ */
+int spyre_kernel_launch(spyre_stream_t *stream, spyre_kernel_t *kernel, const spyre_dptr_t *slots,
+			uint32_t nslots, const uint64_t *scalars, uint32_t nscalars);
+
+/* ---- layout helpers ---- */
+
+/** spyre_kernel_pitch() - bytes of one stick-layout row of @cols elements of @dtype. */
+uint64_t spyre_kernel_pitch(uint64_t cols, uint32_t dtype);
+/** spyre_kernel_grouped_pitch() - bytes of one row of @cols elements grouped by @group. */
+uint64_t spyre_kernel_grouped_pitch(uint64_t cols, uint64_t group, uint32_t dtype);
+/**
+ * spyre_kernel_pack() / spyre_kernel_unpack() - convert between a dense
+ * row-major fp32 host matrix [rows x cols] and its stick layout (grouped by
+ * @group if non-zero) in @dtype (rounding to nearest even; DLFloat16 as the
+ * device rounds). @dev_layout holds rows * (grouped) pitch bytes.
+ */
+void spyre_kernel_pack(void *dev_layout, const float *host, uint64_t rows, uint64_t cols,
+		       uint64_t group, uint32_t dtype);
+void spyre_kernel_unpack(float *host, const void *dev_layout, uint64_t rows, uint64_t cols,
+			 uint64_t group, uint32_t dtype);
+
+/** spyre_kernel_rope_tables() - fill cos/sin [max_pos x head_dim] fp32 stick-layout tables. */
+void spyre_kernel_rope_tables(void *cos_tab, void *sin_tab, uint32_t max_pos, uint32_t head_dim,
+			      float theta);
+/** spyre_kernel_rope_scalar() - ROPE's scalar for the first position @pos0. */
+uint64_t spyre_kernel_rope_scalar(const struct spyre_kdesc *desc, uint32_t pos0);
+/**
+ * spyre_kernel_attention_scalars() - the scalars of a decode ATTENTION launch
+ * at position @pos (< max_pos) into @scalars[info.num_scalars].
+ */
+int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, uint32_t pos, uint64_t *scalars);
+/** spyre_kernel_embedding_scalars() - EMBEDDING's scalars for @m token ids; -EINVAL for an id >= vocab. */
+int spyre_kernel_embedding_scalars(const struct spyre_kdesc *desc, const int32_t *tokens, uint64_t *scalars);
+
+/** spyre_kernel_op_name() - "linear", "attention", ...; "?" for an unknown op. */
+const char *spyre_kernel_op_name(uint32_t op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIBSPYRE_SPYRE_KERNELS_H */

@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The kernel library: descriptor checks, strategy choice by the cost model,
+ * the kernel cache, launch, and the layout helpers. The programs themselves
+ * come from the generators in kern_*.c.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "kern.h"
+#include "spyre_engine.h"	/* spyre_insn_decode, names (isa) */
+#include "spyre_numerics.h"
+
+#define BIT(s) (1u << (s))
+
+const struct kg_op kg_ops[SPYRE_KOP_COUNT] = {
+	[SPYRE_KOP_LINEAR] = { "linear", kg_gen_linear, BIT(SPYRE_KSTRAT_SPLIT_M) | BIT(SPYRE_KSTRAT_SPLIT_N), 0 },
+	[SPYRE_KOP_BMM] = { "bmm", kg_gen_bmm, BIT(SPYRE_KSTRAT_SPLIT_M) | BIT(SPYRE_KSTRAT_SPLIT_N), 0 },
+	[SPYRE_KOP_MLP] = { "mlp", kg_gen_mlp, BIT(SPYRE_KSTRAT_FUSED) | BIT(SPYRE_KSTRAT_UNFUSED),
+			    SPYRE_KSTRAT_FUSED },
+	[SPYRE_KOP_SOFTMAX] = { "softmax", kg_gen_softmax, BIT(SPYRE_KSTRAT_NAIVE) | BIT(SPYRE_KSTRAT_SCRATCHPAD),
+				SPYRE_KSTRAT_SCRATCHPAD },
+	[SPYRE_KOP_RMSNORM] = { "rmsnorm", kg_gen_rmsnorm, 0, 0 },
+	[SPYRE_KOP_LAYERNORM] = { "layernorm", kg_gen_layernorm, 0, 0 },
+	[SPYRE_KOP_ROPE] = { "rope", kg_gen_rope, 0, 0 },
+	[SPYRE_KOP_ADD] = { "add", kg_gen_eltwise, 0, 0 },
+	[SPYRE_KOP_MUL] = { "mul", kg_gen_eltwise, 0, 0 },
+	[SPYRE_KOP_SILU] = { "silu", kg_gen_eltwise, 0, 0 },
+	[SPYRE_KOP_GELU] = { "gelu", kg_gen_eltwise, 0, 0 },
+	[SPYRE_KOP_ATTENTION] = { "attention", kg_gen_attention, 0, 0 },
+	[SPYRE_KOP_EMBEDDING] = { "embedding", kg_gen_embedding, 0, 0 },
+	[SPYRE_KOP_ARGMAX] = { "argmax", kg_gen_argmax, 0, 0 },
+	[SPYRE_KOP_TRANSPOSE] = { "transpose", kg_gen_transpose, BIT(SPYRE_KSTRAT_VIA_MEMORY) | BIT(SPYRE_KSTRAT_RING),
+				  SPYRE_KSTRAT_RING },
+};
+
+static const char *const strategy_names[] = {
+	[SPYRE_KSTRAT_AUTO] = "auto", [SPYRE_KSTRAT_SPLIT_M] = "split-m", [SPYRE_KSTRAT_SPLIT_N] = "split-n",
+	[SPYRE_KSTRAT_FUSED] = "fused", [SPYRE_KSTRAT_UNFUSED] = "unfused", [SPYRE_KSTRAT_NAIVE] = "naive",
+	[SPYRE_KSTRAT_SCRATCHPAD] = "scratchpad", [SPYRE_KSTRAT_VIA_MEMORY] = "via-memory",
+	[SPYRE_KSTRAT_RING] = "ring",
+};
+
+SPYRE_EXPORT const char *spyre_kernel_op_name(uint32_t op)
+{
+	return op < SPYRE_KOP_COUNT && kg_ops[op].name ? kg_ops[op].name : "?";
+}
+
+/* ---- generator helpers ---------------------------------------------------- */
+
+struct kg_range kg_split(uint64_t total, uint32_t parts, uint32_t i, uint64_t granule)
+{
+	uint64_t units, per, extra, s, e;
+
+	if (!granule)
+		granule = 1;
+	units = (total + granule - 1) / granule;
+	per = units / parts;
+	extra = units % parts;
+	s = (uint64_t)i * per + (i < extra ? i : extra);
+	e = s + per + (i < extra ? 1 : 0);
+	s *= granule;
+	e *= granule;
+	if (s > total)
+		s = total;
+	if (e > total)
+		e = total;
+	return (struct kg_range){ .start = s, .count = e - s };
+}
+
+int kg_fail(struct kgen *g, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!g->failed)
+		spyre_error(-EINVAL, "%s: %s", g->info->name[0] ? g->info->name : "kernel", msg);
+	g->failed = 1;
+	return -EINVAL;
+}
+
+int kg_ok(struct kgen *g)
+{
+	if (g->failed)
+		return -EINVAL;
+	return 0;
+}
+
+uint32_t kg_f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+int kg_slot(struct kgen *g, const char *name, uint32_t dt, uint64_t rows, uint64_t cols, uint64_t pitch,
+	    unsigned flags)
+{
+	uint64_t shape[2] = { rows, cols };
+	int s;
+
+	if (!rows || !cols || !pitch || rows > (UINT64_MAX / 2) / pitch)
+		return kg_fail(g, "slot %s: %llu x %llu is empty or too large", name, (unsigned long long)rows,
+			       (unsigned long long)cols), -1;
+	s = spyre_pb_sym(g->pb, name, dt, 2, shape, rows * pitch, flags);
+	if (s < 0 || (uint32_t)s >= sizeof(g->info->slot_bytes) / sizeof(g->info->slot_bytes[0]))
+		return kg_fail(g, "slot %s: cannot add", name), -1;
+	g->info->slot_bytes[s] = rows * pitch;
+	g->info->num_slots = (uint32_t)s + 1;
+	return s;
+}
+
+uint32_t kg_sp_alloc(struct kgen *g, uint32_t core, uint64_t bytes)
+{
+	uint64_t b = (bytes + SPYRE_STICK_BYTES - 1) / SPYRE_STICK_BYTES * SPYRE_STICK_BYTES;
+	uint32_t off;
+
+	if (core >= SPYRE_MAX_CORES)
+		return kg_fail(g, "core %u out of range", core), 0;
+	off = g->sp_used[core];
+	if (!b)
+		b = SPYRE_STICK_BYTES;
+	if (b > g->sp_bytes - off) {
+		kg_fail(g, "scratchpad: %llu bytes needed on core %u, %u of %u available",
+			(unsigned long long)b, core, g->sp_bytes - off, g->sp_bytes);
+		return 0;
+	}
+	g->sp_used[core] = off + (uint32_t)b;
+	return off;
+}
+
+void kg_sp_reset(struct kgen *g, uint32_t core)
+{
+	if (core < SPYRE_MAX_CORES)
+		g->sp_used[core] = 0;
+}
+
+uint64_t kg_sp_free(const struct kgen *g, uint32_t core)
+{
+	return core < SPYRE_MAX_CORES ? g->sp_bytes - g->sp_used[core] : 0;
+}
+
+/* ---- the cost model -------------------------------------------------------- */
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * Modeled cycles of one instruction, the formulas of docs/spyre-isa.md §6 with
+ * the default device properties (SPYRE_TM_*), @active cores sharing LPDDR.
+ * Waits (recv, wait, barrier) are not modeled here: a static estimate.
+ */
+static uint64_t insn_cycles(const union spyre_insn *in, uint32_t active)
+{
+	const struct spyre_insn_tensor *t = &in->t;
+	uint64_t elems = (uint64_t)t->rows * t->cols, c;
+	uint32_t e1 = SPYRE_DT_SIZE(t->dtype), e2 = SPYRE_DT_SIZE(t->dtype2);
+
+	switch (in->raw[0]) {
+	case SPYRE_ISA_OP_LOAD:
+	case SPYRE_ISA_OP_STORE:
+		c = (uint64_t)in->dma.rows * in->dma.row_bytes;
+		return SPYRE_TM_DMA_LATENCY_CYCLES + div_up(c * SPYRE_TM_CLOCK_MHZ * active, SPYRE_TM_MEM_BW_MBPS);
+	case SPYRE_ISA_OP_MATMUL: {
+		uint32_t mac = t->dtype == SPYRE_DT_FP32 ? SPYRE_TM_MAC_PER_NS_FP32 :
+			       t->dtype == SPYRE_DT_INT8 ? SPYRE_TM_MAC_PER_NS_INT8 : SPYRE_TM_MAC_PER_NS_16;
+		uint64_t macs = div_up(t->rows, SPYRE_TM_PE_ROWS) * SPYRE_TM_PE_ROWS * t->cols * t->k;
+		uint64_t bytes = ((uint64_t)t->rows * t->k + (uint64_t)t->k * t->cols) * e1 + elems * e2;
+
+		return max64(div_up(macs * SPYRE_TM_CLOCK_MHZ, (uint64_t)mac * 1000),
+			     div_up(bytes, SPYRE_TM_SP_BYTES_PER_CYCLE));
+	}
+	case SPYRE_ISA_OP_SEND:
+		return div_up(in->ring.bytes, SPYRE_TM_RING_BYTES_PER_CYCLE);
+	case SPYRE_ISA_OP_EXP:
+	case SPYRE_ISA_OP_GELU:
+	case SPYRE_ISA_OP_SILU:
+	case SPYRE_ISA_OP_RSQRT:
+		return max64(div_up(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE) * SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES,
+			     div_up(elems * (e1 + e2), SPYRE_TM_SP_BYTES_PER_CYCLE));
+	case SPYRE_ISA_OP_SOFTMAX:
+		return max64(div_up(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE) * (2 + SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES),
+			     div_up(elems * (2 * e1 + e2), SPYRE_TM_SP_BYTES_PER_CYCLE));
+	default:
+		if (spyre_opcode_name(in->raw[0]) && in->raw[0] >= SPYRE_ISA_OP_ADD && in->raw[0] < SPYRE_ISA_OP_SEND)
+			return max64(div_up(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE),
+				     div_up(elems * (e1 + e2), SPYRE_TM_SP_BYTES_PER_CYCLE));
+		return 0;
+	}
+}
+
+/* Estimated device ns of an image: the slowest core's sum of instruction costs. */
+static uint64_t estimate_ns(const void *image, size_t size)
+{
+	const uint8_t *p = image;
+	struct spyre_prog_hdr h;
+	uint64_t worst = 0;
+	uint32_t active = 0;
+
+	if (size < sizeof(h))
+		return 0;
+	memcpy(&h, p, sizeof(h));	/* the builder wrote it on this (little-endian) host */
+	for (uint32_t c = 0; c < h.num_cores && c < SPYRE_MAX_CORES; c++) {
+		struct spyre_prog_core pc;
+
+		memcpy(&pc, p + h.core_off + 8 * c, sizeof(pc));
+		active += pc.num_insns > 0;
+	}
+	for (uint32_t c = 0; c < h.num_cores && c < SPYRE_MAX_CORES; c++) {
+		struct spyre_prog_core pc;
+		uint64_t cyc = 0;
+
+		memcpy(&pc, p + h.core_off + 8 * c, sizeof(pc));
+		for (uint32_t i = 0; i < pc.num_insns; i++) {
+			union spyre_insn in;
+
+			spyre_insn_decode(p + pc.code_off + (size_t)i * SPYRE_INSN_BYTES, &in);
+			cyc += SPYRE_TM_ISSUE_CYCLES + insn_cycles(&in, active ? active : 1);
+		}
+		worst = max64(worst, cyc);
+	}
+	return div_up(worst * 1000, SPYRE_TM_CLOCK_MHZ);
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
+{
+	if (!in || in->size < sizeof(*in))
+		return spyre_error(-EINVAL, "kernel descriptor: NULL or size not set to sizeof(struct spyre_kdesc)");
+	*d = *in;
+	d->size = sizeof(*d);
+	if (!d->op || d->op >= SPYRE_KOP_COUNT || !kg_ops[d->op].gen)
+		return spyre_error(-EINVAL, "kernel descriptor: unknown op %u", d->op);
+	if (d->dtype != SPYRE_DT_FP32 && d->dtype != SPYRE_DT_FP16 && d->dtype != SPYRE_DT_BF16 &&
+	    d->dtype != SPYRE_DT_DL16)
+		return spyre_error(-EINVAL, "%s: dtype %u is not fp32, fp16, bf16 or dl16",
+				   kg_ops[d->op].name, d->dtype);
+	if (!d->cores)
+		d->cores = SPYRE_MAX_CORES;
+	if (d->cores > SPYRE_MAX_CORES)
+		return spyre_error(-EINVAL, "%s: %u cores, at most %u", kg_ops[d->op].name, d->cores,
+				   SPYRE_MAX_CORES);
+	if (!d->sp_bytes)
+		d->sp_bytes = SPYRE_TM_SCRATCHPAD_BYTES;
+	if (d->sp_bytes % SPYRE_STICK_BYTES || d->sp_bytes < 16 * SPYRE_STICK_BYTES)
+		return spyre_error(-EINVAL, "%s: scratchpad of %u bytes", kg_ops[d->op].name, d->sp_bytes);
+	if (d->reserved[0] || d->reserved[1] || d->reserved[2] || d->reserved[3])
+		return spyre_error(-EINVAL, "%s: reserved fields must be zero", kg_ops[d->op].name);
+	if (d->strategy && (d->strategy >= 32 || !(kg_ops[d->op].strategies & BIT(d->strategy))))
+		return spyre_error(-EINVAL, "%s: strategy %u does not apply", kg_ops[d->op].name, d->strategy);
+	if (d->flags & ~(SPYRE_KF_RELOC | SPYRE_KF_BIAS | SPYRE_KF_GELU | SPYRE_KF_DECODE))
+		return spyre_error(-EINVAL, "%s: unknown flags 0x%x", kg_ops[d->op].name, d->flags);
+	return 0;
+}
+
+static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **image, size_t *size,
+		     struct spyre_kernel_info *info)
+{
+	struct kgen g = { .d = d, .cores = d->cores, .sp_bytes = d->sp_bytes, .strategy = strategy };
+	int ret;
+
+	memset(info, 0, sizeof(*info));
+	info->size = sizeof(*info);
+	info->strategy = strategy;
+	snprintf(info->name, sizeof(info->name), "%s %s %llux%llux%llu%s%s c%u", kg_ops[d->op].name,
+		 spyre_dtype_name(d->dtype), (unsigned long long)d->m, (unsigned long long)d->n,
+		 (unsigned long long)d->k, strategy ? " " : "", strategy ? strategy_names[strategy] : "",
+		 d->cores);
+	g.info = info;
+	g.pb = spyre_pb_new();
+	if (!g.pb)
+		return spyre_error(-ENOMEM, "kernel builder");
+	spyre_pb_set_addressing(g.pb, (d->flags & SPYRE_KF_RELOC) ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT);
+	ret = kg_ops[d->op].gen(&g);
+	if (!ret && spyre_pb_finish(g.pb, image, size))
+		ret = g.failed ? -EINVAL : spyre_error(-EINVAL, "%s: the program does not fit the format "
+						       "(too many instructions, slots or bytes)", info->name);
+	spyre_pb_free(g.pb);
+	if (ret)
+		return ret;
+	for (uint32_t c = 0; c < SPYRE_MAX_CORES; c++) {
+		const struct spyre_prog_core *pc = (const void *)((const uint8_t *)*image +
+			((const struct spyre_prog_hdr *)*image)->core_off + 8 * c);
+
+		if (c >= ((const struct spyre_prog_hdr *)*image)->num_cores)
+			break;
+		if (pc->num_insns) {
+			info->core_mask |= 1u << c;
+			info->cores++;
+		}
+	}
+	if (!info->core_mask) {
+		info->core_mask = 1;
+		info->cores = 1;
+	}
+	info->num_scalars = ((const struct spyre_prog_hdr *)*image)->num_scalars;
+	info->image_bytes = *size;
+	info->est_ns = estimate_ns(*image, *size);
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_kernel_build(const struct spyre_kdesc *desc, void **image, size_t *size,
+				    struct spyre_kernel_info *info)
+{
+	struct spyre_kernel_info best_info, tmp;
+	struct spyre_kdesc d;
+	void *best = NULL;
+	size_t best_size = 0;
+	int ret, last = -EINVAL;
+
+	if (!image || !size)
+		return spyre_error(-EINVAL, "spyre_kernel_build: NULL argument");
+	*image = NULL;
+	*size = 0;
+	if (info && info->size < sizeof(uint32_t) * 2)
+		return spyre_error(-EINVAL, "spyre_kernel_build: info->size not set");
+	ret = normalize(desc, &d);
+	if (ret)
+		return ret;
+	if (d.strategy || !kg_ops[d.op].strategies) {
+		ret = build_one(&d, d.strategy, &best, &best_size, &best_info);
+		if (ret)
+			return ret;
+	} else if (kg_ops[d.op].default_strategy) {
+		ret = build_one(&d, kg_ops[d.op].default_strategy, &best, &best_size, &best_info);
+		if (ret)
+			return ret;
+	} else {
+		/* the cost model chooses: build every strategy, keep the fastest estimate */
+		for (uint32_t s = 1; s < 32; s++) {
+			void *img;
+			size_t sz;
+
+			if (!(kg_ops[d.op].strategies & BIT(s)))
+				continue;
+			last = build_one(&d, s, &img, &sz, &tmp);
+			if (last)
+				continue;
+			if (!best || tmp.est_ns < best_info.est_ns) {
+				free(best);
+				best = img;
+				best_size = sz;
+				best_info = tmp;
+			} else {
+				free(img);
+			}
+		}
+		if (!best)
+			return last;
+	}
+	*image = best;
+	*size = best_size;
+	if (info) {
+		uint32_t n = info->size < sizeof(best_info) ? info->size : (uint32_t)sizeof(best_info);
+
+		memcpy((char *)info + 4, (char *)&best_info + 4, n - 4);
+	}
+	return 0;
+}
+
+/* ---- the cache ------------------------------------------------------------- */
+
+struct spyre_kernel {
+	struct spyre_kcache *cache;
+	struct spyre_kdesc key;
+	struct spyre_kernel_info info;
+	spyre_program_t *prog;
+	unsigned int refs;		/* under cache->lock: the cache's + each get's */
+	bool cached;
+	struct spyre_kernel *next;
+};
+
+struct spyre_kcache {
+	spyre_device_t *dev;
+	uint32_t capacity;
+	pthread_mutex_t lock;
+	struct spyre_kernel *head;
+	struct spyre_kcache_stats stats;
+};
+
+SPYRE_EXPORT int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spyre_kcache_t **cache)
+{
+	struct spyre_kcache *c;
+
+	if (!dev || !cache)
+		return spyre_error(-EINVAL, "spyre_kcache_create: NULL argument");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return spyre_error(-ENOMEM, "spyre_kcache_create");
+	c->dev = dev;
+	c->capacity = capacity;
+	c->stats.size = sizeof(c->stats);
+	pthread_mutex_init(&c->lock, NULL);
+	*cache = c;
+	return 0;
+}
+
+static void kernel_free(struct spyre_kernel *k)
+{
+	spyre_program_unload(k->prog);
+	free(k);
+}
+
+SPYRE_EXPORT void spyre_kcache_destroy(spyre_kcache_t *c)
+{
+	struct spyre_kernel *k, *n;
+
+	if (!c)
+		return;
+	spyre_device_synchronize(c->dev);
+	for (k = c->head; k; k = n) {
+		n = k->next;
+		k->cached = false;
+		if (--k->refs == 0)
+			kernel_free(k);
+		/* else: the holder's spyre_kernel_put() frees it */
+		else
+			k->cache = NULL;
+	}
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+SPYRE_EXPORT int spyre_kcache_get_stats(spyre_kcache_t *c, struct spyre_kcache_stats *st)
+{
+	struct spyre_kcache_stats s;
+	uint32_t n;
+
+	if (!c || !st || st->size < 8)
+		return spyre_error(-EINVAL, "spyre_kcache_get_stats: NULL argument or size not set");
+	pthread_mutex_lock(&c->lock);
+	s = c->stats;
+	pthread_mutex_unlock(&c->lock);
+	n = st->size < sizeof(s) ? st->size : (uint32_t)sizeof(s);
+	memcpy((char *)st + 4, (char *)&s + 4, n - 4);
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *desc, spyre_kernel_t **out)
+{
+	struct spyre_kernel *k;
+	struct spyre_kdesc d;
+	uint64_t t0;
+	void *img;
+	size_t sz;
+	int ret;
+
+	if (!c || !desc || !out)
+		return spyre_error(-EINVAL, "spyre_kernel_get: NULL argument");
+	ret = normalize(desc, &d);
+	if (ret)
+		return ret;
+	/* resolve against the device: its cores and scratchpad */
+	if (!desc->cores)
+		d.cores = c->dev->props.num_cores;
+	if (d.cores > c->dev->props.num_cores)
+		return spyre_error(-EINVAL, "%s: %u cores requested, the device has %u", kg_ops[d.op].name,
+				   d.cores, c->dev->props.num_cores);
+	if (!desc->sp_bytes)
+		d.sp_bytes = c->dev->props.scratchpad_bytes;
+
+	pthread_mutex_lock(&c->lock);
+	for (k = c->head; k; k = k->next) {
+		if (!memcmp(&k->key, &d, sizeof(d))) {
+			k->refs++;
+			c->stats.hits++;
+			pthread_mutex_unlock(&c->lock);
+			*out = k;
+			return 0;
+		}
+	}
+	c->stats.misses++;
+	pthread_mutex_unlock(&c->lock);
+
+	t0 = now_ns();
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return spyre_error(-ENOMEM, "spyre_kernel_get");
+	k->info.size = sizeof(k->info);
+	ret = spyre_kernel_build(&d, &img, &sz, &k->info);
+	if (!ret) {
+		ret = spyre_program_load(c->dev, img, sz, &k->prog);
+		free(img);
+	}
+	if (ret) {
+		free(k);
+		return ret;
+	}
+	k->key = d;
+	k->cache = c;
+	k->refs = 1;
+	pthread_mutex_lock(&c->lock);
+	c->stats.build_ns += now_ns() - t0;
+	if (c->capacity && c->stats.kernels < c->capacity) {
+		struct spyre_kernel *o;
+
+		/* another thread may have built the same kernel meanwhile: use the first */
+		for (o = c->head; o; o = o->next)
+			if (!memcmp(&o->key, &d, sizeof(d)))
+				break;
+		if (o) {
+			o->refs++;
+			pthread_mutex_unlock(&c->lock);
+			kernel_free(k);
+			*out = o;
+			return 0;
+		}
+		k->cached = true;
+		k->refs++;
+		k->next = c->head;
+		c->head = k;
+		c->stats.kernels++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*out = k;
+	return 0;
+}
+
+SPYRE_EXPORT void spyre_kernel_put(spyre_kernel_t *k)
+{
+	struct spyre_kcache *c;
+	bool last;
+
+	if (!k)
+		return;
+	c = k->cache;
+	if (c)
+		pthread_mutex_lock(&c->lock);
+	last = --k->refs == 0;
+	if (c)
+		pthread_mutex_unlock(&c->lock);
+	if (last)
+		kernel_free(k);	/* spyre_program_unload waits for its launches */
+}
+
+SPYRE_EXPORT int spyre_kernel_get_info(const spyre_kernel_t *k, struct spyre_kernel_info *info)
+{
+	uint32_t n;
+
+	if (!k || !info || info->size < 8)
+		return spyre_error(-EINVAL, "spyre_kernel_get_info: NULL argument or size not set");
+	n = info->size < sizeof(k->info) ? info->size : (uint32_t)sizeof(k->info);
+	memcpy((char *)info + 4, (const char *)&k->info + 4, n - 4);
+	return 0;
+}
+
+SPYRE_EXPORT spyre_program_t *spyre_kernel_program(const spyre_kernel_t *k)
+{
+	return k ? k->prog : NULL;
+}
+
+SPYRE_EXPORT int spyre_kernel_launch(spyre_stream_t *s, spyre_kernel_t *k, const spyre_dptr_t *slots,
+				     uint32_t nslots, const uint64_t *scalars, uint32_t nscalars)
+{
+	if (!s || !k)
+		return spyre_error(-EINVAL, "spyre_kernel_launch: NULL argument");
+	return spyre_launch(s, k->prog, k->info.core_mask, slots, nslots, scalars, nscalars);
+}
+
+/* ---- layout helpers ------------------------------------------------------ */
+
+SPYRE_EXPORT uint64_t spyre_kernel_pitch(uint64_t cols, uint32_t dtype)
+{
+	return kg_pitch(cols, dtype);
+}
+
+SPYRE_EXPORT uint64_t spyre_kernel_grouped_pitch(uint64_t cols, uint64_t group, uint32_t dtype)
+{
+	if (!group || group >= cols)
+		return kg_pitch(cols, dtype);
+	return (cols / group) * kg_pitch(group, dtype) + (cols % group ? kg_pitch(cols % group, dtype) : 0);
+}
+
+/* Byte offset of element j of a (grouped) row. */
+static uint64_t elem_off(uint64_t j, uint64_t group, uint32_t dtype)
+{
+	if (!group)
+		return j * SPYRE_DT_SIZE(dtype);
+	return (j / group) * kg_pitch(group, dtype) + (j % group) * SPYRE_DT_SIZE(dtype);
+}
+
+SPYRE_EXPORT void spyre_kernel_pack(void *dev_layout, const float *host, uint64_t rows, uint64_t cols,
+				    uint64_t group, uint32_t dtype)
+{
+	uint64_t pitch = spyre_kernel_grouped_pitch(cols, group, dtype);
+
+	if (group >= cols)
+		group = 0;
+	memset(dev_layout, 0, rows * pitch);
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t j = 0; j < cols; j++)
+			spyre_store_f32((uint8_t *)dev_layout + r * pitch + elem_off(j, group, dtype), dtype, 0,
+					host[r * cols + j]);
+}
+
+SPYRE_EXPORT void spyre_kernel_unpack(float *host, const void *dev_layout, uint64_t rows, uint64_t cols,
+				      uint64_t group, uint32_t dtype)
+{
+	uint64_t pitch = spyre_kernel_grouped_pitch(cols, group, dtype);
+
+	if (group >= cols)
+		group = 0;
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t j = 0; j < cols; j++)
+			host[r * cols + j] = spyre_load_f32((const uint8_t *)dev_layout + r * pitch +
+							    elem_off(j, group, dtype), dtype, 0);
+}

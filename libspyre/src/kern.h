@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kern.h - the kernel library's generators (internal). Each op has a
+ * generator that writes one program with the builder (isa/), planning the
+ * scratchpad of each core and splitting the work across cores:
+ *
+ *	static int gen_add(struct kgen *g)
+ *	{
+ *		int a = kg_slot(g, "a", g->d->dtype, g->d->m, g->d->n, SPYRE_SYM_IN);
+ *		...
+ *		for (uint32_t c = 0; c < g->cores; c++) {
+ *			struct kg_range r = kg_split(g->d->m, g->cores, c, 1);
+ *			...spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){...});
+ *		}
+ *		return kg_ok(g);
+ *	}
+ *
+ * Generators must work for every size (dimensions that are not multiples of
+ * a stick or of 8 rows; 1..32 cores, more cores than rows), tile through the
+ * scratchpad when a tensor does not fit (or fail with kg_fail() naming the
+ * shape when even one row cannot), and use the builder's addressing form as
+ * set (slot-relative or relocated: never SPYRE_SLOT_ADDR directly, always
+ * spyre_pb_dma with .mem.sym).
+ */
+#ifndef LIBSPYRE_KERN_H
+#define LIBSPYRE_KERN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spyre_kernels.h"
+#include "spyre_isa.h"
+#include "spyre_progbuild.h"
+
+struct kgen {
+	const struct spyre_kdesc *d;	/* normalized: cores and sp_bytes resolved */
+	struct spyre_pb *pb;
+	struct spyre_kernel_info *info;
+	uint32_t cores;			/* == d->cores */
+	uint32_t sp_bytes;		/* == d->sp_bytes */
+	uint32_t strategy;		/* the one to generate (never AUTO) */
+	uint32_t sp_used[SPYRE_MAX_CORES];	/* kg_sp_alloc() high-water marks */
+	int failed;
+};
+
+/* A contiguous range [start, start + count) of a split. */
+struct kg_range {
+	uint64_t start, count;
+};
+
+/*
+ * Part @i of @parts of @total items, balanced, every boundary a multiple of
+ * @granule (except the end). Parts past the work are empty (count 0).
+ */
+struct kg_range kg_split(uint64_t total, uint32_t parts, uint32_t i, uint64_t granule);
+
+/* Sticks / bytes of a stick-layout row. */
+static inline uint32_t kg_sticks(uint64_t cols, uint32_t dt)
+{
+	return spyre_sticks(cols, dt);
+}
+
+static inline uint64_t kg_pitch(uint64_t cols, uint32_t dt)
+{
+	return (uint64_t)spyre_sticks(cols, dt) * SPYRE_STICK_BYTES;
+}
+
+/*
+ * Add a tensor slot of @rows rows of @pitch bytes (a stick-layout matrix:
+ * kg_pitch(cols, dt)); records its size in info. Returns the slot index.
+ */
+int kg_slot(struct kgen *g, const char *name, uint32_t dt, uint64_t rows, uint64_t cols,
+	    uint64_t pitch, unsigned flags);
+
+/*
+ * Scratchpad planning: reserve @bytes (rounded up to a stick) on core @core
+ * after what is already reserved; kg_sp_reset() starts the core's plan over
+ * (between phases that do not overlap). Returns the offset, or fails the
+ * generation ("scratchpad: N bytes needed, M available") and returns 0.
+ */
+uint32_t kg_sp_alloc(struct kgen *g, uint32_t core, uint64_t bytes);
+void kg_sp_reset(struct kgen *g, uint32_t core);
+/* Bytes still free on @core. */
+uint64_t kg_sp_free(const struct kgen *g, uint32_t core);
+
+/* Record a failure with a detail for spyre_last_error(); returns -EINVAL. */
+int kg_fail(struct kgen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 0, or the builder's / an earlier failure as -EINVAL. */
+int kg_ok(struct kgen *g);
+
+/* fp32 bit pattern of @f (FILL immediates). */
+uint32_t kg_f32_bits(float f);
+
+/* ---- generators: one per op (kern_*.c) ---- */
+typedef int (*kg_gen_fn)(struct kgen *g);
+
+struct kg_op {
+	const char *name;
+	kg_gen_fn gen;
+	/* strategies the op accepts (bit per enum spyre_kstrategy), 0: none */
+	uint32_t strategies;
+	/* the strategy AUTO resolves to when not chosen by estimate (0: estimate all) */
+	uint32_t default_strategy;
+};
+
+extern const struct kg_op kg_ops[SPYRE_KOP_COUNT];
+
+int kg_gen_linear(struct kgen *g);
+int kg_gen_bmm(struct kgen *g);
+int kg_gen_mlp(struct kgen *g);
+int kg_gen_softmax(struct kgen *g);
+int kg_gen_rmsnorm(struct kgen *g);
+int kg_gen_layernorm(struct kgen *g);
+int kg_gen_rope(struct kgen *g);
+int kg_gen_eltwise(struct kgen *g);	/* ADD, MUL, SILU, GELU */
+int kg_gen_attention(struct kgen *g);
+int kg_gen_embedding(struct kgen *g);
+int kg_gen_argmax(struct kgen *g);
+int kg_gen_transpose(struct kgen *g);
+
+#endif /* LIBSPYRE_KERN_H */
