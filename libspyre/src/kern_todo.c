@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
-/* Generators not written yet (temporary; each moves to its kern_*.c). */
+/*
+ * Generators not written yet (temporary, during development): weak, so a
+ * kern_*.c that defines one replaces it. Deleted once every op has its own.
+ */
 #include "kern.h"
 
-#define TODO(fn) int fn(struct kgen *g) { return kg_fail(g, "not implemented yet"); }
+#define TODO(fn) __attribute__((weak)) int fn(struct kgen *g) { return kg_fail(g, "not implemented yet"); }
 TODO(kg_gen_linear)
 TODO(kg_gen_bmm)
 TODO(kg_gen_mlp)
