@@ -49,8 +49,10 @@ enum spyre_kop {
 	/**
 	 * @SPYRE_KOP_LINEAR: Y = X W (+ bias). Slots X [m x k] (grouped by
 	 * @in_group if set), W [k x n] (the transpose of a Hugging Face
-	 * weight), bias [n] fp32 if SPYRE_KF_BIAS, Y [m x n] (grouped by
-	 * @out_group if set). Strategy: SPYRE_KSTRAT_SPLIT_M / _SPLIT_N.
+	 * weight), bias [n] fp32 if SPYRE_KF_BIAS, Y [m x n]. With
+	 * @out_group, Y, W and bias are grouped by it (so a head's columns
+	 * start on a stick in all three). Strategy: SPYRE_KSTRAT_SPLIT_M /
+	 * _SPLIT_N.
 	 */
 	SPYRE_KOP_LINEAR = 1,
 	/** @SPYRE_KOP_BMM: Y[b] = A[b] B[b]. Slots A [batch*m x k], B [batch*k x n], Y [batch*m x n]. */
@@ -97,7 +99,8 @@ enum spyre_kop {
 	 * its own. Prefill: m tokens at pos0 = 0 (m is in the key, pos0 is
 	 * fixed at 0). Decode (SPYRE_KF_DECODE): m = 1 at any pos0 <
 	 * max_pos with one program: scalars from spyre_kernel_attention_scalars().
-	 * Scores are scaled by @scale (0: 1/sqrt(head_dim)).
+	 * Scores are scaled by @scale (0: 1/sqrt(head_dim)). The caches must
+	 * be zero-filled before their first use (spyre_memset_async()).
 	 */
 	SPYRE_KOP_ATTENTION = 12,
 	/**
