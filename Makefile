@@ -28,18 +28,17 @@ UDEV_LIBS = $(shell pkg-config --libs libudev)
 
 LIBSPYRE_VERSION := 0.1.0
 LIBSPYRE_SONAME := libspyre.so.0
-LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi -Iqemu-device/engine $(DRM_CFLAGS)
+LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
 
 LIB_SRCS := $(wildcard libspyre/src/*.c)
-# The ISA library's builder, codec and dtype conversions, position-independent,
-# inside libspyre (the kernel library generates programs with them).
-LIB_ISA_SRCS := qemu-device/engine/spyre_decode.c qemu-device/engine/spyre_progbuild.c \
-	qemu-device/engine/spyre_numerics.c
-LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS)) \
-	$(patsubst qemu-device/engine/%.c,$(B)/libspyre/isa/%.o,$(LIB_ISA_SRCS))
+LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
+# The ISA library (isa/isa.mk) is inside libspyre: its position-independent,
+# hidden objects, ISA_PIC_LIB in the .so's link (what libspyre uses: the
+# container parser, the kernel library's builder and dtype conversions) and
+# every one of them in libspyre.a.
 LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/internal.h \
-	libspyre/src/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h
+	libspyre/src/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
@@ -72,7 +71,8 @@ setup:
 debug-kernel:
 	tools/setup/setup.sh debug-kernel
 
-# ---- the compute engine (plain C; its own rules) --------------------------------
+# ---- the ISA library and the compute engine (plain C; their own rules) ----------
+include isa/isa.mk
 include qemu-device/engine/engine.mk
 
 # ---- kernel module -------------------------------------------------------
@@ -96,20 +96,16 @@ $(B)/libspyre/%.o: libspyre/src/%.c $(LIB_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(B)/libspyre/isa/%.o: qemu-device/engine/%.c $(wildcard qemu-device/engine/*.h) uapi/spyre_isa.h
-	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -std=gnu11 -fno-strict-aliasing -fwrapv -c $< -o $@
-
-$(B)/lib/libspyre.so.$(LIBSPYRE_VERSION): $(LIB_OBJS) libspyre/libspyre.map
+$(B)/lib/libspyre.so.$(LIBSPYRE_VERSION): $(LIB_OBJS) $(ISA_PIC_LIB) libspyre/libspyre.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,$(LIBSPYRE_SONAME) -Wl,--version-script=libspyre/libspyre.map \
-		-Wl,--no-undefined -o $@ $(LIB_OBJS) $(DRM_LIBS) $(UDEV_LIBS) -lm
+		-Wl,--no-undefined -o $@ $(LIB_OBJS) $(ISA_PIC_LIB) $(DRM_LIBS) $(UDEV_LIBS) -lm
 
 $(B)/lib/libspyre.so: $(B)/lib/libspyre.so.$(LIBSPYRE_VERSION)
 	ln -sf libspyre.so.$(LIBSPYRE_VERSION) $(B)/lib/$(LIBSPYRE_SONAME)
 	ln -sf $(LIBSPYRE_SONAME) $@
 
-$(B)/lib/libspyre.a: $(LIB_OBJS)
+$(B)/lib/libspyre.a: $(LIB_OBJS) $(ISA_PIC_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
@@ -124,37 +120,37 @@ $(B)/bin/spyre-smi: tools/spyre-smi/spyre-smi.c $(B)/lib/libspyre.so libspyre/in
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(B)/bin/spyre-run: tools/spyre-run/spyre-run.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ENGINE_LIB)
+$(B)/bin/spyre-run: tools/spyre-run/spyre-run.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
-		$(ENGINE_LIB) -lm
+	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
+		$(ISA_LIB) -lm
 
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 
 $(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h \
-		$(ENGINE_LIB)
+		$(ISA_LIB)
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi -I$(ENGINE_DIR) $(DRM_CFLAGS) \
-		$< -o $@ $(ENGINE_LIB) -lpthread -lm
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Iuapi -I$(ISA_DIR) $(DRM_CFLAGS) \
+		$< -o $@ $(ISA_LIB) -lpthread -lm
 
 # libspyre's own tests run in the VM too (they need cards), with the harness.
 $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/libspyre.so \
-		libspyre/include/spyre.h $(ENGINE_LIB)
+		libspyre/include/spyre.h $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) \
-		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ENGINE_LIB) -lpthread -lm
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
 
 # ---- the kernel library's host tests: generated programs on the engine ---------
 KERN_TESTS := $(patsubst libspyre/tests/kern/%.c,$(B)/tests/%,$(wildcard libspyre/tests/kern/kern-*-test.c))
 host-tests: $(KERN_TESTS)
 $(KERN_TESTS): $(B)/tests/%: libspyre/tests/kern/%.c libspyre/tests/kern/harness.c libspyre/tests/kern/harness.h \
-		$(B)/lib/libspyre.a $(ENGINE_LIB) $(ENGINE_TEST_LIB)
+		$(B)/lib/libspyre.a $(ENGINE_LIB) $(ISA_LIB) $(ENGINE_TEST_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) -I$(ENGINE_DIR)/tests \
-		-Ilibspyre/tests/kern $< libspyre/tests/kern/harness.c $(ENGINE_TEST_LIB) $(B)/lib/libspyre.a \
-		$(ENGINE_LIB) $(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) -I$(ISA_DIR) \
+		-I$(ENGINE_DIR)/tests -Ilibspyre/tests/kern $< libspyre/tests/kern/harness.c $(ENGINE_TEST_LIB) $(B)/lib/libspyre.a \
+		$(ENGINE_LIB) $(ISA_LIB) $(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)
@@ -163,10 +159,10 @@ host-tests: $(HOST_TESTS)
 $(QTESTS) $(B)/bench/copy-bw $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test \
 	$(B)/tests/patch-test $(B)/tests/stream-race-test $(B)/tests/stream-race-tsan-test: tests/tap.h
 
-$(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ENGINE_LIB)
+$(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ENGINE_DIR) \
-		$< $(QTEST_LIB) -o $@ $(ENGINE_LIB) -lm
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ISA_DIR) \
+		$< $(QTEST_LIB) -o $@ $(ISA_LIB) -lm
 
 $(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h
 	@mkdir -p $(@D)
@@ -176,9 +172,9 @@ $(B)/tests/api-errors-test: libspyre/tests/api-errors-test.c $(B)/lib/libspyre.s
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread
 
-$(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ENGINE_LIB) $(LIB_HDRS)
+$(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ISA_LIB) $(LIB_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ $(B)/lib/libspyre.a $(ENGINE_LIB) \
+	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ $(B)/lib/libspyre.a $(ISA_LIB) \
 		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
 
 $(B)/tests/man-pages-test: libspyre/tests/man-pages-test.sh
@@ -210,22 +206,22 @@ $(B)/libspyre-tsan/%.o: libspyre/src/%.c $(LIB_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(SAN_CFLAGS_tsan) -c $< -o $@
 
-$(B)/tests/stream-race-test: libspyre/tests/stream-race-test.c $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ENGINE_LIB)
+$(B)/tests/stream-race-test: libspyre/tests/stream-race-test.c $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ENGINE_DIR) $< $(LIB_ASAN_OBJS) -o $@ \
-		$(ENGINE_LIB) -lpthread -lm
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ISA_DIR) $< $(LIB_ASAN_OBJS) -o $@ \
+		$(ISA_LIB) -lpthread -lm
 
-$(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ENGINE_LIB)
+$(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ENGINE_DIR) $< $(LIB_TSAN_OBJS) -o $@ \
-		$(ENGINE_LIB) -lpthread -lm
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) $< $(LIB_TSAN_OBJS) -o $@ \
+		$(ISA_LIB) -lpthread -lm
 
 $(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LIB_ASAN_OBJS) \
-		libspyre/include/spyre.h $(ENGINE_LIB)
+		libspyre/include/spyre.h $(ISA_LIB)
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN_CFLAGS_asan) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
-		-I$(ENGINE_DIR) $(DRM_CFLAGS) $< $(LIB_ASAN_OBJS) -o $@ $(ENGINE_LIB) $(DRM_LIBS) $(UDEV_LIBS) \
+		-I$(ISA_DIR) $(DRM_CFLAGS) $< $(LIB_ASAN_OBJS) -o $@ $(ISA_LIB) $(DRM_LIBS) $(UDEV_LIBS) \
 		-lpthread -lm
 
 # The command-line tools' host test (arguments, no card, assembler limits).
@@ -242,10 +238,10 @@ $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
 
-$(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ENGINE_LIB)
+$(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -I$(ENGINE_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
-		$(ENGINE_LIB) $(DRM_LIBS) -lm
+	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
+		$(ISA_LIB) $(DRM_LIBS) -lm
 
 bench: setup
 	$(MAKE) bench-run

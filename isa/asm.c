@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * spyre assembler and disassembler. The text names every field, so
- * assemble(disassemble(image)) == image byte for byte for every image the
- * builder lays out (tools/spyre-as tests check it).
+ * The ISA library's assembler and disassembler (spyre_asm.h). The text names
+ * every field, so assemble(disassemble(image)) == image byte for byte for
+ * every image the builder lays out (isa/tests/asm-test.c checks it).
  *
  *	.scalars 1
  *	.sym x fp32 flags=0x1 size=4096 shape=32,32
@@ -17,9 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "asm.h"
-#include "spyre_engine.h"
-#include "spyre_internal.h"
+#include "spyre_asm.h"
+#include "spyre_isa_codec.h"
 #include "spyre_progbuild.h"
 
 static void word(const uint8_t raw[SPYRE_INSN_BYTES], char *buf, size_t len)

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Decoding and validation of spyre programs: the container (header, core
- * table, symbols, relocations, constant data) and every instruction's static
- * rules. The engine runs the same instruction checks at execution time; the
- * assembler, disassembler, fuzzer and libspyre use spyre_prog_validate().
+ * The ISA library's codec (spyre_isa_codec.h): decoding and validation of
+ * spyre programs, the container (header, core table, symbols, relocations,
+ * constant data) and every instruction's static rules. The engine runs the
+ * same instruction checks at execution time; the assembler, disassembler,
+ * fuzzer and libspyre use spyre_prog_validate() or the container check.
  * Everything here is total: any bytes give a verdict, never a crash.
  */
 #include <stddef.h>
 #include <string.h>
 
-#include "spyre_internal.h"
-
+#include "spyre_isa_codec.h"
 
 static const struct {
 	uint8_t opcode;
@@ -86,31 +86,7 @@ const char *spyre_fault_name(uint32_t cause)
 	return cause < SPYRE_ENGINE_FAULT_COUNT ? faultnames[cause] : "unknown";
 }
 
-int spyre_op_transcendental(uint32_t opcode)
-{
-	return opcode == SPYRE_ISA_OP_GELU || opcode == SPYRE_ISA_OP_SILU ||
-	       opcode == SPYRE_ISA_OP_EXP || opcode == SPYRE_ISA_OP_RSQRT;
-}
-
 /* ---- instruction encoding --------------------------------------------- */
-
-static void st16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void st32(uint8_t *p, uint32_t v)
-{
-	st16(p, (uint16_t)v);
-	st16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void st64(uint8_t *p, uint64_t v)
-{
-	st32(p, (uint32_t)v);
-	st32(p + 4, (uint32_t)(v >> 32));
-}
 
 /*
  * The four encodings differ only in how bytes 4..31 are grouped; decode by
@@ -170,42 +146,42 @@ void spyre_insn_encode(const union spyre_insn *in, uint8_t raw[SPYRE_INSN_BYTES]
 	memcpy(raw, in->raw, 4);
 	switch (spyre_opclass(in->raw[0])) {
 	case SPYRE_CLS_CTL:
-		st32(raw + 4, in->ctl.reg);
-		st64(raw + 8, in->ctl.imm);
-		st32(raw + 16, in->ctl.reg2);
+		spyre_st32(raw + 4, in->ctl.reg);
+		spyre_st64(raw + 8, in->ctl.imm);
+		spyre_st32(raw + 16, in->ctl.reg2);
 		for (int i = 0; i < 3; i++)
-			st32(raw + 20 + 4 * i, in->ctl.reserved[i]);
+			spyre_st32(raw + 20 + 4 * i, in->ctl.reserved[i]);
 		break;
 	case SPYRE_CLS_DMA:
-		st32(raw + 4, in->dma.sp);
-		st64(raw + 8, in->dma.mem);
-		st32(raw + 16, in->dma.rows);
-		st32(raw + 20, in->dma.row_bytes);
-		st32(raw + 24, in->dma.mem_stride);
-		st32(raw + 28, in->dma.sp_stride);
+		spyre_st32(raw + 4, in->dma.sp);
+		spyre_st64(raw + 8, in->dma.mem);
+		spyre_st32(raw + 16, in->dma.rows);
+		spyre_st32(raw + 20, in->dma.row_bytes);
+		spyre_st32(raw + 24, in->dma.mem_stride);
+		spyre_st32(raw + 28, in->dma.sp_stride);
 		break;
 	case SPYRE_CLS_RING:
-		st32(raw + 4, in->ring.sp);
-		st32(raw + 8, in->ring.peer);
-		st32(raw + 12, in->ring.tag);
-		st32(raw + 16, in->ring.bytes);
+		spyre_st32(raw + 4, in->ring.sp);
+		spyre_st32(raw + 8, in->ring.peer);
+		spyre_st32(raw + 12, in->ring.tag);
+		spyre_st32(raw + 16, in->ring.bytes);
 		for (int i = 0; i < 3; i++)
-			st32(raw + 20 + 4 * i, in->ring.reserved[i]);
+			spyre_st32(raw + 20 + 4 * i, in->ring.reserved[i]);
 		break;
 	case SPYRE_CLS_NONE:
 		memcpy(raw, in->raw, SPYRE_INSN_BYTES);
 		break;
 	default:
-		st32(raw + 4, in->t.d);
-		st32(raw + 8, in->t.a);
-		st32(raw + 12, in->t.b);
-		st32(raw + 16, in->t.rows);
-		st16(raw + 20, in->t.cols);
-		st16(raw + 22, in->t.k);
-		st16(raw + 24, in->t.ldd);
-		st16(raw + 26, in->t.lda);
-		st16(raw + 28, in->t.ldb);
-		st16(raw + 30, in->t.ext);
+		spyre_st32(raw + 4, in->t.d);
+		spyre_st32(raw + 8, in->t.a);
+		spyre_st32(raw + 12, in->t.b);
+		spyre_st32(raw + 16, in->t.rows);
+		spyre_st16(raw + 20, in->t.cols);
+		spyre_st16(raw + 22, in->t.k);
+		spyre_st16(raw + 24, in->t.ldd);
+		spyre_st16(raw + 26, in->t.lda);
+		spyre_st16(raw + 28, in->t.ldb);
+		spyre_st16(raw + 30, in->t.ext);
 		break;
 	}
 }

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * Element conversions for the spyre data types. Bit-exact, portable C: no
- * reliance on compiler half-precision types, so the engine behaves the same
- * in QEMU on every host. docs/spyre-isa.md §3 states the rules.
+ * Element conversions for the spyre data types (spyre_dtype.h). Bit-exact,
+ * portable C: no reliance on compiler half-precision types, so the engine
+ * behaves the same in QEMU on every host. docs/spyre-isa.md §3 states the
+ * rules.
  */
 #include <math.h>
 #include <string.h>
 
 #include "spyre_isa.h"
-#include "spyre_numerics.h"
+#include "spyre_dtype.h"
 
 static uint32_t f2u(float f)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spyre_engine.h"
+#include "spyre_isa_codec.h"
 #include "spyre_progbuild.h"
 
 struct stream {
@@ -361,24 +361,6 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 	return spyre_pb_emit(pb, core, &in);
 }
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, (uint16_t)v);
-	put16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
-}
-
 static size_t align_up(size_t v, size_t a)
 {
 	return (v + a - 1) / a * a;
@@ -414,21 +396,21 @@ int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size)
 	if (!p)
 		return fail(pb);
 
-	put32(p, SPYRE_PROG_MAGIC);
-	put16(p + 4, SPYRE_PROG_VERSION);
-	put32(p + 8, (uint32_t)total);
-	put32(p + 12, pb->num_cores);
-	put32(p + 16, (uint32_t)core_off);
-	put32(p + 20, (uint32_t)sym_off);
-	put32(p + 24, pb->num_syms);
-	put32(p + 28, pb->num_scalars);
-	put32(p + 32, (uint32_t)rel_off);
-	put32(p + 36, pb->num_rel);
-	put32(p + 40, (uint32_t)cst_off);
-	put32(p + 44, (uint32_t)pb->cst_len);
+	spyre_st32(p, SPYRE_PROG_MAGIC);
+	spyre_st16(p + 4, SPYRE_PROG_VERSION);
+	spyre_st32(p + 8, (uint32_t)total);
+	spyre_st32(p + 12, pb->num_cores);
+	spyre_st32(p + 16, (uint32_t)core_off);
+	spyre_st32(p + 20, (uint32_t)sym_off);
+	spyre_st32(p + 24, pb->num_syms);
+	spyre_st32(p + 28, pb->num_scalars);
+	spyre_st32(p + 32, (uint32_t)rel_off);
+	spyre_st32(p + 36, pb->num_rel);
+	spyre_st32(p + 40, (uint32_t)cst_off);
+	spyre_st32(p + 44, (uint32_t)pb->cst_len);
 	for (uint32_t c = 0; c < pb->num_cores; c++) {
-		put32(p + core_off + 8 * c, (uint32_t)code_off[c]);
-		put32(p + core_off + 8 * c + 4, pb->s[c].n);
+		spyre_st32(p + core_off + 8 * c, (uint32_t)code_off[c]);
+		spyre_st32(p + core_off + 8 * c + 4, pb->s[c].n);
 		if (pb->s[c].n)
 			memcpy(p + code_off[c], pb->s[c].code, (size_t)pb->s[c].n * SPYRE_INSN_BYTES);
 	}
@@ -439,34 +421,24 @@ int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size)
 		memcpy(q, s->name, SPYRE_SYM_NAME_LEN);
 		q[32] = s->dtype;
 		q[33] = s->rank;
-		put16(q + 34, s->flags);
-		put64(q + 40, s->size);
+		spyre_st16(q + 34, s->flags);
+		spyre_st64(q + 40, s->size);
 		for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
-			put64(q + 48 + 8 * d, s->shape[d]);
+			spyre_st64(q + 48 + 8 * d, s->shape[d]);
 	}
 	for (uint32_t i = 0; i < pb->num_rel; i++) {
 		uint8_t *q = p + rel_off + i * sizeof(struct spyre_prog_reloc);
 
-		put32(q, pb->rel[i].core);
-		put32(q + 4, pb->rel[i].pc);
-		put32(q + 8, pb->rel[i].sym);
-		put64(q + 16, pb->rel[i].addend);
+		spyre_st32(q, pb->rel[i].core);
+		spyre_st32(q + 4, pb->rel[i].pc);
+		spyre_st32(q + 8, pb->rel[i].sym);
+		spyre_st64(q + 16, pb->rel[i].addend);
 	}
 	if (pb->cst_len)
 		memcpy(p + cst_off, pb->cst, pb->cst_len);
 	*image = p;
 	*size = total;
 	return 0;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
 int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint32_t num_slots)
@@ -476,17 +448,17 @@ int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint3
 
 	if (spyre_prog_validate(image, size, UINT32_MAX, &core, &pc) == SPYRE_ENGINE_FAULT_BAD_PROGRAM)
 		return -1;
-	uint32_t core_off = get32(p + 16), nrel = get32(p + 36), rel_off = get32(p + 32);
+	uint32_t core_off = spyre_ld32(p + 16), nrel = spyre_ld32(p + 36), rel_off = spyre_ld32(p + 32);
 
 	for (uint32_t i = 0; i < nrel; i++) {
 		const uint8_t *r = p + rel_off + 24 * i;
-		uint32_t c = get32(r), ipc = get32(r + 4), sym = get32(r + 8);
+		uint32_t c = spyre_ld32(r), ipc = spyre_ld32(r + 4), sym = spyre_ld32(r + 8);
 
 		if (sym >= num_slots)
 			return -1;
-		uint32_t code = get32(p + core_off + 8 * c);
+		uint32_t code = spyre_ld32(p + core_off + 8 * c);
 
-		put64(p + code + (size_t)ipc * SPYRE_INSN_BYTES + 8, slot_va[sym] + get64(r + 16));
+		spyre_st64(p + code + (size_t)ipc * SPYRE_INSN_BYTES + 8, slot_va[sym] + spyre_ld64(r + 16));
 	}
 	return (int)nrel;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * asm.h - text form of spyre programs (docs/spyre-isa.md §8): a
- * disassembler that prints every field of an image and an assembler that
- * reads that text back into the identical image.
+ * spyre_asm.h - the ISA library's text form of spyre programs
+ * (docs/spyre-isa.md §8): a disassembler that prints every field of an image
+ * and an assembler that reads that text back into the identical image.
+ * tools/spyre-as holds the spyre-as and spyre-objdump programs around them.
  */
 #ifndef SPYRE_ASM_H
 #define SPYRE_ASM_H

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * spyre_numerics.h - element conversions of the spyre data types
- * (uapi/spyre_isa.h SPYRE_DT_*): IEEE fp32/fp16, bfloat16, DLFloat16, int8
- * and int32. Pure functions, no state.
+ * spyre_dtype.h - the ISA library's element conversions of the spyre data
+ * types (uapi/spyre_isa.h SPYRE_DT_*, docs/spyre-isa.md §3): IEEE fp32/fp16,
+ * bfloat16, DLFloat16, int8 and int32. They define the ISA's data formats:
+ * the engine computes with them, and anything that prepares or checks device
+ * data (the kernel library, CPU references) uses them without the engine.
+ * Pure functions, no state.
  */
-#ifndef SPYRE_NUMERICS_H
-#define SPYRE_NUMERICS_H
+#ifndef SPYRE_DTYPE_H
+#define SPYRE_DTYPE_H
 
 #include <stdint.h>
 
@@ -24,4 +27,4 @@ void spyre_store_f32(void *base, unsigned dt, uint64_t idx, float v);
 int64_t spyre_load_int(const void *base, unsigned dt, uint64_t idx);
 void spyre_store_int(void *base, unsigned dt, uint64_t idx, int64_t v); /* saturates */
 
-#endif /* SPYRE_NUMERICS_H */
+#endif /* SPYRE_DTYPE_H */

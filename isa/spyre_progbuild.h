@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * spyre_progbuild.h - build spyre program images (uapi/spyre_isa.h) from C.
- * Used by the engine's tests, the assembler, spyre-run and libspyre's tests.
+ * spyre_progbuild.h - the ISA library's program builder: spyre program
+ * images (uapi/spyre_isa.h) from C, and the runtime's relocation. Used by
+ * the assembler, the kernel library, spyre-run, and the engine's, device's
+ * and libspyre's tests. Includes the codec (spyre_isa_codec.h).
  *
  *	struct spyre_pb *pb = spyre_pb_new();
  *	int x = spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
@@ -19,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spyre_isa.h"
+#include "spyre_isa_codec.h"
 
 struct spyre_pb;
 

@@ -13,10 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "asm.h"
-#include "spyre_engine.h"
+#include "spyre_asm.h"
 #include "spyre_progbuild.h"
-#include "../../../tests/tap.h"
+#include "../../tests/tap.h"
 
 static char *disasm(const void *img, size_t sz)
 {

@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
- * Description: the engine's element conversions against independent
- * references: IEEE fp16 against the compiler's _Float16 (exhaustive over
- * all 65536 encodings one way, 2^22 seeded fp32 values plus edge cases the
- * other way, exact); bfloat16 against a round-to-nearest-even reference in
- * double; DLFloat16 (s1 e6 bias 31 f9, no subnormals, 0x7fff NaN/inf,
- * fp32 -> DL16 by adding 1 << 13 and truncating) against a frexp-based
- * reference of that rule and fixed points (1.0, max finite ~8.57e9,
- * overflow, underflow); int8/int32 rounding (nearest even) and saturation.
+ * Description: the ISA library's element conversions (isa/dtype.c, what the
+ * engine computes with) against independent references: IEEE fp16 against
+ * the compiler's _Float16 (exhaustive over all 65536 encodings one way, 2^22
+ * seeded fp32 values plus edge cases the other way, exact); bfloat16 against
+ * a round-to-nearest-even reference in double; DLFloat16 (s1 e6 bias 31 f9,
+ * no subnormals, 0x7fff NaN/inf, fp32 -> DL16 by adding 1 << 13 and
+ * truncating) against a frexp-based reference of that rule and fixed points
+ * (1.0, max finite ~8.57e9, overflow, underflow); int8/int32 rounding
+ * (nearest even) and saturation.
  */
 #include <math.h>
 #include <string.h>
 
 #include "spyre_isa.h"
-#include "spyre_numerics.h"
-#include "../../../tests/tap.h"
+#include "spyre_dtype.h"
+#include "../../tests/tap.h"
 
 static uint32_t f2u(float f)
 {

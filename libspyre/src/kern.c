@@ -14,8 +14,8 @@
 
 #include "internal.h"
 #include "kern.h"
-#include "spyre_engine.h"	/* spyre_insn_decode, names (isa) */
-#include "spyre_numerics.h"
+#include "spyre_dtype.h"
+#include "spyre_isa_codec.h"
 
 #define BIT(s) (1u << (s))
 

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "spyre_isa.h"
-#include "spyre_engine.h"
 #include "spyre_progbuild.h"
 #include "../src/internal.h"
 #include "../../tests/tap.h"

@@ -1,15 +1,17 @@
-# qemu-device/engine/engine.mk - the compute engine, its tests, tools, fuzzer
-# and benchmark. Included by the top-level Makefile (uses B, CC, CFLAGS,
-# WARNFLAGS). The engine is plain C: it also builds with QEMU's warning set
-# (ENGINE_QEMU_WARN), checked by the engine-qemu-flags target.
+# qemu-device/engine/engine.mk - the compute engine (execution, numerics,
+# timing), its tests, fuzzer and benchmark. Included by the top-level Makefile
+# after isa/isa.mk (uses B, CC, CFLAGS, WARNFLAGS and the ISA_* variables):
+# the engine depends on the ISA library, so whatever links ENGINE_LIB links
+# ISA_LIB after it. The engine is plain C: it also builds with QEMU's warning
+# set (ENGINE_QEMU_WARN), checked by the engine-qemu-flags target.
 
 ENGINE_DIR := qemu-device/engine
-ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_decode.c spyre_numerics.c \
-		spyre_kernels.c spyre_progbuild.c)
-ENGINE_HDRS := $(wildcard $(ENGINE_DIR)/*.h) uapi/spyre_isa.h uapi/spyre_hw.h
+ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_kernels.c)
+ENGINE_HDRS := $(wildcard $(ENGINE_DIR)/*.h) $(ISA_HDRS)
 ENGINE_OBJS := $(patsubst $(ENGINE_DIR)/%.c,$(B)/engine/%.o,$(ENGINE_SRCS))
 ENGINE_LIB := $(B)/engine/libspyre-engine.a
-ENGINE_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -fno-strict-aliasing -fwrapv -Iuapi -I$(ENGINE_DIR)
+ENGINE_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -fno-strict-aliasing -fwrapv -Iuapi -I$(ENGINE_DIR) \
+	-I$(ISA_DIR)
 ENGINE_QEMU_WARN := -std=gnu11 -Wall -Wundef -Wwrite-strings -Wmissing-prototypes \
 	-Wstrict-prototypes -Wredundant-decls -Wold-style-declaration -Wold-style-definition \
 	-Wtype-limits -Wformat-security -Winit-self -Wignored-qualifiers -Wempty-body \
@@ -18,7 +20,6 @@ ENGINE_QEMU_WARN := -std=gnu11 -Wall -Wundef -Wwrite-strings -Wmissing-prototype
 ENGINE_TEST_LIB := $(ENGINE_DIR)/tests/flatmem.c
 ENGINE_TEST_HDRS := $(ENGINE_DIR)/tests/flatmem.h tests/tap.h
 ENGINE_TESTS := $(patsubst $(ENGINE_DIR)/tests/%.c,$(B)/tests/%,$(wildcard $(ENGINE_DIR)/tests/*-test.c))
-ENGINE_TOOLS := $(B)/bin/spyre-as $(B)/bin/spyre-objdump
 ENGINE_FUZZ := $(B)/fuzz/spyre-prog-fuzz
 ENGINE_HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo yes)
 
@@ -26,7 +27,7 @@ ENGINE_HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo yes)
 
 all: engine-all
 host-tests: $(ENGINE_TESTS)
-engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(ENGINE_TOOLS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
+engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
 
 $(B)/engine/%.o: $(ENGINE_DIR)/%.c $(ENGINE_HDRS)
 	@mkdir -p $(@D)
@@ -36,42 +37,32 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 # QEMU's flags, as the device build will use them (objects discarded)
-engine-qemu-flags: $(ENGINE_SRCS) $(ENGINE_HDRS)
+engine-qemu-flags: $(ENGINE_SRCS) $(ISA_DEVICE_SRCS) $(ENGINE_HDRS)
 	@mkdir -p $(B)/engine/qemu
-	for f in $(ENGINE_SRCS); do $(CC) -O2 $(ENGINE_QEMU_WARN) -Werror -Iuapi -I$(ENGINE_DIR) \
-		-c $$f -o $(B)/engine/qemu/$$(basename $$f .c).o || exit 1; done
+	for f in $(ENGINE_SRCS) $(ISA_DEVICE_SRCS); do $(CC) -O2 $(ENGINE_QEMU_WARN) -Werror -Iuapi \
+		-I$(ENGINE_DIR) -I$(ISA_DIR) -c $$f -o $(B)/engine/qemu/$$(basename $$f .c).o || exit 1; done
 
-$(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB) tools/spyre-as/asm.c tools/spyre-as/asm.h
+$(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB) \
+		$(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests -Itools/spyre-as $< $(ENGINE_TEST_LIB) \
-		tools/spyre-as/asm.c $(ENGINE_LIB) -lm -o $@
+	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
+		-lm -o $@
 
-$(B)/bin/spyre-as: tools/spyre-as/spyre-as.c tools/spyre-as/asm.c tools/spyre-as/asm.h $(ENGINE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -Itools/spyre-as tools/spyre-as/spyre-as.c tools/spyre-as/asm.c \
-		$(ENGINE_LIB) -lm -o $@
-
-$(B)/bin/spyre-objdump: tools/spyre-as/spyre-objdump.c tools/spyre-as/asm.c tools/spyre-as/asm.h $(ENGINE_LIB)
-	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -Itools/spyre-as tools/spyre-as/spyre-objdump.c tools/spyre-as/asm.c \
-		$(ENGINE_LIB) -lm -o $@
-
-# libFuzzer target: validator, decoder, disassembler and the engine itself on arbitrary images
+# libFuzzer target: validator, decoder, disassembler/assembler (the ISA
+# library) and the engine itself on arbitrary images
 fuzz: $(ENGINE_FUZZ)
-$(ENGINE_FUZZ): $(ENGINE_DIR)/tests/prog-fuzz.c $(ENGINE_SRCS) $(ENGINE_HDRS) $(ENGINE_TEST_LIB) \
-		tools/spyre-as/asm.c tools/spyre-as/asm.h
+$(ENGINE_FUZZ): $(ENGINE_DIR)/tests/prog-fuzz.c $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_HDRS) $(ENGINE_TEST_LIB)
 	@mkdir -p $(@D)
 	clang -O1 -g -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-fno-strict-aliasing -fwrapv -DSPYRE_NO_CLONES -Iuapi -I$(ENGINE_DIR) -I$(ENGINE_DIR)/tests \
-		-Itools/spyre-as $< $(ENGINE_SRCS) $(ENGINE_TEST_LIB) tools/spyre-as/asm.c -lm -o $@
+		-I$(ISA_DIR) $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -o $@
 
 # ---- benchmark: engine fp32 matmul vs single-threaded OpenBLAS sgemm ----
-$(B)/bench/matmul-bench: bench/matmul-bench.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB)
+$(B)/bench/matmul-bench: bench/matmul-bench.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) \
+	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
 		-lopenblas -lm -o $@
 
 bench-engine: $(B)/bench/matmul-bench
 	$(B)/bench/matmul-bench
 bench: bench-engine
-$(B)/tests/asm-test: $(ENGINE_TOOLS)

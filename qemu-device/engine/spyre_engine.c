@@ -17,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spyre_internal.h"
+#include "spyre_dtype.h"
+#include "spyre_engine.h"
+#include "spyre_isa_codec.h"
 #include "spyre_kernels.h"
-#include "spyre_numerics.h"
 
 
 struct msg {
@@ -200,6 +201,13 @@ static void charge(struct spyre_engine *e, struct core *c, uint64_t cycles)
 	cycles += e->cfg.issue_cycles;
 	c->clock += cycles;
 	c->busy += cycles;
+}
+
+/* exp, gelu, silu, rsqrt: run through the SFU's transcendental path */
+static bool transcendental(uint32_t opcode)
+{
+	return opcode == SPYRE_ISA_OP_GELU || opcode == SPYRE_ISA_OP_SILU ||
+	       opcode == SPYRE_ISA_OP_EXP || opcode == SPYRE_ISA_OP_RSQRT;
 }
 
 /* SFU / scratchpad-bound op: elems through the SFU, bytes through the scratchpad. */
@@ -460,7 +468,7 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 
 	charge(e, c, sfu_cycles(e, elems, elems * (SPYRE_DT_SIZE(dt) * (cls == SPYRE_CLS_BINARY ? 2 : 1) +
 						   SPYRE_DT_SIZE(dt2)),
-				spyre_op_transcendental(t->opcode) ? e->cfg.sfu_transcendental_cycles : 1));
+				transcendental(t->opcode) ? e->cfg.sfu_transcendental_cycles : 1));
 }
 
 static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)

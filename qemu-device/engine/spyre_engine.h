@@ -5,8 +5,10 @@
  * uapi/spyre_isa.h with real numerics and a timing model.
  *
  * Plain C11, no QEMU types: the QEMU device links it and routes every memory
- * access through its MMU with struct spyre_engine_mem_ops; host tests and
- * tools link it with flat memory. An engine holds all its state (no globals):
+ * access through its MMU with struct spyre_engine_mem_ops; host tests link it
+ * with flat memory. It depends on the ISA library (isa/: decoding, the static
+ * checks, data types), which everything else that handles programs links
+ * without the engine; this header needs only uapi/spyre_isa.h. An engine holds all its state (no globals):
  * different engines may launch concurrently from different threads; one
  * engine runs one launch at a time (the caller serialises).
  *
@@ -87,35 +89,5 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 
 /* Read access to a core's scratchpad (tests, debuggers); NULL if core is out of range. */
 uint8_t *spyre_engine_scratchpad(struct spyre_engine *e, uint32_t core);
-
-const char *spyre_fault_name(uint32_t cause);
-
-/* ---- decoding and validation (shared with the assembler and fuzzer) ---- */
-
-/* Decode 32 little-endian bytes into a host-order instruction. */
-void spyre_insn_decode(const uint8_t raw[SPYRE_INSN_BYTES], union spyre_insn *in);
-void spyre_insn_encode(const union spyre_insn *in, uint8_t raw[SPYRE_INSN_BYTES]);
-
-/*
- * Static checks of one instruction that do not depend on the launch:
- * opcode, dtypes, flags, reserved fields, registers, sizes, alignment and
- * scratchpad bounds (for sp_bytes), branch target within num_insns.
- * Returns SPYRE_ENGINE_FAULT_NONE or the cause; *addr gets the offending address.
- */
-uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_t num_insns,
-			  uint64_t *addr);
-
-/*
- * Validate a program image: the container (header, tables, sections,
- * symbols, relocations) and, for every stream, every instruction with
- * spyre_insn_check(). Returns SPYRE_ENGINE_FAULT_NONE or the first fault, with
- * *core and *pc set (SPYRE_ENGINE_FAULT_CORE_NONE/PC_NONE for container faults).
- */
-uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes,
-			     uint32_t *core, uint32_t *pc);
-
-/* Mnemonics: "matmul", ...; NULL for an unknown opcode. */
-const char *spyre_opcode_name(uint32_t opcode);
-const char *spyre_dtype_name(uint32_t dt);
 
 #endif /* SPYRE_ENGINE_H */

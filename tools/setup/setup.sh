@@ -213,9 +213,10 @@ ensure_deb_src() {
 }
 
 # Copy $1/* into $2 only where content differs, so ninja rebuilds only what changed
-# (a fresh clone has new mtimes on every file, but the same content).
+# (a fresh clone has new mtimes on every file, but the same content). $3, if
+# given, is a directory under $2 that another tree is synced into: left alone.
 sync_tree() {
-	local from=$1 to=$2 f rel
+	local from=$1 to=$2 keep=${3:-} f rel
 	mkdir -p "$to"
 	while IFS= read -r -d '' f; do
 		rel=${f#"$from"/}
@@ -227,6 +228,7 @@ sync_tree() {
 	while IFS= read -r -d '' f; do
 		rel=${f#"$to"/}
 		case "$(basename "$rel")" in spyre_hw.h | spyre_isa.h) continue ;; esac
+		[ -n "$keep" ] && case "$rel" in "$keep"/*) continue ;; esac
 		[ -e "$from/$rel" ] || rm -f "$f"
 	done < <(find "$to" -type f -print0)
 }
@@ -252,11 +254,13 @@ step_qemu() {
 		echo "$QEMU_SRCPKG $ver" >"$src/.spyre-source"
 	fi
 
-	# Wire the device in the way hw/misc/edu.c is: a subdir with meson.build + Kconfig.
-	sync_tree "$SPYRE_TOP/qemu-device" "$src/hw/misc/spyre"
-	# The shared headers, beside the device and beside the engine.
+	# Wire the device in the way hw/misc/edu.c is: a subdir with meson.build + Kconfig;
+	# the ISA library the engine depends on in its isa/ (the meson.build builds both).
+	sync_tree "$SPYRE_TOP/qemu-device" "$src/hw/misc/spyre" isa
+	sync_tree "$SPYRE_TOP/isa" "$src/hw/misc/spyre/isa"
+	# The shared headers, beside the device, the engine and the ISA library.
 	for h in spyre_hw.h spyre_isa.h; do
-		for d in "$src/hw/misc/spyre" "$src/hw/misc/spyre/engine"; do
+		for d in "$src/hw/misc/spyre" "$src/hw/misc/spyre/engine" "$src/hw/misc/spyre/isa"; do
 			cmp -s "$SPYRE_TOP/uapi/$h" "$d/$h" || cp "$SPYRE_TOP/uapi/$h" "$d/$h"
 		done
 	done

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "asm.h"
-#include "spyre_engine.h"
+#include "spyre_asm.h"
+#include "spyre_isa_codec.h"
 
 int main(int argc, char **argv)
 {

@@ -8,7 +8,7 @@
 #include "harness.h"
 #include "flatmem.h"
 #include "spyre_engine.h"
-#include "spyre_numerics.h"
+#include "spyre_dtype.h"
 #include "spyre_progbuild.h"
 
 const uint32_t kh_edge[10] = { 1, 7, 8, 9, 63, 64, 65, 127, 128, 129 };

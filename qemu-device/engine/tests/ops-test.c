@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "flatmem.h"
-#include "spyre_numerics.h"
+#include "spyre_dtype.h"
 #include "spyre_progbuild.h"
 
 #define SPB	(256u << 10)	/* scratchpad bytes the tests shuttle in and out */

@@ -11,9 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "asm.h"
 #include "flatmem.h"
+#include "spyre_asm.h"
 #include "spyre_engine.h"
+#include "spyre_isa_codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
