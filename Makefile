@@ -74,6 +74,7 @@ debug-kernel:
 # ---- the ISA library and the compute engine (plain C; their own rules) ----------
 include isa/isa.mk
 include qemu-device/engine/engine.mk
+include model/model.mk
 
 # ---- kernel module -------------------------------------------------------
 module:

@@ -1,0 +1,72 @@
+# model/model.mk - the host half of the transformer runner (issue 11): JSON,
+# config.json, safetensors, weights, the CPU reference, spyre-generate, and
+# their tests. Included by the top-level Makefile (uses B, CC, CFLAGS, WARNFLAGS).
+# Plain C11; the library has no dependency outside libc and libm.
+
+MODEL_DIR := model
+MODEL_SRCS := $(addprefix $(MODEL_DIR)/,half.c json.c config.c safetensors.c weights.c ref.c)
+MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h)
+MODEL_OBJS := $(patsubst $(MODEL_DIR)/%.c,$(B)/model/%.o,$(MODEL_SRCS))
+MODEL_LIB := $(B)/model/libspyre-model.a
+MODEL_CFLAGS := $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(MODEL_DIR)
+MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_DIR)
+MODEL_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+MODEL_TESTS := $(B)/tests/model-config-test $(B)/tests/model-safetensors-test $(B)/tests/model-ref-test
+MODEL_SAN_TESTS := $(B)/tests/model-mutate-test
+MODEL_SCRIPT_TESTS := $(B)/tests/model-fuzz-run-test $(B)/tests/model-generate-cli-test
+MODEL_TOOLS := $(B)/bin/spyre-generate
+MODEL_FUZZ := $(B)/fuzz/model-fuzz
+MODEL_HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo yes)
+
+.PHONY: model-all
+all: model-all
+host-tests: $(MODEL_TESTS) $(MODEL_SAN_TESTS) $(MODEL_SCRIPT_TESTS)
+fuzz: $(MODEL_FUZZ)
+model-all: $(MODEL_LIB) $(MODEL_TOOLS) $(MODEL_TESTS) $(MODEL_SAN_TESTS) $(MODEL_SCRIPT_TESTS) \
+	$(if $(MODEL_HAVE_CLANG),$(MODEL_FUZZ))
+
+$(B)/model/%.o: $(MODEL_DIR)/%.c $(MODEL_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_CFLAGS) -c $< -o $@
+
+$(MODEL_LIB): $(MODEL_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_LIB) $(MODEL_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_CFLAGS) $< -o $@ $(MODEL_LIB) -lm
+
+# ref-test also compiles the ISA library's conversions (isa/dtype.c, what the
+# engine computes with), to check the model's own against them bit for bit.
+MODEL_XCHECK_SRC := $(wildcard isa/dtype.c)
+MODEL_XCHECK_FLAGS := $(if $(MODEL_XCHECK_SRC),-DMODEL_XCHECK_DTYPE -fno-strict-aliasing -fwrapv -Iisa -Iuapi)
+
+$(B)/tests/model-config-test $(B)/tests/model-safetensors-test: $(B)/tests/model-%-test: \
+		$(MODEL_DIR)/tests/%-test.c $(MODEL_LIB) $(MODEL_HDRS) tests/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIB) -lm
+
+$(B)/tests/model-ref-test: $(MODEL_DIR)/tests/ref-test.c $(MODEL_LIB) $(MODEL_HDRS) tests/tap.h \
+		$(MODEL_XCHECK_SRC)
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_XCHECK_FLAGS) $< $(MODEL_XCHECK_SRC) -o $@ $(MODEL_LIB) -lm
+
+# The readers under AddressSanitizer and UBSan (gcc), fed fixed-seed mutations.
+$(B)/tests/model-mutate-test: $(MODEL_DIR)/tests/model-mutate-test.c $(MODEL_SRCS) $(MODEL_HDRS) tests/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_SAN) $< $(MODEL_SRCS) -o $@ -lm
+
+# libFuzzer target: the config parser and the safetensors reader on arbitrary bytes.
+$(MODEL_FUZZ): $(MODEL_DIR)/tests/model-fuzz.c $(MODEL_SRCS) $(MODEL_HDRS)
+	@mkdir -p $(@D)
+	clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-I$(MODEL_DIR) $< $(MODEL_SRCS) -lm -o $@
+
+$(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) $(MODEL_HDRS) tests/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIB) -lm
+
+$(B)/tests/model-generate-cli-test: $(MODEL_DIR)/tests/generate-cli-test.sh $(MODEL_TOOLS)
+	@mkdir -p $(@D)
+	install -m 0755 $< $@

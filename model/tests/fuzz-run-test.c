@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: a short bounded run of the libFuzzer target for the model's
+ * readers (build/fuzz/model-fuzz, built by `make fuzz` with clang): 100,000
+ * executions or 15 s, whichever comes first, seeded with valid inputs for
+ * each reader (the shipped config.json files, safetensors files of a 1-layer
+ * model and of mixed dtypes, a JSON document). Fails on any crash, sanitizer
+ * report or timeout; skips (77) when clang's libFuzzer was not available to
+ * build the target. Prints the number of executions.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "safetensors.h"
+#include "weights.h"
+#include "test-util.h"
+#include "../../tests/tap.h"
+
+static char fuzz[PATH_MAX + 32];
+
+/* The file @path with the selector byte @sel in front, as seed @i. */
+static void seed(const char *dir, int i, unsigned char sel, const char *path)
+{
+	char out[PATH_MAX + 32];
+	size_t len;
+	char *buf = model_read_file(path, &len);
+	FILE *f;
+
+	if (!buf) {
+		tap_diag("no seed %s", path);
+		return;
+	}
+	snprintf(out, sizeof(out), "%s/seed%d", dir, i);
+	f = fopen(out, "wb");
+	if (f) {
+		fputc(sel, f);
+		fwrite(buf, 1, len, f);
+		fclose(f);
+	}
+	free(buf);
+}
+
+static void test_libfuzzer_run(void)
+{
+	char dir[] = "/tmp/spyre-model-fuzz-XXXXXX", cmd[4 * PATH_MAX], p[PATH_MAX + 64], err[256];
+	struct spyre_model_config c = spyre_model_config_tiny();
+	struct spyre_model_weights w;
+	static const float v[6] = { 1, -2, 0.5f, 3, 4, 5 };
+	static const struct spyre_st_out mixed[] = {
+		{ "a", SPYRE_ST_F32, 2, { 2, 3 }, v, NULL },
+		{ "b", SPYRE_ST_F16, 1, { 4 }, v, NULL },
+		{ "c", SPYRE_ST_BF16, 3, { 1, 1, 2 }, v, NULL },
+	};
+
+	if (!TAP_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m"))
+		return;
+	snprintf(p, sizeof(p), "%s/model/configs/tiny/config.json", model_top());
+	seed(dir, 0, 0, p);
+	seed(dir, 1, 2, p);
+	snprintf(p, sizeof(p), "%s/model/configs/granite-3.3-8b/config.json", model_top());
+	seed(dir, 2, 0, p);
+	c.layers = 1;
+	c.hidden = 8;
+	c.heads = 2;
+	c.kv_heads = 1;
+	c.head_dim = 4;
+	c.ffn = 12;
+	c.vocab = 16;
+	c.max_pos = 16;
+	snprintf(p, sizeof(p), "%s/micro.st", dir);
+	if (spyre_model_weights_random(&c, 1, &w) == 0) {
+		if (spyre_model_weights_save(&c, &w, p, SPYRE_ST_BF16, err, sizeof(err)) == 0)
+			seed(dir, 3, 1, p);
+		spyre_model_weights_free(&w);
+	}
+	snprintf(p, sizeof(p), "%s/mixed.st", dir);
+	if (spyre_st_write(p, mixed, 3, err, sizeof(err)) == 0)
+		seed(dir, 4, 1, p);
+	snprintf(cmd, sizeof(cmd), "rm -f %s/micro.st %s/mixed.st", dir, dir);
+	if (system(cmd))
+		tap_diag("could not remove the seed sources");
+
+	snprintf(cmd, sizeof(cmd), "%s -runs=100000 -max_total_time=15 -timeout=10 -rss_limit_mb=2048 "
+		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, dir, dir, dir);
+	int rc = system(cmd);
+
+	snprintf(cmd, sizeof(cmd), "grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' %s/log |"
+		 " sed 's/^/# /'; grep -q 'stat::number_of_executed_units' %s/log", dir, dir);
+	int stats = system(cmd);
+
+	TAP_CHECK(rc == 0 && stats == 0, "libFuzzer run of model-fuzz: no crash (exit %d)", rc);
+	if (rc) {
+		snprintf(cmd, sizeof(cmd), "tail -n 40 %s/log | sed 's/^/# /'", dir);
+		if (system(cmd))
+			rc = 1;
+	}
+	if (rc) {	/* keep the reproducer */
+		tap_diag("crash input kept in %s", dir);
+	} else {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd))
+			tap_diag("could not remove %s", dir);
+	}
+}
+
+static const struct tap_case cases[] = {
+	{ "libfuzzer_run", test_libfuzzer_run },
+};
+
+int main(int argc, char **argv)
+{
+	snprintf(fuzz, sizeof(fuzz), "%s/build/fuzz/model-fuzz", model_top());
+	if (access(fuzz, X_OK))
+		tap_skip_all("%s not built (needs clang with libFuzzer: make fuzz)", fuzz);
+	return TAP_RUN(cases, argc, argv);
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-util.h - helpers shared by the model tests: where the source tree is,
+ * reading a file, a temporary directory.
+ */
+#ifndef SPYRE_MODEL_TEST_UTIL_H
+#define SPYRE_MODEL_TEST_UTIL_H
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The repository's top directory: this program is build/tests/NAME or build/fuzz/NAME. */
+static inline const char *model_top(void)
+{
+	static char top[PATH_MAX];
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (top[0])
+		return top;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return ".";
+	self[n] = 0;
+	for (int i = 0; i < 3; i++) {
+		char *s = strrchr(self, '/');
+
+		if (!s)
+			return ".";
+		*s = 0;
+	}
+	snprintf(top, sizeof(top), "%s", self);
+	return top;
+}
+
+/* The whole file in a malloc'ed buffer of exactly its size (NULL on error). */
+static inline char *model_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	*len = 0;
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+		goto out;
+	buf = malloc(n ? (size_t)n : 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+		goto out;
+	}
+	*len = (size_t)n;
+out:
+	fclose(f);
+	return buf;
+}
+
+static inline int model_write_file(const char *path, const void *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	int rc;
+
+	if (!f)
+		return -1;
+	rc = fwrite(buf, 1, len, f) == len ? 0 : -1;
+	return fclose(f) ? -1 : rc;
+}
+
+/* A fresh temporary directory, or NULL. */
+static inline const char *model_tmpdir(void)
+{
+	static char dir[64];
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/tmp/spyre-model-XXXXXX");
+		if (!mkdtemp(dir)) {
+			dir[0] = 0;
+			return NULL;
+		}
+	}
+	return dir;
+}
+
+static inline void model_rmtmp(void)
+{
+	char cmd[128];
+
+	if (model_tmpdir()) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", model_tmpdir());
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", model_tmpdir());
+	}
+}
+
+#endif /* SPYRE_MODEL_TEST_UTIL_H */
