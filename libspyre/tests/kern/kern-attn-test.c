@@ -10,7 +10,18 @@
  * |x sin| (fp32 arithmetic: two products and one sum, the tables rounded to
  * fp32 once: a few 2^-24).
  *
- * ATTENTION: see the attention cases below for their tolerances.
+ * ATTENTION: prefill for sequence lengths 1, 2, 7, 8, 9, 63, 64, 65, 127,
+ * 128, 129 and 257 in every dtype, heads 1..8 with GQA ratios 1, 2 and 4,
+ * head_dim 32 and 64, 1, 7 and 32 cores, both addressing forms, small
+ * scratchpads (key tiles with the online softmax); the caches compared
+ * exactly (the new rows written where they belong, nothing else touched).
+ * Decode after a prefill: steps n, n+1, ... with one program (its image
+ * bytes identical for every position) against full causal attention over
+ * all tokens so far; pos = max_pos - 1; -EINVAL past the cache.
+ * Tolerance: one rounding of the output, kh_tol(dt) * |o|, plus 2e-5
+ * absolute (|v| <= 1): the fp32 intermediates (scores accumulated over
+ * head_dim <= 64 products, exp, sums over <= 257 keys, 1/l as rsqrt^2) err
+ * by a few 2^-24 relative each, well under 1e-5 of the largest |v|.
  */
 #include <errno.h>
 #include <math.h>
@@ -138,9 +149,324 @@ static void test_rope_errors(void)
 		  rc, spyre_last_error());
 }
 
+/* ---- ATTENTION ------------------------------------------------------------ */
+
+struct attn_io {
+	uint32_t dt, heads, kvh, hd, max_pos;
+	float *kc, *vc;		/* host caches [kvh*max_pos x hd], as the device holds them */
+};
+
+/*
+ * Reference: queries q [m x heads*hd] at positions pos0.. attend over cache
+ * rows 0..pos0+i of kc/vc (already holding the rounded new rows).
+ */
+static void attn_ref(const struct attn_io *io, const float *q, uint32_t m, uint32_t pos0, float scale, float *o)
+{
+	uint32_t hd = io->hd, r = io->heads / io->kvh;
+	double *p = malloc(sizeof(double) * io->max_pos);
+
+	for (uint32_t i = 0; i < m; i++)
+		for (uint32_t h = 0; h < io->heads; h++) {
+			const float *qr = q + ((uint64_t)i * io->heads + h) * hd;
+			uint64_t base = (uint64_t)(h / r) * io->max_pos;
+			uint32_t n = pos0 + i + 1;
+			double mx = -INFINITY, sum = 0;
+
+			for (uint32_t k = 0; k < n; k++) {
+				const float *kr = io->kc + (base + k) * hd;
+				double s = 0;
+
+				for (uint32_t e = 0; e < hd; e++)
+					s += (double)kh_round(qr[e], io->dt) * kr[e];
+				p[k] = s * scale;
+				mx = p[k] > mx ? p[k] : mx;
+			}
+			for (uint32_t k = 0; k < n; k++)
+				sum += p[k] = exp(p[k] - mx);
+			for (uint32_t e = 0; e < hd; e++) {
+				double acc = 0;
+
+				for (uint32_t k = 0; k < n; k++)
+					acc += p[k] * io->vc[(base + k) * hd + e];
+				o[((uint64_t)i * io->heads + h) * hd + e] = (float)(acc / sum);
+			}
+		}
+	free(p);
+}
+
+static char *attn_name(char *buf, size_t len, const char *what, const struct attn_io *io, uint32_t m, uint32_t pos,
+		       uint32_t cores, uint32_t flags, uint32_t sp)
+{
+	snprintf(buf, len, "%s %s m%u pos %u h%u/%u hd%u max_pos %u c%u%s%s", what, dtn(io->dt), m, pos, io->heads,
+		 io->kvh, io->hd, io->max_pos, cores, (flags & SPYRE_KF_RELOC) ? " reloc" : "",
+		 sp ? " small-sp" : "");
+	return buf;
+}
+
+/*
+ * One launch: m new tokens at pos0 (prefill: pos0 = 0; decode: m = 1 with
+ * the scalars of pos0). Updates io's caches from the device and checks them
+ * and O against the reference. @image (optional) gets the program bytes.
+ */
+static bool attn_step(struct attn_io *io, uint32_t m, uint32_t pos0, uint32_t cores, uint32_t flags, uint32_t sp,
+		      void **image, size_t *image_size)
+{
+	uint32_t hd = io->hd, heads = io->heads, kvh = io->kvh;
+	uint64_t nq = (uint64_t)m * heads * hd, nk = (uint64_t)m * kvh * hd, nc = (uint64_t)kvh * io->max_pos * hd;
+	float *q = kh_alloc(4 * nq), *k = kh_alloc(4 * nk), *v = kh_alloc(4 * nk), *o = kh_alloc(4 * nq);
+	float *ref = kh_alloc(4 * nq), *kc_want = kh_alloc(4 * nc), *vc_want = kh_alloc(4 * nc);
+	bool decode = (flags & SPYRE_KF_DECODE) != 0, ok = false;
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_ATTENTION, .dtype = io->dt, .cores = cores,
+				 .m = m, .heads = heads, .kv_heads = kvh, .head_dim = hd, .max_pos = io->max_pos,
+				 .flags = flags, .sp_bytes = sp };
+	struct kh_slot s[] = {
+		KH_IN_G(q, m, (uint64_t)heads * hd, hd), KH_IN_G(k, m, (uint64_t)kvh * hd, hd),
+		KH_IN_G(v, m, (uint64_t)kvh * hd, hd), KH_INOUT(io->kc, (uint64_t)kvh * io->max_pos, hd),
+		KH_INOUT(io->vc, (uint64_t)kvh * io->max_pos, hd), KH_OUT_G(o, m, (uint64_t)heads * hd, hd),
+	};
+	uint64_t sc[4];
+	char what[160];
+
+	attn_name(what, sizeof(what), decode ? "decode" : "prefill", io, m, pos0, cores, flags, sp);
+	kh_fill(q, nq, -1, 1);
+	kh_fill(k, nk, -1, 1);
+	kh_fill(v, nk, -1, 1);
+	memcpy(kc_want, io->kc, 4 * nc);
+	memcpy(vc_want, io->vc, 4 * nc);
+	for (uint32_t i = 0; i < m; i++)
+		for (uint32_t g = 0; g < kvh; g++)
+			for (uint32_t e = 0; e < hd; e++) {
+				uint64_t row = (uint64_t)g * io->max_pos + pos0 + i, src = ((uint64_t)i * kvh + g) * hd + e;
+
+				kc_want[row * hd + e] = kh_round(k[src], io->dt);
+				vc_want[row * hd + e] = kh_round(v[src], io->dt);
+			}
+	{
+		struct attn_io want = *io;
+
+		want.kc = kc_want;
+		want.vc = vc_want;
+		attn_ref(&want, q, m, pos0, (float)(1.0 / sqrt(hd)), ref);
+	}
+	if (image) {
+		struct spyre_kernel_info info = { .size = sizeof(info) };
+
+		if (!TAP_CHECK(spyre_kernel_build(&d, image, image_size, &info) == 0, "%s: build: %s", what,
+			       spyre_last_error()))
+			goto out;
+	}
+	if (decode && !TAP_CHECK(spyre_kernel_attention_scalars(&d, pos0, sc) == 0, "%s: scalars: %s", what,
+				 spyre_last_error()))
+		goto out;
+	if (kh_run(&d, s, 6, decode ? sc : NULL, decode ? 4 : 0, NULL) == 0) {
+		char w2[200];
+
+		ok = kh_close(what, o, ref, nq, kh_tol(io->dt), 2e-5);
+		snprintf(w2, sizeof(w2), "%s: K cache", what);
+		ok &= kh_close(w2, io->kc, kc_want, nc, 0, 0);
+		snprintf(w2, sizeof(w2), "%s: V cache", what);
+		ok &= kh_close(w2, io->vc, vc_want, nc, 0, 0);
+	}
+out:
+	free(q);
+	free(k);
+	free(v);
+	free(o);
+	free(ref);
+	free(kc_want);
+	free(vc_want);
+	return ok;
+}
+
+static void attn_io_init(struct attn_io *io, uint32_t dt, uint32_t heads, uint32_t kvh, uint32_t hd, uint32_t max_pos)
+{
+	*io = (struct attn_io){ .dt = dt, .heads = heads, .kvh = kvh, .hd = hd, .max_pos = max_pos };
+	io->kc = kh_alloc(4ull * kvh * max_pos * hd);	/* zero-filled, as the API asks */
+	io->vc = kh_alloc(4ull * kvh * max_pos * hd);
+}
+
+static void attn_io_fini(struct attn_io *io)
+{
+	free(io->kc);
+	free(io->vc);
+}
+
+static const uint32_t seqs[] = { 1, 2, 7, 8, 9, 63, 64, 65, 127, 128, 129, 257 };
+
+/* every length in every dtype; heads, GQA ratio, head_dim, cores and addressing vary with the case */
+static void test_prefill(void)
+{
+	static const uint32_t ratio[] = { 1, 2, 4 };
+	unsigned i = 0;
+
+	for (unsigned di = 0; di < 4; di++)
+		for (unsigned si = 0; si < sizeof(seqs) / sizeof(seqs[0]); si++, i++) {
+			uint32_t m = seqs[si], rr = ratio[i % 3], kvh = 1 + (i / 3) % (8 / rr), heads = kvh * rr;
+			uint32_t hd = (i / 2) % 2 ? 64 : 32, cores = kh_cores[(i + di) % 3];
+			struct attn_io io;
+
+			if (m > 128 && heads > 4)	/* keep the file fast: the longest sequences with <= 4 heads */
+				kvh = 1, heads = rr;
+			attn_io_init(&io, kh_dtypes[di], heads, kvh, hd, m + 3);
+			attn_step(&io, m, 0, cores, (i & 1) ? SPYRE_KF_RELOC : 0, 0, NULL, NULL);
+			attn_io_fini(&io);
+		}
+}
+
+/* every head count 1..8 (GQA ratios 1, 2, 4 where they divide) at one length */
+static void test_prefill_heads(void)
+{
+	for (uint32_t h = 1; h <= 8; h++)
+		for (uint32_t rr = 1; rr <= 4; rr *= 2) {
+			struct attn_io io;
+
+			if (h % rr)
+				continue;
+			attn_io_init(&io, SPYRE_DT_FP16, h, h / rr, 64, 40);
+			attn_step(&io, 33, 0, kh_cores[(h + rr) % 3], rr == 2 ? SPYRE_KF_RELOC : 0, 0, NULL, NULL);
+			attn_io_fini(&io);
+		}
+}
+
+/* small scratchpads: keys in tiles with the online softmax, query blocks cut */
+static void test_prefill_tiled(void)
+{
+	struct attn_io io;
+
+	attn_io_init(&io, SPYRE_DT_FP16, 4, 2, 64, 300);
+	attn_step(&io, 257, 0, 7, 0, 64 << 10, NULL, NULL);
+	attn_io_fini(&io);
+	attn_io_init(&io, SPYRE_DT_FP32, 8, 2, 32, 130);
+	attn_step(&io, 129, 0, 1, SPYRE_KF_RELOC, 32 << 10, NULL, NULL);
+	attn_io_fini(&io);
+	attn_io_init(&io, SPYRE_DT_BF16, 2, 1, 64, 70);
+	attn_step(&io, 65, 0, 32, 0, 16 << 10, NULL, NULL);
+	attn_io_fini(&io);
+}
+
+/* prefill n, then decode n, n+1, ... with the same program */
+static void decode_chain(uint32_t dt, uint32_t heads, uint32_t kvh, uint32_t hd, uint32_t max_pos, uint32_t n,
+			 uint32_t steps, uint32_t cores, uint32_t flags, uint32_t sp)
+{
+	struct attn_io io;
+	void *img0 = NULL;
+	size_t sz0 = 0;
+	bool same = true;
+
+	attn_io_init(&io, dt, heads, kvh, hd, max_pos);
+	if (n)
+		attn_step(&io, n, 0, cores, flags, sp, NULL, NULL);
+	for (uint32_t s = 0; s < steps && n + s < max_pos; s++) {
+		void *img = NULL;
+		size_t sz = 0;
+
+		attn_step(&io, 1, n + s, cores, flags | SPYRE_KF_DECODE, sp, &img, &sz);
+		if (!img0) {
+			img0 = img;
+			sz0 = sz;
+		} else {
+			same &= img && sz == sz0 && !memcmp(img, img0, sz);
+			free(img);
+		}
+	}
+	TAP_CHECK(same, "decode %s h%u/%u hd%u max_pos %u c%u: one program for every position", dtn(dt), heads, kvh,
+		  hd, max_pos, cores);
+	free(img0);
+	attn_io_fini(&io);
+}
+
+static void test_decode(void)
+{
+	for (unsigned di = 0; di < 4; di++)
+		for (unsigned ci = 0; ci < 3; ci++) {
+			uint32_t rr = 1u << ((di + ci) % 3), kvh = 1 + (di + 2 * ci) % 3;
+
+			decode_chain(kh_dtypes[di], kvh * rr, kvh, (di + ci) % 2 ? 64 : 32, 100 + 31 * ci,
+				     kh_edge[(di + ci) % 10], 4, kh_cores[ci], (di & 1) ? SPYRE_KF_RELOC : 0, 0);
+		}
+	/* around stick boundaries of the mask: positions 31, 32, 33 and 63, 64, 65 */
+	decode_chain(SPYRE_DT_FP16, 8, 2, 64, 200, 31, 3, 32, 0, 0);
+	decode_chain(SPYRE_DT_BF16, 4, 4, 32, 66, 63, 3, 7, SPYRE_KF_RELOC, 0);
+	/* a scratchpad too small for the whole key range: tiles of 32 keys */
+	decode_chain(SPYRE_DT_FP16, 4, 1, 64, 300, 200, 2, 1, 0, 32 << 10);
+	decode_chain(SPYRE_DT_DL16, 8, 2, 128, 260, 129, 2, 32, 0, 64 << 10);
+}
+
+/* the last position of the cache, and past it */
+static void test_decode_last(void)
+{
+	struct attn_io io;
+	struct spyre_kdesc d;
+	uint64_t sc[4];
+	int rc;
+
+	for (unsigned ci = 0; ci < 3; ci++) {
+		uint32_t max_pos = 64 + 33 * ci;
+
+		attn_io_init(&io, kh_dtypes[ci + 1], 4, 2, 64, max_pos);
+		kh_fill(io.kc, 2ull * max_pos * 64, -1, 1);
+		kh_fill(io.vc, 2ull * max_pos * 64, -1, 1);
+		for (uint64_t i = 0; i < 2ull * max_pos * 64; i++) {
+			io.kc[i] = kh_round(io.kc[i], io.dt);
+			io.vc[i] = kh_round(io.vc[i], io.dt);
+		}
+		attn_step(&io, 1, max_pos - 1, kh_cores[ci], SPYRE_KF_DECODE, 0, NULL, NULL);
+		attn_io_fini(&io);
+	}
+	d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_ATTENTION, .dtype = SPYRE_DT_FP16, .m = 1,
+				  .heads = 4, .kv_heads = 2, .head_dim = 64, .max_pos = 64, .flags = SPYRE_KF_DECODE };
+	rc = spyre_kernel_attention_scalars(&d, 63, sc);
+	TAP_CHECK(rc == 0, "pos 63 of 64: rc %d", rc);
+	rc = spyre_kernel_attention_scalars(&d, 64, sc);
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "max_pos 64"), "pos 64 of 64: rc %d, %s", rc,
+		  spyre_last_error());
+	d.flags = 0;
+	rc = spyre_kernel_attention_scalars(&d, 3, sc);
+	TAP_CHECK(rc == -EINVAL, "scalars of a prefill descriptor: rc %d", rc);
+}
+
+static void test_attn_errors(void)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_ATTENTION, .dtype = SPYRE_DT_FP16, .m = 8,
+				 .heads = 6, .kv_heads = 4, .head_dim = 64, .max_pos = 16 };
+	struct spyre_kernel_info info = { .size = sizeof(info) };
+	void *img;
+	size_t sz;
+	int rc = spyre_kernel_build(&d, &img, &sz, &info);
+
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "kv_heads 4"), "heads 6 / kv 4: rc %d, %s", rc,
+		  spyre_last_error());
+	d.kv_heads = 2;
+	d.m = 17;
+	rc = spyre_kernel_build(&d, &img, &sz, &info);
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "max_pos 16"), "m 17 > max_pos 16: rc %d, %s", rc,
+		  spyre_last_error());
+	d.m = 2;
+	d.flags = SPYRE_KF_DECODE;
+	rc = spyre_kernel_build(&d, &img, &sz, &info);
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "m = 1"), "decode with m 2: rc %d, %s", rc,
+		  spyre_last_error());
+	d.m = 1;
+	d.head_dim = 0;
+	rc = spyre_kernel_build(&d, &img, &sz, &info);
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "head_dim"), "head_dim 0: rc %d, %s", rc,
+		  spyre_last_error());
+	d.head_dim = 128;
+	d.sp_bytes = 16 << 10;
+	rc = spyre_kernel_build(&d, &img, &sz, &info);
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "does not fit"), "tiny scratchpad: rc %d, %s", rc,
+		  spyre_last_error());
+}
+
 static const struct tap_case cases[] = {
 	{ "rope", test_rope },
 	{ "rope_errors", test_rope_errors },
+	{ "prefill", test_prefill },
+	{ "prefill_heads", test_prefill_heads },
+	{ "prefill_tiled", test_prefill_tiled },
+	{ "decode", test_decode },
+	{ "decode_last", test_decode_last },
+	{ "attn_errors", test_attn_errors },
 };
 
 int main(int argc, char **argv)
