@@ -58,9 +58,10 @@ const char *spyre_ref_dtype_name(unsigned int act_dtype);	/* "fp32", "fp16", "bf
 struct spyre_ref;
 
 /*
- * A reference model over @w (which must stay valid; with a storage dtype a
- * rounded copy is made and @w is not read again). NULL when @act_dtype is not
- * one of the codes above, @cfg is invalid, or out of memory.
+ * A reference model over @w (weights of @cfg from spyre_model_weights_alloc,
+ * _load or _random, which must stay valid; with a storage dtype a rounded
+ * copy is made and @w is not read again). NULL when @act_dtype is not one of
+ * the codes above, @cfg is invalid, @w is not of its shape, or out of memory.
  */
 struct spyre_ref *spyre_ref_new(const struct spyre_model_config *cfg, const struct spyre_model_weights *w,
 				unsigned int act_dtype);

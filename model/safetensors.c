@@ -22,7 +22,7 @@ struct spyre_st {
 	const struct spyre_json_node *meta;
 	struct spyre_st_tensor *t;
 	size_t n;
-	size_t *sorted;			/* indices of t by name */
+	const struct spyre_st_tensor **sorted;	/* t by name */
 	void *map;			/* spyre_st_open: the mapping */
 	size_t maplen;
 };
@@ -79,11 +79,10 @@ unsigned int spyre_st_dtype_size(enum spyre_st_dtype dtype)
 	return dtype == SPYRE_ST_F32 ? 4u : 2u;
 }
 
-static const struct spyre_st_tensor *sort_t;	/* qsort's context */
-
 static int by_name(const void *a, const void *b)
 {
-	return strcmp(sort_t[*(const size_t *)a].name, sort_t[*(const size_t *)b].name);
+	return strcmp((*(const struct spyre_st_tensor *const *)a)->name,
+		      (*(const struct spyre_st_tensor *const *)b)->name);
 }
 
 static int parse_tensor(struct spyre_st_tensor *t, const char *name, const struct spyre_json_node *v,
@@ -240,12 +239,10 @@ int spyre_st_open_mem(const void *buf, size_t len, struct spyre_st **out, char *
 		if (parse_tensor(&st->t[st->n], key, v, data_len, err, errlen))
 			goto bad;
 		st->t[st->n].data = p + 8 + hlen + st->t[st->n].begin;
-		st->sorted[st->n] = st->n;
+		st->sorted[st->n] = &st->t[st->n];
 		st->n++;
 	}
-	sort_t = st->t;
 	qsort(st->sorted, st->n, sizeof(*st->sorted), by_name);
-	sort_t = NULL;
 	*out = st;
 	return 0;
 bad:
@@ -321,10 +318,10 @@ const struct spyre_st_tensor *spyre_st_find(const struct spyre_st *st, const cha
 	hi = st->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(st->t[st->sorted[mid]].name, name);
+		int c = strcmp(st->sorted[mid]->name, name);
 
 		if (!c)
-			return &st->t[st->sorted[mid]];
+			return st->sorted[mid];
 		if (c < 0)
 			lo = mid + 1;
 		else
