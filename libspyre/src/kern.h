@@ -91,6 +91,45 @@ int kg_ok(struct kgen *g);
 /* fp32 bit pattern of @f (FILL immediates). */
 uint32_t kg_f32_bits(float f);
 
+/* ---- shared GEMM tiling (kern_linear.c; used by LINEAR, BMM and MLP) ---- */
+
+/* A stick-layout matrix operand in device memory. */
+struct kg_mat {
+	int slot;
+	uint32_t dt;
+	uint64_t base;		/* byte offset of row 0 in the slot */
+	uint64_t pitch;		/* bytes per row */
+};
+
+/*
+ * Y[m x n] = A[m x k] B[k x n] (+ bias fp32 [n]), accumulated in fp32 and
+ * rounded once to Y's dtype. A's k columns may be grouped (k_group: each
+ * group padded to sticks), B's, Y's and bias's n columns likewise (n_group).
+ * A and B share a dtype, or A is fp32 and B's tiles are cast to fp32.
+ */
+struct kg_gemm {
+	struct kg_mat a, b, y;
+	int bias;		/* fp32 bias slot, -1: none */
+	uint64_t m, n, k;
+	uint64_t k_group, n_group;
+};
+
+/*
+ * Split @j over g->cores by @strategy (SPYRE_KSTRAT_SPLIT_M: row blocks of 8,
+ * SPLIT_N: column blocks of a stick), plan each core's tiles for the
+ * scratchpad and, if @emit, emit them. @active: cores sharing LPDDR for the
+ * plan's cost (0: those this split uses); @max_insns: instruction budget per
+ * core. *@cycles (optional): the slowest core's modeled cycles; *@used
+ * (optional) |= the cores given work. Returns 0 or -EINVAL (kg_fail).
+ */
+int kg_gemm_split(struct kgen *g, const struct kg_gemm *j, uint32_t strategy, uint32_t active,
+		  uint32_t max_insns, int emit, uint64_t *cycles, uint32_t *used);
+
+/* Modeled cycles of one instruction (docs/spyre-isa.md §6, SPYRE_TM_* defaults). */
+uint64_t kg_cyc_dma(uint64_t bytes, uint32_t active);
+uint64_t kg_cyc_mm(uint32_t dt, uint32_t dt2, uint64_t m, uint64_t n, uint64_t k);
+uint64_t kg_cyc_sfu(uint64_t elems, uint32_t passes, uint64_t bytes);
+
 /* ---- generators: one per op (kern_*.c) ---- */
 typedef int (*kg_gen_fn)(struct kgen *g);
 
