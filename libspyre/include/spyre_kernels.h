@@ -107,7 +107,7 @@ enum spyre_kop {
 	 * @SPYRE_KOP_EMBEDDING: Y[i] = table[token_i] * @scale (0: 1).
 	 * Slots table [n(vocab) x k(hidden)], Y [m x k]. Scalars: m token
 	 * row offsets (spyre_kernel_embedding_scalars()): token ids go to
-	 * the device as launch scalars, never as a copy.
+	 * the device as launch scalars, never as a copy. m <= 198 per launch.
 	 */
 	SPYRE_KOP_EMBEDDING = 13,
 	/** @SPYRE_KOP_ARGMAX: per row of X [m x n]: Y [m] int32 index of its maximum (lowest on ties). */
