@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define LIBSPYRE_VERSION_MAJOR 0
-#define LIBSPYRE_VERSION_MINOR 1
+#define LIBSPYRE_VERSION_MINOR 2
 
 /** An open spyre device. */
 typedef struct spyre_device spyre_device_t;
@@ -145,6 +145,10 @@ struct spyre_mem_stats {
 	uint64_t reserved;		/**< Device memory held in buffers (used + cached). */
 	uint64_t alloc_calls;		/**< spyre_malloc() calls. */
 	uint64_t bo_creates;		/**< Of those, calls that needed a new buffer (an ioctl). */
+	/* Since 0.2: a caller's older, smaller structure is filled up to its size. */
+	uint64_t h2d_bytes;		/**< Bytes copied host -> device by every spyre_memcpy*() call. */
+	uint64_t d2h_bytes;		/**< Bytes copied device -> host. */
+	uint64_t d2d_bytes;		/**< Bytes copied device -> device. */
 };
 
 int spyre_mem_get_stats(spyre_device_t *dev, struct spyre_mem_stats *stats);
@@ -308,6 +312,58 @@ struct spyre_launch_stats {
 
 /** spyre_stream_last_launch() - stats of the stream's last launch (synchronizes first). */
 int spyre_stream_last_launch(spyre_stream_t *stream, struct spyre_launch_stats *stats);
+
+/**
+ * What a stream did since it was created or its totals were last reset: the
+ * sums over its launches, and the bytes its copies, fills and launches moved.
+ */
+struct spyre_stream_stats {
+	uint32_t size;			/**< In: sizeof(struct spyre_stream_stats). */
+	uint32_t pad;
+	uint64_t launches;		/**< launches completed since the last reset */
+	uint64_t failed_launches;	/**< of those, with an engine fault */
+	uint64_t device_ns;		/**< sum of modeled device time of those launches */
+	uint64_t device_cycles;		/**< sum of their device_cycles */
+	uint64_t insns;			/**< sum of their instructions */
+	uint64_t core_busy_cycles;	/**< sum over launches and cores of busy cycles */
+	/**
+	 * sum over launches of device_cycles x the cores the launch ran on
+	 * (cores_run): core_busy_cycles / core_cycles is the utilization
+	 */
+	uint64_t core_cycles;
+	uint64_t h2d_bytes;		/**< bytes copied host -> device by spyre_memcpy_async() on this stream */
+	uint64_t d2h_bytes;		/**< bytes copied device -> host */
+	uint64_t d2d_bytes;		/**< bytes copied device -> device */
+	/**
+	 * argument-block bytes written by launches (slot addresses + scalars);
+	 * 0 for a launch that reuses the previous block
+	 */
+	uint64_t arg_bytes;
+	uint64_t upload_bytes;		/**< program bytes uploaded by the patch path (patched copies) */
+	uint64_t memset_bytes;		/**< bytes set by spyre_memset_async() */
+};
+
+/**
+ * spyre_stream_get_stats() - the totals of @stream, without a wait per launch.
+ * @stats: caller sets stats->size = sizeof(*stats) before the call.
+ *
+ * Waits for the work enqueued on @stream so far (as spyre_stream_synchronize()),
+ * then sums every launch of it that completed since the last reset. Launches
+ * are counted as they complete, bytes as work is enqueued. While other threads
+ * enqueue on @stream, all work enqueued before the call is counted and some
+ * enqueued during it may be; each launch is counted once, whole.
+ * Return: 0; -EIO when the stream is poisoned (@stats is filled all the same:
+ * a launch whose job failed before it ran is not counted); -EINVAL for a NULL
+ * argument or a size below 8.
+ */
+int spyre_stream_get_stats(spyre_stream_t *stream, struct spyre_stream_stats *stats);
+
+/**
+ * spyre_stream_reset_stats() - zero the totals of @stream, after waiting for
+ * the work enqueued so far: it counts toward no later spyre_stream_get_stats().
+ * Return: 0; -EIO when the stream is poisoned (the totals are zeroed all the same).
+ */
+int spyre_stream_reset_stats(spyre_stream_t *stream);
 
 /**
  * spyre_last_error() - detail of the calling thread's last failed call.

@@ -95,21 +95,24 @@ struct spyre_device {
 };
 
 /*
- * A stream's launches (program.c): a ring of SPYRE_ARG_SLOTS blocks of
- * SPYRE_ARG_SLOT_BYTES, each the argument block (SPYRE_ARG_WORDS u64 slot
- * addresses and scalars at the most) then, at SPYRE_ARG_RECORD_OFF, the
- * launch record the device writes.
+ * A stream's launches (program.c), in one host buffer: a ring of
+ * SPYRE_ARG_SLOTS argument blocks of SPYRE_ARG_SLOT_BYTES (SPYRE_ARG_WORDS u64
+ * slot addresses and scalars at the most), then, at SPYRE_ARG_RECORDS_OFF, a
+ * ring of SPYRE_ARG_RECORDS launch records the device writes. A launch with
+ * unchanged bindings reuses the last argument block, but every launch takes a
+ * record of its own: the records of done launches are folded into the
+ * stream's totals (struct spyre_stream.stats) before a record is reused.
  */
 #define SPYRE_ARG_SLOTS		32
-#define SPYRE_ARG_SLOT_BYTES	2048
 #define SPYRE_ARG_WORDS		200
-#define SPYRE_ARG_RECORD_OFF	1664
+#define SPYRE_ARG_SLOT_BYTES	(SPYRE_ARG_WORDS * 8)
+#define SPYRE_ARG_RECORDS	256
+#define SPYRE_ARG_RECORDS_OFF	(SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES)
+#define SPYRE_ARG_BUF_BYTES	\
+	(SPYRE_ARG_RECORDS_OFF + SPYRE_ARG_RECORDS * sizeof(struct spyre_launch_record))
 
-static_assert(SPYRE_ARG_WORDS * 8 <= SPYRE_ARG_RECORD_OFF,
-	      "the argument block ends before the launch record");
-static_assert(SPYRE_ARG_RECORD_OFF + sizeof(struct spyre_launch_record) <= SPYRE_ARG_SLOT_BYTES,
-	      "the launch record fits its block");
-static_assert(SPYRE_ARG_SLOT_BYTES % 8 == 0 && SPYRE_ARG_RECORD_OFF % 8 == 0,
+static_assert(SPYRE_ARG_SLOT_BYTES % 8 == 0 && SPYRE_ARG_RECORDS_OFF % 8 == 0 &&
+	      sizeof(struct spyre_launch_record) % 8 == 0,
 	      "every argument block and launch record is 8-byte aligned");
 
 #define SPYRE_MAX_WAITS 16
@@ -143,6 +146,11 @@ struct spyre_stream {
 	uint64_t cb_done;		/* callbacks finished (count) */
 	uint64_t cb_queued;
 	struct spyre_launch_state *launch;	/* program.c's; NULL until the first launch */
+	/*
+	 * Totals of spyre_stream_get_stats() (@size unused): bytes as work is
+	 * enqueued, launches as their records are folded (program.c).
+	 */
+	struct spyre_stream_stats stats;
 };
 
 
@@ -186,6 +194,7 @@ void spyre_launch_state_free(struct spyre_device *dev, struct spyre_launch_state
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
+int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *done);
 int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
 			void *arg);
 struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);

@@ -42,19 +42,33 @@ struct spyre_program {
 
 /*
  * A stream's launch state (struct spyre_stream.launch), under the stream's
- * lock: a ring of argument blocks in host memory, each followed by the launch
- * record the device writes, and what the last launch bound, so that a launch
- * with unchanged bindings reuses its block.
+ * lock, in one host buffer (internal.h): a ring of argument blocks, with what
+ * the last launch bound, so that a launch with unchanged bindings reuses its
+ * block; and a ring of launch records the device writes, one per launch,
+ * folded into the stream's totals once the launch is done.
  */
 struct spyre_launch_state {
-	struct spyre_buf bo;		/* SPYRE_ARG_SLOTS blocks of SPYRE_ARG_SLOT_BYTES */
+	struct spyre_buf bo;		/* SPYRE_ARG_BUF_BYTES: blocks, then records */
 	uint32_t next;			/* the block new bindings take next */
 	uint64_t point[SPYRE_ARG_SLOTS];	/* stream point of the last launch reading each */
 	int last_slot;			/* block of the last launch, -1 if none */
 	struct spyre_program *last_prog;
 	uint64_t last_args[SPYRE_ARG_WORDS];
 	uint32_t last_nargs;
+	uint32_t rec_next;		/* the record the next launch takes */
+	int last_rec;			/* record of the last launch, -1 if none */
+	/* stream point of the launch writing each record; 0 once folded (or never used) */
+	uint64_t rec_point[SPYRE_ARG_RECORDS];
+	uint64_t done;			/* stream points up to this one are known done */
 };
+
+/*
+ * The status a record holds until the device writes it: no engine fault
+ * cause. A record that still holds it once its launch's job is done belongs
+ * to a launch that never ran (its job failed before it, or was reset).
+ */
+#define RECORD_UNWRITTEN 0xffffffffu
+static_assert(SPYRE_ENGINE_FAULT_COUNT < RECORD_UNWRITTEN, "no engine fault looks unwritten");
 
 static int launch_state_get_locked(struct spyre_stream *s, struct spyre_launch_state **out)
 {
@@ -66,13 +80,13 @@ static int launch_state_get_locked(struct spyre_stream *s, struct spyre_launch_s
 		r = calloc(1, sizeof(*r));
 		if (!r)
 			return spyre_error(-ENOMEM, "out of memory");
-		ret = spyre_bo_new(s->dev, SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES,
-				   DRM_SPYRE_BO_HOST, &r->bo);
+		ret = spyre_bo_new(s->dev, SPYRE_ARG_BUF_BYTES, DRM_SPYRE_BO_HOST, &r->bo);
 		if (ret) {
 			free(r);
 			return ret;
 		}
 		r->last_slot = -1;
+		r->last_rec = -1;
 		s->launch = r;
 	}
 	*out = r;
@@ -87,10 +101,77 @@ void spyre_launch_state_free(struct spyre_device *dev, struct spyre_launch_state
 	free(r);
 }
 
-/* Offset of argument block @slot in the ring; its launch record follows it. */
+/* Offset of argument block @slot in the buffer. */
 static size_t block_off(uint32_t slot)
 {
 	return (size_t)slot * SPYRE_ARG_SLOT_BYTES;
+}
+
+/* Offset of launch record @i in the buffer. */
+static size_t record_off(uint32_t i)
+{
+	return SPYRE_ARG_RECORDS_OFF + (size_t)i * sizeof(struct spyre_launch_record);
+}
+
+static struct spyre_launch_record *record_at(struct spyre_launch_state *r, uint32_t i)
+{
+	return (struct spyre_launch_record *)((char *)r->bo.map + record_off(i));
+}
+
+/* Add the record of a done launch to the stream's totals. */
+static void fold_record_locked(struct spyre_stream *s, const struct spyre_launch_record *rec)
+{
+	struct spyre_stream_stats *t = &s->stats;
+	uint32_t i;
+
+	if (rec->status == RECORD_UNWRITTEN)
+		return;
+	t->launches++;
+	if (rec->status != SPYRE_ENGINE_FAULT_NONE)
+		t->failed_launches++;
+	t->device_ns += rec->device_ns;
+	t->device_cycles += rec->device_cycles;
+	t->insns += rec->insns;
+	for (i = 0; i < SPYRE_MAX_CORES; i++)
+		t->core_busy_cycles += rec->core_busy_cycles[i];
+	t->core_cycles += rec->device_cycles * rec->cores_run;
+}
+
+/* Fold the records of every launch up to stream point @done, each once. */
+static void fold_done_locked(struct spyre_stream *s, struct spyre_launch_state *r, uint64_t done)
+{
+	uint32_t i;
+
+	if (done > r->done)
+		r->done = done;
+	for (i = 0; i < SPYRE_ARG_RECORDS; i++)
+		if (r->rec_point[i] && r->rec_point[i] <= r->done) {
+			fold_record_locked(s, record_at(r, i));
+			r->rec_point[i] = 0;
+		}
+}
+
+/*
+ * Free record @i for the next launch: the ring wrapped onto the record of a
+ * launch that may still be queued. Wait for it, then fold it with every
+ * other record known done by then, so that the next records are free
+ * without a wait as long as the device keeps up.
+ */
+static int record_free_locked(struct spyre_stream *s, struct spyre_launch_state *r, uint32_t i)
+{
+	uint64_t done;
+	int ret;
+
+	if (!r->rec_point[i])
+		return 0;
+	done = r->done;
+	if (r->rec_point[i] > done) {
+		ret = spyre_stream_wait_done(s, r->rec_point[i], &done);
+		if (ret)
+			return spyre_error(ret, "waiting for a launch record failed");
+	}
+	fold_done_locked(s, r, done);
+	return 0;
 }
 
 static int parse(struct spyre_program *pr, const uint8_t *img, size_t size)
@@ -359,7 +440,7 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 		struct spyre_pkt_launch launch;
 	} job;
 	struct spyre_launch_state *r;
-	uint32_t nargs, slot, first = 1;
+	uint32_t nargs, slot, rec, arg_bytes = 0, first = 1;
 	bool changed = false, same;
 	uint64_t *args;
 	int ret;
@@ -380,6 +461,11 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 
 	pthread_mutex_lock(&s->lock);
 	ret = launch_state_get_locked(s, &r);
+	if (ret)
+		goto out;
+	/* Every launch writes a record of its own. */
+	rec = r->rec_next;
+	ret = record_free_locked(s, r, rec);
 	if (ret)
 		goto out;
 	/* Unchanged bindings of the same program: reuse the last argument block. */
@@ -403,6 +489,7 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 		if (pr->num_scalars)
 			memcpy(args + pr->num_syms, scalars, pr->num_scalars * 8);
 		memcpy(r->last_args, args, nargs * 8);
+		arg_bytes = nargs * 8;
 		r->last_nargs = nargs;
 		r->last_slot = (int)slot;
 		r->last_prog = pr;
@@ -425,11 +512,19 @@ SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t c
 			goto out;
 		}
 	}
+	record_at(r, rec)->status = RECORD_UNWRITTEN;
 	spyre_prep_launch(&job.launch, pr->image.va, r->bo.va + block_off(slot), core_mask,
-			  r->bo.va + block_off(slot) + SPYRE_ARG_RECORD_OFF);
+			  r->bo.va + record_off(rec));
 	ret = spyre_stream_submit_locked(s, (const uint8_t *)&job + first * SPYRE_PKT_SIZE, 2 - first);
-	if (!ret)
+	if (!ret) {
 		r->point[slot] = s->point;
+		r->rec_point[rec] = s->point;
+		r->rec_next = (rec + 1) % SPYRE_ARG_RECORDS;
+		r->last_rec = (int)rec;
+		s->stats.arg_bytes += arg_bytes;
+		if (!first)
+			s->stats.upload_bytes += pr->upload_size;
+	}
 	if (pr->path == SPYRE_LAUNCH_PATCH) {
 		if (!ret)
 			note_user_locked(pr, s);
@@ -443,34 +538,113 @@ out:
 SPYRE_EXPORT int spyre_stream_last_launch(spyre_stream_t *s, struct spyre_launch_stats *st)
 {
 	struct spyre_launch_stats r = { .size = sizeof(r) };
-	const struct spyre_launch_record *rec = NULL;
+	struct spyre_launch_record rec;
 	uint32_t n, i;
-	int ret;
+	int ret, have = 0;
 
 	if (!s || !st || st->size < 8)
 		return spyre_error(-EINVAL, "spyre_stream_last_launch: NULL argument or size not set");
 	ret = spyre_stream_synchronize(s);
 	if (ret && ret != -EIO)
 		return ret;
+	/* A copy: another thread's launches reuse records. */
 	pthread_mutex_lock(&s->lock);
-	if (s->launch && s->launch->last_slot >= 0)
-		rec = (const void *)((char *)s->launch->bo.map +
-				     block_off((uint32_t)s->launch->last_slot) + SPYRE_ARG_RECORD_OFF);
+	if (s->launch && s->launch->last_rec >= 0) {
+		rec = *record_at(s->launch, (uint32_t)s->launch->last_rec);
+		have = 1;
+	}
 	pthread_mutex_unlock(&s->lock);
-	if (!rec)
+	if (!have)
 		return spyre_error(-ENOENT, "no launch on this stream yet");
-	r.status = rec->status;
-	r.device_ns = rec->device_ns;
-	r.device_cycles = rec->device_cycles;
-	r.insns = rec->insns;
-	r.cores_run = rec->cores_run;
-	r.fault_core = rec->fault_core;
-	r.fault_pc = rec->fault_pc;
+	if (rec.status == RECORD_UNWRITTEN)
+		return ret ?: spyre_error(-EBUSY, "the stream's last launch, enqueued by another "
+					  "thread meanwhile, has not run yet");
+	r.status = rec.status;
+	r.device_ns = rec.device_ns;
+	r.device_cycles = rec.device_cycles;
+	r.insns = rec.insns;
+	r.cores_run = rec.cores_run;
+	r.fault_core = rec.fault_core;
+	r.fault_pc = rec.fault_pc;
 	static_assert(sizeof(r.core_busy_cycles) / sizeof(r.core_busy_cycles[0]) == SPYRE_MAX_CORES,
 		      "spyre.h reports every core of the launch record");
 	for (i = 0; i < SPYRE_MAX_CORES; i++)
-		r.core_busy_cycles[i] = rec->core_busy_cycles[i];
+		r.core_busy_cycles[i] = rec.core_busy_cycles[i];
 	n = st->size < sizeof(r) ? st->size : sizeof(r);
 	memcpy((char *)st + 4, (char *)&r + 4, n - 4);
+	return ret;
+}
+
+/*
+ * Wait for the work enqueued on @s so far, even on a poisoned stream (its
+ * jobs still end), and tell in *@point how far that is. Return: 0, -EIO for
+ * a poisoned stream (waited for all the same), another status on failure.
+ */
+static int stats_wait(struct spyre_stream *s, uint64_t *point)
+{
+	int ret, w;
+
+	pthread_mutex_lock(&s->lock);
+	*point = s->point;
+	pthread_mutex_unlock(&s->lock);
+	ret = spyre_stream_synchronize(s);
+	if (ret == -EIO) {
+		/* It may have failed before its wait. */
+		w = spyre_stream_wait_point(s, *point);
+		if (w)
+			return spyre_error(w, "waiting for the stream failed");
+	}
+	return ret;
+}
+
+/*
+ * Launches up to @point are done: fold them. Later ones, enqueued by other
+ * threads meanwhile, are folded by a later call or by the launch that reuses
+ * their record.
+ */
+static void stats_fold_locked(struct spyre_stream *s, uint64_t point)
+{
+	if (s->launch)
+		fold_done_locked(s, s->launch, point);
+}
+
+SPYRE_EXPORT int spyre_stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
+{
+	struct spyre_stream_stats r;
+	uint64_t point;
+	uint32_t n;
+	int ret;
+
+	if (!s || !st || st->size < 8)
+		return spyre_error(-EINVAL, "spyre_stream_get_stats: NULL argument or size not set");
+	ret = stats_wait(s, &point);
+	if (ret && ret != -EIO)
+		return ret;
+	pthread_mutex_lock(&s->lock);
+	stats_fold_locked(s, point);
+	r = s->stats;
+	pthread_mutex_unlock(&s->lock);
+	r.size = sizeof(r);
+	r.pad = 0;
+	n = st->size < sizeof(r) ? st->size : sizeof(r);
+	memcpy((char *)st + 4, (char *)&r + 4, n - 4);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_reset_stats(spyre_stream_t *s)
+{
+	uint64_t point;
+	int ret;
+
+	if (!s)
+		return spyre_error(-EINVAL, "spyre_stream_reset_stats: NULL stream");
+	ret = stats_wait(s, &point);
+	if (ret && ret != -EIO)
+		return ret;
+	/* What is done now counts toward no later total. */
+	pthread_mutex_lock(&s->lock);
+	stats_fold_locked(s, point);
+	memset(&s->stats, 0, sizeof(s->stats));
+	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

@@ -241,6 +241,28 @@ int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point)
 	return wait_point(s, point, INT64_MAX);
 }
 
+/*
+ * Wait until @point of @s is done; *@done is then the stream's newest done
+ * point (at least @point), so that what completed meanwhile is known done too.
+ * A point already done costs one query and no wait.
+ */
+int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *done)
+{
+	uint64_t d = 0;
+	int ret;
+
+	if (drmSyncobjQuery(s->dev->fd, &s->timeline, &d, 1))
+		d = 0;
+	if (d < point) {
+		ret = wait_point(s, point, INT64_MAX);
+		if (ret)
+			return ret;
+		d = point;
+	}
+	*done = d;
+	return 0;
+}
+
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count)
 {
 	int ret;
@@ -621,8 +643,8 @@ static int staging_get_locked(struct spyre_device *dev)
 	return spyre_bo_new(dev, SPYRE_STAGING_SIZE, DRM_SPYRE_BO_HOST, &dev->staging);
 }
 
-static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t size,
-		     enum spyre_memcpy_kind kind)
+static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t size,
+		    enum spyre_memcpy_kind kind)
 {
 	struct spyre_device *dev = s->dev;
 	struct spyre_pkt_copy p;
@@ -697,6 +719,34 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 		return ret;
 	}
 	return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
+}
+
+/* A copy, counted on its stream and its device once enqueued (or done). */
+static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t size,
+		     enum spyre_memcpy_kind kind)
+{
+	struct spyre_device *dev = s->dev;
+	int ret = copy_run(s, dst, src, size, kind);
+
+	if (ret || !size)
+		return ret;
+	pthread_mutex_lock(&s->lock);
+	if (kind == SPYRE_MEMCPY_H2D)
+		s->stats.h2d_bytes += size;
+	else if (kind == SPYRE_MEMCPY_D2H)
+		s->stats.d2h_bytes += size;
+	else
+		s->stats.d2d_bytes += size;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&dev->lock);
+	if (kind == SPYRE_MEMCPY_H2D)
+		dev->stats.h2d_bytes += size;
+	else if (kind == SPYRE_MEMCPY_D2H)
+		dev->stats.d2h_bytes += size;
+	else
+		dev->stats.d2d_bytes += size;
+	pthread_mutex_unlock(&dev->lock);
+	return 0;
 }
 
 SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t src, size_t size,
@@ -805,5 +855,10 @@ SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t
 	spyre_prep_copy_va(&p[n++], values + (uint64_t)value * SPYRE_STICK_BYTES, dst, SPYRE_STICK_BYTES);
 	for (done = SPYRE_STICK_BYTES; done < size; done *= 2)
 		spyre_prep_copy_va(&p[n++], dst, dst + done, done < size - done ? done : size - done);
-	return spyre_stream_submit(s, p, (uint32_t)n);
+	pthread_mutex_lock(&s->lock);
+	ret = submit_locked(s, p, (uint32_t)n);
+	if (!ret)
+		s->stats.memset_bytes += size;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
 }

@@ -3,8 +3,8 @@
  * Description: libspyre's error contract without a card: discovery succeeds
  * with the number of devices present (none on a build host), opening a device
  * that does not exist or passing NULL fails with the documented status and a
- * human-readable detail, the detail is per thread, and engine faults have
- * names.
+ * human-readable detail (the stream statistics calls included), the detail
+ * is per thread, and engine faults have names.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -53,6 +53,28 @@ static void test_null_arguments(void)
 	spyre_device_close(NULL);	/* a no-op, like free(NULL) */
 }
 
+static void test_stream_stats_arguments(void)
+{
+	struct spyre_stream_stats st = { .size = sizeof(st) };
+	/* Never dereferenced: the arguments are checked first. */
+	spyre_stream_t *bogus = (spyre_stream_t *)&st;
+
+	TAP_CHECK(spyre_stream_get_stats(NULL, &st) == -EINVAL, "get_stats(NULL, stats)");
+	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_get_stats: NULL argument") != NULL,
+		  "detail '%s'", spyre_last_error());
+	TAP_CHECK(spyre_stream_get_stats(bogus, NULL) == -EINVAL, "get_stats(stream, NULL)");
+	st.size = 4;
+	TAP_CHECK(spyre_stream_get_stats(bogus, &st) == -EINVAL, "get_stats with size 4");
+	TAP_CHECK(strstr(spyre_last_error(), "size not set") != NULL, "detail '%s'",
+		  spyre_last_error());
+	st.size = 0;
+	TAP_CHECK(spyre_stream_get_stats(bogus, &st) == -EINVAL, "get_stats with size 0");
+	TAP_CHECK(st.launches == 0 && st.size == 0, "stats written on failure");
+	TAP_CHECK(spyre_stream_reset_stats(NULL) == -EINVAL, "reset_stats(NULL)");
+	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_reset_stats: NULL stream") != NULL,
+		  "detail '%s'", spyre_last_error());
+}
+
 static void test_names(void)
 {
 	TAP_STREQ("success", spyre_strerror(0));
@@ -87,6 +109,7 @@ static const struct tap_case cases[] = {
 	{ "device_count", test_device_count },
 	{ "open_missing_device", test_open_missing_device },
 	{ "null_arguments", test_null_arguments },
+	{ "stream_stats_arguments", test_stream_stats_arguments },
 	{ "names", test_names },
 	{ "detail_per_thread", test_detail_per_thread },
 };
