@@ -3,7 +3,8 @@
  * EMBEDDING (a gather of table rows by token id, ids as launch scalars),
  * ARGMAX (per row, the vocabulary split across cores and the partial
  * results combined on chip) and TRANSPOSE (a relayout between row blocks of
- * the cores, through device memory or over the ring).
+ * the cores, through device memory or over the ring). docs/kernels.md
+ * describes the plans.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -205,7 +206,10 @@ int kg_gen_argmax(struct kgen *g)
 
 	if (check_shape(g))
 		return -EINVAL;
+	if (n > INT32_MAX)
+		return kg_fail(g, "n = %llu columns: indices are int32", (unsigned long long)n);
 	sx = kg_slot(g, "x", dt, m, n, pitch, SPYRE_SYM_IN);
+	/* Y: one int32 row of m indices */
 	sy = kg_slot(g, "y", I32, 1, m, kg_pitch(m, I32), SPYRE_SYM_OUT);
 	if (g->failed)
 		return -EINVAL;
