@@ -33,9 +33,13 @@ $(B)/model/%.o: $(MODEL_DIR)/%.c $(MODEL_HDRS)
 $(MODEL_LIB): $(MODEL_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_LIB) $(MODEL_HDRS)
+# The tool runs the model on the CPU reference or on a card (device.c, through
+# libspyre and its kernel library).
+$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_LIB) $(MODEL_HDRS) \
+		$(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_CFLAGS) $< -o $@ $(MODEL_LIB) -lm
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c -o $@ $(MODEL_LIB) \
+		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 # ref-test also compiles the ISA library's conversions (isa/dtype.c, what the
 # engine computes with), to check the model's own against them bit for bit.

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * device.h - the model on a spyre card: weights, KV caches and activations
+ * resident in device memory, every op a kernel of libspyre's kernel library
+ * (spyre_kernels.h), prefill then greedy decode with argmax on the device.
+ *
+ * A decode step moves only the new token id to the device, as a launch
+ * scalar of the embedding kernel; the next token comes back as 4 bytes.
+ *
+ * Three dispatch configurations, the structure of Spyre's published result:
+ *   SPYRE_DISPATCH_BUILD  (a) every kernel generated and uploaded on every
+ *                             step (graph building on the data path);
+ *   SPYRE_DISPATCH_PATCH  (b) kernels cached, launched through three-step
+ *                             address patching (absolute operands);
+ *   SPYRE_DISPATCH_FAST   (c) kernels cached, patch-free launches
+ *                             (slot-relative operands).
+ */
+#ifndef SPYRE_MODEL_DEVICE_H
+#define SPYRE_MODEL_DEVICE_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "weights.h"
+#include "spyre.h"
+#include "spyre_kernels.h"
+
+enum spyre_dispatch {
+	SPYRE_DISPATCH_BUILD = 0,
+	SPYRE_DISPATCH_PATCH = 1,
+	SPYRE_DISPATCH_FAST = 2,
+};
+
+struct spyre_dmodel_opts {
+	uint32_t dtype;		/* SPYRE_DT_FP16 (default when 0 is not meant: use FP32 explicitly), DL16, BF16, FP32 */
+	uint32_t cores;		/* 0: all the device has */
+	enum spyre_dispatch dispatch;
+};
+
+/* What one prefill or decode step cost. */
+struct spyre_step_stats {
+	uint64_t host_ns;	/* wall time of the step on the host (enqueue + wait) */
+	uint64_t dispatch_ns;	/* host time until the step's last launch was enqueued */
+	uint64_t device_ns;	/* modeled device time, sum over the step's launches */
+	uint64_t launches;
+	double utilization;	/* core busy cycles / (device cycles x cores), over the step */
+	uint64_t h2d_bytes;	/* host -> device copies */
+	uint64_t arg_bytes;	/* launch argument blocks written (slot addresses, scalars) */
+	uint64_t upload_bytes;	/* program bytes uploaded (patched copies, new programs) */
+	uint64_t d2h_bytes;
+	uint64_t kernel_hits, kernel_misses;
+	uint64_t est_ns;	/* the kernel library's estimate, sum over the step */
+};
+
+struct spyre_dmodel;
+
+/*
+ * Upload @w for @cfg. Fails with a message naming the cause in @err (the
+ * model does not fit device memory: how much it needs and has).
+ */
+int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
+		     const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
+		     struct spyre_dmodel **out, char *err, size_t errlen);
+void spyre_dmodel_free(struct spyre_dmodel *dm);
+
+/* Switch the dispatch configuration (the weights and caches stay). */
+int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispatch);
+/* Empty the KV caches: the next prefill starts at position 0. */
+int spyre_dmodel_reset(struct spyre_dmodel *dm);
+
+/*
+ * Prefill @n tokens at positions 0..n-1; *next = the greedy next token
+ * (argmax on the device). @logits (optional, [vocab]) gets the last
+ * position's logits (divided by logits_scaling), @st (optional) the cost.
+ */
+int spyre_dmodel_prefill(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t n, int32_t *next,
+			 float *logits, struct spyre_step_stats *st);
+/* One decode step at the next position. */
+int spyre_dmodel_decode(struct spyre_dmodel *dm, int32_t token, int32_t *next, float *logits,
+			struct spyre_step_stats *st);
+uint32_t spyre_dmodel_pos(const struct spyre_dmodel *dm);
+/* The last error's detail (also in spyre_last_error() for library failures). */
+const char *spyre_dmodel_error(const struct spyre_dmodel *dm);
+/* The kernel cache (stats for the hit rate). */
+spyre_kcache_t *spyre_dmodel_kcache(struct spyre_dmodel *dm);
+
+/*
+ * Modeled device time of one prefill of @prompt tokens and one decode step at
+ * position @prompt, without a device and without executing: the kernel
+ * library's cost-model estimate of every kernel of the step (used for shapes
+ * like granite-3.3-8b that do not fit the emulator). 0, or -1 with @err.
+ */
+int spyre_dmodel_estimate(const struct spyre_model_config *cfg, uint32_t dtype, uint32_t cores,
+			  uint32_t prompt, uint64_t *prefill_ns, uint64_t *decode_ns, uint64_t *weight_bytes,
+			  char *err, size_t errlen);
+
+#endif /* SPYRE_MODEL_DEVICE_H */
