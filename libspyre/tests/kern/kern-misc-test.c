@@ -3,9 +3,10 @@
  * Description: the kernel library's EMBEDDING, ARGMAX and TRANSPOSE on the
  * engine against CPU references (from the kh_round()ed inputs), every
  * dtype, 1, 7 and 32 cores, both addressing forms (alternating), edge
- * shapes (1, 9, 64, 129 rows x 1, 7, 8, 9, 63, 64, 65, 127, 128, 129
- * columns), shapes tiled through small scratchpads, bad descriptors, and the
- * modeled time of representative shapes (diagnostics).
+ * shapes (rows x columns, each of 1, 7, 8, 9, 63, 64, 65, 127, 128, 129;
+ * EMBEDDING: those token counts and 198 x those hidden sizes), shapes tiled
+ * through small scratchpads, bad descriptors, and the modeled time of
+ * representative shapes (diagnostics).
  *
  * EMBEDDING: token ids as launch scalars (spyre_kernel_embedding_scalars),
  *	repeated ids, the first and last vocabulary rows, 198 tokens (the most a
@@ -76,13 +77,13 @@ static void emb_run(uint32_t dt, uint32_t cores, uint64_t m, uint64_t vocab, uin
 
 static void test_embedding(void)
 {
-	static const uint32_t ms[] = { 1, 9, 64, 129, 198 };
+	static const uint32_t ms[] = { 1, 7, 8, 9, 63, 64, 65, 127, 128, 129, 198 };
 	unsigned i = 0;
 
 	for (unsigned di = 0; di < 4; di++)
 		for (unsigned ci = 0; ci < 3; ci++)
-			for (unsigned mi = 0; mi < 5; mi++)
-				for (unsigned ki = 0; ki < 10; ki += 1 + (mi > 2), i++)
+			for (unsigned mi = 0; mi < 11; mi++)
+				for (unsigned ki = 0; ki < 10; ki++, i++)
 					emb_run(kh_dtypes[di], kh_cores[ci], ms[mi], 77, kh_edge[ki], i % 3 ? 0 : 0.37f,
 						(i & 1) ? SPYRE_KF_RELOC : 0, 0, "");
 	/* hidden rows wider than the scratchpad: column tiles */
@@ -178,7 +179,7 @@ static void test_argmax(void)
 
 	for (unsigned di = 0; di < 4; di++)
 		for (unsigned ci = 0; ci < 3; ci++)
-			for (unsigned ri = 0; ri < 10; ri += 3)
+			for (unsigned ri = 0; ri < 10; ri++)
 				for (unsigned ki = 0; ki < 10; ki++, i++) {
 					uint64_t m = kh_edge[ri], n = kh_edge[ki];
 					float *x = kh_alloc(4 * m * n);
@@ -319,7 +320,7 @@ static void tp_edges(uint32_t strat)
 
 	for (unsigned di = 0; di < 4; di++)
 		for (unsigned ci = 0; ci < 3; ci++)
-			for (unsigned ri = 0; ri < 10; ri += 3)
+			for (unsigned ri = 0; ri < 10; ri++)
 				for (unsigned ki = 0; ki < 10; ki++, i++)
 					tp_run(strat, kh_dtypes[di], kh_cores[ci], kh_edge[ri], kh_edge[ki],
 					       (i & 1) ? SPYRE_KF_RELOC : 0, 0, "");

@@ -2,8 +2,8 @@
 /*
  * Description: the kernel library's row-wise SOFTMAX on the engine against a
  * CPU reference in double (from the kh_round()ed inputs): both strategies
- * (SCRATCHPAD, NAIVE) forced and AUTO, the edge shapes (rows 1, 9, 64, 129 x
- * columns 1, 7, 8, 9, 63, 64, 65, 127, 128, 129), every dtype, 1, 7 and 32
+ * (SCRATCHPAD, NAIVE) forced and AUTO, the edge shapes (rows x columns, each
+ * of 1, 7, 8, 9, 63, 64, 65, 127, 128, 129), every dtype, 1, 7 and 32
  * cores, both addressing forms (alternating); rows too wide for the
  * scratchpad (64 KiB and 4 KiB scratchpads; n = 70000 > a tile op's 65535
  * columns) for both strategies, including rows whose maximum grows from
@@ -92,7 +92,7 @@ static void edges(uint32_t strat)
 
 	for (unsigned di = 0; di < 4; di++)
 		for (unsigned ci = 0; ci < 3; ci++)
-			for (unsigned ri = 0; ri < 10; ri += 3)
+			for (unsigned ri = 0; ri < 10; ri++)
 				for (unsigned ki = 0; ki < 10; ki++, i++)
 					run(strat, kh_dtypes[di], kh_cores[ci], kh_edge[ri], kh_edge[ki],
 					    (i & 1) ? SPYRE_KF_RELOC : 0, 0, -6, 6, "");
