@@ -51,26 +51,18 @@ static void *build(int abs, size_t bytes, unsigned nslots, size_t *size)
 	void *img = NULL;
 	unsigned s;
 
+	spyre_pb_set_addressing(pb, abs ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT);
 	for (s = 0; s < nslots; s++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "t%u", s);
 		spyre_pb_sym(pb, name, SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
 	}
-	for (s = 0; s < nslots; s++) {
-		if (abs)
-			spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_LOAD, 0, s, 0, 1, 128, 0, 0);
-		else
-			spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(s, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	}
-	for (i = nslots; i < insns; i++) {
-		unsigned core = 1 + (unsigned)(i % 31);
+	for (i = 0; i < insns || i < nslots; i++) {
+		unsigned core = i < nslots ? 0 : 1 + (unsigned)(i % 31);
 
-		if (abs)
-			spyre_pb_dma_abs(pb, core, SPYRE_ISA_OP_LOAD, 0, (unsigned)(i % nslots), 0, 1, 128, 0, 0);
-		else
-			spyre_pb_load(pb, core, 0, SPYRE_SLOT_ADDR(i % nslots, 0), 1, 128, 0, 0,
-				      SPYRE_IF_SLOT);
+		spyre_pb_dma(pb, core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.mem = { .sym = (int)(i % nslots) }, .row_bytes = 128 });
 	}
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;

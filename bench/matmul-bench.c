@@ -76,10 +76,13 @@ static double kernel_secs(struct spyre_engine *e, struct flatmem *m, uint32_t M,
 
 		spyre_pb_sym(pb, "a", 0, 0, NULL, (uint64_t)M * K * 4, SPYRE_SYM_IN);
 		spyre_pb_sym(pb, "b", 0, 0, NULL, (uint64_t)K * N * 4, SPYRE_SYM_IN);
-		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), M, K * 4, K * 4, lda * 128, SPYRE_IF_SLOT);
-		spyre_pb_load(pb, 0, B0, SPYRE_SLOT_ADDR(1, 0), K, N * 4, N * 4, ldb * 128, SPYRE_IF_SLOT);
+		spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .rows = M,
+			.row_bytes = K * 4, .mem_stride = K * 4, .sp_stride = lda * 128 });
+		spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = B0, .mem = { .sym = 1 },
+			.rows = K, .row_bytes = N * 4, .mem_stride = N * 4, .sp_stride = ldb * 128 });
 		for (int i = 0; with && i < iters; i++)
-			spyre_pb_matmul(pb, 0, 0, 0, 0, C0, 0, B0, M, N, K, ldc, lda, ldb);
+			spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .d = C0, .a = 0,
+				.b = B0, .rows = M, .cols = N, .k = K, .ldd = ldc, .lda = lda, .ldb = ldb });
 		spyre_pb_finish(pb, &img, &sz);
 		spyre_pb_free(pb);
 		BEST(5, t[with], run_prog(m, e, img, sz, (uint64_t[]){ a, b }, 2, &r));
@@ -110,13 +113,17 @@ static double launch_secs(struct spyre_engine *e, struct flatmem *m, uint32_t M,
 		for (uint32_t j = 0; j < GC; j++) {
 			unsigned core = i * GC + j;
 
-			spyre_pb_load(pb, core, 0, SPYRE_SLOT_ADDR(0, (uint64_t)i * mb * K * 4), mb, K * 4, K * 4,
-				      lda * 128, SPYRE_IF_SLOT);
-			spyre_pb_load(pb, core, B0, SPYRE_SLOT_ADDR(1, (uint64_t)j * nb * 4), K, nb * 4, N * 4,
-				      ldb * 128, SPYRE_IF_SLOT);
-			spyre_pb_matmul(pb, core, 0, 0, 0, C0, 0, B0, mb, nb, K, ldc, lda, ldb);
-			spyre_pb_store(pb, core, C0, SPYRE_SLOT_ADDR(2, ((uint64_t)i * mb * N + j * nb) * 4), mb, nb * 4,
-				       N * 4, ldc * 128, SPYRE_IF_SLOT);
+			spyre_pb_dma(pb, core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+				.mem = { .sym = 0, .off = (uint64_t)i * mb * K * 4 }, .rows = mb, .row_bytes = K * 4,
+				.mem_stride = K * 4, .sp_stride = lda * 128 });
+			spyre_pb_dma(pb, core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = B0,
+				.mem = { .sym = 1, .off = (uint64_t)j * nb * 4 }, .rows = K, .row_bytes = nb * 4,
+				.mem_stride = N * 4, .sp_stride = ldb * 128 });
+			spyre_pb_op(pb, core, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .d = C0, .a = 0,
+				.b = B0, .rows = mb, .cols = nb, .k = K, .ldd = ldc, .lda = lda, .ldb = ldb });
+			spyre_pb_dma(pb, core, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .sp = C0,
+				.mem = { .sym = 2, .off = ((uint64_t)i * mb * N + j * nb) * 4 }, .rows = mb,
+				.row_bytes = nb * 4, .mem_stride = N * 4, .sp_stride = ldc * 128 });
 		}
 	if (spyre_pb_finish(pb, &img, &sz))
 		return -1;

@@ -150,91 +150,12 @@ int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, 
 	return spyre_pb_emit(pb, core, &in);
 }
 
-static int dma(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint64_t mem, uint32_t rows,
-	       uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
-{
-	union spyre_insn in = { .dma = { .opcode = (uint8_t)op, .flags = (uint8_t)flags, .sp = sp, .mem = mem,
-					 .rows = rows, .row_bytes = row_bytes, .mem_stride = mem_stride,
-					 .sp_stride = sp_stride } };
-
-	return spyre_pb_emit(pb, core, &in);
-}
-
-int spyre_pb_load(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
-		  uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
-{
-	return dma(pb, core, SPYRE_ISA_OP_LOAD, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
-}
-
-int spyre_pb_store(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
-		   uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags)
-{
-	return dma(pb, core, SPYRE_ISA_OP_STORE, sp, mem, rows, row_bytes, mem_stride, sp_stride, flags);
-}
-
-int spyre_pb_dma_abs(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, unsigned sym,
-		     uint64_t addend, uint32_t rows, uint32_t row_bytes, uint32_t mem_stride,
-		     uint32_t sp_stride)
-{
-	/* the unpatched operand holds the addend: validators see an aligned value */
-	int pc = dma(pb, core, op, sp, addend, rows, row_bytes, mem_stride, sp_stride, 0);
-
-	if (pc < 0 || spyre_pb_reloc(pb, core, (unsigned)pc, sym, addend) < 0)
-		return fail(pb);
-	return pc;
-}
-
-int spyre_pb_tensor(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
-		    unsigned flags, uint32_t d, uint32_t a, uint32_t b, uint32_t rows, uint32_t cols,
-		    uint32_t k, uint32_t ldd, uint32_t lda, uint32_t ldb)
-{
-	union spyre_insn in = { .t = { .opcode = (uint8_t)op, .dtype = (uint8_t)dt, .dtype2 = (uint8_t)dt2,
-				       .flags = (uint8_t)flags, .d = d, .a = a, .b = b, .rows = rows,
-				       .cols = (uint16_t)cols, .k = (uint16_t)k, .ldd = (uint16_t)ldd,
-				       .lda = (uint16_t)lda, .ldb = (uint16_t)ldb } };
-
-	if (cols > 0xffff || k > 0xffff || ldd > 0xffff || lda > 0xffff || ldb > 0xffff)
-		return fail(pb);
-	return spyre_pb_emit(pb, core, &in);
-}
-
-int spyre_pb_matmul(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, unsigned flags,
-		    uint32_t c, uint32_t a, uint32_t b, uint32_t m, uint32_t n, uint32_t k,
-		    uint32_t ldc, uint32_t lda, uint32_t ldb)
-{
-	return spyre_pb_tensor(pb, core, SPYRE_ISA_OP_MATMUL, dt, dt2, flags, c, a, b, m, n, k, ldc, lda, ldb);
-}
-
-int spyre_pb_unary(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
-		   uint32_t d, uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda)
-{
-	return spyre_pb_tensor(pb, core, op, dt, dt2, 0, d, a, 0, rows, cols, 0, ldd, lda, 0);
-}
-
 static uint32_t fbits(float f)
 {
 	uint32_t u;
 
 	memcpy(&u, &f, 4);
 	return u;
-}
-
-int spyre_pb_scale(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, uint32_t d,
-		   uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda, float scale,
-		   float bias)
-{
-	union spyre_insn in = { .t = { .opcode = SPYRE_ISA_OP_SCALE, .dtype = (uint8_t)dt, .dtype2 = (uint8_t)dt2,
-				       .d = d, .a = a, .b = fbits(scale), .rows = rows, .cols = (uint16_t)cols,
-				       .ldd = (uint16_t)ldd, .lda = (uint16_t)lda,
-				       .ldb = (uint16_t)fbits(bias), .ext = (uint16_t)(fbits(bias) >> 16) } };
-
-	return spyre_pb_emit(pb, core, &in);
-}
-
-int spyre_pb_fill(struct spyre_pb *pb, unsigned core, unsigned dt, uint32_t d, uint32_t rows,
-		  uint32_t cols, uint32_t ldd, uint32_t bits)
-{
-	return spyre_pb_tensor(pb, core, SPYRE_ISA_OP_FILL, dt, dt, 0, d, 0, bits, rows, cols, 0, ldd, 0, 0);
 }
 
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
@@ -439,6 +360,31 @@ int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size)
 	*image = p;
 	*size = total;
 	return 0;
+}
+
+void *spyre_pb_relu_image(enum spyre_pb_addressing form, uint32_t rows, uint64_t x_bytes, size_t *size)
+{
+	const uint32_t cols = SPYRE_STICK_BYTES / 4;
+	struct spyre_pb *pb = spyre_pb_new();
+	void *img = NULL;
+
+	*size = 0;
+	if (!pb)
+		return NULL;
+	spyre_pb_set_addressing(pb, form);
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ (uint64_t)rows * cols }, x_bytes, SPYRE_SYM_IN);
+	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ (uint64_t)rows * cols },
+		     (uint64_t)rows * SPYRE_STICK_BYTES, SPYRE_SYM_OUT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .rows = rows,
+		.row_bytes = SPYRE_STICK_BYTES });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_RELU, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+		.rows = rows, .cols = cols });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 1 }, .rows = rows,
+		.row_bytes = SPYRE_STICK_BYTES });
+	if (spyre_pb_finish(pb, &img, size))
+		img = NULL;
+	spyre_pb_free(pb);
+	return img;
 }
 
 int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint32_t num_slots)

@@ -7,13 +7,15 @@
  *
  *	struct spyre_pb *pb = spyre_pb_new();
  *	int x = spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
- *	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(x, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
- *	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
+ *	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = x }, .row_bytes = 128 });
+ *	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_RELU, .dt = SPYRE_DT_FP32,
+ *		.dt2 = SPYRE_DT_FP32, .rows = 1, .cols = 32 });
  *	...
  *	spyre_pb_finish(pb, &image, &size);	// malloc'd image
  *
  * Emitters return the instruction's pc (>= 0) or -1; an error also sticks
  * in the builder and makes spyre_pb_finish() fail, so callers may check once.
+ * spyre_pb_emit() takes any encoding as it is (tests of malformed programs).
  */
 #ifndef SPYRE_PROGBUILD_H
 #define SPYRE_PROGBUILD_H
@@ -40,34 +42,14 @@ void spyre_pb_core(struct spyre_pb *pb, unsigned core);
 int spyre_pb_emit(struct spyre_pb *pb, unsigned core, const union spyre_insn *in);
 int spyre_pb_reloc(struct spyre_pb *pb, unsigned core, unsigned pc, unsigned sym, uint64_t addend);
 
+/* Control (NOP, HALT, LI, ADDI, LDARG, BNZ) and ring (SEND, RECV, SIGNAL, WAIT, BARRIER). */
 int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, uint64_t imm, unsigned reg2);
-int spyre_pb_load(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
-		  uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags);
-int spyre_pb_store(struct spyre_pb *pb, unsigned core, uint32_t sp, uint64_t mem, uint32_t rows,
-		   uint32_t row_bytes, uint32_t mem_stride, uint32_t sp_stride, unsigned flags);
-/* LOAD/STORE with an absolute address: sym's VA + addend, patched at launch via a relocation. */
-int spyre_pb_dma_abs(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, unsigned sym,
-		     uint64_t addend, uint32_t rows, uint32_t row_bytes, uint32_t mem_stride,
-		     uint32_t sp_stride);
-int spyre_pb_tensor(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
-		    unsigned flags, uint32_t d, uint32_t a, uint32_t b, uint32_t rows, uint32_t cols,
-		    uint32_t k, uint32_t ldd, uint32_t lda, uint32_t ldb);
-int spyre_pb_matmul(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, unsigned flags,
-		    uint32_t c, uint32_t a, uint32_t b, uint32_t m, uint32_t n, uint32_t k,
-		    uint32_t ldc, uint32_t lda, uint32_t ldb);
-int spyre_pb_unary(struct spyre_pb *pb, unsigned core, unsigned op, unsigned dt, unsigned dt2,
-		   uint32_t d, uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda);
-int spyre_pb_scale(struct spyre_pb *pb, unsigned core, unsigned dt, unsigned dt2, uint32_t d,
-		   uint32_t a, uint32_t rows, uint32_t cols, uint32_t ldd, uint32_t lda, float scale,
-		   float bias);
-int spyre_pb_fill(struct spyre_pb *pb, unsigned core, unsigned dt, uint32_t d, uint32_t rows,
-		  uint32_t cols, uint32_t ldd, uint32_t bits);
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
 		  uint32_t tag, uint32_t bytes);
 
 /*
- * Descriptor emitters (what new code uses). Designated initializers leave
- * unused fields 0, which means "none" or "tight" everywhere:
+ * LOAD/STORE and tensor instructions take a descriptor. Designated
+ * initializers leave unused fields 0, which means "none" or "tight" everywhere:
  *
  *	spyre_pb_dma(pb, core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
  *		.sp = 0, .mem = { .sym = x, .off = 0, .reg = SPYRE_PB_REG(3) },
@@ -90,6 +72,7 @@ struct spyre_pb_mem {
 	uint8_t reg;		/* SPYRE_PB_REG(n): add r[n] at run time (SPYRE_IF_RMEM) */
 };
 
+/* LOAD/STORE; a stride really 0 over several rows (one row again) takes spyre_pb_emit(). */
 struct spyre_pb_dma {
 	uint32_t sp;		/* scratchpad offset */
 	uint8_t sp_reg;		/* SPYRE_PB_REG(n): add r[n] to sp at run time (SPYRE_IF_RSP) */
@@ -100,7 +83,10 @@ struct spyre_pb_dma {
 	uint32_t sp_stride;	/* likewise */
 };
 
-/* How spyre_pb_dma() addresses slots: the two forms of docs/spyre-isa.md §2.1. */
+/*
+ * How spyre_pb_dma() addresses slots: the two forms of docs/spyre-isa.md §2.1.
+ * It applies to the instructions emitted after it is set.
+ */
 enum spyre_pb_addressing {
 	SPYRE_PB_ADDR_SLOT = 0,	/* slot-relative operands: the patch-free path (default) */
 	SPYRE_PB_ADDR_RELOC = 1,/* absolute operands + relocations: the patch path */
@@ -125,6 +111,15 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 
 /* Lay out the image; *image is malloc'd. Returns 0 or -1 (after any earlier error). */
 int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size);
+
+/*
+ * The smallest complete program, the known workload of the device's, the
+ * driver's and libspyre's tests and of spyre-run: y = relu(x) on core 0 over
+ * rows sticks of 32 fp32 values, slots "x" (x_bytes: a test may declare less
+ * than the load reads) and "y", addressed in the given form. Returns the
+ * malloc'd image, or NULL.
+ */
+void *spyre_pb_relu_image(enum spyre_pb_addressing form, uint32_t rows, uint64_t x_bytes, size_t *size);
 
 /*
  * The runtime's patch path: write slot_va[sym] + addend into every relocated

@@ -2038,19 +2038,9 @@ static void fz_worker(const struct fz_cfg *cfg, struct fz_stats *st, int id)
 	mprotect(z.guard, 4096, PROT_NONE);
 	mprotect(z.ro, 4096, PROT_READ);
 	z.efd = eventfd(0, EFD_CLOEXEC);
-	{
-		struct spyre_pb *pb = spyre_pb_new();
-
-		spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
-		spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
-		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-		spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32,
-			       1, 1);
-		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-		if (spyre_pb_finish(pb, &z.relu, &z.relu_size) || z.relu_size > 4096)
-			_exit(3);
-		spyre_pb_free(pb);
-	}
+	z.relu = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 1, 128, &z.relu_size);
+	if (!z.relu || z.relu_size > 4096)
+		_exit(3);
 	for (i = 0; i < FZ_FILES; i++)
 		fz_file_open(&z, &z.f[i], fz_card_of(&z, i));
 	if (z.failslab)	/* from here on, slab allocations of this process may fail */

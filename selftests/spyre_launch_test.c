@@ -103,29 +103,6 @@ static int prog_launch(int fd, uint32_t q, struct prog *pr, uint32_t mask)
 	return srun(fd, q, &l, 1);
 }
 
-/* y = relu(x), 32 fp32 values; @abs: absolute (patched) instead of slot operands. */
-static void *relu_image(size_t *size, int abs, uint32_t x_bytes)
-{
-	struct spyre_pb *pb = spyre_pb_new();
-	void *img = NULL;
-
-	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, x_bytes, SPYRE_SYM_IN);
-	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
-	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_LOAD, 0, 0, 0, 1, 128, 0, 0);
-	else
-		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
-	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_STORE, 0, 1, 0, 1, 128, 0, 0);
-	else
-		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	if (spyre_pb_finish(pb, &img, size))
-		img = NULL;
-	spyre_pb_free(pb);
-	return img;
-}
-
 static void relu_case(struct __test_metadata *_metadata, int fd, uint32_t q, int abs)
 {
 	struct spyre_launch_record *rec;
@@ -142,7 +119,7 @@ static void relu_case(struct __test_metadata *_metadata, int fd, uint32_t q, int
 	for (i = 0; i < 32; i++)
 		in[i] = (float)(i - 15) * 0.25f;
 	ASSERT_EQ(0, upload(fd, q, &x, in, sizeof(in)));
-	img = relu_image(&size, abs, 128);
+	img = spyre_pb_relu_image(abs ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT, 1, 128, &size);
 	ASSERT_NE(NULL, img);
 	slots[0] = x.va;
 	slots[1] = y.va;
@@ -199,10 +176,14 @@ TEST_F(launch, matmul_fp32_against_cpu)
 	spyre_pb_sym(pb, "A", SPYRE_DT_FP32, 2, (uint64_t[]){ M, K }, sizeof(a), SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "B", SPYRE_DT_FP32, 2, (uint64_t[]){ K, N }, sizeof(b), SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "C", SPYRE_DT_FP32, 2, (uint64_t[]){ M, N }, sizeof(c), SPYRE_SYM_OUT);
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), M, 128, 128, 128, SPYRE_IF_SLOT);
-	spyre_pb_load(pb, 0, 4096, SPYRE_SLOT_ADDR(1, 0), K, 128, 128, 128, SPYRE_IF_SLOT);
-	spyre_pb_matmul(pb, 0, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 8192, 0, 4096, M, N, K, 1, 1, 1);
-	spyre_pb_store(pb, 0, 8192, SPYRE_SLOT_ADDR(2, 0), M, 128, 128, 128, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .rows = M,
+		.row_bytes = 128, .mem_stride = 128, .sp_stride = 128 });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = 4096, .mem = { .sym = 1 },
+		.rows = K, .row_bytes = 128, .mem_stride = 128, .sp_stride = 128 });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .d = 8192, .a = 0, .b = 4096, .rows = M, .cols = N, .k = K });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .sp = 8192, .mem = { .sym = 2 },
+		.rows = M, .row_bytes = 128, .mem_stride = 128, .sp_stride = 128 });
 	ASSERT_EQ(0, spyre_pb_finish(pb, &img, &size));
 	spyre_pb_free(pb);
 	slots[0] = A.va;
@@ -237,7 +218,8 @@ TEST_F(launch, engine_fault_fails_only_its_job)
 
 	ASSERT_EQ(0, sbo_create(self->fd, 128, 0, &x));
 	ASSERT_EQ(0, sbo_create(self->fd, 128, 0, &y));
-	img = relu_image(&size, 0, 64);	/* "x" claims 64 bytes; the load reads 128 */
+	/* "x" claims 64 bytes; the load reads 128 */
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 1, 64, &size);
 	ASSERT_NE(NULL, img);
 	slots[0] = x.va;
 	slots[1] = y.va;
@@ -278,7 +260,7 @@ TEST_F(launch, program_cannot_reach_other_files)
 	memset(secret.map, 0x77, 128);
 	ASSERT_EQ(0, squeue_create(fd2, DRM_SPYRE_PRIO_NORMAL, &q2));
 	ASSERT_EQ(0, sbo_create(fd2, 128, 0, &y));
-	img = relu_image(&size, 0, 128);
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 1, 128, &size);
 	ASSERT_NE(NULL, img);
 	/* The second file's program names the first file's address. */
 	slots[0] = secret.va;

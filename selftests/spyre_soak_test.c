@@ -115,22 +115,6 @@ static float soak_in(uint64_t job, int i)
 	return (float)((int)((job * 7 + i * 13) % 41) - 20) * 0.25f;
 }
 
-static void *relu_image(size_t *size)
-{
-	struct spyre_pb *pb = spyre_pb_new();
-	void *img = NULL;
-
-	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_IN);
-	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	if (spyre_pb_finish(pb, &img, size))
-		img = NULL;
-	spyre_pb_free(pb);
-	return img;
-}
-
 /* Wait for a slot's job and check its result. */
 static void soak_finish(int fd, int id, struct slot *s, struct soak_result *r)
 {
@@ -210,7 +194,7 @@ static void soak_worker(int id, int card, int jobs, struct soak_result *r)
 
 	memset(slot, 0, sizeof(slot));
 	fd = spyre_open(card);
-	image = relu_image(&isize);
+	image = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 1, 128, &isize);
 	if (fd < 0 || !image || squeue_create(fd, id % 3, &q[0]) ||
 	    squeue_create(fd, (id + 1) % 3, &q[1]) ||
 	    sbo_create(fd, 4096, DRM_SPYRE_BO_HOST, &img)) {

@@ -84,7 +84,8 @@ static void test_builder(void)
 	odd.raw[0] = 0xee;
 	odd.raw[31] = 0x42;
 	spyre_pb_emit(pb, 1, &odd);
-	spyre_pb_dma_abs(pb, 2, SPYRE_ISA_OP_STORE, 0, 1, 0x80, 1, 128, 0, 0);
+	spyre_pb_set_addressing(pb, SPYRE_PB_ADDR_RELOC);
+	spyre_pb_dma(pb, 2, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 1, .off = 0x80 }, .row_bytes = 128 });
 	spyre_pb_core(pb, 4);	/* cores 3 and 4 empty */
 	rc = spyre_pb_finish(pb, &img, &sz);
 	TAP_CHECK(rc == 0, "builder lays out a %zu-byte image", sz);

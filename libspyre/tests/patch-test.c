@@ -26,20 +26,16 @@ static void *build(int abs, size_t *size)
 	void *img = NULL;
 	int c, j;
 
+	spyre_pb_set_addressing(pb, abs ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT);
 	spyre_pb_sym(pb, "a", SPYRE_DT_FP32, 1, (uint64_t[]){ 4096 }, 16384, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "b", SPYRE_DT_FP16, 1, (uint64_t[]){ 4096 }, 8192, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "c", SPYRE_DT_FP32, 1, (uint64_t[]){ 4096 }, 16384, SPYRE_SYM_OUT);
 	for (c = 0; c < 4; c++)
 		for (j = 0; j < 6; j++) {
-			unsigned sym = (unsigned)(c + j) % 3, op = sym == 2 ? SPYRE_ISA_OP_STORE : SPYRE_ISA_OP_LOAD;
-			uint64_t off = 128ull * (unsigned)(c * 7 + j);
+			int sym = (c + j) % 3;
 
-			if (abs)
-				spyre_pb_dma_abs(pb, c, op, 0, sym, off, 1, 128, 0, 0);
-			else if (op == SPYRE_ISA_OP_LOAD)
-				spyre_pb_load(pb, c, 0, SPYRE_SLOT_ADDR(sym, off), 1, 128, 0, 0, SPYRE_IF_SLOT);
-			else
-				spyre_pb_store(pb, c, 0, SPYRE_SLOT_ADDR(sym, off), 1, 128, 0, 0, SPYRE_IF_SLOT);
+			spyre_pb_dma(pb, c, sym == 2 ? SPYRE_ISA_OP_STORE : SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+				.mem = { .sym = sym, .off = 128ull * (unsigned)(c * 7 + j) }, .row_bytes = 128 });
 		}
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;

@@ -433,24 +433,7 @@ static spyre_dptr_t shared_slots[2];
 
 static void *relu_image(int abs, size_t *size)
 {
-	struct spyre_pb *pb = spyre_pb_new();
-	void *img = NULL;
-
-	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
-	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
-	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_LOAD, 0, 0, 0, 32, 128, 128, 128);
-	else
-		spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
-	if (abs)
-		spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_STORE, 0, 1, 0, 32, 128, 128, 128);
-	else
-		spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 32, 128, 128, 128, SPYRE_IF_SLOT);
-	if (spyre_pb_finish(pb, &img, size))
-		img = NULL;
-	spyre_pb_free(pb);
-	return img;
+	return spyre_pb_relu_image(abs ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT, 32, 4096, size);
 }
 
 static void nop_cb(void *arg)

@@ -224,23 +224,6 @@ static void test_wait_cross_queue(void)
 	TAP_EQ(44, sdev_rd64(&D, D.q[1].compl));
 }
 
-/* y = relu(x) on core 0, with slot-relative operands (the patch-free form). */
-static void *relu_program(size_t *size, uint32_t x_bytes)
-{
-	struct spyre_pb *pb = spyre_pb_new();
-	void *img = NULL;
-
-	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, x_bytes, SPYRE_SYM_IN);
-	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 1, 32, 1, 1);
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
-	if (spyre_pb_finish(pb, &img, size))
-		img = NULL;
-	spyre_pb_free(pb);
-	return img;
-}
-
 static void test_launch(void)
 {
 	/* VA layout of context 0: program, arguments and record in host pages,
@@ -257,7 +240,7 @@ static void test_launch(void)
 	void *img;
 	int i;
 
-	img = relu_program(&size, 128);
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 1, 128, &size);	/* y = relu(x) */
 	TAP_CHECK(img && size <= 0x10000, "building the program failed");
 	if (!img)
 		return;
@@ -298,7 +281,7 @@ static void test_launch(void)
 	/* A program reading beyond its slot faults precisely: engine error,
 	 * the core and pc in QE_*, the cause in Q_FAULT_INFO and the record. */
 	free(img);
-	img = relu_program(&size, 64);		/* "x" claims 64 bytes, reads 128 */
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 1, 64, &size);		/* "x" claims 64 bytes, reads 128 */
 	sdev_memwrite(&D, h_prog, img, size);
 	l->hdr.seq = 51;
 	sdev_submit(&D, 3, p);

@@ -55,18 +55,12 @@ static int die(const char *what)
 	return 1;
 }
 
-/* LOAD or STORE of rows x row_bytes at byte offset off of slot sym, in either form. */
-static void dma(struct spyre_pb *pb, int abs, unsigned core, unsigned op, uint32_t sp,
-		unsigned sym, uint64_t off, uint32_t rows, uint32_t row_bytes)
+/* LOAD or STORE of rows x row_bytes at byte offset off of slot sym (contiguous rows). */
+static void dma(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, int sym, uint64_t off,
+		uint32_t rows, uint32_t row_bytes)
 {
-	if (abs)
-		spyre_pb_dma_abs(pb, core, op, sp, sym, off, rows, row_bytes, row_bytes, row_bytes);
-	else if (op == SPYRE_ISA_OP_LOAD)
-		spyre_pb_load(pb, core, sp, SPYRE_SLOT_ADDR(sym, off), rows, row_bytes, row_bytes,
-			      row_bytes, SPYRE_IF_SLOT);
-	else
-		spyre_pb_store(pb, core, sp, SPYRE_SLOT_ADDR(sym, off), rows, row_bytes, row_bytes,
-			       row_bytes, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, core, op, &(struct spyre_pb_dma){ .sp = sp, .mem = { .sym = sym, .off = off },
+		.rows = rows, .row_bytes = row_bytes, .mem_stride = row_bytes, .sp_stride = row_bytes });
 }
 
 /*
@@ -83,6 +77,7 @@ static void *build_mlp(const struct opts *o, int abs, size_t *size)
 	void *img = NULL;
 	int c;
 
+	spyre_pb_set_addressing(pb, abs ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT);
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 2, (uint64_t[]){ o->m, o->k }, 4ull * o->m * o->k, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "w1", SPYRE_DT_FP32, 2, (uint64_t[]){ o->k, o->h }, 4ull * o->k * o->h, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "w2", SPYRE_DT_FP32, 2, (uint64_t[]){ o->h, o->n }, 4ull * o->h * o->n, SPYRE_SYM_IN);
@@ -90,32 +85,17 @@ static void *build_mlp(const struct opts *o, int abs, size_t *size)
 	for (c = 0; c < o->cores; c++) {
 		uint64_t row0 = (uint64_t)c * r;
 
-		dma(pb, abs, c, SPYRE_ISA_OP_LOAD, W1, 1, 0, o->k, lh * 128);
-		dma(pb, abs, c, SPYRE_ISA_OP_LOAD, W2, 2, 0, o->h, ln * 128);
-		dma(pb, abs, c, SPYRE_ISA_OP_LOAD, X, 0, row0 * o->k * 4, r, lk * 128);
-		spyre_pb_matmul(pb, c, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, H, X, W1, r, o->h, o->k,
-				lh, lk, lh);
-		spyre_pb_unary(pb, c, o->act, SPYRE_DT_FP32, SPYRE_DT_FP32, H, H, r, o->h, lh, lh);
-		spyre_pb_matmul(pb, c, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, Y, H, W2, r, o->n, o->h,
-				ln, lh, ln);
-		dma(pb, abs, c, SPYRE_ISA_OP_STORE, Y, 3, row0 * o->n * 4, r, ln * 128);
+		dma(pb, c, SPYRE_ISA_OP_LOAD, W1, 1, 0, o->k, lh * 128);
+		dma(pb, c, SPYRE_ISA_OP_LOAD, W2, 2, 0, o->h, ln * 128);
+		dma(pb, c, SPYRE_ISA_OP_LOAD, X, 0, row0 * o->k * 4, r, lk * 128);
+		spyre_pb_op(pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32,
+			.dt2 = SPYRE_DT_FP32, .d = H, .a = X, .b = W1, .rows = r, .cols = o->h, .k = o->k });
+		spyre_pb_op(pb, c, &(struct spyre_pb_op){ .op = (unsigned)o->act, .dt = SPYRE_DT_FP32,
+			.dt2 = SPYRE_DT_FP32, .d = H, .a = H, .rows = r, .cols = o->h });
+		spyre_pb_op(pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32,
+			.dt2 = SPYRE_DT_FP32, .d = Y, .a = H, .b = W2, .rows = r, .cols = o->n, .k = o->h });
+		dma(pb, c, SPYRE_ISA_OP_STORE, Y, 3, row0 * o->n * 4, r, ln * 128);
 	}
-	if (spyre_pb_finish(pb, &img, size))
-		img = NULL;
-	spyre_pb_free(pb);
-	return img;
-}
-
-static void *build_relu(int abs, size_t *size)
-{
-	struct spyre_pb *pb = spyre_pb_new();
-	void *img = NULL;
-
-	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN);
-	spyre_pb_sym(pb, "y", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_OUT);
-	dma(pb, abs, 0, SPYRE_ISA_OP_LOAD, 0, 0, 0, 32, 128);
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 32, 32, 1, 1);
-	dma(pb, abs, 0, SPYRE_ISA_OP_STORE, 0, 1, 0, 32, 128);
 	if (spyre_pb_finish(pb, &img, size))
 		img = NULL;
 	spyre_pb_free(pb);
@@ -333,7 +313,7 @@ static int run(struct opts *o)
 		} else if (!strcmp(o->example, "mlp")) {
 			img = build_mlp(o, pi == 0, &size);
 		} else {
-			img = build_relu(pi == 0, &size);
+			img = spyre_pb_relu_image(pi == 0 ? SPYRE_PB_ADDR_RELOC : SPYRE_PB_ADDR_SLOT, 32, 4096, &size);
 		}
 		if (!img || !size) {
 			fprintf(stderr, "spyre-run: cannot build the %s example\n", o->example);

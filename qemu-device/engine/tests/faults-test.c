@@ -84,7 +84,8 @@ static void test_decode(void)
 	/* bad dtype: int8 matmul must produce int32 */
 	pb = newpb();
 	spyre_pb_ctl(pb, 1, SPYRE_ISA_OP_NOP, 0, 0, 0);
-	spyre_pb_matmul(pb, 1, SPYRE_DT_INT8, SPYRE_DT_FP32, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1);
+	spyre_pb_op(pb, 1, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_INT8,
+		.dt2 = SPYRE_DT_FP32, .rows = 1, .cols = 1, .k = 1 });
 	run(pb, 2, &r, &vc, &vcore, &vpc);
 	expect("bad dtype", &r, SPYRE_ENGINE_FAULT_BAD_DTYPE, 1, 1, 0, 0);
 	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_DTYPE && vcore == 1 && vpc == 1, "validator: bad-dtype at core 1 pc 1");
@@ -96,20 +97,22 @@ static void test_alignment(void)
 
 	/* misaligned stick: scratchpad operand */
 	pb = newpb();
-	spyre_pb_load(pb, 0, 64, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = 64, .mem = { .sym = 0 }, .row_bytes = 128 });
 	run(pb, 1, &r, NULL, NULL, NULL);
 	expect("misaligned scratchpad", &r, SPYRE_ENGINE_FAULT_ALIGN, 0, 0, 64, 1);
 
 	/* misaligned tensor operand */
 	pb = newpb();
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_RELU, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 200, 1, 32, 1, 1);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_RELU, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .a = 200, .rows = 1, .cols = 32 });
 	run(pb, 1, &r, NULL, NULL, NULL);
 	expect("misaligned tensor source", &r, SPYRE_ENGINE_FAULT_ALIGN, 0, 0, 200, 1);
 
 	/* misaligned absolute memory operand (after relocation) */
 	pb = newpb();
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
-	spyre_pb_load(pb, 0, 0, buf + 64, 1, 128, 0, 0, 0);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+		.mem = { .sym = SPYRE_PB_RAW, .off = buf + 64 }, .row_bytes = 128 });
 	run(pb, 1, &r, NULL, NULL, NULL);
 	expect("misaligned memory VA", &r, SPYRE_ENGINE_FAULT_ALIGN, 0, 1, buf + 64, 1);
 }
@@ -120,26 +123,30 @@ static void test_ranges(void)
 
 	/* scratchpad out of range: a tile running past 2 MiB */
 	pb = newpb();
-	spyre_pb_fill(pb, 3, SPYRE_DT_FP32, (2u << 20) - 256, 4, 32, 1, 0);
+	spyre_pb_op(pb, 3, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .d = (2u << 20) - 256, .rows = 4, .cols = 32 });
 	run(pb, 8, &r, &vc, &vcore, &vpc);
 	expect("scratchpad out of range", &r, SPYRE_ENGINE_FAULT_SP_RANGE, 3, 0, (2u << 20) - 256, 1);
 	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_SP_RANGE && vcore == 3 && vpc == 0, "validator: sp-range at core 3 pc 0");
 
 	/* DMA past the scratchpad */
 	pb = newpb();
-	spyre_pb_load(pb, 0, (2u << 20) - 128, SPYRE_SLOT_ADDR(0, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = (2u << 20) - 128,
+		.mem = { .sym = 0 }, .row_bytes = 256 });
 	run(pb, 1, &r, NULL, NULL, NULL);
 	expect("DMA past the scratchpad", &r, SPYRE_ENGINE_FAULT_SP_RANGE, 0, 0, (2u << 20) - 128, 1);
 
 	/* slot-relative access beyond the slot's 4 KiB */
 	pb = newpb();
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 3968), 2, 128, 128, 128, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0, .off = 3968 },
+		.rows = 2, .row_bytes = 128 });
 	run(pb, 1, &r, NULL, NULL, NULL);
 	expect("beyond the slot", &r, SPYRE_ENGINE_FAULT_MEM_RANGE, 0, 0, buf + 3968, 1);
 
 	/* unknown slot */
 	pb = newpb();
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(7, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_emit(pb, 0, &(union spyre_insn){ .dma = { .opcode = SPYRE_ISA_OP_LOAD, .flags = SPYRE_IF_SLOT,
+		.mem = SPYRE_SLOT_ADDR(7, 0), .rows = 1, .row_bytes = 128 } });	/* the builder refuses it */
 	run(pb, 1, &r, &vc, &vcore, &vpc);
 	expect("unknown slot", &r, SPYRE_ENGINE_FAULT_BAD_SLOT, 0, 0, 0, 0);
 	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_SLOT, "validator: bad-slot");
@@ -152,8 +159,10 @@ static void test_memory_fault_callback(void)
 
 	/* memory fault from the callback: a hole in the middle of a strided store */
 	pb = newpb();
-	spyre_pb_fill(pb, 0, SPYRE_DT_FP32, 0, 4, 32, 1, 0x3f800000);
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 4, 128, 1024, 128, SPYRE_IF_SLOT);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .rows = 4, .cols = 32, .imm = 0x3f800000 });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .rows = 4,
+		.row_bytes = 128, .mem_stride = 1024 });
 	M.hole_lo = buf + 2048;
 	M.hole_hi = buf + 2048 + 4096;
 	memset(flatmem_ptr(&M, buf), 0, 4096);
@@ -296,8 +305,9 @@ static void test_usable_after_faults(void)
 
 	/* the engine is usable after all that */
 	pb = newpb();
-	spyre_pb_fill(pb, 0, SPYRE_DT_FP32, 0, 1, 32, 1, 0x40000000);
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .rows = 1, .cols = 32, .imm = 0x40000000 });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .row_bytes = 128 });
 	run(pb, 1, &r, NULL, NULL, NULL);
 	memcpy(&f0, flatmem_ptr(&M, buf + 124), 4);
 	TAP_CHECK(r.status == 0 && f0 == 2.0f, "a good launch after faults succeeds");

@@ -48,11 +48,14 @@ static void test_libfuzzer_run(void)
 	struct spyre_pb *pb = spyre_pb_new();
 
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN | SPYRE_SYM_OUT);
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 4, 256, 256, 256, SPYRE_IF_SLOT);
-	spyre_pb_matmul(pb, 0, SPYRE_DT_FP16, SPYRE_DT_FP32, 0, 2048, 0, 1024, 4, 32, 64, 1, 1, 1);
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_SOFTMAX, SPYRE_DT_FP32, SPYRE_DT_DL16, 4096, 2048, 4, 32, 1, 1);
-	spyre_pb_store(pb, 0, 4096, SPYRE_SLOT_ADDR(0, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_dma_abs(pb, 1, SPYRE_ISA_OP_LOAD, 0, 0, 128, 1, 128, 0, 0);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .rows = 4, .row_bytes = 256 });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP16,
+		.dt2 = SPYRE_DT_FP32, .d = 2048, .a = 0, .b = 1024, .rows = 4, .cols = 32, .k = 64 });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SOFTMAX, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_DL16, .d = 4096, .a = 2048, .rows = 4, .cols = 32 });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .sp = 4096, .mem = { .sym = 0 }, .row_bytes = 256 });
+	spyre_pb_set_addressing(pb, SPYRE_PB_ADDR_RELOC);
+	spyre_pb_dma(pb, 1, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0, .off = 128 }, .row_bytes = 128 });
 	seed(dir, 0, pb);
 	pb = spyre_pb_new();
 	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 1, 3, 256);
@@ -65,7 +68,8 @@ static void test_libfuzzer_run(void)
 	pb = spyre_pb_new();
 	spyre_pb_set_scalars(pb, 1);
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 1, 0, 0);
-	spyre_pb_tensor(pb, 0, SPYRE_ISA_OP_ADD, SPYRE_DT_INT8, SPYRE_DT_INT8, SPYRE_IF_BCAST_ROW, 0, 0, 128, 2, 100, 0, 1, 1, 0);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_INT8, .dt2 = SPYRE_DT_INT8,
+		.flags = SPYRE_IF_BCAST_ROW, .d = 0, .a = 0, .b = 128, .rows = 2, .cols = 100 });
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_ADDI, 1, (uint64_t)-1, 1);
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 1, 1, 0);
 	seed(dir, 2, pb);

@@ -46,7 +46,7 @@ static struct spyre_pb *begin(void)
 
 	spyre_pb_sym(pb, "in", SPYRE_DT_INT8, 1, (uint64_t[]){ SPB }, SPB, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "out", SPYRE_DT_INT8, 1, (uint64_t[]){ SPB }, SPB, SPYRE_SYM_OUT);
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .row_bytes = SPB });
 	return pb;
 }
 
@@ -57,7 +57,7 @@ static int finish(struct spyre_pb *pb, struct spyre_launch_result *res)
 	size_t sz;
 	int rc;
 
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 1 }, .row_bytes = SPB });
 	if (spyre_pb_finish(pb, &img, &sz)) {
 		spyre_pb_free(pb);
 		return -1;
@@ -162,7 +162,9 @@ static void test_matmul(unsigned dt, unsigned dt2, uint32_t m, uint32_t n, uint3
 		gen_tile(C, m, n, ldc, dt2, isint ? -1000 : -1, isint ? 1000 : 1);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_matmul(pb, 0, dt, dt2, acc ? SPYRE_IF_ACC : 0, C, A, B, m, n, k, ldc, lda, ldb);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = dt2,
+		.flags = acc ? SPYRE_IF_ACC : 0, .d = C, .a = A, .b = B, .rows = m, .cols = n, .k = k,
+		.ldd = ldc, .lda = lda, .ldb = ldb });
 	int rc = finish(pb, &res);
 
 	for (uint32_t i = 0; i < m && rc == 0; i++)
@@ -231,7 +233,8 @@ static void test_binary(unsigned op, unsigned dt, unsigned flags, uint32_t rows,
 		gen_tile(B, rows, cols, ld, dt, lo, hi);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_tensor(pb, 0, op, dt, dt, flags, D, A, B, rows, cols, 0, ld, ld, flags ? 0 : ld);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = dt, .dt2 = dt, .flags = flags, .d = D, .a = A,
+		.b = B, .rows = rows, .cols = cols, .ldd = ld, .lda = ld, .ldb = flags ? 0 : ld });
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
@@ -268,10 +271,8 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 	gen_tile(A, rows, cols, lda, dt, lo, hi);
 	struct spyre_pb *pb = begin();
 
-	if (op == SPYRE_ISA_OP_SCALE)
-		spyre_pb_scale(pb, 0, dt, dt2, D, A, rows, cols, ldd, lda, s, b);
-	else
-		spyre_pb_unary(pb, 0, op, dt, dt2, D, A, rows, cols, ldd, lda);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = dt, .dt2 = dt2, .d = D, .a = A, .rows = rows,
+		.cols = cols, .ldd = ldd, .lda = lda, .scale = s, .bias = b });	/* scale, bias: SCALE only */
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
@@ -302,7 +303,8 @@ static void test_fill(unsigned dt)
 	memset(spin, SENT, SPB);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_fill(pb, 0, dt, 256, rows, cols, ld, bits);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = dt, .dt2 = dt, .d = 256, .rows = rows,
+		.cols = cols, .ldd = ld, .imm = bits });
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
@@ -323,7 +325,8 @@ static void test_reduce(unsigned op, unsigned dt, unsigned dt2, int axis0, uint3
 	gen_tile(A, rows, cols, lda, dt, isint ? -128 : -2, isint ? 127 : 2);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_tensor(pb, 0, op, dt, dt2, axis0 ? SPYRE_IF_AXIS0 : 0, D, A, 0, rows, cols, 0, 0, lda, 0);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = dt, .dt2 = dt2, .flags = axis0 ? SPYRE_IF_AXIS0 : 0,
+		.d = D, .a = A, .rows = rows, .cols = cols, .lda = lda });
 	int rc = finish(pb, &res);
 
 	for (uint32_t o = 0; o < outn && !rc; o++) {
@@ -358,7 +361,8 @@ static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols
 	gen_tile(A, rows, cols, lda, dt, -8, 8);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_SOFTMAX, dt, dt2, D, A, rows, cols, ldd, lda);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SOFTMAX, .dt = dt, .dt2 = dt2, .d = D, .a = A,
+		.rows = rows, .cols = cols, .ldd = ldd, .lda = lda });
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++) {
@@ -389,7 +393,8 @@ static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
 	gen_tile(A, rows, cols, lda, dt, -100, 100);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_unary(pb, 0, SPYRE_ISA_OP_TRANSPOSE, dt, dt, D, A, rows, cols, ldd, lda);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = D, .a = A,
+		.rows = rows, .cols = cols, .ldd = ldd, .lda = lda });
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
@@ -416,11 +421,11 @@ static void test_control(void)
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 3, 0, 0);		/* r3 = n */
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LI, 4, 7, 0);		/* r4 = 7 (unused, li) */
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
-	int loop = spyre_pb_tensor(pb, 0, SPYRE_ISA_OP_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 128, 128, 0, 1, 32, 0,
-				   1, 1, 1);
+	int loop = spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .d = 128, .a = 128, .b = 0, .rows = 1, .cols = 32 });
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_ADDI, 3, (uint64_t)-1, 3);	/* r3 -= 1 */
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 3, (uint64_t)loop, 0);
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(1, 0), 1, SPB, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 1 }, .row_bytes = SPB });
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_HALT, 0, 0, 0);
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_FILL, 0, 0, 0);	/* never reached (and invalid) */
 
@@ -472,11 +477,20 @@ static void test_dma(void)
 	int sc = spyre_pb_sym(pb, "cout", SPYRE_DT_INT8, 1, (uint64_t[]){ 256 }, 256, SPYRE_SYM_OUT);
 	int64_t coff = spyre_pb_const(pb, cdata, sizeof(cdata));
 
-	spyre_pb_load(pb, 0, 1024, SPYRE_SLOT_ADDR(sx, 0), rows, rb, mstride, sstride, SPYRE_IF_SLOT);
-	spyre_pb_store(pb, 0, 1024, SPYRE_SLOT_ADDR(sd, 0), rows, rb, mstride, sstride, SPYRE_IF_SLOT);
-	spyre_pb_dma_abs(pb, 0, SPYRE_ISA_OP_STORE, 1024, (unsigned)sd2, 0, rows, rb, mstride, sstride);
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(SPYRE_SLOT_CONST, (uint64_t)coff), 1, 256, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_store(pb, 0, 0, SPYRE_SLOT_ADDR(sc, 0), 1, 256, 0, 0, SPYRE_IF_SLOT);
+	struct spyre_pb_dma strided = { .sp = 1024, .rows = rows, .row_bytes = rb, .mem_stride = mstride,
+					.sp_stride = sstride };
+
+	strided.mem.sym = sx;
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &strided);
+	strided.mem.sym = sd;
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &strided);
+	strided.mem.sym = sd2;
+	spyre_pb_set_addressing(pb, SPYRE_PB_ADDR_RELOC);	/* this one through the relocation table */
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &strided);
+	spyre_pb_set_addressing(pb, SPYRE_PB_ADDR_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+		.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)coff }, .row_bytes = 256 });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = sc }, .row_bytes = 256 });
 	void *img;
 	size_t sz;
 	uint64_t slots[4] = { src, dst, dst2, cout };

@@ -49,7 +49,8 @@ static void test_all_pairs(void)
 	spyre_pb_sym(pb, "in", SPYRE_DT_INT8, 1, (uint64_t[]){ N * 128 }, N * 128, SPYRE_SYM_IN);
 	spyre_pb_sym(pb, "out", SPYRE_DT_INT8, 1, (uint64_t[]){ N * N * 128 }, N * N * 128, SPYRE_SYM_OUT);
 	for (int i = 0; i < N; i++) {
-		spyre_pb_load(pb, i, 0, SPYRE_SLOT_ADDR(0, i * 128), 1, 128, 0, 0, SPYRE_IF_SLOT);
+		spyre_pb_dma(pb, i, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0, .off = i * 128u },
+			.row_bytes = 128 });
 		for (int k = 1; k < N; k++)
 			spyre_pb_ring(pb, i, SPYRE_ISA_OP_SEND, 0, (i + k) % N, (uint32_t)(i * N + (i + k) % N), 128);
 		for (int k = 1; k < N; k++) {
@@ -57,7 +58,8 @@ static void test_all_pairs(void)
 
 			spyre_pb_ring(pb, i, SPYRE_ISA_OP_RECV, 128 * (1 + j), j, (uint32_t)(j * N + i), 128);
 		}
-		spyre_pb_store(pb, i, 128, SPYRE_SLOT_ADDR(1, (uint64_t)i * N * 128), 1, N * 128, 0, 0, SPYRE_IF_SLOT);
+		spyre_pb_dma(pb, i, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .sp = 128,
+			.mem = { .sym = 1, .off = (uint64_t)i * N * 128 }, .row_bytes = N * 128 });
 	}
 	rc = run(pb, (uint64_t[]){ in, out }, 2, 0xffffffff, &r);
 	int bad = 0;
@@ -87,18 +89,22 @@ static void test_order_self_and_large(void)
 	spyre_pb_sym(pb, "out", SPYRE_DT_INT8, 1, (uint64_t[]){ 8 * 128 + (1u << 20) }, 8 * 128 + (1u << 20),
 		     SPYRE_SYM_OUT);
 	for (int k = 0; k < 4; k++) {
-		spyre_pb_fill(pb, 3, SPYRE_DT_INT32, 0, 1, 32, 1, (uint32_t)(100 + k));
+		spyre_pb_op(pb, 3, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_INT32,
+			.dt2 = SPYRE_DT_INT32, .rows = 1, .cols = 32, .imm = (uint32_t)(100 + k) });
 		spyre_pb_ring(pb, 3, SPYRE_ISA_OP_SEND, 0, 29, 5, 128);
 		spyre_pb_ring(pb, 29, SPYRE_ISA_OP_RECV, 128 * (uint32_t)k, 3, 5, 128);
 	}
-	spyre_pb_fill(pb, 29, SPYRE_DT_INT32, 4096, 1, 32, 1, 777);
+	spyre_pb_op(pb, 29, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_INT32,
+		.dt2 = SPYRE_DT_INT32, .d = 4096, .rows = 1, .cols = 32, .imm = 777 });
 	spyre_pb_ring(pb, 29, SPYRE_ISA_OP_SEND, 4096, 29, 9, 128);
 	spyre_pb_ring(pb, 29, SPYRE_ISA_OP_RECV, 4 * 128, 29, 9, 128);
-	spyre_pb_fill(pb, 3, SPYRE_DT_INT8, 8192, 8192, 128, 1, 0x5a);
+	spyre_pb_op(pb, 3, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_INT8,
+		.dt2 = SPYRE_DT_INT8, .d = 8192, .rows = 8192, .cols = 128, .imm = 0x5a });
 	spyre_pb_ring(pb, 3, SPYRE_ISA_OP_SEND, 8192, 29, 1, 1u << 20);
 	spyre_pb_ring(pb, 29, SPYRE_ISA_OP_RECV, 8192, 3, 1, 1u << 20);
-	spyre_pb_store(pb, 29, 0, SPYRE_SLOT_ADDR(0, 0), 1, 5 * 128, 0, 0, SPYRE_IF_SLOT);
-	spyre_pb_store(pb, 29, 8192, SPYRE_SLOT_ADDR(0, 8 * 128), 1, 1u << 20, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 29, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .row_bytes = 5 * 128 });
+	spyre_pb_dma(pb, 29, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .sp = 8192, .mem = { .sym = 0, .off = 8 * 128 },
+		.row_bytes = 1u << 20 });
 	rc = run(pb, (uint64_t[]){ o2 }, 1, (1u << 3) | (1u << 29), &r);
 	int32_t v[5];
 	int order = 1, big = 1;
@@ -127,18 +133,22 @@ static void test_pipeline(void)
 
 	pb = spyre_pb_new();
 	spyre_pb_sym(pb, "out", SPYRE_DT_FP32, 1, (uint64_t[]){ 32 }, 128, SPYRE_SYM_OUT);
-	spyre_pb_fill(pb, 0, SPYRE_DT_FP32, 0, 1, 32, 1, 0);
-	spyre_pb_fill(pb, 0, SPYRE_DT_FP32, 128, 1, 32, 1, 0x3f800000);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .rows = 1, .cols = 32, .imm = 0 });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .d = 128, .rows = 1, .cols = 32, .imm = 0x3f800000 });
 	for (int i = 0; i < N; i++) {
 		if (i) {
-			spyre_pb_fill(pb, i, SPYRE_DT_FP32, 128, 1, 32, 1, 0x3f800000);
+			spyre_pb_op(pb, i, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+				.dt2 = SPYRE_DT_FP32, .d = 128, .rows = 1, .cols = 32, .imm = 0x3f800000 });
 			spyre_pb_ring(pb, i, SPYRE_ISA_OP_RECV, 0, i - 1, 0, 128);
 		}
-		spyre_pb_tensor(pb, i, SPYRE_ISA_OP_ADD, SPYRE_DT_FP32, SPYRE_DT_FP32, 0, 0, 0, 128, 1, 32, 0, 1, 1, 1);
+		spyre_pb_op(pb, i, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
+			.dt2 = SPYRE_DT_FP32, .d = 0, .a = 0, .b = 128, .rows = 1, .cols = 32 });
 		if (i < N - 1)
 			spyre_pb_ring(pb, i, SPYRE_ISA_OP_SEND, 0, i + 1, 0, 128);
 	}
-	spyre_pb_store(pb, N - 1, 0, SPYRE_SLOT_ADDR(0, 0), 1, 128, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, N - 1, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .row_bytes = 128 });
 	rc = run(pb, (uint64_t[]){ o3 }, 1, 0xffffffff, &r);
 	float f;
 
@@ -176,7 +186,8 @@ static void test_barrier(void)
 	/* barrier: unequal work before it, every clock equal after */
 	pb = spyre_pb_new();
 	for (int i = 0; i < N; i++) {
-		spyre_pb_fill(pb, i, SPYRE_DT_FP32, 0, (uint32_t)(1 + 40 * i), 32, 1, 0);
+		spyre_pb_op(pb, i, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+			.dt2 = SPYRE_DT_FP32, .rows = (uint32_t)(1 + 40 * i), .cols = 32, .imm = 0 });
 		spyre_pb_ring(pb, i, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
 	}
 	rc = run(pb, NULL, 0, 0xffffffff, &r);

@@ -60,7 +60,8 @@ static uint64_t load_cost(uint32_t bytes, uint32_t mask)
 
 	for (uint32_t c = 0; c < 32; c++)
 		if (mask >> c & 1)
-			spyre_pb_load(pb, c, 0, SPYRE_SLOT_ADDR(0, 0), 1, bytes, 0, 0, SPYRE_IF_SLOT);
+			spyre_pb_dma(pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 },
+				.row_bytes = bytes });
 	return cycles(pb, mask, NULL);
 }
 
@@ -70,7 +71,9 @@ static uint64_t mm_cost(unsigned dt, uint32_t m, uint32_t n, uint32_t k)
 	unsigned dt2 = dt == SPYRE_DT_INT8 ? SPYRE_DT_INT32 : SPYRE_DT_FP32;
 	uint32_t lda = spyre_sticks(k, dt), ldb = spyre_sticks(n, dt), ldc = spyre_sticks(n, dt2);
 
-	spyre_pb_matmul(pb, 0, dt, dt2, 0, 0, m * lda * 128, m * lda * 128 + k * ldb * 128, m, n, k, ldc, lda, ldb);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = dt2, .d = 0,
+		.a = m * lda * 128, .b = m * lda * 128 + k * ldb * 128, .rows = m, .cols = n, .k = k,
+		.ldd = ldc, .lda = lda, .ldb = ldb });
 	return cycles(pb, 1, NULL);
 }
 
@@ -78,7 +81,8 @@ static uint64_t ew_cost(unsigned op, uint32_t rows)
 {
 	struct spyre_pb *pb = newpb();
 
-	spyre_pb_unary(pb, 0, op, SPYRE_DT_FP16, SPYRE_DT_FP16, 0, 0, rows, 64, 1, 1);
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = SPYRE_DT_FP16, .dt2 = SPYRE_DT_FP16,
+		.rows = rows, .cols = 64 });
 	return cycles(pb, 1, NULL);
 }
 
@@ -200,7 +204,7 @@ static void test_busy_and_device_time(void)
 	int good;
 
 	/* utilization: the receiver waits, it is not busy */
-	spyre_pb_load(pb, 0, 0, SPYRE_SLOT_ADDR(0, 0), 1, 1u << 20, 0, 0, SPYRE_IF_SLOT);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .row_bytes = 1u << 20 });
 	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 1, 0, 128);
 	spyre_pb_ring(pb, 1, SPYRE_ISA_OP_RECV, 0, 0, 0, 128);
 	cycles(pb, 3, &r1);
@@ -221,7 +225,7 @@ static void test_determinism(void)
 
 	/* 32 cores load, send, receive and meet at a barrier, twice */
 	for (int c = 0; c < 32; c++) {
-		spyre_pb_load(pb, c, 0, SPYRE_SLOT_ADDR(0, 0), 1, 4096, 0, 0, SPYRE_IF_SLOT);
+		spyre_pb_dma(pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0 }, .row_bytes = 4096 });
 		spyre_pb_ring(pb, c, SPYRE_ISA_OP_SEND, 0, (c + 7) % 32, 0, 4096);
 		spyre_pb_ring(pb, c, SPYRE_ISA_OP_RECV, 8192, (c + 25) % 32, 0, 4096);
 		spyre_pb_ring(pb, c, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
