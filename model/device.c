@@ -474,6 +474,34 @@ static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uin
 	       2ull * c->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32) + work;
 }
 
+/* Device scratch memory kernels with a work slot share. */
+static uint64_t work_bytes(uint64_t mem_size)
+{
+	return (64ull << 20) < mem_size / 8 ? 64ull << 20 : mem_size / 8;
+}
+
+int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config *cfg, uint32_t dtype,
+			   char *err, size_t errlen)
+{
+	struct spyre_device_props props = { .size = sizeof(props) };
+	uint64_t need;
+	int ret;
+
+	ret = spyre_device_get_props(dev, &props);
+	if (ret) {
+		snprintf(err, errlen, "device properties: %s", spyre_last_error());
+		return ret;
+	}
+	need = model_bytes(cfg, dtype, work_bytes(props.mem_size));
+	if (need > props.mem_size) {
+		snprintf(err, errlen, "the model needs %.2f GiB of device memory in %s (weights, KV caches for %u "
+			 "positions, activations), the device has %.2f GiB", need / 1073741824.0,
+			 dtype == SPYRE_DT_FP32 ? "fp32" : "16-bit", cfg->max_pos, props.mem_size / 1073741824.0);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		     const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
 		     struct spyre_dmodel **out, char *err, size_t errlen)
@@ -481,7 +509,6 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	struct spyre_device_props props = { .size = sizeof(props) };
 	struct spyre_dmodel *dm;
 	uint32_t hd = cfg->head_dim, qd = cfg->heads * hd, kvd = cfg->kv_heads * hd;
-	uint64_t need;
 	int ret;
 
 	*out = NULL;
@@ -505,16 +532,10 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		ret = fail(dm, -EINVAL, "%u cores requested, the device has %u", dm->cores, props.num_cores);
 		goto out;
 	}
-	dm->work_bytes = 64ull << 20;
-	if (dm->work_bytes > props.mem_size / 8)
-		dm->work_bytes = props.mem_size / 8;
-	need = model_bytes(cfg, dm->dt, dm->work_bytes);
-	if (need > props.mem_size) {
-		ret = fail(dm, -ENOMEM, "the model needs %.2f GiB of device memory (weights, KV caches for %u "
-			   "positions, activations), the device has %.2f GiB", need / 1073741824.0, cfg->max_pos,
-			   props.mem_size / 1073741824.0);
+	dm->work_bytes = work_bytes(props.mem_size);
+	ret = spyre_dmodel_check_fit(dev, cfg, dm->dt, dm->err, sizeof(dm->err));
+	if (ret)
 		goto out;
-	}
 	ret = spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &dm->stream);
 	if (ret) {
 		fail(dm, ret, "stream");

@@ -63,6 +63,14 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		     struct spyre_dmodel **out, char *err, size_t errlen);
 void spyre_dmodel_free(struct spyre_dmodel *dm);
 
+/*
+ * Whether @cfg in @dtype fits the memory of @dev (weights, KV caches for
+ * max_pos positions, activations, work): 0, or -ENOMEM with a message giving
+ * both sizes. Checked before any weight is generated or read.
+ */
+int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config *cfg, uint32_t dtype,
+			   char *err, size_t errlen);
+
 /* Switch the dispatch configuration (the weights and caches stay). */
 int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispatch);
 /* Empty the KV caches: the next prefill starts at position 0. */

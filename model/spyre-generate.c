@@ -796,6 +796,20 @@ done:
 	return rc;
 }
 
+/* Before any weight is made or read: does the model fit the card? */
+static int check_device_fit(const struct options *o, const struct model *m)
+{
+	spyre_device_t *dev;
+	char err[600];
+	int ret;
+
+	if (spyre_device_open(o->device, &dev))
+		return fail("--device %d: %s", o->device, spyre_last_error());
+	ret = spyre_dmodel_check_fit(dev, &m->cfg, o->dtype, err, sizeof(err));
+	spyre_device_close(dev);
+	return ret ? fail("%s on card %d: %s; try --estimate", m->label, o->device, err) : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options *o = calloc(1, sizeof(*o));
@@ -827,6 +841,10 @@ int main(int argc, char **argv)
 		fail("the prompt (%u tokens) and %u generated tokens need %u positions; %s has "
 		     "max_position_embeddings %u", o->nprompt, o->ntokens, o->nprompt + o->ntokens - 1, m.label,
 		     m.cfg.max_pos);
+		free(o);
+		return 1;
+	}
+	if (o->device >= 0 && o->ntokens && check_device_fit(o, &m)) {
 		free(o);
 		return 1;
 	}
