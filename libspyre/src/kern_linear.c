@@ -250,7 +250,7 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 	uint64_t kp = x->kc.pw, mt = p->mt, nt = p->nt, kt = p->kt;
 	uint64_t M = cdiv(mr, mt), N = cdiv(w, nt), K = cdiv(kp, kt);
 	uint64_t kt_real = min64(kt, j->k);
-	bool direct = K == 1 && cmap_dense(&x->kc) && !x->bias;
+	bool direct = K == 1 && cmap_dense(&x->kc) && !x->bias && (x->j.y.dt == x->cdt || x->ey == 4);
 	uint64_t xrow = rup((p->ord == ORD_X ? kp : min64(kt, kp)) * x->ea, STICK);
 	uint64_t wrows = p->ord == ORD_W ? j->k : kt_real;
 	uint64_t wrow = rup(nt * x->eb, STICK), acc_row = rup(nt * 4, STICK);
@@ -324,7 +324,11 @@ static bool plan(struct gctx *x, uint64_t mr, uint64_t w, uint64_t wr, struct gp
 			*best = x->memo[i].p;
 			return true;
 		}
-	nm = tile_sizes(mr, mr < SPYRE_TM_PE_ROWS ? mr : SPYRE_TM_PE_ROWS, UINT32_MAX, ms, 64);
+	nm = tile_sizes(mr, mr < SPYRE_TM_PE_ROWS ? mr : SPYRE_TM_PE_ROWS, UINT32_MAX, ms, 61);
+	/* fewer than the PE array's 8 rows: only when nothing else fits */
+	for (uint64_t r = 4; r >= 1; r /= 2)
+		if (r < ms[nm - 1])
+			ms[nm++] = r;
 	nn = tile_sizes(w, x->nc.unit, 0xffff / x->nc.unit * x->nc.unit, ns, 64);
 	nk = tile_sizes(x->kc.pw, x->kc.unit, 0xffff / x->kc.unit * x->kc.unit, ks, 64);
 	for (uint32_t a = 0; a < nm; a++)
@@ -404,7 +408,7 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 	const struct kg_gemm *j = &x->j;
 	uint64_t kp = x->kc.pw, mt = p->mt, nt = p->nt, kt = p->kt, w = p1 - p0;
 	uint64_t M = cdiv(mr, mt), N = cdiv(w, nt), K = cdiv(kp, kt);
-	bool direct = K == 1 && cmap_dense(&x->kc) && !x->bias;
+	bool direct = K == 1 && cmap_dense(&x->kc) && !x->bias && (x->j.y.dt == x->cdt || x->ey == 4);
 	uint64_t xld = rup((p->ord == ORD_X ? kp : min64(kt, kp)) * x->ea, STICK) / STICK;
 	uint64_t wrows = p->ord == ORD_W ? j->k : min64(kt, j->k);
 	uint64_t wld = rup(nt * x->eb, STICK) / STICK, cld = rup(nt * x->ec, STICK) / STICK;
@@ -565,11 +569,72 @@ static uint32_t count_active(const struct gctx *x, uint32_t cores, uint32_t stra
 	return (uint32_t)min64(cores, units);
 }
 
+/* Rows [*r0, *r0 + *mr) and physical columns [*p0, *p1) of core @i of @parts. */
+static void part(const struct gctx *x, uint32_t strategy, uint32_t parts, uint32_t i, uint64_t *r0, uint64_t *mr,
+		 uint64_t *p0, uint64_t *p1)
+{
+	*r0 = 0;
+	*mr = x->j.m;
+	*p0 = 0;
+	*p1 = x->nc.pw;
+	if (strategy == SPYRE_KSTRAT_SPLIT_M) {
+		struct kg_range r = kg_split(x->j.m, parts, i, SPYRE_TM_PE_ROWS);
+
+		*r0 = r.start;
+		*mr = r.count;
+	} else {
+		col_split(x, parts, i, p0, p1);
+	}
+}
+
+/*
+ * How many cores to split over. Splits are in whole units (8 rows, a stick
+ * of columns), so 32 cores may get 7 and 6 units where 25 would get 8 each:
+ * with LPDDR shared among the launched cores, the fewest cores giving the
+ * same largest block are as fast when memory-bound and never slower; and
+ * when every core streams all of one operand, fewer cores stream it fewer
+ * times. Over the block sizes (all up to twice the smallest, then in steps
+ * of 1.25) the most cores whose estimate is within 3 % of the cheapest win.
+ */
+static uint32_t choose_parts(struct gctx *x, uint32_t strategy, uint32_t cores)
+{
+	uint64_t units = strategy == SPYRE_KSTRAT_SPLIT_M ? cdiv(x->j.m, SPYRE_TM_PE_ROWS) : cdiv(x->nc.pw, x->nc.unit);
+	uint64_t wmin = cdiv(units, cores), best_cyc = UINT64_MAX, cyc[64];
+	uint32_t best = (uint32_t)min64(cores, units), cand[64], n = 0;
+
+	for (uint64_t w = wmin, prev = 0; w <= units; w = w == units ? w + 1 : w < 2 * wmin ? w + 1 : min64((w * 5 + 3) / 4, units)) {
+		uint32_t parts = (uint32_t)cdiv(units, w);
+		uint64_t r0, mr, p0, p1;
+		struct gplan p;
+
+		if (parts == prev)
+			continue;
+		prev = parts;
+		x->active = parts;
+		x->nmemo = 0;
+		part(x, strategy, parts, 0, &r0, &mr, &p0, &p1);
+		if (!plan(x, mr, p1 - p0, real_cols(x, p0, p1), &p) || n == 64)
+			continue;
+		cand[n] = parts;
+		cyc[n++] = p.cyc;
+		best_cyc = min64(best_cyc, p.cyc);
+	}
+	/* within 3 % of the cheapest, the most cores: the estimate is static, spreading is safer */
+	for (uint32_t i = 0; i < n; i++)	/* cand[] runs from the most cores down */
+		if (cyc[i] * 100 <= best_cyc * 103) {
+			best = cand[i];
+			break;
+		}
+	x->nmemo = 0;
+	return best;
+}
+
 int kg_gemm_split(struct kgen *g, const struct kg_gemm *j, uint32_t strategy, uint32_t active,
 		  uint32_t max_insns, int emit, uint64_t *cycles, uint32_t *used)
 {
 	struct gctx *x = malloc(sizeof(*x));
 	uint64_t worst = 0;
+	uint32_t parts = g->cores;
 	int ret;
 
 	if (!x)
@@ -577,20 +642,17 @@ int kg_gemm_split(struct kgen *g, const struct kg_gemm *j, uint32_t strategy, ui
 	ret = gctx_init(g, x, j);
 	if (ret)
 		goto out;
-	x->active = active ? active :
-		    count_active(x, g->cores, strategy, cdiv(j->m, SPYRE_TM_PE_ROWS));
 	x->max_insns = max_insns;
-	for (uint32_t c = 0; c < g->cores && !ret; c++) {
-		uint64_t r0 = 0, mr = j->m, p0 = 0, p1 = x->nc.pw, cyc = 0;
+	if (active) {
+		x->active = active;	/* the program's cores share LPDDR whatever this split uses */
+	} else {
+		parts = choose_parts(x, strategy, g->cores);
+		x->active = count_active(x, parts, strategy, cdiv(j->m, SPYRE_TM_PE_ROWS));
+	}
+	for (uint32_t c = 0; c < parts && !ret; c++) {
+		uint64_t r0, mr, p0, p1, cyc = 0;
 
-		if (strategy == SPYRE_KSTRAT_SPLIT_M) {
-			struct kg_range r = kg_split(j->m, g->cores, c, SPYRE_TM_PE_ROWS);
-
-			r0 = r.start;
-			mr = r.count;
-		} else {
-			col_split(x, g->cores, c, &p0, &p1);
-		}
+		part(x, strategy, parts, c, &r0, &mr, &p0, &p1);
 		if (!mr || p0 >= p1)
 			continue;
 		ret = block(g, x, c, r0, mr, p0, p1, emit, &cyc);

@@ -92,8 +92,8 @@ struct lcase {
 	uint32_t in_group, out_group, sp_bytes;
 };
 
-/* Run one LINEAR case; returns false if it failed. */
-static bool run_linear(const struct lcase *c)
+/* Run one LINEAR case; returns false if it failed. @cores_used (optional): the cores it ran on. */
+static bool run_linear_on(const struct lcase *c, uint32_t *cores_used)
 {
 	uint64_t m = c->m, n = c->n, k = c->k;
 	bool bias = c->flags & SPYRE_KF_BIAS;
@@ -124,6 +124,8 @@ static bool run_linear(const struct lcase *c)
 		 c->sp_bytes);
 	if (kh_run(&d, sl, ns, NULL, 0, &info) == 0) {
 		ok = check(what, y, ref, s, m * n, k, c->dt);
+		if (cores_used)
+			*cores_used = info.cores;
 		if (c->strategy)
 			ok &= TAP_CHECK(info.strategy == c->strategy, "%s: built %s", what, stn(info.strategy));
 	}
@@ -134,6 +136,11 @@ static bool run_linear(const struct lcase *c)
 	free(ref);
 	free(s);
 	return ok;
+}
+
+static bool run_linear(const struct lcase *c)
+{
+	return run_linear_on(c, NULL);
 }
 
 static const uint32_t strategies[3] = { SPYRE_KSTRAT_AUTO, SPYRE_KSTRAT_SPLIT_M, SPYRE_KSTRAT_SPLIT_N };
@@ -206,6 +213,30 @@ static void test_tiled(void)
 
 	for (uint32_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		run_linear(&t[i]);
+}
+
+/*
+ * The split over many cores: shapes whose estimate is best on all the cores
+ * asked for (the generator uses fewer when that is as fast: small shapes).
+ */
+static void test_many_cores(void)
+{
+	static const struct lcase t[] = {
+		{ SPYRE_DT_FP16, 32, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS, 1, 2048, 1024, 0, 0, 0 },
+		{ SPYRE_DT_FP32, 32, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS | SPYRE_KF_RELOC, 4, 1024, 2048, 0, 0, 0 },
+		{ SPYRE_DT_FP16, 32, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 8192, 64, 64, 0, 0, 0 },
+		{ SPYRE_DT_BF16, 7, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_RELOC, 1, 448, 1024, 0, 0, 0 },
+		{ SPYRE_DT_DL16, 7, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 2048, 64, 64, 0, 0, 0 },
+	};
+
+	for (uint32_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint32_t used = 0;
+
+		if (run_linear_on(&t[i], &used))
+			TAP_CHECK(used == t[i].cores, "linear %llux%llux%llu %s ran on %u cores, want %u",
+				  (unsigned long long)t[i].m, (unsigned long long)t[i].n, (unsigned long long)t[i].k,
+				  stn(t[i].strategy), used, t[i].cores);
+	}
 }
 
 /* BMM: Y[b] = A[b] B[b] with batch 1, 3, 8. */
@@ -324,6 +355,33 @@ static void test_auto_choice(void)
 	}
 }
 
+/* The engine's modeled time and utilization next to the estimate, for a few shapes that run in moments. */
+static void test_modeled(void)
+{
+	static const struct {
+		uint64_t m, n, k;
+	} s[] = { { 1, 1024, 1024 }, { 64, 1024, 1024 }, { 256, 256, 1024 }, { 512, 64, 1024 } };
+
+	for (uint32_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		for (uint32_t si = 1; si < 3; si++) {
+			struct lcase c = { .dt = SPYRE_DT_FP16, .cores = 32, .strategy = strategies[si],
+					   .m = s[i].m, .n = s[i].n, .k = s[i].k };
+			struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = c.dt, .cores = 32,
+						 .strategy = c.strategy, .m = c.m, .n = c.n, .k = c.k };
+			struct spyre_kernel_info info = { .size = sizeof(info) };
+			void *img;
+			size_t sz;
+
+			if (!run_linear(&c) || spyre_kernel_build(&d, &img, &sz, &info))
+				continue;
+			free(img);
+			tap_diag("linear fp16 %llux%llux%llu %s: %llu ns (est %llu) on %u cores, utilization %.1f %%",
+				 (unsigned long long)c.m, (unsigned long long)c.n, (unsigned long long)c.k,
+				 stn(c.strategy), (unsigned long long)kh_last_device_ns, (unsigned long long)info.est_ns,
+				 info.cores, 100 * kh_last_utilization);
+		}
+}
+
 static void expect_einval(const struct spyre_kdesc *d, const char *needle)
 {
 	struct spyre_kernel_info info = { .size = sizeof(info) };
@@ -365,8 +423,10 @@ static const struct tap_case cases[] = {
 	{ "edges", test_edges },
 	{ "grouped", test_grouped },
 	{ "tiled", test_tiled },
+	{ "many_cores", test_many_cores },
 	{ "bmm", test_bmm },
 	{ "auto_choice", test_auto_choice },
+	{ "modeled", test_modeled },
 	{ "errors", test_errors },
 };
 
