@@ -61,7 +61,7 @@ help:
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
-	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths"
+	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 
@@ -244,6 +244,14 @@ $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/incl
 	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(ISA_LIB) $(DRM_LIBS) -lm
 
+# The kernel library's strategies in modeled device time (host: the engine runs them)
+$(B)/bench/kernels-bench: bench/kernels-bench.c $(B)/lib/libspyre.a $(ENGINE_LIB) $(ISA_LIB) $(ENGINE_TEST_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) -I$(ISA_DIR) \
+		-I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(B)/lib/libspyre.a $(ENGINE_LIB) $(ISA_LIB) \
+		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
+BENCHES += $(B)/bench/kernels-bench
+
 bench: setup
 	$(MAKE) bench-run
 
@@ -253,6 +261,13 @@ bench-run: all $(BENCHES) bench-engine
 	@echo "== launch paths (in the VM)"
 	tools/vm/run -q --timeout 600 --copy $(B)/bench --out $(B)/bench/launch.out -- /spyre/bench/launch-bench; \
 		rc=$$?; tr -d '\r' <$(B)/bench/launch.out; exit $$rc
+	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
+	$(B)/bench/kernels-bench
+	@echo "== a real model's dispatch: kernels built every step (a) / cached + patching (b) / cached + patch-free (c)"
+	tools/vm/run -q --timeout 900 --dev "mem-size=4G" --out $(B)/bench/dispatch.out -- \
+		spyre-generate --device 0 --dtype fp16 --dispatch all -q -n 32; \
+		rc=$$?; tr -d '\r' <$(B)/bench/dispatch.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
+		exit $$rc
 
 # ---- the two commands ------------------------------------------------------------
 # Set-up first, then a fresh make: what the build finds (clang, pkg-config
