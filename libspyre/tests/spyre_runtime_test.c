@@ -7,7 +7,9 @@
  * ordered by events, event timing, host callbacks, an asynchronous fault
  * that poisons only its stream with the device's fault record in the detail,
  * producer/consumer chains with random sizes, threads x streams, streams
- * destroyed while other threads walk all streams of the device, and two
+ * destroyed while other threads walk all streams of the device, stream
+ * statistics summed over more launches than the ring of launch records holds
+ * (also with an engine fault, and while another thread launches), and two
  * cards in one process.
  */
 #include <errno.h>
@@ -448,6 +450,224 @@ TEST_F(rt, programs_both_paths_and_errors)
 	ASSERT_EQ(-EINVAL, spyre_launch(self->s, pf, 0, other, 2, NULL, 0));
 	ASSERT_EQ(0, spyre_program_unload(pf));
 	ASSERT_EQ(0, spyre_program_unload(pp));
+}
+
+static uint64_t busy_sum(const struct spyre_launch_stats *l)
+{
+	uint64_t sum = 0;
+	int i;
+
+	for (i = 0; i < 32; i++)
+		sum += l->core_busy_cycles[i];
+	return sum;
+}
+
+/*
+ * More launches with unchanged bindings than the stream's ring of 256 launch
+ * records: each is counted once, with a record of its own, while only the
+ * first writes its argument block.
+ */
+#define STATS_LAUNCHES	300
+
+TEST_F(rt, stream_stats_sum_every_launch)
+{
+	struct spyre_stream_stats st = { .size = sizeof(st) }, zero = { .size = sizeof(zero) };
+	struct spyre_launch_stats one = { .size = sizeof(one) };
+	struct spyre_mem_stats ms = { .size = sizeof(ms) }, before = { .size = sizeof(before) };
+	spyre_program_t *pf, *pp;
+	spyre_dptr_t slots[2], other[2];
+	uint8_t buf[4096];
+	size_t size, upload;
+	void *img;
+	int i;
+
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[1]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &other[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &other[1]));
+	fill(buf, sizeof(buf), 5);
+	ASSERT_EQ(0, spyre_memcpy(self->dev, slots[0], (uintptr_t)buf, 4096, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, other[0], (uintptr_t)buf, 4096, SPYRE_MEMCPY_H2D));
+	img = relu_image(0, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &pf));
+	free(img);
+	img = relu_image(1, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &pp));
+	free(img);
+	upload = (size + 127) & ~(size_t)127;
+
+	/* A new stream has done nothing; spyre_memcpy() ran on another one. */
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(0, memcmp(&zero, &st, sizeof(st)));
+
+	for (i = 0; i < STATS_LAUNCHES; i++)
+		ASSERT_EQ(0, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0))
+			TH_LOG("launch %d: %s", i, spyre_last_error());
+	/* Every launch of it on one core takes the same modeled time. */
+	ASSERT_EQ(0, spyre_stream_last_launch(self->s, &one));
+	ASSERT_EQ(0, one.status);
+	ASSERT_EQ(1, one.cores_run);
+	ASSERT_LT(0, one.device_ns);
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(STATS_LAUNCHES, st.launches);
+	ASSERT_EQ(0, st.failed_launches);
+	ASSERT_EQ(STATS_LAUNCHES * one.device_ns, st.device_ns);
+	ASSERT_EQ(STATS_LAUNCHES * one.device_cycles, st.device_cycles);
+	ASSERT_EQ(STATS_LAUNCHES * one.insns, st.insns);
+	ASSERT_EQ(STATS_LAUNCHES * busy_sum(&one), st.core_busy_cycles);
+	ASSERT_EQ(STATS_LAUNCHES * one.device_cycles, st.core_cycles);	/* one core each */
+	ASSERT_EQ(2 * 8, st.arg_bytes);		/* the first launch's block, reused after */
+	ASSERT_EQ(0, st.upload_bytes);
+	ASSERT_EQ(0, st.h2d_bytes);
+	/* Asking again counts nothing twice. */
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(STATS_LAUNCHES, st.launches);
+	ASSERT_EQ(STATS_LAUNCHES * one.device_ns, st.device_ns);
+
+	/* Reset: nothing left, and nothing done before it comes back. */
+	ASSERT_EQ(0, spyre_stream_reset_stats(self->s));
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(0, memcmp(&zero, &st, sizeof(st)));
+
+	/* New bindings write a block each; the patch path uploads a patched copy each. */
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, spyre_launch(self->s, pp, 1, i % 2 ? other : slots, 2, NULL, 0))
+			TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(4, st.launches);
+	ASSERT_EQ(4 * 2 * 8, st.arg_bytes);
+	ASSERT_EQ(4 * upload, st.upload_bytes);
+
+	/* Copies and fills count on their stream, copies on the device too. */
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &before));
+	ASSERT_EQ(0, spyre_stream_reset_stats(self->s));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, slots[0], (uintptr_t)buf, 4096, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)buf, slots[0], 1000, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, slots[1], slots[0], 4096, SPYRE_MEMCPY_D2D));
+	ASSERT_EQ(0, spyre_memset_async(self->s, other[1], 0, 4096));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, other[0], (uintptr_t)buf, 128, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(4096, st.h2d_bytes);		/* not the synchronous copy's 128 */
+	ASSERT_EQ(1000, st.d2h_bytes);
+	ASSERT_EQ(4096, st.d2d_bytes);
+	ASSERT_EQ(4096, st.memset_bytes);
+	ASSERT_EQ(0, st.launches);
+	ASSERT_EQ(0, st.arg_bytes);
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &ms));
+	ASSERT_EQ(before.h2d_bytes + 4096 + 128, ms.h2d_bytes);
+	ASSERT_EQ(before.d2h_bytes + 1000, ms.d2h_bytes);
+	ASSERT_EQ(before.d2d_bytes + 4096, ms.d2d_bytes);
+	/* A caller of the structure before the copy counters gets what fits. */
+	memset(&before, 0xa5, sizeof(before));
+	before.size = offsetof(struct spyre_mem_stats, h2d_bytes);
+	ASSERT_EQ(0, spyre_mem_get_stats(self->dev, &before));
+	ASSERT_EQ(ms.alloc_calls, before.alloc_calls);
+	ASSERT_EQ(0xa5a5a5a5a5a5a5a5ull, before.h2d_bytes);
+
+	ASSERT_EQ(0, spyre_program_unload(pf));
+	ASSERT_EQ(0, spyre_program_unload(pp));
+}
+
+TEST_F(rt, stream_stats_count_a_faulting_launch)
+{
+	struct spyre_stream_stats st = { .size = sizeof(st) };
+	struct spyre_launch_stats one = { .size = sizeof(one) };
+	spyre_program_t *pf, *bad;
+	spyre_dptr_t slots[2];
+	size_t size;
+	void *img;
+
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[1]));
+	img = relu_image(0, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &pf));
+	free(img);
+	/* "x" claims 64 bytes, the load reads 4096: the engine faults (MEM_RANGE). */
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 64, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &bad));
+	free(img);
+
+	ASSERT_EQ(0, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0));
+	ASSERT_EQ(0, spyre_launch(self->s, bad, 1, slots, 2, NULL, 0));
+	/* The stream is poisoned; the totals are there all the same. */
+	ASSERT_EQ(-EIO, spyre_stream_get_stats(self->s, &st));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "program fault")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(2, st.launches);
+	ASSERT_EQ(1, st.failed_launches);
+	ASSERT_EQ(-EIO, spyre_stream_last_launch(self->s, &one));
+	ASSERT_EQ(SPYRE_ENGINE_FAULT_MEM_RANGE, one.status);
+	ASSERT_EQ(-EIO, spyre_stream_reset_stats(self->s));
+	ASSERT_EQ(-EIO, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(0, st.launches);
+	ASSERT_EQ(0, st.failed_launches);
+	ASSERT_EQ(0, spyre_program_unload(pf));
+	ASSERT_EQ(0, spyre_program_unload(bad));
+}
+
+/* Launches on one thread while another asks for the totals of the same stream. */
+#define STATS_RACE_LAUNCHES	1000
+
+struct stats_race {
+	spyre_stream_t *s;
+	spyre_program_t *prog;
+	spyre_dptr_t slots[2];
+	int done;
+	int bad;
+};
+
+static void *stats_launcher(void *arg)
+{
+	struct stats_race *r = arg;
+	int i;
+
+	for (i = 0; i < STATS_RACE_LAUNCHES && !r->bad; i++)
+		if (spyre_launch(r->s, r->prog, 1, r->slots, 2, NULL, 0)) {
+			fprintf(stderr, "# launch %d: %s\n", i, spyre_last_error());
+			r->bad = 1;
+		}
+	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+TEST_F(rt, stream_stats_while_another_thread_launches)
+{
+	struct spyre_stream_stats st = { .size = sizeof(st) };
+	struct spyre_launch_stats one = { .size = sizeof(one) };
+	struct stats_race r = { .s = self->s };
+	uint64_t seen = 0;
+	pthread_t t;
+	size_t size;
+	void *img;
+	int calls = 0;
+
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &r.slots[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &r.slots[1]));
+	img = relu_image(0, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &r.prog));
+	free(img);
+	ASSERT_EQ(0, pthread_create(&t, NULL, stats_launcher, &r));
+	while (!__atomic_load_n(&r.done, __ATOMIC_SEQ_CST)) {
+		ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st)) TH_LOG("%s", spyre_last_error());
+		/* Never fewer than before, never more than were enqueued. */
+		ASSERT_LE(seen, st.launches);
+		ASSERT_GE(STATS_RACE_LAUNCHES, st.launches);
+		seen = st.launches;
+		calls++;
+	}
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, r.bad);
+	ASSERT_EQ(0, spyre_stream_last_launch(self->s, &one));
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+	ASSERT_EQ(STATS_RACE_LAUNCHES, st.launches);
+	ASSERT_EQ(STATS_RACE_LAUNCHES * one.device_ns, st.device_ns);
+	ASSERT_EQ(2 * 8, st.arg_bytes);
+	TH_LOG("%d spyre_stream_get_stats() calls during %d launches", calls, STATS_RACE_LAUNCHES);
+	ASSERT_EQ(0, spyre_program_unload(r.prog));
 }
 
 /*
