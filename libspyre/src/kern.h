@@ -115,10 +115,11 @@ struct kg_gemm {
 };
 
 /*
- * Split @j over g->cores by @strategy (SPYRE_KSTRAT_SPLIT_M: row blocks of 8,
- * SPLIT_N: column blocks of a stick), plan each core's tiles for the
- * scratchpad and, if @emit, emit them. @active: cores sharing LPDDR for the
- * plan's cost (0: those this split uses); @max_insns: instruction budget per
+ * Split @j by @strategy (SPYRE_KSTRAT_SPLIT_M: row blocks of 8, SPLIT_N:
+ * column blocks of a stick) over @active cores (the cores the program
+ * launches, sharing LPDDR; at most g->cores), or with @active 0 over as many
+ * of g->cores as the estimate prefers; plan each core's tiles for the
+ * scratchpad and, if @emit, emit them. @max_insns: instruction budget per
  * core. *@cycles (optional): the slowest core's modeled cycles; *@used
  * (optional) |= the cores given work. Returns 0 or -EINVAL (kg_fail).
  */

@@ -644,7 +644,9 @@ int kg_gemm_split(struct kgen *g, const struct kg_gemm *j, uint32_t strategy, ui
 		goto out;
 	x->max_insns = max_insns;
 	if (active) {
-		x->active = active;	/* the program's cores share LPDDR whatever this split uses */
+		/* the program launches @active cores: they share LPDDR, the split uses them */
+		parts = (uint32_t)min64(active, g->cores);
+		x->active = active;
 	} else {
 		parts = choose_parts(x, strategy, g->cores);
 		x->active = count_active(x, parts, strategy, cdiv(j->m, SPYRE_TM_PE_ROWS));

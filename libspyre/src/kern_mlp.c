@@ -505,37 +505,45 @@ static int gen_fused(struct mlp *p)
 
 /* ---- unfused --------------------------------------------------------------------- */
 
-/* The cheaper of the two splits of a projection, by estimate. */
-static uint32_t pick_split(struct kgen *g, const struct kg_gemm *j, uint32_t active, uint32_t max_insns)
+/* The cheaper of the two splits of a projection over @cores cores, by estimate (*cyc: its cycles). */
+static uint32_t pick_split(struct kgen *g, const struct kg_gemm *j, uint32_t cores, uint32_t max_insns, uint64_t *cyc)
 {
 	uint64_t cm = UINT64_MAX, cn = UINT64_MAX;
 	int failed = g->failed;
 
-	if (kg_gemm_split(g, j, SPYRE_KSTRAT_SPLIT_M, active, max_insns, 0, &cm, NULL))
+	if (kg_gemm_split(g, j, SPYRE_KSTRAT_SPLIT_M, cores, max_insns, 0, &cm, NULL))
 		cm = UINT64_MAX;
 	g->failed = failed;
-	if (kg_gemm_split(g, j, SPYRE_KSTRAT_SPLIT_N, active, max_insns, 0, &cn, NULL))
+	if (kg_gemm_split(g, j, SPYRE_KSTRAT_SPLIT_N, cores, max_insns, 0, &cn, NULL))
 		cn = UINT64_MAX;
 	g->failed = failed;
+	*cyc = cm < cn ? cm : cn;
 	return cm < cn ? SPYRE_KSTRAT_SPLIT_M : SPYRE_KSTRAT_SPLIT_N;
 }
 
-/* H = SiLU(G) * U (or U = GELU(U)) over work, split over cores; returns the cores used. */
-static uint32_t act_pass(struct mlp *p, int swork, uint64_t gbase, uint64_t ubase, uint64_t pitch, int emit)
+/*
+ * H = SiLU(G) * U (or U = GELU(U)) over work, split over @cores cores (rows,
+ * or sticks of columns when there are fewer rows than cores), tiled through
+ * the scratchpad. Returns the cores used; *@cyc the slowest core's cycles.
+ */
+static uint32_t act_pass(struct mlp *p, uint32_t cores, int swork, uint64_t gbase, uint64_t ubase, uint64_t pitch,
+			 int emit, uint64_t *cyc)
 {
 	struct kgen *g = p->g;
 	uint64_t spc = STICK / 4, sticks = cdiv(p->n, spc);
-	bool by_rows = p->m >= g->cores;
+	bool by_rows = p->m >= cores;
 	uint32_t used = 0;
 	uint64_t nbuf = p->gelu ? 1 : 2;
 
-	for (uint32_t c = 0; c < g->cores; c++) {
+	*cyc = 0;
+	for (uint32_t c = 0; c < cores; c++) {
 		struct kg_range rr = { 0, p->m }, cr = { 0, p->n };
+		uint64_t cc = 0;
 
 		if (by_rows) {
-			rr = kg_split(p->m, g->cores, c, 1);
+			rr = kg_split(p->m, cores, c, 1);
 		} else {
-			struct kg_range s = kg_split(sticks, g->cores, c, 1);
+			struct kg_range s = kg_split(sticks, cores, c, 1);
 
 			cr.start = s.start * spc;
 			cr.count = min64((s.start + s.count) * spc, p->n) - min64(cr.start, p->n);
@@ -543,8 +551,6 @@ static uint32_t act_pass(struct mlp *p, int swork, uint64_t gbase, uint64_t ubas
 		if (!rr.count || !cr.count)
 			continue;
 		used |= 1u << c;
-		if (!emit)
-			continue;
 		/* tiles: columns in whole sticks, as many rows as fit */
 		uint64_t cw = min64(cr.count, g->sp_bytes / (nbuf * STICK) * spc);
 		cw = cw >= cr.count ? cr.count : cw / spc * spc;
@@ -556,6 +562,11 @@ static uint32_t act_pass(struct mlp *p, int swork, uint64_t gbase, uint64_t ubas
 				uint64_t off = (rr.start + r0) * pitch + (cr.start + c0) * 4, bytes = rup(w * 4, STICK);
 				uint64_t ub = rows * tp;
 
+				cc += (nbuf + 1) * kg_cyc_dma(rows * bytes, cores) +
+				      kg_cyc_sfu(rows * w, SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES, rows * w * 8) +
+				      (p->gelu ? 0 : kg_cyc_sfu(rows * w, 1, rows * w * 12));
+				if (!emit)
+					continue;
 				dma(g, c, SPYRE_ISA_OP_LOAD, 0, swork, ubase + off, rows, bytes, pitch, tp);
 				if (!p->gelu)
 					dma(g, c, SPYRE_ISA_OP_LOAD, ub, swork, gbase + off, rows, bytes, pitch, tp);
@@ -574,18 +585,49 @@ static uint32_t act_pass(struct mlp *p, int swork, uint64_t gbase, uint64_t ubas
 				dma(g, c, SPYRE_ISA_OP_STORE, p->gelu ? 0 : ub, swork, (p->gelu ? ubase : gbase) + off, rows,
 				    bytes, pitch, tp);
 			}
+		*cyc = max64(*cyc, cc);
 	}
 	return used;
+}
+
+struct uplan {
+	uint32_t cores, s_g, s_u, s_d;
+	uint64_t cyc;
+};
+
+/*
+ * The unfused program on @cores cores: each projection split the way its
+ * estimate prefers, the passes' slowest cores summed (the barriers line
+ * them up). 0 if a pass cannot be tiled.
+ */
+static uint64_t uplan_cost(struct mlp *p, const struct kg_gemm *jg, const struct kg_gemm *ju,
+			   const struct kg_gemm *jd, uint32_t cores, uint32_t budget, struct uplan *u)
+{
+	uint64_t cg = 0, cu, cd, ca;
+
+	u->cores = cores;
+	u->s_u = pick_split(p->g, ju, cores, budget, &cu);
+	u->s_g = u->s_u;
+	if (!p->gelu)
+		u->s_g = pick_split(p->g, jg, cores, budget, &cg);
+	u->s_d = pick_split(p->g, jd, cores, budget, &cd);
+	act_pass(p, cores, 0, 0, 0, kg_pitch(p->n, SPYRE_DT_FP32), 0, &ca);
+	if (cu == UINT64_MAX || cg == UINT64_MAX || cd == UINT64_MAX)
+		return 0;
+	u->cyc = cg + cu + ca + cd + 2 * (SPYRE_TM_ISSUE_CYCLES + SPYRE_TM_BARRIER_CYCLES);
+	return u->cyc;
 }
 
 static int gen_unfused(struct mlp *p)
 {
 	struct kgen *g = p->g;
 	uint64_t p32 = kg_pitch(p->n, SPYRE_DT_FP32);
-	uint64_t gbase = 0, ubase = p->gelu ? 0 : p->m * p32;
+	uint64_t gbase = 0, ubase = p->gelu ? 0 : p->m * p32, ca;
 	int sw = kg_slot(g, "work", SPYRE_DT_FP32, (p->gelu ? 1 : 2) * p->m, p->n, p32, SPYRE_SYM_IN | SPYRE_SYM_OUT);
-	uint32_t budget = MAX_INSNS / 4, used = 0, s_g = 0, s_u, s_d, active;
+	uint32_t budget = MAX_INSNS / 4, used = 0, n = 0;
 	struct kg_gemm jg, ju, jd;
+	struct uplan cand[16], best = { 0 };
+	uint64_t best_cyc = UINT64_MAX;
 	int ret;
 
 	if (sw < 0)
@@ -602,36 +644,46 @@ static int gen_unfused(struct mlp *p)
 			       .b = { .slot = p->sd, .dt = p->dt, .pitch = p->dp },
 			       .y = { .slot = p->sy, .dt = p->dt, .pitch = p->xp },
 			       .bias = -1, .m = p->m, .n = p->k, .k = p->n };
-	/* the cores each pass would use, then every pass planned for all of them sharing LPDDR */
-	active = g->cores;
-	for (int it = 0; it < 2; it++) {
-		used = act_pass(p, sw, gbase, ubase, p32, 0);
-		s_u = pick_split(g, &ju, active, budget);
-		s_d = pick_split(g, &jd, active, budget);
-		if (!p->gelu) {
-			s_g = s_u;
-			if (kg_gemm_split(g, &jg, s_g, active, budget, 0, NULL, &used))
-				return -EINVAL;
+	/*
+	 * How many cores the program launches (they share LPDDR whichever pass
+	 * runs): all, or fewer when that is cheaper, as for each kernel of a
+	 * framework; the most cores within 3 % of the cheapest estimate.
+	 */
+	for (uint32_t c = g->cores, prev = 0; c >= 1 && n < 16; c = c > 8 ? c * 3 / 4 : c / 2) {
+		if (c == prev)
+			continue;
+		prev = c;
+		if (uplan_cost(p, &jg, &ju, &jd, c, budget, &cand[n])) {
+			best_cyc = min64(best_cyc, cand[n].cyc);
+			n++;
 		}
-		if (kg_gemm_split(g, &ju, s_u, active, budget, 0, NULL, &used) ||
-		    kg_gemm_split(g, &jd, s_d, active, budget, 0, NULL, &used))
-			return -EINVAL;
-		active = (uint32_t)__builtin_popcount(used);
 	}
-	if (!p->gelu && (ret = kg_gemm_split(g, &jg, s_g, active, budget, 1, NULL, NULL)))
+	for (uint32_t i = 0; i < n; i++)
+		if (cand[i].cyc * 100 <= best_cyc * 103) {
+			best = cand[i];
+			break;
+		}
+	if (!best.cores)
+		best.cores = g->cores;	/* nothing fits: the passes below name the shape */
+	used = act_pass(p, best.cores, sw, gbase, ubase, p32, 0, &ca);
+	if ((!p->gelu && kg_gemm_split(g, &jg, best.s_g, best.cores, budget, 0, NULL, &used)) ||
+	    kg_gemm_split(g, &ju, best.s_u, best.cores, budget, 0, NULL, &used) ||
+	    kg_gemm_split(g, &jd, best.s_d, best.cores, budget, 0, NULL, &used))
+		return -EINVAL;
+	if (!p->gelu && (ret = kg_gemm_split(g, &jg, best.s_g, best.cores, budget, 1, NULL, NULL)))
 		return ret;
-	if ((ret = kg_gemm_split(g, &ju, s_u, active, budget, 1, NULL, NULL)))
+	if ((ret = kg_gemm_split(g, &ju, best.s_u, best.cores, budget, 1, NULL, NULL)))
 		return ret;
 	for (uint32_t c = 0; c < g->cores; c++)
 		if (used >> c & 1)
 			spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
 	for (uint32_t c = 0; c < g->cores; c++)
 		kg_sp_reset(g, c);
-	act_pass(p, sw, gbase, ubase, p32, 1);
+	act_pass(p, best.cores, sw, gbase, ubase, p32, 1, &ca);
 	for (uint32_t c = 0; c < g->cores; c++)
 		if (used >> c & 1)
 			spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
-	if ((ret = kg_gemm_split(g, &jd, s_d, active, budget, 1, NULL, NULL)))
+	if ((ret = kg_gemm_split(g, &jd, best.s_d, best.cores, budget, 1, NULL, NULL)))
 		return ret;
 	return kg_ok(g);
 }

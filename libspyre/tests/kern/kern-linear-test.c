@@ -380,6 +380,30 @@ static void test_modeled(void)
 				 stn(c.strategy), (unsigned long long)kh_last_device_ns, (unsigned long long)info.est_ns,
 				 info.cores, 100 * kh_last_utilization);
 		}
+	for (uint32_t si = 1; si < 3; si++) {
+		uint64_t batch = 8, m = 128, n = 128, k = 64;
+		float *a = kh_alloc(4 * batch * m * k), *b = kh_alloc(4 * batch * k * n), *y = kh_alloc(4 * batch * m * n);
+		double *ref = kh_alloc(8 * batch * m * n), *sa = kh_alloc(8 * batch * m * n);
+		struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_BMM, .dtype = SPYRE_DT_FP16, .cores = 32,
+					 .strategy = strategies[si], .m = m, .n = n, .k = k, .batch = (uint32_t)batch };
+		struct kh_slot sl[] = { KH_IN(a, batch * m, k), KH_IN(b, batch * k, n), KH_OUT(y, batch * m, n) };
+		struct spyre_kernel_info info;
+
+		kh_fill(a, batch * m * k, -1, 1);
+		kh_fill(b, batch * k * n, -1, 1);
+		for (uint64_t q = 0; q < batch; q++)
+			reference(a + q * m * k, b + q * k * n, NULL, m, n, k, d.dtype, ref + q * m * n, sa + q * m * n);
+		if (kh_run(&d, sl, 3, NULL, 0, &info) == 0 &&
+		    check("bmm fp16 8x128x128x64 c32", y, ref, sa, batch * m * n, k, d.dtype))
+			tap_diag("bmm fp16 8x128x128x64 %s: %llu ns (est %llu) on %u cores, utilization %.1f %%",
+				 stn(d.strategy), (unsigned long long)kh_last_device_ns, (unsigned long long)info.est_ns,
+				 info.cores, 100 * kh_last_utilization);
+		free(a);
+		free(b);
+		free(y);
+		free(ref);
+		free(sa);
+	}
 }
 
 static void expect_einval(const struct spyre_kdesc *d, const char *needle)

@@ -345,10 +345,10 @@ static void test_modeled(void)
 			uutil = kh_last_utilization;
 			check("mlp swiglu fp16 m64 k512 n1408 c32 unfused", yu, &r, m * k, c.dt);
 		}
-		tap_diag("mlp swiglu fp16 m=64 hidden=512 ffn=1408 c32: fused %llu ns (est %llu) utilization %.1f %%, "
-			 "unfused %llu ns (est %llu) utilization %.1f %%", (unsigned long long)fns,
-			 (unsigned long long)fi.est_ns, 100 * futil, (unsigned long long)uns,
-			 (unsigned long long)ui.est_ns, 100 * uutil);
+		tap_diag("mlp swiglu fp16 m=64 hidden=512 ffn=1408 c32: fused %llu ns (est %llu) on %u cores, utilization "
+			 "%.1f %%; unfused %llu ns (est %llu) on %u cores, utilization %.1f %%", (unsigned long long)fns,
+			 (unsigned long long)fi.est_ns, fi.cores, 100 * futil, (unsigned long long)uns,
+			 (unsigned long long)ui.est_ns, ui.cores, 100 * uutil);
 		TAP_CHECK(fns && uns && fns < uns, "fused (%llu ns) is faster than unfused (%llu ns)",
 			  (unsigned long long)fns, (unsigned long long)uns);
 		free(x);
