@@ -42,7 +42,7 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/s
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
-	$(B)/selftests/spyre_runtime_test
+	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -142,6 +142,13 @@ $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
+
+# The kernel library and its cache on real cards, from several threads and streams.
+$(B)/selftests/spyre_kcache_test: libspyre/tests/spyre_kcache_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
 
 # ---- the kernel library's host tests: generated programs on the engine ---------
 KERN_TESTS := $(patsubst libspyre/tests/kern/%.c,$(B)/tests/%,$(wildcard libspyre/tests/kern/kern-*-test.c))
