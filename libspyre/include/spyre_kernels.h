@@ -72,10 +72,13 @@ enum spyre_kop {
 	SPYRE_KOP_LAYERNORM = 6,
 	/**
 	 * @SPYRE_KOP_ROPE: rotary embedding, Hugging Face rotate_half convention,
-	 * on m tokens x @heads heads of @head_dim (grouped by head_dim) at
-	 * positions pos0 .. pos0+m-1. Slots X, cos [max_pos x head_dim],
-	 * sin [max_pos x head_dim] (fp32 tables, spyre_kernel_rope_tables()),
-	 * Y. Scalar 0: pos0 * pitch of a table row (spyre_kernel_rope_scalar()).
+	 * on m tokens x @heads heads of @head_dim (even; grouped by head_dim) at
+	 * positions pos0 .. pos0+m-1. Slots X [m x heads*head_dim], cos
+	 * [max_pos x head_dim], sin [max_pos x head_dim] (fp32 tables,
+	 * spyre_kernel_rope_tables()), Y [m x heads*head_dim] (may be X: in
+	 * place). Scalar 0: pos0 * pitch of a table row
+	 * (spyre_kernel_rope_scalar()): one program serves every pos0 with
+	 * pos0 + m <= max_pos (past it the table reads fault, MEM_RANGE).
 	 */
 	SPYRE_KOP_ROPE = 7,
 	/**
@@ -97,10 +100,14 @@ enum spyre_kop {
 	 * The new K and V rows are written into the caches at positions
 	 * pos0 .. pos0+m-1, then every query attends to positions 0 ..
 	 * its own. Prefill: m tokens at pos0 = 0 (m is in the key, pos0 is
-	 * fixed at 0). Decode (SPYRE_KF_DECODE): m = 1 at any pos0 <
-	 * max_pos with one program: scalars from spyre_kernel_attention_scalars().
-	 * Scores are scaled by @scale (0: 1/sqrt(head_dim)). The caches must
-	 * be zero-filled before their first use (spyre_memset_async()).
+	 * fixed at 0; m <= max_pos), no scalars. Decode (SPYRE_KF_DECODE):
+	 * m = 1 at any pos0 < max_pos with one program: its 36 scalars (row
+	 * and mask offsets, loop counts) come from
+	 * spyre_kernel_attention_scalars(); its time grows with pos0, not
+	 * with max_pos. Scores are scaled by @scale (0: 1/sqrt(head_dim)).
+	 * The caches must be zero-filled before their first use
+	 * (spyre_memset_async()): rows past the position are read (masked),
+	 * so they must hold finite values.
 	 */
 	SPYRE_KOP_ATTENTION = 12,
 	/**

@@ -10,15 +10,16 @@
  * pos0 * table pitch), so one program serves every position.
  *
  * ATTENTION: the work is cut into units (KV head g, query heads j0..j0+nj of
- * the group, query tokens t0..t0+nt, keys k0..k1): the unit's query rows
- * (token, head) form one matrix Qg [nt*nj x hd], the keys stream through
- * the scratchpad in tiles with an online softmax (running max m, sum l,
- * accumulator acc, all fp32). Prefill reads its keys and values from the
- * K/V inputs (the cache rows of pos0 = 0 are those rows) and writes the
- * cache from the tiles it loaded; decode writes the new row, then reads
- * the cache, with a mask built from constant tables at register offsets
- * (launch scalars), the key range split across the cores of a KV head and
- * the partial (m, l, acc) combined on chip over the ring.
+ * the group, query tokens t0..t0+nt): the unit's query rows (token, head)
+ * form one matrix Qg [nt*nj x hd], the keys stream through the scratchpad
+ * in tiles with an online softmax (running max m, sum l, accumulator acc,
+ * all fp32). Prefill reads its keys and values from the K/V inputs (the
+ * cache rows of pos0 = 0 are those rows) and writes the cache from the
+ * tiles it loaded; the causal mask is built with FILLs. Decode writes the
+ * new row, then loops (BNZ, count from a launch scalar) over the key chunks
+ * below the position, interleaved over the cores of a KV head, each chunk
+ * masked from constant tables at register offsets; the partial (m, l, acc)
+ * are combined on chip over the ring.
  */
 #include <errno.h>
 #include <math.h>
@@ -274,7 +275,18 @@ int kg_gen_rope(struct kgen *g)
 
 /* ============================== ATTENTION ================================ */
 
-#define DECODE_SCALARS	4
+/*
+ * Decode scalars: 0 = pos * cache pitch, 1 = (S - q) sticks, 2 = (v % 32)
+ * sticks, 3 = q sticks (v = pos + 1 valid keys, q = v / 32, S = sticks of
+ * a max_pos fp32 row), then 4 + e for e < 32: d_e = the number of valid
+ * full key chunks of index >= e (the loop count of the part starting at
+ * chunk e). See spyre_kernel_attention_scalars().
+ */
+#define DECODE_BASE_SCALARS	4
+#define DECODE_SCALARS		(DECODE_BASE_SCALARS + SPYRE_MAX_CORES)
+
+/* Registers of the decode program. */
+enum { R_POS, R_TAB, R_PART, R_Q, R_CNT, R_KV, R_CTAB, R_CQ, R_ONE = 15 };
 
 struct att {
 	struct kgen *g;
@@ -283,33 +295,51 @@ struct att {
 	bool decode, f32;
 	float scale;
 	int sq, sk, sv, skc, svc, so;
-	uint32_t S;		/* decode: sticks of one fp32 row of max_pos scores */
-	int64_t c_tab, c_part;	/* decode: mask tables in the constant data */
+	/* decode: */
+	uint32_t S;		/* sticks of one fp32 row of max_pos scores */
+	uint32_t U, CH;		/* a key chunk: U sticks = CH keys */
+	uint32_t NCF, T0;	/* full chunks; the tail's first key (T0 == max_pos: no tail) */
+	int64_t c_tab, c_part;	/* mask tables in the constant data */
+	/* the emitters count instead of emitting (branch targets) */
+	bool counting;
+	uint32_t count;
+	uint32_t pc[SPYRE_MAX_CORES];	/* the next pc of each core */
 };
 
 /*
  * A unit of work: query heads j0..j0+nj-1 of KV group g (query head
- * g*r + j) for tokens t0..t0+nt-1, over keys k0..k1-1. Its query rows are
- * (token i, head j) in the order i*nj + j: how they lie in Q.
+ * g*r + j) for tokens t0..t0+nt-1. Its query rows are (token i, head j) in
+ * the order i*nj + j: how they lie in Q. Prefill: over keys k0..k1-1.
+ * Decode: the key chunks part, part + nparts, ... below the position
+ * (and the tail of the cache if @tail).
  */
 struct unit {
 	uint32_t g, j0, nj;
 	uint64_t t0, nt;
 	uint64_t k0, k1;
-	uint32_t part, nparts;	/* decode: key part of the (g, heads) pair; 1 part: complete */
+	uint32_t part, nparts;	/* decode: 1 part: complete */
 	uint32_t first;		/* index of the unit of part 0 (its core combines) */
 	uint32_t core;
+	bool tail;
 	bool st;		/* scores as (K Q^T)^T: no transpose of K (few query rows) */
 	uint64_t kt;		/* key tile */
 	uint64_t cost;		/* estimated cycles */
 };
+
+/* Decode's key chunk in sticks of 32 keys: about 16 KiB of K. A function of the descriptor only. */
+static uint32_t decode_chunk_sticks(uint32_t hd, uint32_t dt)
+{
+	uint64_t u = 16384 / (F32_PER_STICK * kg_pitch(hd, dt));
+
+	return (uint32_t)(u < 1 ? 1 : u > 8 ? 8 : u);
+}
 
 static uint64_t vec_bytes(uint64_t nq)
 {
 	return kg_pitch(nq, SPYRE_DT_FP32);
 }
 
-/* Scratchpad a unit keeps for its whole run (see emit_unit for the buffers). */
+/* Scratchpad a unit keeps for its whole run (see alloc_bufs). */
 static uint64_t fixed_bytes(const struct att *a, uint64_t nq, bool st, uint32_t nparts, bool leader)
 {
 	uint64_t b = nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq);
@@ -367,37 +397,56 @@ static bool pick_st(const struct att *a, uint64_t nq, uint64_t kt)
 	return st < kq;
 }
 
-/* Estimated cycles of a unit on a device with @active cores streaming memory. */
+/* Estimated cycles of one key tile of kn keys: K and V in, scores, softmax update, P V. */
+static uint64_t est_tile(const struct att *a, const struct unit *u, uint64_t kn, bool diag, uint32_t active)
+{
+	uint64_t nq = u->nt * u->nj, e = nq * kn, hd = a->hd, c = 2 * c_dma(kn * a->shd, active);
+
+	if (u->st)
+		c += c_mm(kn, nq, hd, a->dt, SPYRE_DT_FP32) + c_sfu(e, 8 * e, 1);
+	else
+		c += c_sfu(kn * hd, 2 * kn * hd * a->esz, 1) + c_mm(nq, kn, hd, a->dt, SPYRE_DT_FP32);
+	c += 4 * c_sfu(e, 8 * e, 1) + c_sfu(e, 8 * e, SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES);
+	if (a->decode)
+		c += c_sfu(e, 12 * e, 1);
+	else if (diag)
+		c += (u->nt + 2) * c_sfu(kn, 4 * kn, 1) + u->nj * c_sfu(u->nt * kn, 12 * u->nt * kn, 1);
+	if (!a->f32)
+		c += c_sfu(kn * hd, kn * hd * (a->esz + 4), 1);
+	return c + c_mm(nq, hd, kn, SPYRE_DT_FP32, SPYRE_DT_FP32) + c_sfu(nq * hd, 12 * nq * hd, 1) + 8;
+}
+
+/*
+ * Estimated cycles of a unit on a device with @active cores streaming
+ * memory; decode at the last position (every chunk valid).
+ */
 static uint64_t est_unit(const struct att *a, const struct unit *u, uint32_t active)
 {
 	uint64_t nq = u->nt * u->nj, c = 2 * c_dma(nq * a->shd, active), hd = a->hd;
 
 	if (u->st)
 		c += c_sfu(nq * hd, 2 * nq * hd * a->esz, 1);
-	if (a->decode)
-		c += 4 * c_dma(a->shd, active) + 2 * c_dma(cdiv(u->k1 - u->k0, F32_PER_STICK) * STICK, active) + 4;
-	for (uint64_t k = u->k0; k < u->k1; k += u->kt) {
-		uint64_t kn = umin(u->kt, u->k1 - k), e = nq * kn;
+	if (a->decode) {
+		uint64_t chunks = a->NCF > u->part ? cdiv(a->NCF - u->part, u->nparts) : 0, per = 0;
 
-		c += 2 * c_dma(kn * a->shd, active);
-		if (!a->decode && u->j0 == 0) {
-			uint64_t w0 = umax(k, u->t0), w1 = umin(k + kn, u->t0 + u->nt);
+		c += 4 * c_dma(a->shd, active) + 3 * c_sfu(nq * hd, 4 * nq * hd, 1) + 12;
+		for (uint64_t k = 0; k < a->CH; k += u->kt)
+			per += est_tile(a, u, umin(u->kt, a->CH - k), false, active);
+		per += 2 * c_dma((uint64_t)a->U * STICK, active) + 3 * u->nparts + 4;
+		c += chunks * per;
+		if (u->tail) {
+			c += 2 * c_dma((uint64_t)(a->S - a->T0 / F32_PER_STICK) * STICK, active);
+			for (uint64_t k = a->T0; k < a->max_pos; k += u->kt)
+				c += est_tile(a, u, umin(u->kt, a->max_pos - k), false, active);
+		}
+	} else {
+		for (uint64_t k = u->k0; k < u->k1; k += u->kt) {
+			uint64_t kn = umin(u->kt, u->k1 - k), w0 = umax(k, u->t0), w1 = umin(k + kn, u->t0 + u->nt);
 
-			if (w0 < w1)
+			c += est_tile(a, u, kn, k + kn > u->t0 + 1, active);
+			if (u->j0 == 0 && w0 < w1)
 				c += 2 * c_dma((w1 - w0) * a->shd, active);
 		}
-		if (u->st)
-			c += c_mm(kn, nq, hd, a->dt, SPYRE_DT_FP32) + c_sfu(e, 8 * e, 1);
-		else
-			c += c_sfu(kn * hd, 2 * kn * hd * a->esz, 1) + c_mm(nq, kn, hd, a->dt, SPYRE_DT_FP32);
-		c += 4 * c_sfu(e, 8 * e, 1) + c_sfu(e, 8 * e, SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES);
-		if (a->decode)
-			c += c_sfu(e, 12 * e, 1);
-		else if (k + kn > u->t0 + 1)
-			c += (u->nt + 2) * c_sfu(kn, 4 * kn, 1) + u->nj * c_sfu(u->nt * kn, 12 * u->nt * kn, 1);
-		if (!a->f32)
-			c += c_sfu(kn * hd, kn * hd * (a->esz + 4), 1);
-		c += c_mm(nq, hd, kn, SPYRE_DT_FP32, SPYRE_DT_FP32) + c_sfu(nq * hd, 12 * nq * hd, 1) + 6;
 	}
 	c += 4 + c_sfu(nq * hd, 8 * nq * hd, 1);
 	if (u->nparts > 1) {
@@ -461,10 +510,10 @@ static uint64_t place(struct att *a, struct unit *u, uint32_t n, bool fixed)
 	return span;
 }
 
-/* Fill in the route and key tile of a unit; false if it cannot fit. */
-static bool size_unit(const struct att *a, struct unit *u)
+/* Fill in the route and key tile of a unit whose tiles hold up to @keys keys; false if it cannot fit. */
+static bool size_unit(const struct att *a, struct unit *u, uint64_t keys)
 {
-	uint64_t nq = u->nt * u->nj, keys = u->k1 - u->k0;
+	uint64_t nq = u->nt * u->nj;
 	bool pref = pick_st(a, nq, umin(keys, 256));
 
 	/* the cheaper route, or the other one when it does not fit */
@@ -528,7 +577,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 						x->k1 = x->t0 + x->nt;
 						x->nparts = 1;
 						x->first = n - 1;
-						ok = size_unit(a, x);
+						ok = size_unit(a, x, x->k1);
 					}
 			span = ok ? place(a, u, n, false) : UINT64_MAX;
 			if (span < best_span) {
@@ -544,11 +593,17 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 	return best;
 }
 
-/* Decode: (g, key part) units, all heads of the group together; parts split max_pos on sticks. */
+/*
+ * Decode: (g, key part) units, all heads of the group together. Part p of
+ * kp takes the key chunks p, p + kp, ... (interleaved: a short sequence
+ * still spreads over the parts); the tail of the cache (max_pos not a whole
+ * number of chunks) goes to the part that would have the next chunk.
+ */
 static struct unit *plan_decode(struct att *a, uint32_t *nout)
 {
-	uint32_t cores = a->g->cores, kpmax = a->kvh >= cores ? 1 : (uint32_t)umin(cores / a->kvh, a->S);
-	uint64_t best_span = UINT64_MAX;
+	uint32_t cores = a->g->cores;
+	uint32_t kpmax = a->kvh >= cores ? 1 : (uint32_t)umin(cores / a->kvh, umax(a->NCF, 1));
+	uint64_t best_span = UINT64_MAX, keys = a->NCF ? a->CH : a->max_pos;
 	struct unit *best = NULL;
 	uint32_t best_n = 0;
 
@@ -562,7 +617,6 @@ static struct unit *plan_decode(struct att *a, uint32_t *nout)
 			continue;
 		for (uint32_t gg = 0; gg < a->kvh && ok; gg++)
 			for (uint32_t p = 0; p < kp && ok; p++) {
-				struct kg_range sr = kg_split(a->S, kp, p, 1);
 				struct unit *x = &u[gg * kp + p];
 
 				x->g = gg;
@@ -570,12 +624,11 @@ static struct unit *plan_decode(struct att *a, uint32_t *nout)
 				x->nj = a->r;
 				x->t0 = 0;
 				x->nt = 1;
-				x->k0 = sr.start * F32_PER_STICK;
-				x->k1 = umin(a->max_pos, (sr.start + sr.count) * F32_PER_STICK);
 				x->part = p;
 				x->nparts = kp;
 				x->first = gg * kp;
-				ok = size_unit(a, x);
+				x->tail = a->T0 < a->max_pos && p == a->NCF % kp;
+				ok = size_unit(a, x, keys);
 			}
 		span = ok ? place(a, u, n, kp > 1) : UINT64_MAX;
 		if (span < best_span) {
@@ -591,29 +644,191 @@ static struct unit *plan_decode(struct att *a, uint32_t *nout)
 	return best;
 }
 
+/* ---- emitters: every instruction goes through these (counting mode for branch targets) ---- */
+
+static void track(struct att *a, uint32_t c, int pc)
+{
+	if (pc >= 0)
+		a->pc[c] = (uint32_t)pc + 1;
+}
+
 static void op(struct att *a, uint32_t c, const struct spyre_pb_op *o)
 {
-	spyre_pb_op(a->g->pb, c, o);
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_op(a->g->pb, c, o));
 }
 
 static void dma(struct att *a, uint32_t c, unsigned opc, const struct spyre_pb_dma *d)
 {
-	spyre_pb_dma(a->g->pb, c, opc, d);
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_dma(a->g->pb, c, opc, d));
 }
 
-/* Load a tile of kn keys (or values) of group g from k: the input rows (prefill) or the cache. */
-static void load_kv(struct att *a, const struct unit *u, uint32_t sp, uint64_t k, uint64_t kn, bool v)
+static void ctl(struct att *a, uint32_t c, unsigned opc, unsigned reg, uint64_t imm, unsigned reg2)
 {
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_ctl(a->g->pb, c, opc, reg, imm, reg2));
+}
+
+static void ring(struct att *a, uint32_t c, unsigned opc, uint32_t sp, uint32_t peer, uint32_t tag, uint32_t bytes)
+{
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_ring(a->g->pb, c, opc, sp, peer, tag, bytes));
+}
+
+/* fp32 op on a vector of n elements (one row) */
+static void vop(struct att *a, uint32_t c, unsigned opc, uint32_t d, uint32_t x, uint32_t y, uint32_t n)
+{
+	op(a, c, &(struct spyre_pb_op){ .op = opc, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = d, .a = x, .b = y,
+					 .rows = 1, .cols = n });
+}
+
+/* The scratchpad of a unit. */
+struct bufs {
+	uint32_t nq, kt, vs, lds, ldst, ldqt, ldkt;
+	uint32_t qb;		/* Q [nq x hd], then O */
+	uint32_t acc;		/* [nq x hd] fp32 */
+	uint32_t m, mn, mt, al, lv, lt;	/* vectors of nq fp32: max, new max, tile max, rescale, sum, tile sum */
+	uint32_t qt;		/* Q^T [hd x nq] (route st) */
+	uint32_t mk;		/* decode: the mask row, S + 1 sticks */
+	uint32_t nr;		/* decode: the new K/V row */
+	uint32_t kb;		/* K tile [kt x hd], then V */
+	uint32_t sb;		/* S [nq x kt] fp32, then P */
+	uint32_t xt;		/* K^T [hd x kt] or S^T [kt x nq] fp32 */
+	uint32_t mb;		/* prefill: causal mask [nt x kt] fp32 */
+	uint32_t vf;		/* V [kt x hd] fp32 */
+	uint32_t rm[SPYRE_MAX_CORES], rl[SPYRE_MAX_CORES], ra[SPYRE_MAX_CORES];	/* parts received */
+};
+
+static void alloc_bufs(struct att *a, const struct unit *u, struct bufs *b)
+{
+	struct kgen *g = a->g;
+	uint32_t c = u->core, hd = a->hd;
+
+	memset(b, 0, sizeof(*b));
+	b->nq = (uint32_t)(u->nt * u->nj);
+	b->kt = (uint32_t)u->kt;
+	b->vs = (uint32_t)vec_bytes(b->nq);
+	b->lds = kg_sticks(b->kt, SPYRE_DT_FP32);
+	b->ldst = kg_sticks(b->nq, SPYRE_DT_FP32);
+	b->ldqt = kg_sticks(b->nq, a->dt);
+	b->ldkt = kg_sticks(b->kt, a->dt);
+	kg_sp_reset(g, c);
+	b->qb = kg_sp_alloc(g, c, (uint64_t)b->nq * a->shd);
+	b->acc = kg_sp_alloc(g, c, (uint64_t)b->nq * a->shd32);
+	b->m = kg_sp_alloc(g, c, b->vs);
+	b->mn = kg_sp_alloc(g, c, b->vs);
+	b->mt = kg_sp_alloc(g, c, b->vs);
+	b->al = kg_sp_alloc(g, c, b->vs);
+	b->lv = kg_sp_alloc(g, c, b->vs);
+	b->lt = kg_sp_alloc(g, c, b->vs);
+	if (u->st)
+		b->qt = kg_sp_alloc(g, c, (uint64_t)hd * kg_pitch(b->nq, a->dt));
 	if (a->decode) {
-		dma(a, u->core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = sp, .mem = { .sym = v ? a->svc : a->skc, .off = (u->g * (uint64_t)a->max_pos + k) * a->shd },
-			.row_bytes = (uint32_t)(kn * a->shd) });
-		return;
+		b->mk = kg_sp_alloc(g, c, (uint64_t)(a->S + 1) * STICK);
+		b->nr = kg_sp_alloc(g, c, a->shd);
 	}
+	if (u->nparts > 1 && u->part == 0)
+		for (uint32_t p = 1; p < u->nparts; p++) {
+			b->rm[p] = kg_sp_alloc(g, c, b->vs);
+			b->rl[p] = kg_sp_alloc(g, c, b->vs);
+			b->ra[p] = kg_sp_alloc(g, c, (uint64_t)b->nq * a->shd32);
+		}
+	b->kb = kg_sp_alloc(g, c, (uint64_t)b->kt * a->shd);
+	b->sb = kg_sp_alloc(g, c, (uint64_t)b->nq * b->lds * STICK);
+	b->xt = kg_sp_alloc(g, c, u->st ? (uint64_t)b->kt * b->ldst * STICK : (uint64_t)hd * b->ldkt * STICK);
+	if (!a->decode)
+		b->mb = kg_sp_alloc(g, c, u->nt * b->lds * STICK);
+	b->vf = a->f32 ? b->kb : kg_sp_alloc(g, c, (uint64_t)b->kt * a->shd32);
+}
+
+/* S = scale * Q K^T [nq x kn] fp32 for the K tile in kb. */
+static void emit_scores(struct att *a, const struct unit *u, const struct bufs *b, uint32_t kn)
+{
+	uint32_t c = u->core, hd = a->hd, dt = a->dt;
+
+	if (u->st) {
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->xt,
+						 .a = b->kb, .b = b->qt, .rows = kn, .cols = b->nq, .k = hd,
+						 .ldd = b->ldst, .lda = a->sh, .ldb = b->ldqt });
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b->sb, .a = b->xt, .rows = kn, .cols = b->nq, .ldd = b->lds,
+						 .lda = b->ldst });
+	} else {
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = b->xt,
+						 .a = b->kb, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = a->sh });
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->sb,
+						 .a = b->qb, .b = b->xt, .rows = b->nq, .cols = kn, .k = hd,
+						 .ldd = b->lds, .lda = a->sh, .ldb = b->ldkt });
+	}
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SCALE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b->sb,
+					 .a = b->sb, .rows = b->nq, .cols = kn, .ldd = b->lds, .lda = b->lds,
+					 .scale = a->scale });
+}
+
+/*
+ * Online softmax over a masked score tile: m_new = max(m, rowmax S),
+ * al = exp(m - m_new), P = exp(S - m_new) (in sb), l = l al + rowsum P,
+ * acc *= al. The first tile sets m and l.
+ */
+static void emit_stats(struct att *a, uint32_t c, const struct bufs *b, uint32_t kn, bool first)
+{
+	if (first) {
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_REDMAX, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b->m, .a = b->sb, .rows = b->nq, .cols = kn, .lda = b->lds });
+	} else {
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_REDMAX, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b->mt, .a = b->sb, .rows = b->nq, .cols = kn, .lda = b->lds });
+		vop(a, c, SPYRE_ISA_OP_MAX, b->mn, b->m, b->mt, b->nq);
+		vop(a, c, SPYRE_ISA_OP_SUB, b->al, b->m, b->mn, b->nq);
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_EXP, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b->al, .a = b->al, .rows = 1, .cols = b->nq });
+		vop(a, c, SPYRE_ISA_OP_MAX, b->m, b->mn, b->mn, b->nq);	/* m = m_new */
+	}
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SUB, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					 .flags = SPYRE_IF_BCAST_COL, .d = b->sb, .a = b->sb, .b = b->m, .rows = b->nq,
+					 .cols = kn, .ldd = b->lds, .lda = b->lds });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_EXP, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b->sb,
+					 .a = b->sb, .rows = b->nq, .cols = kn, .ldd = b->lds, .lda = b->lds });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_REDSUM, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					 .d = first ? b->lv : b->lt, .a = b->sb, .rows = b->nq, .cols = kn,
+					 .lda = b->lds });
+	if (!first) {
+		vop(a, c, SPYRE_ISA_OP_MUL, b->lv, b->lv, b->al, b->nq);
+		vop(a, c, SPYRE_ISA_OP_ADD, b->lv, b->lv, b->lt, b->nq);
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .flags = SPYRE_IF_BCAST_COL, .d = b->acc, .a = b->acc, .b = b->al,
+						 .rows = b->nq, .cols = a->hd, .ldd = a->sh32, .lda = a->sh32 });
+	}
+}
+
+/* acc (+)= P V for the V tile in kb. */
+static void emit_pv(struct att *a, uint32_t c, const struct bufs *b, uint32_t kn, bool first)
+{
+	if (!a->f32)
+		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = a->dt, .dt2 = SPYRE_DT_FP32, .d = b->vf,
+						 .a = b->kb, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = a->sh });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					 .flags = first ? 0 : SPYRE_IF_ACC, .d = b->acc, .a = b->sb, .b = b->vf,
+					 .rows = b->nq, .cols = a->hd, .k = kn, .ldd = a->sh32, .lda = b->lds,
+					 .ldb = a->sh32 });
+}
+
+/* Prefill: a tile of keys (or values) k..k+kn-1 of group g from the input, and its own rows to the cache. */
+static void prefill_kv(struct att *a, const struct unit *u, uint32_t sp, uint64_t k, uint64_t kn, bool v)
+{
 	dma(a, u->core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 		.sp = sp, .mem = { .sym = v ? a->sv : a->sk, .off = k * a->pk + u->g * a->shd }, .rows = (uint32_t)kn,
 		.row_bytes = (uint32_t)a->shd, .mem_stride = (uint32_t)a->pk, .sp_stride = (uint32_t)a->shd });
-	/* prefill: the unit of the first head subset writes its own tokens' rows into the cache */
+	/* the unit of the first head subset writes its own tokens' rows into the cache */
 	if (u->j0 == 0) {
 		uint64_t w0 = umax(k, u->t0), w1 = umin(k + kn, u->t0 + u->nt);
 
@@ -625,285 +840,267 @@ static void load_kv(struct att *a, const struct unit *u, uint32_t sp, uint64_t k
 	}
 }
 
-static void emit_unit(struct att *a, const struct unit *u, const struct unit *all)
+/* O = acc / l rounded once (1/l = rsqrt(l)^2 in fp32: there is no divide), into qb. */
+static void emit_normalize(struct att *a, uint32_t c, const struct bufs *b)
 {
-	struct kgen *g = a->g;
-	uint32_t c = u->core, nq = (uint32_t)(u->nt * u->nj), hd = a->hd, dt = a->dt;
-	uint32_t vs = (uint32_t)vec_bytes(nq), kt = (uint32_t)u->kt;
-	bool leader = u->nparts > 1 && u->part == 0;
-	uint32_t lds = kg_sticks(kt, SPYRE_DT_FP32), ldst = kg_sticks(nq, SPYRE_DT_FP32);
-	uint32_t ldqt = kg_sticks(nq, dt), ldkt = kg_sticks(kt, dt), sh = a->sh, sh32 = a->sh32;
-	uint32_t qb, acc, mv[2], mt, al, lv, lt, qt = 0, mk = 0, nr = 0, kb, sb, xt, mb = 0, vf;
-	uint32_t rm[SPYRE_MAX_CORES] = { 0 }, rl[SPYRE_MAX_CORES] = { 0 }, ra[SPYRE_MAX_CORES] = { 0 };
-	uint64_t qoff = u->t0 * a->pq + ((uint64_t)u->g * a->r + u->j0) * a->shd;
-	uint32_t cur = 0;
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_RSQRT, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b->lt,
+					 .a = b->lv, .rows = 1, .cols = b->nq });
+	vop(a, c, SPYRE_ISA_OP_MUL, b->lt, b->lt, b->lt, b->nq);
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32, .dt2 = a->dt,
+					 .flags = SPYRE_IF_BCAST_COL, .d = b->qb, .a = b->acc, .b = b->lt, .rows = b->nq,
+					 .cols = a->hd, .ldd = a->sh, .lda = a->sh32 });
+}
 
-	kg_sp_reset(g, c);
-	qb = kg_sp_alloc(g, c, (uint64_t)nq * a->shd);
-	acc = kg_sp_alloc(g, c, (uint64_t)nq * a->shd32);
-	mv[0] = kg_sp_alloc(g, c, vs);
-	mv[1] = kg_sp_alloc(g, c, vs);
-	mt = kg_sp_alloc(g, c, vs);
-	al = kg_sp_alloc(g, c, vs);
-	lv = kg_sp_alloc(g, c, vs);
-	lt = kg_sp_alloc(g, c, vs);
-	if (u->st)
-		qt = kg_sp_alloc(g, c, (uint64_t)hd * kg_pitch(nq, dt));
-	if (a->decode) {
-		mk = kg_sp_alloc(g, c, (uint64_t)(a->S + 1) * STICK);
-		nr = kg_sp_alloc(g, c, a->shd);
-	}
-	if (leader)
-		for (uint32_t p = 1; p < u->nparts; p++) {
-			rm[p] = kg_sp_alloc(g, c, vs);
-			rl[p] = kg_sp_alloc(g, c, vs);
-			ra[p] = kg_sp_alloc(g, c, (uint64_t)nq * a->shd32);
-		}
-	kb = kg_sp_alloc(g, c, (uint64_t)kt * a->shd);
-	sb = kg_sp_alloc(g, c, (uint64_t)nq * lds * STICK);
-	xt = kg_sp_alloc(g, c, u->st ? (uint64_t)kt * ldst * STICK : (uint64_t)hd * ldkt * STICK);
-	if (!a->decode)
-		mb = kg_sp_alloc(g, c, u->nt * lds * STICK);
-	vf = a->f32 ? kb : kg_sp_alloc(g, c, (uint64_t)kt * a->shd32);
-	if (g->failed)
-		return;
+static void emit_load_q(struct att *a, const struct unit *u, const struct bufs *b, unsigned opc)
+{
+	uint64_t off = u->t0 * a->pq + ((uint64_t)u->g * a->r + u->j0) * a->shd;
 
-	/* the unit's query rows: nt tokens x nj heads of hd, (i, j) at row i*nj + j */
-	dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-		.sp = qb, .mem = { .sym = a->sq, .off = qoff }, .rows = (uint32_t)u->nt,
-		.row_bytes = (uint32_t)(u->nj * a->shd), .mem_stride = (uint32_t)a->pq,
+	dma(a, u->core, opc, &(struct spyre_pb_dma){
+		.sp = b->qb, .mem = { .sym = opc == SPYRE_ISA_OP_LOAD ? a->sq : a->so, .off = off },
+		.rows = (uint32_t)u->nt, .row_bytes = (uint32_t)(u->nj * a->shd), .mem_stride = (uint32_t)a->pq,
 		.sp_stride = (uint32_t)(u->nj * a->shd) });
-	if (u->st)
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = qt, .a = qb,
-						 .rows = nq, .cols = hd, .ldd = ldqt, .lda = sh });
-	if (a->decode) {
-		uint64_t cb = (uint64_t)u->g * a->max_pos * a->shd, ks0 = u->k0 / F32_PER_STICK;
-		uint64_t ks1 = cdiv(u->k1, F32_PER_STICK);
+	if (opc == SPYRE_ISA_OP_LOAD && u->st)
+		op(a, u->core, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = a->dt, .dt2 = a->dt,
+						       .d = b->qt, .a = b->qb, .rows = b->nq, .cols = a->hd,
+						       .ldd = b->ldqt, .lda = a->sh });
+}
 
-		for (uint32_t r = 0; r < DECODE_SCALARS; r++)
-			spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, r, r, 0);
-		/* the new K and V rows into the caches at pos (r0 = pos * pitch): before any cache read */
-		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = nr, .mem = { .sym = a->sk, .off = u->g * a->shd }, .row_bytes = (uint32_t)a->shd });
-		dma(a, c, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
-			.sp = nr, .mem = { .sym = a->skc, .off = cb, .reg = SPYRE_PB_REG(0) },
-			.row_bytes = (uint32_t)a->shd });
-		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = nr, .mem = { .sym = a->sv, .off = u->g * a->shd }, .row_bytes = (uint32_t)a->shd });
-		dma(a, c, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
-			.sp = nr, .mem = { .sym = a->svc, .off = cb, .reg = SPYRE_PB_REG(0) },
-			.row_bytes = (uint32_t)a->shd });
-		/*
-		 * The mask row of keys 0..max_pos-1 (the unit's sticks of it): q zero sticks then
-		 * -1e30 ones from the table at (S - q) sticks (r1), then the partial stick
-		 * P_(v%32) (r2) at stick q (r3) -- past the unit's sticks it lands in unused space.
-		 */
-		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = mk + (uint32_t)(ks0 * STICK),
-			.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_tab + ks0 * STICK, .reg = SPYRE_PB_REG(1) },
-			.row_bytes = (uint32_t)((ks1 - ks0) * STICK) });
-		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = mk, .sp_reg = SPYRE_PB_REG(3),
-			.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_part, .reg = SPYRE_PB_REG(2) },
-			.row_bytes = STICK });
-	}
+static void emit_prefill(struct att *a, const struct unit *u)
+{
+	uint32_t c = u->core, kt = (uint32_t)u->kt;
+	bool single = kt >= u->k1 - u->k0;
+	struct bufs b;
 
-	bool single = u->nparts == 1 && kt >= u->k1 - u->k0;
-
+	alloc_bufs(a, u, &b);
+	if (a->g->failed)
+		return;
+	emit_load_q(a, u, &b, SPYRE_ISA_OP_LOAD);
 	for (uint64_t k = u->k0; k < u->k1; k += kt) {
 		uint32_t kn = (uint32_t)umin(kt, u->k1 - k);
 		bool first = k == u->k0;
 
-		/* scores S [nq x kn] fp32 */
-		load_kv(a, u, kb, k, kn, false);
-		if (u->st) {
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32,
-							 .d = xt, .a = kb, .b = qt, .rows = kn, .cols = nq, .k = hd,
-							 .ldd = ldst, .lda = sh, .ldb = ldqt });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = sb, .a = xt, .rows = kn, .cols = nq,
-							 .ldd = lds, .lda = ldst });
-		} else {
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = xt,
-							 .a = kb, .rows = kn, .cols = hd, .ldd = ldkt, .lda = sh });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32,
-							 .d = sb, .a = qb, .b = xt, .rows = nq, .cols = kn, .k = hd,
-							 .ldd = lds, .lda = sh, .ldb = ldkt });
-		}
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SCALE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = sb, .a = sb, .rows = nq, .cols = kn, .ldd = lds, .lda = lds,
-						 .scale = a->scale });
-		/* mask: keys after the query's position get -1e30 */
-		if (a->decode) {
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .flags = SPYRE_IF_BCAST_ROW, .d = sb,
-							 .a = sb, .b = mk + (uint32_t)(k / F32_PER_STICK * STICK),
-							 .rows = nq, .cols = kn, .ldd = lds, .lda = lds });
-		} else if (k + kn > u->t0 + 1) {
-			uint32_t full = 0;
-
+		prefill_kv(a, u, b.kb, k, kn, false);
+		emit_scores(a, u, &b, kn);
+		if (k + kn > u->t0 + 1) {
+			/* causal mask: row i (token t0 + i) sees keys 0..t0+i; FILLs start on a stick */
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = mb, .rows = (uint32_t)u->nt,
-							 .cols = kn, .ldd = lds, .imm = kg_f32_bits(NEG_BIG) });
+							 .dt2 = SPYRE_DT_FP32, .d = b.mb, .rows = (uint32_t)u->nt,
+							 .cols = kn, .ldd = b.lds, .imm = kg_f32_bits(NEG_BIG) });
 			for (uint32_t i = 0; i < u->nt; i++) {
-				uint64_t q = u->t0 + i + 1;	/* keys 0..t0+i valid */
-				uint64_t v = q <= k ? 0 : umin(q - k, kn);
+				uint64_t q = u->t0 + i + 1, v = q <= k ? 0 : umin(q - k, kn);
 
-				if (v == kn) {
-					full = (uint32_t)u->nt - i;	/* this row and every later one */
+				if (v == kn) {	/* this row and every later one see the whole tile */
 					op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
-									 .dt2 = SPYRE_DT_FP32, .d = mb + i * lds * STICK,
-									 .rows = full, .cols = kn, .ldd = lds, .imm = 0 });
+									 .dt2 = SPYRE_DT_FP32, .d = b.mb + i * b.lds * STICK,
+									 .rows = (uint32_t)u->nt - i, .cols = kn,
+									 .ldd = b.lds, .imm = 0 });
 					break;
 				}
 				if (v)
 					op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
-									 .dt2 = SPYRE_DT_FP32, .d = mb + i * lds * STICK,
-									 .rows = 1, .cols = (uint32_t)v, .ldd = lds,
+									 .dt2 = SPYRE_DT_FP32, .d = b.mb + i * b.lds * STICK,
+									 .rows = 1, .cols = (uint32_t)v, .ldd = b.lds,
 									 .imm = 0 });
 			}
+			/* the same mask row for every head of a token: rows i*nj + j */
 			for (uint32_t j = 0; j < u->nj; j++)
 				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-								 .dt2 = SPYRE_DT_FP32, .d = sb + j * lds * STICK,
-								 .a = sb + j * lds * STICK, .b = mb, .rows = (uint32_t)u->nt,
-								 .cols = kn, .ldd = u->nj * lds, .lda = u->nj * lds,
-								 .ldb = lds });
+								 .dt2 = SPYRE_DT_FP32, .d = b.sb + j * b.lds * STICK,
+								 .a = b.sb + j * b.lds * STICK, .b = b.mb,
+								 .rows = (uint32_t)u->nt, .cols = kn,
+								 .ldd = u->nj * b.lds, .lda = u->nj * b.lds, .ldb = b.lds });
 		}
 		if (single) {
 			/* one tile: the softmax instruction, then O = P V rounded once */
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SOFTMAX, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = sb, .a = sb, .rows = nq, .cols = kn,
-							 .ldd = lds, .lda = lds });
-			load_kv(a, u, kb, k, kn, true);
-			if (!a->f32)
-				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = dt, .dt2 = SPYRE_DT_FP32,
-								 .d = vf, .a = kb, .rows = kn, .cols = hd, .ldd = sh32,
-								 .lda = sh });
+							 .dt2 = SPYRE_DT_FP32, .d = b.sb, .a = b.sb, .rows = b.nq,
+							 .cols = kn, .ldd = b.lds, .lda = b.lds });
+			prefill_kv(a, u, b.kb, k, kn, true);
 			if (a->f32) {
-				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = dt,
-								 .d = qb, .a = sb, .b = vf, .rows = nq, .cols = hd,
-								 .k = kn, .ldd = sh, .lda = lds, .ldb = sh32 });
-				break;
+				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = a->dt, .dt2 = a->dt,
+								 .d = b.qb, .a = b.sb, .b = b.vf, .rows = b.nq,
+								 .cols = a->hd, .k = kn, .ldd = a->sh, .lda = b.lds,
+								 .ldb = a->sh32 });
+			} else {
+				/* a matmul of fp32 inputs writes fp32: the one rounding is the cast */
+				emit_pv(a, c, &b, kn, true);
+				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = SPYRE_DT_FP32,
+								 .dt2 = a->dt, .d = b.qb, .a = b.acc, .rows = b.nq,
+								 .cols = a->hd, .ldd = a->sh, .lda = a->sh32 });
 			}
-			/* a matmul of fp32 inputs writes fp32: the one rounding is the cast */
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = acc, .a = sb, .b = vf, .rows = nq,
-							 .cols = hd, .k = kn, .ldd = sh32, .lda = lds, .ldb = sh32 });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = SPYRE_DT_FP32, .dt2 = dt,
-							 .d = qb, .a = acc, .rows = nq, .cols = hd, .ldd = sh,
-							 .lda = sh32 });
 			break;
 		}
-		/* online softmax: running max m, sum l, accumulator acc */
-		if (first) {
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_REDMAX, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = mv[cur], .a = sb, .rows = nq,
-							 .cols = kn, .lda = lds });
-		} else {
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_REDMAX, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = mt, .a = sb, .rows = nq, .cols = kn,
-							 .lda = lds });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MAX, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = mv[!cur], .a = mv[cur], .b = mt,
-							 .rows = 1, .cols = nq });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SUB, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = al, .a = mv[cur], .b = mv[!cur],
-							 .rows = 1, .cols = nq });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_EXP, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = al, .a = al, .rows = 1, .cols = nq });
-			cur = !cur;
-		}
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SUB, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .flags = SPYRE_IF_BCAST_COL, .d = sb, .a = sb, .b = mv[cur],
-						 .rows = nq, .cols = kn, .ldd = lds, .lda = lds });
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_EXP, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = sb, .a = sb, .rows = nq, .cols = kn, .ldd = lds, .lda = lds });
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_REDSUM, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = first ? lv : lt, .a = sb, .rows = nq, .cols = kn, .lda = lds });
-		if (!first) {
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = lv, .a = lv, .b = al, .rows = 1,
-							 .cols = nq });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = lv, .a = lv, .b = lt, .rows = 1,
-							 .cols = nq });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .flags = SPYRE_IF_BCAST_COL, .d = acc,
-							 .a = acc, .b = al, .rows = nq, .cols = hd, .ldd = sh32,
-							 .lda = sh32 });
-		}
-		load_kv(a, u, kb, k, kn, true);
-		if (!a->f32)
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = dt, .dt2 = SPYRE_DT_FP32,
-							 .d = vf, .a = kb, .rows = kn, .cols = hd, .ldd = sh32,
-							 .lda = sh });
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .flags = first ? 0 : SPYRE_IF_ACC, .d = acc, .a = sb, .b = vf,
-						 .rows = nq, .cols = hd, .k = kn, .ldd = sh32, .lda = lds, .ldb = sh32 });
+		emit_stats(a, c, &b, kn, first);
+		prefill_kv(a, u, b.kb, k, kn, true);
+		emit_pv(a, c, &b, kn, first);
 	}
+	if (!single)
+		emit_normalize(a, c, &b);
+	emit_load_q(a, u, &b, SPYRE_ISA_OP_STORE);
+}
 
-	if (u->nparts > 1 && !leader) {
+/* Decode: one tile of kn keys at cache row k0 (+ r[R_KV] / R_KV bytes when @reg) with mask slice at @msk. */
+static void decode_tile(struct att *a, const struct unit *u, const struct bufs *b, uint64_t off, bool reg,
+			uint32_t kn, uint32_t msk)
+{
+	uint32_t c = u->core;
+
+	dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+		.sp = b->kb, .mem = { .sym = a->skc, .off = off, .reg = reg ? SPYRE_PB_REG(R_KV) : 0 },
+		.row_bytes = (uint32_t)(kn * a->shd) });
+	emit_scores(a, u, b, kn);
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					 .flags = SPYRE_IF_BCAST_ROW, .d = b->sb, .a = b->sb, .b = msk, .rows = b->nq,
+					 .cols = kn, .ldd = b->lds, .lda = b->lds });
+	emit_stats(a, c, b, kn, false);
+	dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+		.sp = b->kb, .mem = { .sym = a->svc, .off = off, .reg = reg ? SPYRE_PB_REG(R_KV) : 0 },
+		.row_bytes = (uint32_t)(kn * a->shd) });
+	emit_pv(a, c, b, kn, false);
+}
+
+/* The loop body: the chunk at r[R_KV] (its mask: the table at r[R_CTAB], the partial stick at r[R_CQ]). */
+static void decode_chunk(struct att *a, const struct unit *u, const struct bufs *b)
+{
+	uint64_t base = (uint64_t)u->g * a->max_pos * a->shd;
+
+	dma(a, u->core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+		.sp = b->mk, .mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_tab, .reg = SPYRE_PB_REG(R_CTAB) },
+		.row_bytes = a->U * STICK });
+	dma(a, u->core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+		.sp = b->mk, .sp_reg = SPYRE_PB_REG(R_CQ),
+		.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_part, .reg = SPYRE_PB_REG(R_PART) },
+		.row_bytes = STICK });
+	for (uint32_t s = 0; s < a->CH; s += b->kt)
+		decode_tile(a, u, b, base + s * a->shd, true, (uint32_t)umin(b->kt, a->CH - s),
+			    b->mk + s / F32_PER_STICK * STICK);
+}
+
+static void emit_decode(struct att *a, const struct unit *u, const struct unit *all)
+{
+	uint32_t c = u->core, kp = u->nparts, p = u->part, ustk = a->U * STICK;
+	uint64_t base = (uint64_t)u->g * a->max_pos * a->shd;
+	bool leader = kp > 1 && p == 0;
+	struct bufs b;
+
+	alloc_bufs(a, u, &b);
+	if (a->g->failed)
+		return;
+	for (uint32_t r = 0; r < DECODE_BASE_SCALARS; r++)
+		ctl(a, c, SPYRE_ISA_OP_LDARG, r, r, 0);
+	/* the new K and V rows into the caches at pos (r0 = pos * pitch): before any cache read */
+	for (int v = 0; v < 2; v++) {
+		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = b.nr, .mem = { .sym = v ? a->sv : a->sk, .off = u->g * a->shd },
+			.row_bytes = (uint32_t)a->shd });
+		dma(a, c, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
+			.sp = b.nr, .mem = { .sym = v ? a->svc : a->skc, .off = base, .reg = SPYRE_PB_REG(R_POS) },
+			.row_bytes = (uint32_t)a->shd });
+	}
+	emit_load_q(a, u, &b, SPYRE_ISA_OP_LOAD);
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b.m,
+					 .rows = 1, .cols = b.nq, .imm = kg_f32_bits(NEG_BIG) });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b.lv,
+					 .rows = 1, .cols = b.nq, .imm = 0 });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					 .d = b.acc, .rows = b.nq, .cols = a->hd, .ldd = a->sh32, .imm = 0 });
+	if (a->NCF > p) {
+		/*
+		 * for (n = d_p; n; ) { chunk; advance kp chunks; n -= kp, leaving when it reaches 0 }:
+		 * r[R_CNT] = d_p valid chunks from chunk p on, decremented one at a time so
+		 * that 0 is never skipped.
+		 */
+		uint32_t body, start, end;
+
+		ctl(a, c, SPYRE_ISA_OP_LDARG, R_CNT, DECODE_BASE_SCALARS + p, 0);
+		ctl(a, c, SPYRE_ISA_OP_LI, R_ONE, 1, 0);
+		ctl(a, c, SPYRE_ISA_OP_LI, R_KV, (uint64_t)p * a->CH * a->shd, 0);
+		ctl(a, c, SPYRE_ISA_OP_ADDI, R_CTAB, (uint64_t)p * ustk, R_TAB);
+		ctl(a, c, SPYRE_ISA_OP_ADDI, R_CQ, (uint64_t)0 - (uint64_t)p * ustk, R_Q);
+		a->counting = true;
+		a->count = 0;
+		decode_chunk(a, u, &b);
+		a->counting = false;
+		body = a->count;
+		start = a->pc[c] + 2;
+		end = start + body + 3 + 3 * (kp - 1) + 2;
+		ctl(a, c, SPYRE_ISA_OP_BNZ, R_CNT, start, 0);
+		ctl(a, c, SPYRE_ISA_OP_BNZ, R_ONE, end, 0);
+		decode_chunk(a, u, &b);
+		ctl(a, c, SPYRE_ISA_OP_ADDI, R_KV, (uint64_t)kp * a->CH * a->shd, R_KV);
+		ctl(a, c, SPYRE_ISA_OP_ADDI, R_CTAB, (uint64_t)kp * ustk, R_CTAB);
+		ctl(a, c, SPYRE_ISA_OP_ADDI, R_CQ, (uint64_t)0 - (uint64_t)kp * ustk, R_CQ);
+		for (uint32_t i = 0; i < kp; i++) {
+			ctl(a, c, SPYRE_ISA_OP_ADDI, R_CNT, (uint64_t)-1, R_CNT);
+			if (i + 1 < kp) {
+				ctl(a, c, SPYRE_ISA_OP_BNZ, R_CNT, a->pc[c] + 2, 0);
+				ctl(a, c, SPYRE_ISA_OP_BNZ, R_ONE, end, 0);
+			} else {
+				ctl(a, c, SPYRE_ISA_OP_BNZ, R_CNT, start, 0);
+			}
+		}
+		if (a->pc[c] != end)
+			kg_fail(a->g, "internal: decode loop of %u instructions ends at %u, not %u", body, a->pc[c], end);
+	}
+	if (u->tail) {
+		/* the last keys (max_pos not a whole chunk): static, masked like the whole row */
+		uint32_t t0s = a->T0 / F32_PER_STICK;
+
+		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = b.mk + t0s * STICK,
+			.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_tab + t0s * STICK, .reg = SPYRE_PB_REG(R_TAB) },
+			.row_bytes = (a->S - t0s) * STICK });
+		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = b.mk, .sp_reg = SPYRE_PB_REG(R_Q),
+			.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_part, .reg = SPYRE_PB_REG(R_PART) },
+			.row_bytes = STICK });
+		for (uint64_t k = a->T0; k < a->max_pos; k += b.kt)
+			decode_tile(a, u, &b, base + k * a->shd, false, (uint32_t)umin(b.kt, a->max_pos - k),
+				    b.mk + (uint32_t)(k / F32_PER_STICK) * STICK);
+	}
+	if (kp > 1 && !leader) {
 		/* a key part: (m, l, acc) to the core of part 0 */
 		uint32_t to = all[u->first].core;
 
-		spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_SEND, mv[cur], to, 1, vs);
-		spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_SEND, lv, to, 2, vs);
-		spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_SEND, acc, to, 3, nq * (uint32_t)a->shd32);
+		ring(a, c, SPYRE_ISA_OP_SEND, b.m, to, 1, b.vs);
+		ring(a, c, SPYRE_ISA_OP_SEND, b.lv, to, 2, b.vs);
+		ring(a, c, SPYRE_ISA_OP_SEND, b.acc, to, 3, b.nq * (uint32_t)a->shd32);
 		return;
 	}
 	if (leader) {
-		/* M = max of the parts' m; every part scaled by exp(m_p - M) */
-		for (uint32_t p = 1; p < u->nparts; p++) {
-			uint32_t from = all[u->first + p].core;
+		/* M = max of the parts' m; every part scaled by exp(m_p - M) (0 for a part past pos) */
+		for (uint32_t q = 1; q < kp; q++) {
+			uint32_t from = all[u->first + q].core;
 
-			spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_RECV, rm[p], from, 1, vs);
-			spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_RECV, rl[p], from, 2, vs);
-			spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_RECV, ra[p], from, 3, nq * (uint32_t)a->shd32);
+			ring(a, c, SPYRE_ISA_OP_RECV, b.rm[q], from, 1, b.vs);
+			ring(a, c, SPYRE_ISA_OP_RECV, b.rl[q], from, 2, b.vs);
+			ring(a, c, SPYRE_ISA_OP_RECV, b.ra[q], from, 3, b.nq * (uint32_t)a->shd32);
 		}
-		for (uint32_t p = 1; p < u->nparts; p++)
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MAX, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = mt, .a = p == 1 ? mv[cur] : mt,
-							 .b = rm[p], .rows = 1, .cols = nq });
-		for (uint32_t p = 0; p < u->nparts; p++) {
-			uint32_t pm = p ? rm[p] : mv[cur], pl = p ? rl[p] : lv, pa = p ? ra[p] : acc;
+		for (uint32_t q = 1; q < kp; q++)
+			vop(a, c, SPYRE_ISA_OP_MAX, b.mt, q == 1 ? b.m : b.mt, b.rm[q], b.nq);
+		for (uint32_t q = 0; q < kp; q++) {
+			uint32_t pm = q ? b.rm[q] : b.m, pl = q ? b.rl[q] : b.lv, pa = q ? b.ra[q] : b.acc;
 
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SUB, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = al, .a = pm, .b = mt, .rows = 1,
-							 .cols = nq });
+			vop(a, c, SPYRE_ISA_OP_SUB, b.al, pm, b.mt, b.nq);
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_EXP, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = al, .a = al, .rows = 1, .cols = nq });
-			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = pl, .a = pl, .b = al, .rows = 1,
-							 .cols = nq });
+							 .dt2 = SPYRE_DT_FP32, .d = b.al, .a = b.al, .rows = 1,
+							 .cols = b.nq });
+			vop(a, c, SPYRE_ISA_OP_MUL, pl, pl, b.al, b.nq);
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32,
 							 .dt2 = SPYRE_DT_FP32, .flags = SPYRE_IF_BCAST_COL, .d = pa,
-							 .a = pa, .b = al, .rows = nq, .cols = hd, .ldd = sh32,
-							 .lda = sh32 });
-			if (p) {
+							 .a = pa, .b = b.al, .rows = b.nq, .cols = a->hd, .ldd = a->sh32,
+							 .lda = a->sh32 });
+			if (q) {
+				vop(a, c, SPYRE_ISA_OP_ADD, b.lv, b.lv, pl, b.nq);
 				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-								 .dt2 = SPYRE_DT_FP32, .d = lv, .a = lv, .b = pl,
-								 .rows = 1, .cols = nq });
-				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-								 .dt2 = SPYRE_DT_FP32, .d = acc, .a = acc, .b = pa,
-								 .rows = nq, .cols = hd, .ldd = sh32, .lda = sh32,
-								 .ldb = sh32 });
+								 .dt2 = SPYRE_DT_FP32, .d = b.acc, .a = b.acc,
+								 .b = pa, .rows = b.nq, .cols = a->hd, .ldd = a->sh32,
+								 .lda = a->sh32, .ldb = a->sh32 });
 			}
 		}
 	}
-	if (!single) {
-		/* O = acc / l, rounded once (1/l = rsqrt(l)^2 in fp32: no divide instruction) */
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_RSQRT, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = lt, .a = lv, .rows = 1, .cols = nq });
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = lt, .a = lt, .b = lt, .rows = 1, .cols = nq });
-		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MUL, .dt = SPYRE_DT_FP32, .dt2 = dt,
-						 .flags = SPYRE_IF_BCAST_COL, .d = qb, .a = acc, .b = lt, .rows = nq,
-						 .cols = hd, .ldd = sh, .lda = sh32 });
-	}
-	dma(a, c, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
-		.sp = qb, .mem = { .sym = a->so, .off = qoff }, .rows = (uint32_t)u->nt,
-		.row_bytes = (uint32_t)(u->nj * a->shd), .mem_stride = (uint32_t)a->pq,
-		.sp_stride = (uint32_t)(u->nj * a->shd) });
+	emit_normalize(a, c, &b);
+	emit_load_q(a, u, &b, SPYRE_ISA_OP_STORE);
 }
 
 /* Decode's constant tables: T = S zero sticks then S -1e30 sticks; P_j = j zeros then -1e30 (j < 32). */
@@ -952,8 +1149,9 @@ int kg_gen_attention(struct kgen *g)
 		return kg_fail(g, "decode takes one token (m = 1), not %llu", (unsigned long long)a.m);
 	if (a.m > a.max_pos)
 		return kg_fail(g, "%llu tokens do not fit a cache of max_pos %u", (unsigned long long)a.m, a.max_pos);
-	if (a.hd > 4096 || a.heads > 4096 || a.m > 65535)
-		return kg_fail(g, "head_dim %u, heads %u or m %llu too large", a.hd, a.heads, (unsigned long long)a.m);
+	if (a.hd > 4096 || a.heads > 4096 || a.m > 65535 || a.max_pos > (1u << 24))
+		return kg_fail(g, "head_dim %u, heads %u, m %llu or max_pos %u too large", a.hd, a.heads,
+			       (unsigned long long)a.m, a.max_pos);
 	a.esz = SPYRE_DT_SIZE(a.dt);
 	a.f32 = a.dt == SPYRE_DT_FP32;
 	a.r = a.heads / a.kvh;
@@ -965,6 +1163,10 @@ int kg_gen_attention(struct kgen *g)
 	a.pk = a.kvh * a.shd;
 	a.scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)a.hd));
 	a.S = (uint32_t)cdiv(a.max_pos, F32_PER_STICK);
+	a.U = decode_chunk_sticks(a.hd, a.dt);
+	a.CH = a.U * F32_PER_STICK;
+	a.NCF = a.max_pos / a.CH;
+	a.T0 = a.NCF * a.CH;
 
 	a.sq = kg_slot(g, "q", a.dt, a.m, (uint64_t)a.heads * a.hd, a.pq, SPYRE_SYM_IN);
 	a.sk = kg_slot(g, "k", a.dt, a.m, (uint64_t)a.kvh * a.hd, a.pk, SPYRE_SYM_IN);
@@ -987,21 +1189,26 @@ int kg_gen_attention(struct kgen *g)
 			       (unsigned long long)a.m, g->sp_bytes);
 	for (uint32_t c = 0; c < g->cores; c++)
 		for (uint32_t i = 0; i < n && !g->failed; i++)
-			if (u[i].core == c)
-				emit_unit(&a, &u[i], u);
+			if (u[i].core == c) {
+				if (a.decode)
+					emit_decode(&a, &u[i], u);
+				else
+					emit_prefill(&a, &u[i]);
+			}
 	free(u);
 	return kg_ok(g);
 }
 
 SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, uint32_t pos, uint64_t *scalars)
 {
-	uint32_t S, v;
+	uint32_t S, v, ch, ncf, ceff;
 
 	if (!desc || !scalars)
 		return spyre_error(-EINVAL, "spyre_kernel_attention_scalars: NULL argument");
 	if (desc->op != SPYRE_KOP_ATTENTION || !(desc->flags & SPYRE_KF_DECODE))
 		return spyre_error(-EINVAL, "spyre_kernel_attention_scalars: not a decode attention descriptor");
-	if (!attn_dtype_ok(desc->dtype) || !desc->head_dim || !desc->max_pos)
+	if (!attn_dtype_ok(desc->dtype) || !desc->head_dim || desc->head_dim > 4096 || !desc->max_pos ||
+	    desc->max_pos > (1u << 24))
 		return spyre_error(-EINVAL, "spyre_kernel_attention_scalars: dtype, head_dim or max_pos invalid");
 	if (pos >= desc->max_pos)
 		return spyre_error(-EINVAL, "attention: decode position %u is past the cache (max_pos %u)", pos,
@@ -1012,5 +1219,11 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
 	scalars[1] = (uint64_t)(S - v / F32_PER_STICK) * STICK;
 	scalars[2] = (uint64_t)(v % F32_PER_STICK) * STICK;
 	scalars[3] = (uint64_t)(v / F32_PER_STICK) * STICK;
+	/* loop counts: full chunks 0..ceff hold valid keys; the part starting at chunk e has ceff + 1 - e */
+	ch = decode_chunk_sticks(desc->head_dim, desc->dtype) * F32_PER_STICK;
+	ncf = desc->max_pos / ch;
+	ceff = pos / ch < ncf ? pos / ch : ncf - 1;
+	for (uint32_t e = 0; e < SPYRE_MAX_CORES; e++)
+		scalars[DECODE_BASE_SCALARS + e] = ncf && e <= ceff ? ceff + 1 - e : 0;
 	return 0;
 }

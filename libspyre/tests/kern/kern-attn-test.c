@@ -17,7 +17,11 @@
  * exactly (the new rows written where they belong, nothing else touched).
  * Decode after a prefill: steps n, n+1, ... with one program (its image
  * bytes identical for every position) against full causal attention over
- * all tokens so far; pos = max_pos - 1; -EINVAL past the cache.
+ * all tokens so far; decode at chosen positions (0, the stick, chunk and
+ * tail boundaries of the key loop, max_pos - 1) of caches holding stale
+ * rows past the position; -EINVAL past the cache. The granite case prints
+ * the modeled time of a Granite-8B layer's attention (KERN_ATTN_BIG=1 adds
+ * prefill of 512 and 1024 tokens and decode with max_pos 4096).
  * Tolerance: one rounding of the output, kh_tol(dt) * |o|, plus 2e-5
  * absolute (|v| <= 1): the fp32 intermediates (scores accumulated over
  * head_dim <= 64 products, exp, sums over <= 257 keys, 1/l as rsqrt^2) err
@@ -209,7 +213,7 @@ static char *attn_name(char *buf, size_t len, const char *what, const struct att
  * and O against the reference. @image (optional) gets the program bytes.
  */
 static bool attn_step(struct attn_io *io, uint32_t m, uint32_t pos0, uint32_t cores, uint32_t flags, uint32_t sp,
-		      void **image, size_t *image_size)
+		      void **image, size_t *image_size, struct spyre_kernel_info *info)
 {
 	uint32_t hd = io->hd, heads = io->heads, kvh = io->kvh;
 	uint64_t nq = (uint64_t)m * heads * hd, nk = (uint64_t)m * kvh * hd, nc = (uint64_t)kvh * io->max_pos * hd;
@@ -224,7 +228,7 @@ static bool attn_step(struct attn_io *io, uint32_t m, uint32_t pos0, uint32_t co
 		KH_IN_G(v, m, (uint64_t)kvh * hd, hd), KH_INOUT(io->kc, (uint64_t)kvh * io->max_pos, hd),
 		KH_INOUT(io->vc, (uint64_t)kvh * io->max_pos, hd), KH_OUT_G(o, m, (uint64_t)heads * hd, hd),
 	};
-	uint64_t sc[4];
+	uint64_t sc[36];	/* 4 + one loop count per possible key part (32) */
 	char what[160];
 
 	attn_name(what, sizeof(what), decode ? "decode" : "prefill", io, m, pos0, cores, flags, sp);
@@ -249,16 +253,16 @@ static bool attn_step(struct attn_io *io, uint32_t m, uint32_t pos0, uint32_t co
 		attn_ref(&want, q, m, pos0, (float)(1.0 / sqrt(hd)), ref);
 	}
 	if (image) {
-		struct spyre_kernel_info info = { .size = sizeof(info) };
+		struct spyre_kernel_info bi = { .size = sizeof(bi) };
 
-		if (!TAP_CHECK(spyre_kernel_build(&d, image, image_size, &info) == 0, "%s: build: %s", what,
+		if (!TAP_CHECK(spyre_kernel_build(&d, image, image_size, &bi) == 0, "%s: build: %s", what,
 			       spyre_last_error()))
 			goto out;
 	}
 	if (decode && !TAP_CHECK(spyre_kernel_attention_scalars(&d, pos0, sc) == 0, "%s: scalars: %s", what,
 				 spyre_last_error()))
 		goto out;
-	if (kh_run(&d, s, 6, decode ? sc : NULL, decode ? 4 : 0, NULL) == 0) {
+	if (kh_run(&d, s, 6, decode ? sc : NULL, decode ? 36 : 0, info) == 0) {
 		char w2[200];
 
 		ok = kh_close(what, o, ref, nq, kh_tol(io->dt), 2e-5);
@@ -308,7 +312,7 @@ static void test_prefill(void)
 			if (m > 128 && heads > 4)	/* keep the file fast: the longest sequences with <= 4 heads */
 				kvh = 1, heads = rr;
 			attn_io_init(&io, kh_dtypes[di], heads, kvh, hd, m + 3);
-			attn_step(&io, m, 0, cores, (i & 1) ? SPYRE_KF_RELOC : 0, 0, NULL, NULL);
+			attn_step(&io, m, 0, cores, (i & 1) ? SPYRE_KF_RELOC : 0, 0, NULL, NULL, NULL);
 			attn_io_fini(&io);
 		}
 }
@@ -323,7 +327,7 @@ static void test_prefill_heads(void)
 			if (h % rr)
 				continue;
 			attn_io_init(&io, SPYRE_DT_FP16, h, h / rr, 64, 40);
-			attn_step(&io, 33, 0, kh_cores[(h + rr) % 3], rr == 2 ? SPYRE_KF_RELOC : 0, 0, NULL, NULL);
+			attn_step(&io, 33, 0, kh_cores[(h + rr) % 3], rr == 2 ? SPYRE_KF_RELOC : 0, 0, NULL, NULL, NULL);
 			attn_io_fini(&io);
 		}
 }
@@ -334,13 +338,13 @@ static void test_prefill_tiled(void)
 	struct attn_io io;
 
 	attn_io_init(&io, SPYRE_DT_FP16, 4, 2, 64, 300);
-	attn_step(&io, 257, 0, 7, 0, 64 << 10, NULL, NULL);
+	attn_step(&io, 257, 0, 7, 0, 64 << 10, NULL, NULL, NULL);
 	attn_io_fini(&io);
 	attn_io_init(&io, SPYRE_DT_FP32, 8, 2, 32, 130);
-	attn_step(&io, 129, 0, 1, SPYRE_KF_RELOC, 32 << 10, NULL, NULL);
+	attn_step(&io, 129, 0, 1, SPYRE_KF_RELOC, 32 << 10, NULL, NULL, NULL);
 	attn_io_fini(&io);
 	attn_io_init(&io, SPYRE_DT_BF16, 2, 1, 64, 70);
-	attn_step(&io, 65, 0, 32, 0, 16 << 10, NULL, NULL);
+	attn_step(&io, 65, 0, 32, 0, 16 << 10, NULL, NULL, NULL);
 	attn_io_fini(&io);
 }
 
@@ -355,12 +359,12 @@ static void decode_chain(uint32_t dt, uint32_t heads, uint32_t kvh, uint32_t hd,
 
 	attn_io_init(&io, dt, heads, kvh, hd, max_pos);
 	if (n)
-		attn_step(&io, n, 0, cores, flags, sp, NULL, NULL);
+		attn_step(&io, n, 0, cores, flags, sp, NULL, NULL, NULL);
 	for (uint32_t s = 0; s < steps && n + s < max_pos; s++) {
 		void *img = NULL;
 		size_t sz = 0;
 
-		attn_step(&io, 1, n + s, cores, flags | SPYRE_KF_DECODE, sp, &img, &sz);
+		attn_step(&io, 1, n + s, cores, flags | SPYRE_KF_DECODE, sp, &img, &sz, NULL);
 		if (!img0) {
 			img0 = img;
 			sz0 = sz;
@@ -392,12 +396,55 @@ static void test_decode(void)
 	decode_chain(SPYRE_DT_DL16, 8, 2, 128, 260, 129, 2, 32, 0, 64 << 10);
 }
 
+/*
+ * Decode at chosen positions of a cache holding random (rounded) rows
+ * everywhere, also past the position (a stale earlier sequence: masked):
+ * the chunk and tail boundaries of the key loop, position 0, the last.
+ */
+static void decode_at(uint32_t dt, uint32_t heads, uint32_t kvh, uint32_t hd, uint32_t max_pos, uint32_t cores,
+		      uint32_t flags, uint32_t sp, const uint32_t *pos, uint32_t npos)
+{
+	struct attn_io io;
+	uint64_t n = (uint64_t)kvh * max_pos * hd;
+
+	attn_io_init(&io, dt, heads, kvh, hd, max_pos);
+	kh_fill(io.kc, n, -1, 1);
+	kh_fill(io.vc, n, -1, 1);
+	for (uint64_t i = 0; i < n; i++) {
+		io.kc[i] = kh_round(io.kc[i], dt);
+		io.vc[i] = kh_round(io.vc[i], dt);
+	}
+	for (uint32_t i = 0; i < npos; i++)
+		if (pos[i] < max_pos)
+			attn_step(&io, 1, pos[i], cores, flags | SPYRE_KF_DECODE, sp, NULL, NULL, NULL);
+	attn_io_fini(&io);
+}
+
+static void test_decode_positions(void)
+{
+	static const uint32_t p300[] = { 0, 1, 31, 32, 33, 127, 128, 129, 200, 255, 256, 257, 299 };
+	static const uint32_t p1000[] = { 0, 5, 63, 64, 65, 500, 959, 960, 961, 999 };
+	static const uint32_t p77[] = { 0, 31, 32, 63, 64, 76 };
+
+	/* hd 64 fp16: chunks of 128 keys, 2 full + a tail of 44; 2 parts per KV head */
+	decode_at(SPYRE_DT_FP16, 4, 2, 64, 300, 32, 0, 0, p300, 13);
+	/* hd 128 fp16: chunks of 64 keys, 15 full + a tail of 40, up to 15 parts */
+	decode_at(SPYRE_DT_FP16, 8, 1, 128, 1000, 32, SPYRE_KF_RELOC, 0, p1000, 10);
+	decode_at(SPYRE_DT_BF16, 8, 2, 128, 1000, 7, 0, 0, p1000, 10);
+	/* fp32 hd 128: chunks of 32 keys; dl16 hd 32 in a small scratchpad: 32-key tiles inside 128-key chunks */
+	decode_at(SPYRE_DT_FP32, 2, 1, 128, 300, 32, 0, 0, p300, 13);
+	decode_at(SPYRE_DT_DL16, 8, 1, 32, 300, 7, SPYRE_KF_RELOC, 24 << 10, p300, 13);
+	/* every KV head on one core, and more KV heads than cores */
+	decode_at(SPYRE_DT_FP16, 8, 8, 64, 77, 1, 0, 0, p77, 6);
+	decode_at(SPYRE_DT_BF16, 8, 8, 64, 77, 7, SPYRE_KF_RELOC, 0, p77, 6);
+}
+
 /* the last position of the cache, and past it */
 static void test_decode_last(void)
 {
 	struct attn_io io;
 	struct spyre_kdesc d;
-	uint64_t sc[4];
+	uint64_t sc[36];	/* 4 + one loop count per possible key part (32) */
 	int rc;
 
 	for (unsigned ci = 0; ci < 3; ci++) {
@@ -410,7 +457,7 @@ static void test_decode_last(void)
 			io.kc[i] = kh_round(io.kc[i], io.dt);
 			io.vc[i] = kh_round(io.vc[i], io.dt);
 		}
-		attn_step(&io, 1, max_pos - 1, kh_cores[ci], SPYRE_KF_DECODE, 0, NULL, NULL);
+		attn_step(&io, 1, max_pos - 1, kh_cores[ci], SPYRE_KF_DECODE, 0, NULL, NULL, NULL);
 		attn_io_fini(&io);
 	}
 	d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_ATTENTION, .dtype = SPYRE_DT_FP16, .m = 1,
@@ -423,6 +470,45 @@ static void test_decode_last(void)
 	d.flags = 0;
 	rc = spyre_kernel_attention_scalars(&d, 3, sc);
 	TAP_CHECK(rc == -EINVAL, "scalars of a prefill descriptor: rc %d", rc);
+}
+
+/* the modeled time of a Granite-8B layer's attention: 32 heads, 8 KV heads, head_dim 128, fp16, 32 cores */
+static void granite(uint32_t m, uint32_t pos, uint32_t max_pos)
+{
+	struct spyre_kernel_info info = { .size = sizeof(info) };
+	struct attn_io io;
+	bool decode = m == 1 && pos;
+
+	attn_io_init(&io, SPYRE_DT_FP16, 32, 8, 128, max_pos);
+	if (decode) {
+		uint64_t n = 8ull * max_pos * 128;
+
+		kh_fill(io.kc, n, -1, 1);
+		kh_fill(io.vc, n, -1, 1);
+		for (uint64_t i = 0; i < n; i++) {
+			io.kc[i] = kh_round(io.kc[i], io.dt);
+			io.vc[i] = kh_round(io.vc[i], io.dt);
+		}
+	}
+	if (attn_step(&io, m, pos, 32, decode ? SPYRE_KF_DECODE : 0, 0, NULL, NULL, &info))
+		tap_diag("granite-8b attention %s m %u pos %u max_pos %u: est_ns %llu device_ns %llu "
+			 "utilization %.2f cores %u image %llu bytes (%s)", decode ? "decode" : "prefill", m, pos,
+			 max_pos, (unsigned long long)info.est_ns, (unsigned long long)kh_last_device_ns,
+			 kh_last_utilization, info.cores, (unsigned long long)info.image_bytes, info.name);
+	attn_io_fini(&io);
+}
+
+static void test_granite(void)
+{
+	granite(1, 1023, 1024);
+	granite(1, 100, 1024);
+	granite(128, 0, 1024);
+	if (getenv("KERN_ATTN_BIG")) {
+		granite(1024, 0, 1024);
+		granite(512, 0, 1024);
+		granite(1, 0, 1024);
+		granite(1, 4095, 4096);
+	}
 }
 
 static void test_attn_errors(void)
@@ -465,7 +551,9 @@ static const struct tap_case cases[] = {
 	{ "prefill_heads", test_prefill_heads },
 	{ "prefill_tiled", test_prefill_tiled },
 	{ "decode", test_decode },
+	{ "decode_positions", test_decode_positions },
 	{ "decode_last", test_decode_last },
+	{ "granite", test_granite },
 	{ "attn_errors", test_attn_errors },
 };
 
