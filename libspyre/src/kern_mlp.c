@@ -552,8 +552,7 @@ static uint32_t act_pass(struct mlp *p, uint32_t cores, int swork, uint64_t gbas
 			continue;
 		used |= 1u << c;
 		/* tiles: columns in whole sticks, as many rows as fit */
-		uint64_t cw = min64(cr.count, g->sp_bytes / (nbuf * STICK) * spc);
-		cw = cw >= cr.count ? cr.count : cw / spc * spc;
+		uint64_t cw = min64(cr.count, min64(g->sp_bytes / (nbuf * STICK), 0xffff / spc) * spc);
 		uint64_t tp = rup(cw * 4, STICK), tr = min64(rr.count, g->sp_bytes / (nbuf * tp));
 
 		for (uint64_t c0 = 0; c0 < cr.count; c0 += cw)

@@ -6,7 +6,8 @@
  * dtype and strategy), every dtype, 1, 7 and 32 cores, bias on and off,
  * SPLIT_M, SPLIT_N and AUTO, both addressing forms; grouped layouts
  * (in_group / out_group 32 and 64, odd group counts, a partial last group);
- * shapes tiled through a 64 KiB and a 16 KiB scratchpad; BMM with batch 1,
+ * shapes tiled through a 64 KiB and a 16 KiB scratchpad, k and n beyond a
+ * tile op's 65535; shapes split over all of 7 and 32 cores; BMM with batch 1,
  * 3 and 8; what AUTO picks for decode and prefill shapes; descriptor errors.
  *
  * Tolerance, per element: the reference is computed in double from the
@@ -209,6 +210,9 @@ static void test_tiled(void)
 		{ SPYRE_DT_FP16, 5, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS | SPYRE_KF_RELOC, 40, 11 * 32, 9 * 32, 32, 32,
 		  16 << 10 },
 		{ SPYRE_DT_FP32, 1, SPYRE_KSTRAT_SPLIT_M, 0, 1, 2000, 3000, 0, 0, 64 << 10 },
+		/* beyond a tile op's 65535 columns / k */
+		{ SPYRE_DT_FP16, 2, SPYRE_KSTRAT_AUTO, SPYRE_KF_BIAS, 3, 7, 100000, 0, 0, 0 },
+		{ SPYRE_DT_BF16, 1, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 2, 70000, 5, 0, 0, 0 },
 	};
 
 	for (uint32_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

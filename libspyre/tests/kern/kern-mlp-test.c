@@ -268,6 +268,9 @@ static void test_tiled(void)
 		{ SPYRE_DT_FP32, 2, 0, 64 << 10, 33, 257, 513 },
 		{ SPYRE_DT_DL16, 32, SPYRE_KF_RELOC, 64 << 10, 129, 1100, 2100 },
 		{ SPYRE_DT_FP16, 4, 0, 64 << 10, 200, 2048, 128 },
+		/* beyond a tile op's 65535 columns / k */
+		{ SPYRE_DT_FP16, 1, 0, 0, 2, 70000, 64 },
+		{ SPYRE_DT_BF16, 2, SPYRE_KF_GELU, 0, 2, 64, 70000 },
 	};
 
 	for (uint32_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
