@@ -1,15 +1,22 @@
 # model/model.mk - the host half of the transformer runner (issue 11): JSON,
 # config.json, safetensors, weights, the CPU reference, spyre-generate, and
-# their tests. Included by the top-level Makefile (uses B, CC, CFLAGS, WARNFLAGS).
-# Plain C11; the library has no dependency outside libc and libm.
+# their tests. Included by the top-level Makefile after isa/isa.mk (uses B, CC,
+# CFLAGS, WARNFLAGS, ISA_DIR, ISA_LIB).
+# Plain C11. The data formats (fp16, bf16, DLFloat16) are the ISA library's
+# (isa/spyre_dtype.h): whatever links MODEL_LIB links ISA_LIB after it, and libm.
 
 MODEL_DIR := model
-MODEL_SRCS := $(addprefix $(MODEL_DIR)/,half.c json.c config.c safetensors.c weights.c ref.c)
+MODEL_SRCS := $(addprefix $(MODEL_DIR)/,json.c config.c safetensors.c weights.c ref.c)
 MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h)
 MODEL_OBJS := $(patsubst $(MODEL_DIR)/%.c,$(B)/model/%.o,$(MODEL_SRCS))
 MODEL_LIB := $(B)/model/libspyre-model.a
-MODEL_CFLAGS := $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(MODEL_DIR)
-MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_DIR)
+# What the model library uses of the ISA library: its headers, and the sources
+# that the sanitizer and fuzz builds (which compile everything from source) add.
+MODEL_ISA_HDRS := $(ISA_DIR)/spyre_dtype.h uapi/spyre_isa.h
+MODEL_ISA_SRCS := $(ISA_DIR)/dtype.c
+MODEL_LIBS := $(MODEL_LIB) $(ISA_LIB) -lm
+MODEL_CFLAGS := $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi
+MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi
 MODEL_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 MODEL_TESTS := $(B)/tests/model-config-test $(B)/tests/model-safetensors-test $(B)/tests/model-ref-test
@@ -26,7 +33,7 @@ fuzz: $(MODEL_FUZZ)
 model-all: $(MODEL_LIB) $(MODEL_TOOLS) $(MODEL_TESTS) $(MODEL_SAN_TESTS) $(MODEL_SCRIPT_TESTS) \
 	$(if $(MODEL_HAVE_CLANG),$(MODEL_FUZZ))
 
-$(B)/model/%.o: $(MODEL_DIR)/%.c $(MODEL_HDRS)
+$(B)/model/%.o: $(MODEL_DIR)/%.c $(MODEL_HDRS) $(MODEL_ISA_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(MODEL_CFLAGS) -c $< -o $@
 
@@ -35,41 +42,32 @@ $(MODEL_LIB): $(MODEL_OBJS)
 
 # The tool runs the model on the CPU reference or on a card (device.c, through
 # libspyre and its kernel library).
-$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_LIB) $(MODEL_HDRS) \
+$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
 		$(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c -o $@ $(MODEL_LIB) \
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c -o $@ $(MODEL_LIB) $(ISA_LIB) \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
-# ref-test also compiles the ISA library's conversions (isa/dtype.c, what the
-# engine computes with), to check the model's own against them bit for bit.
-MODEL_XCHECK_SRC := $(wildcard isa/dtype.c)
-MODEL_XCHECK_FLAGS := $(if $(MODEL_XCHECK_SRC),-DMODEL_XCHECK_DTYPE -fno-strict-aliasing -fwrapv -Iisa -Iuapi)
-
-$(B)/tests/model-config-test $(B)/tests/model-safetensors-test: $(B)/tests/model-%-test: \
-		$(MODEL_DIR)/tests/%-test.c $(MODEL_LIB) $(MODEL_HDRS) tests/tap.h
+$(MODEL_TESTS): $(B)/tests/model-%-test: $(MODEL_DIR)/tests/%-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
+		$(MODEL_ISA_HDRS) tests/tap.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIB) -lm
-
-$(B)/tests/model-ref-test: $(MODEL_DIR)/tests/ref-test.c $(MODEL_LIB) $(MODEL_HDRS) tests/tap.h \
-		$(MODEL_XCHECK_SRC)
-	@mkdir -p $(@D)
-	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_XCHECK_FLAGS) $< $(MODEL_XCHECK_SRC) -o $@ $(MODEL_LIB) -lm
+	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIBS)
 
 # The readers under AddressSanitizer and UBSan (gcc), fed fixed-seed mutations.
-$(B)/tests/model-mutate-test: $(MODEL_DIR)/tests/model-mutate-test.c $(MODEL_SRCS) $(MODEL_HDRS) tests/tap.h
+$(B)/tests/model-mutate-test: $(MODEL_DIR)/tests/model-mutate-test.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) \
+		$(MODEL_ISA_HDRS) tests/tap.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_SAN) $< $(MODEL_SRCS) -o $@ -lm
+	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_SAN) $< $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ -lm
 
 # libFuzzer target: the config parser and the safetensors reader on arbitrary bytes.
-$(MODEL_FUZZ): $(MODEL_DIR)/tests/model-fuzz.c $(MODEL_SRCS) $(MODEL_HDRS)
+$(MODEL_FUZZ): $(MODEL_DIR)/tests/model-fuzz.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) $(MODEL_ISA_HDRS)
 	@mkdir -p $(@D)
 	clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-I$(MODEL_DIR) $< $(MODEL_SRCS) -lm -o $@
+		-I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi $< $(MODEL_SRCS) $(MODEL_ISA_SRCS) -lm -o $@
 
-$(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) $(MODEL_HDRS) tests/tap.h
+$(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) tests/tap.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIB) -lm
+	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIBS)
 
 $(B)/tests/model-generate-cli-test: $(MODEL_DIR)/tests/generate-cli-test.sh $(MODEL_TOOLS)
 	@mkdir -p $(@D)

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
 #include "ref.h"
+#include "spyre_dtype.h"
 
 struct spyre_ref {
 	struct spyre_model_config cfg;
@@ -37,17 +37,17 @@ float spyre_ref_round_none(float x)
 
 float spyre_ref_round_f16(float x)
 {
-	return spyre_model_f16_to_f32(spyre_model_f32_to_f16(x));
+	return spyre_f16_to_f32(spyre_f32_to_f16(x));
 }
 
 float spyre_ref_round_bf16(float x)
 {
-	return spyre_model_bf16_to_f32(spyre_model_f32_to_bf16(x));
+	return spyre_bf16_to_f32(spyre_f32_to_bf16(x));
 }
 
 float spyre_ref_round_dl16(float x)
 {
-	return spyre_model_dl16_to_f32(spyre_model_f32_to_dl16(x));
+	return spyre_dl16_to_f32(spyre_f32_to_dl16(x));
 }
 
 spyre_round_fn spyre_ref_round_fn(unsigned int act_dtype)

@@ -50,7 +50,7 @@ typedef float (*spyre_round_fn)(float);
 float spyre_ref_round_none(float x);	/* identity */
 float spyre_ref_round_f16(float x);	/* IEEE fp16, nearest even, subnormals, overflow -> inf */
 float spyre_ref_round_bf16(float x);	/* bfloat16, nearest even */
-float spyre_ref_round_dl16(float x);	/* DLFloat16 (half.h): ties away, < 2^-31 -> 0, overflow -> NaN */
+float spyre_ref_round_dl16(float x);	/* DLFloat16 (spyre_dtype.h): ties away, < 2^-31 -> 0, overflow -> NaN */
 /* The rounding of an act_dtype code, or NULL for an unknown code. */
 spyre_round_fn spyre_ref_round_fn(unsigned int act_dtype);
 const char *spyre_ref_dtype_name(unsigned int act_dtype);	/* "fp32", "fp16", "bf16", "dl16" */

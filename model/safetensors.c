@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "half.h"
 #include "json.h"
 #include "safetensors.h"
+#include "spyre_dtype.h"
 
 struct spyre_st {
 	struct spyre_json *doc;		/* names and metadata point into it */
@@ -358,17 +358,19 @@ int spyre_st_read_f32(const struct spyre_st *st, const char *name, uint32_t expe
 
 	switch (t->dtype) {
 	case SPYRE_ST_F32:
-		for (uint64_t i = 0; i < t->nelem; i++, d += 4)
-			out[i] = spyre_model_f32_from_bits((uint32_t)d[0] | (uint32_t)d[1] << 8 |
-							   (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24);
+		for (uint64_t i = 0; i < t->nelem; i++, d += 4) {
+			uint32_t u = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+
+			memcpy(&out[i], &u, sizeof(u));
+		}
 		break;
 	case SPYRE_ST_F16:
 		for (uint64_t i = 0; i < t->nelem; i++, d += 2)
-			out[i] = spyre_model_f16_to_f32((uint16_t)(d[0] | d[1] << 8));
+			out[i] = spyre_f16_to_f32((uint16_t)(d[0] | d[1] << 8));
 		break;
 	case SPYRE_ST_BF16:
 		for (uint64_t i = 0; i < t->nelem; i++, d += 2)
-			out[i] = spyre_model_bf16_to_f32((uint16_t)(d[0] | d[1] << 8));
+			out[i] = spyre_bf16_to_f32((uint16_t)(d[0] | d[1] << 8));
 		break;
 	}
 	return 0;
@@ -457,13 +459,13 @@ static int write_tensor(FILE *f, const struct spyre_st_out *t, uint64_t nelem)
 
 		switch (t->dtype) {
 		case SPYRE_ST_F32:
-			u = spyre_model_f32_bits(t->f32[i]);
+			memcpy(&u, &t->f32[i], sizeof(u));
 			break;
 		case SPYRE_ST_F16:
-			u = spyre_model_f32_to_f16(t->f32[i]);
+			u = spyre_f32_to_f16(t->f32[i]);
 			break;
 		default:
-			u = spyre_model_f32_to_bf16(t->f32[i]);
+			u = spyre_f32_to_bf16(t->f32[i]);
 			break;
 		}
 		for (unsigned int k = 0; k < esz; k++)

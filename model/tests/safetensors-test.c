@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Description: the safetensors reader and writer (model/safetensors.h) and
- * the fp16/bf16 conversions (model/half.h): conversions on chosen bit
+ * the F16/BF16 element formats they read and write, which are the ISA
+ * library's conversions (isa/spyre_dtype.h): conversions on chosen bit
  * patterns (subnormals, infinities, -0, NaN, rounding ties) and every fp16
  * and bf16 value round-tripped; write/read of F32/F16/BF16 tensors of ranks
  * 0..3 with exact values, the header padded to 8 bytes and laid out as the
@@ -16,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "half.h"
 #include "safetensors.h"
+#include "spyre_dtype.h"
 #include "test-util.h"
 #include "../../tests/tap.h"
 
@@ -25,7 +26,18 @@ static char err[512];
 
 static uint32_t bits(float f)
 {
-	return spyre_model_f32_bits(f);
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float from_bits(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
 }
 
 static void test_f16(void)
@@ -64,14 +76,14 @@ static void test_f16(void)
 	};
 
 	for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++)
-		TAP_CHECK(bits(spyre_model_f16_to_f32(dec[i].h)) == dec[i].f, "f16 %#06x -> %#010x, expected %#010x",
-			  dec[i].h, bits(spyre_model_f16_to_f32(dec[i].h)), dec[i].f);
+		TAP_CHECK(bits(spyre_f16_to_f32(dec[i].h)) == dec[i].f, "f16 %#06x -> %#010x, expected %#010x",
+			  dec[i].h, bits(spyre_f16_to_f32(dec[i].h)), dec[i].f);
 	for (size_t i = 0; i < sizeof(enc) / sizeof(enc[0]); i++)
-		TAP_CHECK(spyre_model_f32_to_f16(spyre_model_f32_from_bits(enc[i].f)) == enc[i].h,
+		TAP_CHECK(spyre_f32_to_f16(from_bits(enc[i].f)) == enc[i].h,
 			  "f32 %#010x -> f16 %#06x, expected %#06x", enc[i].f,
-			  spyre_model_f32_to_f16(spyre_model_f32_from_bits(enc[i].f)), enc[i].h);
-	TAP_CHECK(isnan(spyre_model_f16_to_f32(0x7e00)) && isnan(spyre_model_f16_to_f32(0x7c01)), "NaN decodes");
-	TAP_CHECK((spyre_model_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (spyre_model_f32_to_f16(NAN) & 0x3ff),
+			  spyre_f32_to_f16(from_bits(enc[i].f)), enc[i].h);
+	TAP_CHECK(isnan(spyre_f16_to_f32(0x7e00)) && isnan(spyre_f16_to_f32(0x7c01)), "NaN decodes");
+	TAP_CHECK((spyre_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (spyre_f32_to_f16(NAN) & 0x3ff),
 		  "NaN encodes as NaN");
 	/* every fp16 value: decode, encode back */
 	unsigned int wrong = 0;
@@ -79,31 +91,31 @@ static void test_f16(void)
 	for (uint32_t h = 0; h < 0x10000; h++) {
 		if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
 			continue;
-		wrong += spyre_model_f32_to_f16(spyre_model_f16_to_f32((uint16_t)h)) != h;
+		wrong += spyre_f32_to_f16(spyre_f16_to_f32((uint16_t)h)) != h;
 	}
 	TAP_EQ(0, wrong);
 }
 
 static void test_bf16(void)
 {
-	TAP_EQ(0x3f800000, bits(spyre_model_bf16_to_f32(0x3f80)));
-	TAP_EQ(0x00010000, bits(spyre_model_bf16_to_f32(0x0001)));	/* subnormal 2^-133 */
-	TAP_EQ(0x80000000, bits(spyre_model_bf16_to_f32(0x8000)));
-	TAP_EQ(0x7f800000, bits(spyre_model_bf16_to_f32(0x7f80)));
-	TAP_EQ(0x3f80, spyre_model_f32_to_bf16(spyre_model_f32_from_bits(0x3f808000)));	/* tie to even */
-	TAP_EQ(0x3f82, spyre_model_f32_to_bf16(spyre_model_f32_from_bits(0x3f818000)));	/* tie to even */
-	TAP_EQ(0x3f81, spyre_model_f32_to_bf16(spyre_model_f32_from_bits(0x3f808001)));
-	TAP_EQ(0x7f80, spyre_model_f32_to_bf16(spyre_model_f32_from_bits(0x7f7fffff)));	/* overflow: inf */
-	TAP_EQ(0x0001, spyre_model_f32_to_bf16(spyre_model_f32_from_bits(0x00010000)));
-	TAP_EQ(0x8000, spyre_model_f32_to_bf16(-0.0f));
-	TAP_CHECK(isnan(spyre_model_bf16_to_f32(spyre_model_f32_to_bf16(spyre_model_f32_from_bits(0x7f800001)))),
+	TAP_EQ(0x3f800000, bits(spyre_bf16_to_f32(0x3f80)));
+	TAP_EQ(0x00010000, bits(spyre_bf16_to_f32(0x0001)));	/* subnormal 2^-133 */
+	TAP_EQ(0x80000000, bits(spyre_bf16_to_f32(0x8000)));
+	TAP_EQ(0x7f800000, bits(spyre_bf16_to_f32(0x7f80)));
+	TAP_EQ(0x3f80, spyre_f32_to_bf16(from_bits(0x3f808000)));	/* tie to even */
+	TAP_EQ(0x3f82, spyre_f32_to_bf16(from_bits(0x3f818000)));	/* tie to even */
+	TAP_EQ(0x3f81, spyre_f32_to_bf16(from_bits(0x3f808001)));
+	TAP_EQ(0x7f80, spyre_f32_to_bf16(from_bits(0x7f7fffff)));	/* overflow: inf */
+	TAP_EQ(0x0001, spyre_f32_to_bf16(from_bits(0x00010000)));
+	TAP_EQ(0x8000, spyre_f32_to_bf16(-0.0f));
+	TAP_CHECK(isnan(spyre_bf16_to_f32(spyre_f32_to_bf16(from_bits(0x7f800001)))),
 		  "a NaN whose payload is in the low bits stays NaN");
 	unsigned int wrong = 0;
 
 	for (uint32_t h = 0; h < 0x10000; h++) {
 		if ((h & 0x7f80) == 0x7f80 && (h & 0x7f))
 			continue;
-		wrong += spyre_model_f32_to_bf16(spyre_model_bf16_to_f32((uint16_t)h)) != h;
+		wrong += spyre_f32_to_bf16(spyre_bf16_to_f32((uint16_t)h)) != h;
 	}
 	TAP_EQ(0, wrong);
 }
