@@ -3,11 +3,12 @@
  * ROPE and ATTENTION kernels (docs/kernels.md, "## Rotary embedding and
  * attention").
  *
- * ROPE: Y = X cos + rotate_half(X) sin per head, rotate_half done as a
- * matmul with a constant signed permutation R (the half-head slices are not
- * stick-aligned), fp32 inside, rounded once. Tokens x heads are split over
- * the cores; the table rows come through an address register (scalar 0 =
- * pos0 * table pitch), so one program serves every position.
+ * ROPE: Y = X cos + rotate_half(X) sin per head, fp32 inside, rounded
+ * once. rotate_half: two SCALEs (-1, +1) of the fp32 copy's halves when
+ * they start on sticks (head_dim a multiple of 64), else a matmul with a
+ * constant signed permutation R. Tokens x heads are split over the cores;
+ * the table rows come through an address register (scalar 0 = pos0 *
+ * table pitch), so one program serves every position.
  *
  * ATTENTION: the work is cut into units (KV head g, query heads j0..j0+nj of
  * the group, query tokens t0..t0+nt): the unit's query rows (token, head)
@@ -157,7 +158,14 @@ int kg_gen_rope(struct kgen *g)
 		return -EINVAL;
 	spyre_pb_set_scalars(g->pb, 1);
 
-	int64_t c_r = rope_rmat(g, hd, dt);
+	/*
+	 * rotate_half: with hd/2 a multiple of 32 the halves of an fp32 row
+	 * start on sticks and two SCALEs (-1, +1) of the fp32 copy swap them;
+	 * otherwise a matmul with the constant R (hd x hd in the dtype).
+	 */
+	bool halves = hd % (2 * F32_PER_STICK) == 0;
+	uint64_t rbytes = halves ? 0 : (uint64_t)hd * shd;
+	int64_t c_r = halves ? 0 : rope_rmat(g, hd, dt);
 
 	if (c_r < 0)
 		return -EINVAL;
@@ -170,16 +178,17 @@ int kg_gen_rope(struct kgen *g)
 
 	for (uint32_t c = 0; c < tb * hb; c++) {
 		struct kg_range tr = kg_split(m, tb, c / hb, 1), hr = kg_split(heads, hb, c % hb, 1);
-		uint32_t rb;
+		uint32_t rb = 0;
 		uint64_t fr, nh, nt;
 
 		if (!tr.count || !hr.count)
 			continue;
-		if ((uint64_t)hd * shd + per_th + per_t > g->sp_bytes)
+		if (rbytes + per_th + per_t > g->sp_bytes)
 			return kg_fail(g, "rope: the %ux%u rotation matrix and one head of one token do not fit "
 				       "a scratchpad of %u bytes", hd, hd, g->sp_bytes);
 		kg_sp_reset(g, c);
-		rb = kg_sp_alloc(g, c, (uint64_t)hd * shd);
+		if (rbytes)
+			rb = kg_sp_alloc(g, c, rbytes);
 		fr = kg_sp_free(g, c);
 		nh = hr.count;
 		nt = fr / (nh * per_th + per_t);
@@ -189,9 +198,10 @@ int kg_gen_rope(struct kgen *g)
 		}
 		nt = umin(nt, tr.count);
 		spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, 0, 0);
-		spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = rb, .mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)c_r },
-			.row_bytes = (uint32_t)(hd * shd) });
+		if (rbytes)
+			spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+				.sp = rb, .mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)c_r },
+				.row_bytes = (uint32_t)rbytes });
 		for (uint64_t t = tr.start; t < tr.start + tr.count; t += nt) {
 			uint32_t n_t = (uint32_t)umin(nt, tr.start + tr.count - t);
 
@@ -200,7 +210,8 @@ int kg_gen_rope(struct kgen *g)
 				uint32_t xb, xf, xr, cb, sb;
 
 				kg_sp_reset(g, c);
-				kg_sp_alloc(g, c, (uint64_t)hd * shd);	/* R, as above */
+				if (rbytes)
+					kg_sp_alloc(g, c, rbytes);	/* R, as above */
 				xb = kg_sp_alloc(g, c, rows * shd);
 				xf = f32 ? xb : kg_sp_alloc(g, c, rows * shd32);
 				xr = kg_sp_alloc(g, c, rows * shd32);
@@ -219,13 +230,26 @@ int kg_gen_rope(struct kgen *g)
 					.sp = sb, .mem = { .sym = ss, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
 					.row_bytes = (uint32_t)(n_t * shd32) });
 				/* X R first: it reads X in the dtype before X is widened in place (fp32) */
-				spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
-					.op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = xr, .a = xb,
-					.b = rb, .rows = rows, .cols = hd, .k = hd });
+				if (!halves)
+					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
+						.op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = xr,
+						.a = xb, .b = rb, .rows = rows, .cols = hd, .k = hd });
 				if (!f32)
 					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
 						.op = SPYRE_ISA_OP_CAST, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = xf,
 						.a = xb, .rows = rows, .cols = hd });
+				if (halves) {
+					uint32_t hb4 = hd / 2 * 4;	/* bytes of half an fp32 row: whole sticks */
+
+					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
+						.op = SPYRE_ISA_OP_SCALE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						.d = xr, .a = xf + hb4, .rows = rows, .cols = hd / 2, .ldd = sh32,
+						.lda = sh32, .scale = -1.0f });
+					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
+						.op = SPYRE_ISA_OP_SCALE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						.d = xr + hb4, .a = xf, .rows = rows, .cols = hd / 2, .ldd = sh32,
+						.lda = sh32, .scale = 1.0f });
+				}
 				if (n_t <= n_h) {
 					/* per token: its heads are consecutive rows, the table row broadcast */
 					for (uint32_t i = 0; i < n_t; i++) {

@@ -4,7 +4,8 @@
  * engine against CPU references in double computed from the rounded inputs.
  *
  * ROPE: positions pos0 0, 5 and 200 (scalar from spyre_kernel_rope_scalar),
- * head_dim 32/64/128, heads 1..8, token counts 1, 7, 9, 64, every dtype,
+ * head_dim 32/64/128 (and 48, 96: both rotate_half paths), heads 1..8,
+ * token counts 1, 7, 9, 64, every dtype,
  * 1, 7 and 32 cores, both addressing forms, a small scratchpad. Tolerance:
  * one rounding of the output (kh_tol) + 1e-6 relative to sum |x cos| +
  * |x sin| (fp32 arithmetic: two products and one sum, the tables rounded to
@@ -124,6 +125,10 @@ static void test_rope(void)
 	/* every head count once at decode (m = 1) on 32 cores */
 	for (uint32_t h = 1; h <= 8; h++)
 		rope_case(SPYRE_DT_FP16, 32, 1, h, 128, 200, 300, 0, 0);
+	/* head_dim whose halves are not whole fp32 sticks: rotate_half by the matrix R (also hd 32 above) */
+	rope_case(SPYRE_DT_BF16, 7, 9, 3, 96, 200, 300, 0, 0);
+	rope_case(SPYRE_DT_DL16, 32, 1, 8, 48, 5, 300, SPYRE_KF_RELOC, 0);
+	rope_case(SPYRE_DT_FP32, 1, 7, 2, 96, 0, 300, 0, 0);
 	/* tiled through a small scratchpad: heads and tokens both cut */
 	rope_case(SPYRE_DT_FP16, 2, 65, 8, 128, 5, 300, 0, 64 << 10);
 	rope_case(SPYRE_DT_FP32, 1, 9, 8, 64, 200, 300, SPYRE_KF_RELOC, 32 << 10);
@@ -146,8 +151,8 @@ static void test_rope_errors(void)
 	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "max_pos"), "m > max_pos: rc %d, %s", rc,
 		  spyre_last_error());
 	d.m = 4;
-	d.head_dim = 128;
-	d.sp_bytes = 16 << 10;	/* the 128x128 fp16 rotation matrix alone is 32 KiB */
+	d.head_dim = 96;	/* halves of 48: rotate_half by the matrix R */
+	d.sp_bytes = 16 << 10;	/* the 96x96 fp16 rotation matrix alone is 24 KiB */
 	rc = spyre_kernel_build(&d, &img, &sz, &info);
 	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "rotation matrix"), "tiny scratchpad: rc %d, %s",
 		  rc, spyre_last_error());
@@ -498,8 +503,36 @@ static void granite(uint32_t m, uint32_t pos, uint32_t max_pos)
 	attn_io_fini(&io);
 }
 
+static void granite_rope(uint32_t m, uint32_t heads, uint32_t pos0)
+{
+	struct spyre_kernel_info info = { .size = sizeof(info) };
+	uint64_t tp = spyre_kernel_pitch(128, SPYRE_DT_FP32), n = (uint64_t)m * heads * 128;
+	uint8_t *ct = kh_alloc(1024 * tp), *st = kh_alloc(1024 * tp);
+	float *x = kh_alloc(4 * n), *y = kh_alloc(4 * n);
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_ROPE, .dtype = SPYRE_DT_FP16, .cores = 32,
+				 .m = m, .heads = heads, .head_dim = 128, .max_pos = 1024 };
+	struct kh_slot s[] = { KH_IN_G(x, m, n / m, 128), KH_RAW(ct, 1024 * tp), KH_RAW(st, 1024 * tp),
+			       KH_OUT_G(y, m, n / m, 128) };
+	uint64_t sc = spyre_kernel_rope_scalar(&d, pos0);
+
+	spyre_kernel_rope_tables(ct, st, 1024, 128, 10000.0f);
+	kh_fill(x, n, -1, 1);
+	if (kh_run(&d, s, 4, &sc, 1, &info) == 0)
+		tap_diag("granite-8b rope m %u heads %u: est_ns %llu device_ns %llu utilization %.2f cores %u", m, heads,
+			 (unsigned long long)info.est_ns, (unsigned long long)kh_last_device_ns, kh_last_utilization,
+			 info.cores);
+	free(ct);
+	free(st);
+	free(x);
+	free(y);
+}
+
 static void test_granite(void)
 {
+	granite_rope(1, 32, 1000);
+	granite_rope(1, 8, 1000);
+	granite_rope(128, 32, 0);
+	granite_rope(128, 8, 0);
 	granite(1, 1023, 1024);
 	granite(1, 100, 1024);
 	granite(128, 0, 1024);
