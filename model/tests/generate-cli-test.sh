@@ -52,8 +52,9 @@ grep -q "^weights: fp32 30.44 GiB (32683458560 bytes), fp16/bf16/dl16 15.22 GiB 
 grep -q "^KV cache for 1024 positions: fp32 320.00 MiB, fp16/bf16/dl16 160.00 MiB" "$tap_out" || tap_fail "KV cache"
 grep -q "^FLOPs: prefill of 1024 tokens .* per token); decode at position 1024 .* per token" "$tap_out" ||
 	tap_fail "FLOPs"
-grep -q "^device time: not modeled yet (hook: estimate_device_time()" "$tap_out" || tap_fail "device hook"
-tap_point "estimate: weights, KV cache, FLOPs, the device-time hook"
+grep -qE "^modeled device time \(fp16, 32 cores, kernel library cost model\): prefill of 1024 tokens [0-9.]+ ms \([0-9.]+ us per token\), decode at position 1024 [0-9.]+ ms per token" "$tap_out" ||
+	tap_fail "modeled device time"
+tap_point "estimate: weights, KV cache, FLOPs, the modeled device time"
 tap_expect "granite config file --estimate" 0 "^parameters: 8170864640" \
 	"$gen" --config "$top/model/configs/granite-3.3-8b/config.json" --estimate
 
@@ -108,7 +109,11 @@ tap_expect "a missing value" 2 "--seed needs a value" "$gen" --seed
 tap_expect "an unknown preset" 2 "--config: 'huge' is neither a preset \(tiny, granite-3.3-8b\) nor a file" \
 	"$gen" --config huge
 tap_expect "--model and --config" 2 "--model and --config both name a config" "$gen" --model "$tmp/m" --config tiny
-tap_expect "--device (not yet)" 2 "--device: the device backend is not written yet" "$gen" --device
+tap_expect "--device without a number" 2 "--device needs a value" "$gen" --device
+tap_expect "--device with a word" 2 "--device: 'x' is not a number" "$gen" --device x
+tap_expect "--dispatch without --device" 2 "--dispatch, --cores and --check need --device" "$gen" --dispatch all
+tap_expect "an unknown dispatch" 2 "--dispatch: 'slow' is not build, patch, fast or all" "$gen" --device 0 --dispatch slow
+tap_expect "--device on a host without a card" 1 "--device 0: " "$gen" --device 0 -n 2
 tap_expect "--help" 0 "usage: spyre-generate" "$gen" --help
 
 tap_done
