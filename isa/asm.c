@@ -94,7 +94,7 @@ int spyre_disasm_image(const void *image, size_t size, FILE *out)
 	for (uint32_t c = 0; c < v.hdr.num_cores; c++) {
 		fprintf(out, ".core %u\n", c);
 		for (uint32_t pc = 0; pc < v.cores[c].num_insns; pc++) {
-			const uint8_t *raw = v.image + v.cores[c].code_off + (size_t)pc * SPYRE_INSN_BYTES;
+			const uint8_t *raw = v.image + spyre_prog_insn_off(&v, c, pc);
 			union spyre_insn in;
 			char line[256];
 
@@ -104,10 +104,10 @@ int spyre_disasm_image(const void *image, size_t size, FILE *out)
 		}
 	}
 	for (uint32_t i = 0; i < v.hdr.num_relocs; i++) {
-		const uint8_t *r = v.image + v.hdr.reloc_off + 24ull * i;
+		struct spyre_prog_reloc r;
 
-		fprintf(out, ".reloc %u %u %u 0x%" PRIx64 "\n", spyre_ld32(r), spyre_ld32(r + 4), spyre_ld32(r + 8),
-			spyre_ld64(r + 16));
+		spyre_prog_get_reloc(&v, i, &r);
+		fprintf(out, ".reloc %u %u %u 0x%" PRIx64 "\n", r.core, r.pc, r.sym, r.addend);
 	}
 	for (uint32_t o = 0; o < v.hdr.const_size; o += 32) {
 		fprintf(out, ".const ");

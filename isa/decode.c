@@ -8,6 +8,7 @@
  * Everything here is total: any bytes give a verdict, never a crash.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "spyre_isa_codec.h"
@@ -424,38 +425,141 @@ uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_
 
 /* ---- container --------------------------------------------------------- */
 
-static void get_hdr(const uint8_t *p, struct spyre_prog_hdr *h)
+#define HDR(f)		offsetof(struct spyre_prog_hdr, f)
+#define SYM(f)		offsetof(struct spyre_prog_sym, f)
+#define RELOC(f)	offsetof(struct spyre_prog_reloc, f)
+
+void spyre_prog_hdr_decode(const uint8_t *p, struct spyre_prog_hdr *h)
 {
-	h->magic = spyre_ld32(p + offsetof(struct spyre_prog_hdr, magic));
-	h->version = spyre_ld16(p + offsetof(struct spyre_prog_hdr, version));
-	h->flags = spyre_ld16(p + offsetof(struct spyre_prog_hdr, flags));
-	h->total_size = spyre_ld32(p + offsetof(struct spyre_prog_hdr, total_size));
-	h->num_cores = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_cores));
-	h->core_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, core_off));
-	h->sym_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, sym_off));
-	h->num_syms = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_syms));
-	h->num_scalars = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_scalars));
-	h->reloc_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, reloc_off));
-	h->num_relocs = spyre_ld32(p + offsetof(struct spyre_prog_hdr, num_relocs));
-	h->const_off = spyre_ld32(p + offsetof(struct spyre_prog_hdr, const_off));
-	h->const_size = spyre_ld32(p + offsetof(struct spyre_prog_hdr, const_size));
+	h->magic = spyre_ld32(p + HDR(magic));
+	h->version = spyre_ld16(p + HDR(version));
+	h->flags = spyre_ld16(p + HDR(flags));
+	h->total_size = spyre_ld32(p + HDR(total_size));
+	h->num_cores = spyre_ld32(p + HDR(num_cores));
+	h->core_off = spyre_ld32(p + HDR(core_off));
+	h->sym_off = spyre_ld32(p + HDR(sym_off));
+	h->num_syms = spyre_ld32(p + HDR(num_syms));
+	h->num_scalars = spyre_ld32(p + HDR(num_scalars));
+	h->reloc_off = spyre_ld32(p + HDR(reloc_off));
+	h->num_relocs = spyre_ld32(p + HDR(num_relocs));
+	h->const_off = spyre_ld32(p + HDR(const_off));
+	h->const_size = spyre_ld32(p + HDR(const_size));
 	for (int i = 0; i < 4; i++)
-		h->reserved[i] = spyre_ld32(p + offsetof(struct spyre_prog_hdr, reserved) + 4 * i);
+		h->reserved[i] = spyre_ld32(p + HDR(reserved) + 4 * i);
+}
+
+void spyre_prog_hdr_encode(const struct spyre_prog_hdr *h, uint8_t *p)
+{
+	spyre_st32(p + HDR(magic), h->magic);
+	spyre_st16(p + HDR(version), h->version);
+	spyre_st16(p + HDR(flags), h->flags);
+	spyre_st32(p + HDR(total_size), h->total_size);
+	spyre_st32(p + HDR(num_cores), h->num_cores);
+	spyre_st32(p + HDR(core_off), h->core_off);
+	spyre_st32(p + HDR(sym_off), h->sym_off);
+	spyre_st32(p + HDR(num_syms), h->num_syms);
+	spyre_st32(p + HDR(num_scalars), h->num_scalars);
+	spyre_st32(p + HDR(reloc_off), h->reloc_off);
+	spyre_st32(p + HDR(num_relocs), h->num_relocs);
+	spyre_st32(p + HDR(const_off), h->const_off);
+	spyre_st32(p + HDR(const_size), h->const_size);
+	for (int i = 0; i < 4; i++)
+		spyre_st32(p + HDR(reserved) + 4 * i, h->reserved[i]);
+}
+
+void spyre_prog_core_decode(const uint8_t *p, struct spyre_prog_core *c)
+{
+	c->code_off = spyre_ld32(p + offsetof(struct spyre_prog_core, code_off));
+	c->num_insns = spyre_ld32(p + offsetof(struct spyre_prog_core, num_insns));
+}
+
+void spyre_prog_core_encode(const struct spyre_prog_core *c, uint8_t *p)
+{
+	spyre_st32(p + offsetof(struct spyre_prog_core, code_off), c->code_off);
+	spyre_st32(p + offsetof(struct spyre_prog_core, num_insns), c->num_insns);
+}
+
+void spyre_prog_sym_decode(const uint8_t *p, struct spyre_prog_sym *s)
+{
+	memcpy(s->name, p + SYM(name), SPYRE_SYM_NAME_LEN);
+	s->dtype = p[SYM(dtype)];
+	s->rank = p[SYM(rank)];
+	s->flags = spyre_ld16(p + SYM(flags));
+	s->reserved = spyre_ld32(p + SYM(reserved));
+	s->size = spyre_ld64(p + SYM(size));
+	for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
+		s->shape[d] = spyre_ld64(p + SYM(shape) + 8 * d);
+}
+
+void spyre_prog_sym_encode(const struct spyre_prog_sym *s, uint8_t *p)
+{
+	memcpy(p + SYM(name), s->name, SPYRE_SYM_NAME_LEN);
+	p[SYM(dtype)] = s->dtype;
+	p[SYM(rank)] = s->rank;
+	spyre_st16(p + SYM(flags), s->flags);
+	spyre_st32(p + SYM(reserved), s->reserved);
+	spyre_st64(p + SYM(size), s->size);
+	for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
+		spyre_st64(p + SYM(shape) + 8 * d, s->shape[d]);
+}
+
+void spyre_prog_reloc_decode(const uint8_t *p, struct spyre_prog_reloc *r)
+{
+	r->core = spyre_ld32(p + RELOC(core));
+	r->pc = spyre_ld32(p + RELOC(pc));
+	r->sym = spyre_ld32(p + RELOC(sym));
+	r->reserved = spyre_ld32(p + RELOC(reserved));
+	r->addend = spyre_ld64(p + RELOC(addend));
+}
+
+void spyre_prog_reloc_encode(const struct spyre_prog_reloc *r, uint8_t *p)
+{
+	spyre_st32(p + RELOC(core), r->core);
+	spyre_st32(p + RELOC(pc), r->pc);
+	spyre_st32(p + RELOC(sym), r->sym);
+	spyre_st32(p + RELOC(reserved), r->reserved);
+	spyre_st64(p + RELOC(addend), r->addend);
 }
 
 void spyre_prog_get_sym(const struct spyre_prog_view *v, uint32_t i, struct spyre_prog_sym *s)
 {
-	const uint8_t *p = v->image + v->hdr.sym_off + (uint64_t)i * sizeof(*s);
-
-	memcpy(s->name, p, SPYRE_SYM_NAME_LEN);
-	s->dtype = p[offsetof(struct spyre_prog_sym, dtype)];
-	s->rank = p[offsetof(struct spyre_prog_sym, rank)];
-	s->flags = spyre_ld16(p + offsetof(struct spyre_prog_sym, flags));
-	s->reserved = spyre_ld32(p + offsetof(struct spyre_prog_sym, reserved));
-	s->size = spyre_ld64(p + offsetof(struct spyre_prog_sym, size));
-	for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
-		s->shape[d] = spyre_ld64(p + offsetof(struct spyre_prog_sym, shape) + 8 * d);
+	spyre_prog_sym_decode(v->image + v->hdr.sym_off + (uint64_t)i * sizeof(*s), s);
 }
+
+void spyre_prog_get_reloc(const struct spyre_prog_view *v, uint32_t i, struct spyre_prog_reloc *r)
+{
+	spyre_prog_reloc_decode(v->image + v->hdr.reloc_off + (uint64_t)i * sizeof(*r), r);
+}
+
+uint64_t spyre_prog_insn_off(const struct spyre_prog_view *v, uint32_t core, uint32_t pc)
+{
+	return v->cores[core].code_off + (uint64_t)pc * SPYRE_INSN_BYTES;
+}
+
+uint64_t spyre_prog_reloc_site(const struct spyre_prog_view *v, const struct spyre_prog_reloc *r)
+{
+	return spyre_prog_insn_off(v, r->core, r->pc) + offsetof(struct spyre_insn_dma, mem);
+}
+
+int spyre_prog_describe(const struct spyre_prog_view *v, char *buf, size_t len)
+{
+	if (!v->why)
+		return snprintf(buf, len, "valid");
+	if (v->where == SPYRE_PROG_WHERE_NONE)
+		return snprintf(buf, len, "%s", v->why);
+	return snprintf(buf, len, "%s %u: %s", v->part, v->where, v->why);
+}
+
+/* The container is malformed: say where and why (for spyre_prog_describe). */
+static uint32_t bad(struct spyre_prog_view *v, const char *part, uint32_t where, const char *why)
+{
+	v->part = part;
+	v->where = where;
+	v->why = why;
+	return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
+}
+
+#define NOWHERE		SPYRE_PROG_WHERE_NONE
 
 /* Sections in the image: [off, off+len) inside the image, aligned, disjoint. */
 struct span {
@@ -491,49 +595,108 @@ static int valid_name(const char *n)
 	return 1;
 }
 
+/* The header's own fields, before any offset in it is followed. */
+static uint32_t check_hdr(struct spyre_prog_view *v, uint64_t size)
+{
+	const struct spyre_prog_hdr *h = &v->hdr;
+
+	if (h->magic != SPYRE_PROG_MAGIC)
+		return bad(v, NULL, NOWHERE, "not a spyre program (bad magic)");
+	if (h->version != SPYRE_PROG_VERSION)
+		return bad(v, NULL, NOWHERE, "unsupported format version");
+	if (h->flags || h->reserved[0] || h->reserved[1] || h->reserved[2] || h->reserved[3])
+		return bad(v, NULL, NOWHERE, "reserved header field not zero");
+	if (h->total_size < sizeof(*h) || h->total_size > size || h->total_size > SPYRE_PROG_MAX_BYTES)
+		return bad(v, NULL, NOWHERE, "total_size is not the image's (or over 16 MiB)");
+	if (!h->num_cores || h->num_cores > SPYRE_MAX_CORES)
+		return bad(v, NULL, NOWHERE, "core count not 1..32");
+	if (h->num_syms > SPYRE_PROG_MAX_SYMS || h->num_scalars > SPYRE_PROG_MAX_SCALARS ||
+	    h->num_relocs > SPYRE_PROG_MAX_RELOCS)
+		return bad(v, NULL, NOWHERE, "more symbols, scalars or relocations than a program may have");
+	if (h->const_size % SPYRE_PROG_ALIGN)
+		return bad(v, NULL, NOWHERE, "constant data not a multiple of 128 bytes");
+	return SPYRE_ENGINE_FAULT_NONE;
+}
+
+static uint32_t check_sym(struct spyre_prog_view *v, uint32_t i)
+{
+	struct spyre_prog_sym s;
+
+	spyre_prog_get_sym(v, i, &s);
+	if (!valid_name(s.name))
+		return bad(v, "symbol", i, "name not 1..31 characters of [A-Za-z0-9_.], NUL-padded");
+	if (s.dtype >= SPYRE_DT_COUNT)
+		return bad(v, "symbol", i, "unknown dtype");
+	if (s.rank > SPYRE_SYM_MAX_RANK)
+		return bad(v, "symbol", i, "rank over 4");
+	if ((s.flags & ~SPYRE_SYM_F_MASK) || s.reserved)
+		return bad(v, "symbol", i, "unknown flag or reserved field not zero");
+	for (int d = s.rank; d < SPYRE_SYM_MAX_RANK; d++)
+		if (s.shape[d])
+			return bad(v, "symbol", i, "shape beyond its rank not zero");
+	for (uint32_t j = 0; j < i; j++) {
+		const uint8_t *o = v->image + v->hdr.sym_off + (uint64_t)j * sizeof(s);
+
+		if (!strncmp((const char *)o, s.name, SPYRE_SYM_NAME_LEN))
+			return bad(v, "symbol", i, "name used by an earlier symbol");
+	}
+	return SPYRE_ENGINE_FAULT_NONE;
+}
+
+static uint32_t check_reloc(struct spyre_prog_view *v, uint32_t i)
+{
+	struct spyre_prog_reloc r;
+
+	spyre_prog_get_reloc(v, i, &r);
+	if (r.core >= v->hdr.num_cores)
+		return bad(v, "relocation", i, "names a core past the core table");
+	if (r.pc >= v->cores[r.core].num_insns)
+		return bad(v, "relocation", i, "names an instruction past its core's stream");
+	if (r.sym >= v->hdr.num_syms)
+		return bad(v, "relocation", i, "names a slot past the symbol table");
+	if (r.reserved)
+		return bad(v, "relocation", i, "reserved field not zero");
+	const uint8_t *insn = v->image + spyre_prog_insn_off(v, r.core, r.pc);
+
+	if (spyre_opclass(insn[0]) != SPYRE_CLS_DMA || (insn[3] & SPYRE_IF_SLOT))
+		return bad(v, "relocation", i, "names an instruction that is not a LOAD/STORE with an absolute address");
+	return SPYRE_ENGINE_FAULT_NONE;
+}
+
 uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spyre_prog_view *v)
 {
 	const uint8_t *p = image;
 	struct spyre_prog_hdr *h = &v->hdr;
 	struct span sp[5 + SPYRE_MAX_CORES];	/* header, core table, streams, symbols, relocations, constants */
 	unsigned n = 0;
+	uint32_t f;
 
 	memset(v, 0, sizeof(*v));
 	v->image = p;
 	v->size = size;
 	if (!image || size < sizeof(*h))
-		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
-	get_hdr(p, h);
-	if (h->magic != SPYRE_PROG_MAGIC || h->version != SPYRE_PROG_VERSION || h->flags ||
-	    h->reserved[0] || h->reserved[1] || h->reserved[2] || h->reserved[3] ||
-	    h->total_size < sizeof(*h) || h->total_size > size || h->total_size > SPYRE_PROG_MAX_BYTES ||
-	    !h->num_cores || h->num_cores > SPYRE_MAX_CORES || h->num_syms > SPYRE_PROG_MAX_SYMS ||
-	    h->num_scalars > SPYRE_PROG_MAX_SCALARS || h->num_relocs > SPYRE_PROG_MAX_RELOCS ||
-	    h->const_size % SPYRE_PROG_ALIGN)
-		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
+		return bad(v, NULL, NOWHERE, "shorter than the 64-byte header");
+	spyre_prog_hdr_decode(p, h);
+	if ((f = check_hdr(v, size)))
+		return f;
 	size = h->total_size;
 	v->size = size;
 
 	sp[n++] = (struct span){ 0, sizeof(*h) };
 	sp[n++] = (struct span){ h->core_off, (uint64_t)h->num_cores * sizeof(struct spyre_prog_core) };
-	if (!span_ok(&sp[1], size, 8))
-		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
 	struct span syms = { h->sym_off, (uint64_t)h->num_syms * sizeof(struct spyre_prog_sym) };
 	struct span rel = { h->reloc_off, (uint64_t)h->num_relocs * sizeof(struct spyre_prog_reloc) };
 	struct span cst = { h->const_off, h->const_size };
 
-	if (!span_ok(&syms, size, 8) || !span_ok(&rel, size, 8) ||
+	if (!span_ok(&sp[1], size, 8) || !span_ok(&syms, size, 8) || !span_ok(&rel, size, 8) ||
 	    !span_ok(&cst, size, SPYRE_PROG_ALIGN))
-		return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
+		return bad(v, NULL, NOWHERE, "a table or the constant data lies outside the image or is misaligned");
 	for (uint32_t c = 0; c < h->num_cores; c++) {
-		const uint8_t *e = p + h->core_off + 8ull * c;
-
-		v->cores[c].code_off = spyre_ld32(e);
-		v->cores[c].num_insns = spyre_ld32(e + 4);
+		spyre_prog_core_decode(p + h->core_off + (uint64_t)c * sizeof(struct spyre_prog_core), &v->cores[c]);
 		struct span s = { v->cores[c].code_off, (uint64_t)v->cores[c].num_insns * SPYRE_INSN_BYTES };
 
 		if (v->cores[c].num_insns > SPYRE_PROG_MAX_INSNS || !span_ok(&s, size, 8))
-			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
+			return bad(v, "core", c, "stream outside the image, misaligned or over 65536 instructions");
 		sp[n++] = s;
 	}
 	sp[n++] = syms;
@@ -542,37 +705,14 @@ uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spy
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned j = i + 1; j < n; j++)
 			if (overlaps(&sp[i], &sp[j]))
-				return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
+				return bad(v, NULL, NOWHERE, "sections overlap");
 
-	for (uint32_t i = 0; i < h->num_syms; i++) {
-		struct spyre_prog_sym s;
-
-		spyre_prog_get_sym(v, i, &s);
-		if (!valid_name(s.name) || s.dtype >= SPYRE_DT_COUNT || s.rank > SPYRE_SYM_MAX_RANK ||
-		    (s.flags & ~SPYRE_SYM_F_MASK) || s.reserved)
-			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
-		for (int d = s.rank; d < SPYRE_SYM_MAX_RANK; d++)
-			if (s.shape[d])
-				return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
-		for (uint32_t j = 0; j < i; j++) {
-			const uint8_t *o = p + h->sym_off + (uint64_t)j * sizeof(s);
-
-			if (!strncmp((const char *)o, s.name, SPYRE_SYM_NAME_LEN))
-				return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
-		}
-	}
-	for (uint32_t i = 0; i < h->num_relocs; i++) {
-		const uint8_t *r = p + h->reloc_off + 24ull * i;
-		uint32_t core = spyre_ld32(r), pc = spyre_ld32(r + 4), sym = spyre_ld32(r + 8);
-
-		if (core >= h->num_cores || pc >= v->cores[core].num_insns || sym >= h->num_syms ||
-		    spyre_ld32(r + 12))
-			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
-		const uint8_t *insn = p + v->cores[core].code_off + (uint64_t)pc * SPYRE_INSN_BYTES;
-
-		if (spyre_opclass(insn[0]) != SPYRE_CLS_DMA || (insn[3] & SPYRE_IF_SLOT))
-			return SPYRE_ENGINE_FAULT_BAD_PROGRAM;
-	}
+	for (uint32_t i = 0; i < h->num_syms; i++)
+		if ((f = check_sym(v, i)))
+			return f;
+	for (uint32_t i = 0; i < h->num_relocs; i++)
+		if ((f = check_reloc(v, i)))
+			return f;
 	return SPYRE_ENGINE_FAULT_NONE;
 }
 
@@ -591,7 +731,7 @@ uint32_t spyre_prog_validate(const void *image, uint64_t size, uint32_t sp_bytes
 		for (uint32_t i = 0; i < v.cores[c].num_insns; i++) {
 			union spyre_insn in;
 
-			spyre_insn_decode(v.image + v.cores[c].code_off + (uint64_t)i * SPYRE_INSN_BYTES, &in);
+			spyre_insn_decode(v.image + spyre_prog_insn_off(&v, c, i), &in);
 			f = spyre_insn_check(&in, sp_bytes, v.cores[c].num_insns, NULL);
 			if (!f && in.raw[0] == SPYRE_ISA_OP_LDARG && in.ctl.imm >= v.hdr.num_scalars)
 				f = SPYRE_ENGINE_FAULT_BAD_OPERAND;

@@ -317,44 +317,22 @@ int spyre_pb_finish(struct spyre_pb *pb, void **image, size_t *size)
 	if (!p)
 		return fail(pb);
 
-	spyre_st32(p, SPYRE_PROG_MAGIC);
-	spyre_st16(p + 4, SPYRE_PROG_VERSION);
-	spyre_st32(p + 8, (uint32_t)total);
-	spyre_st32(p + 12, pb->num_cores);
-	spyre_st32(p + 16, (uint32_t)core_off);
-	spyre_st32(p + 20, (uint32_t)sym_off);
-	spyre_st32(p + 24, pb->num_syms);
-	spyre_st32(p + 28, pb->num_scalars);
-	spyre_st32(p + 32, (uint32_t)rel_off);
-	spyre_st32(p + 36, pb->num_rel);
-	spyre_st32(p + 40, (uint32_t)cst_off);
-	spyre_st32(p + 44, (uint32_t)pb->cst_len);
+	spyre_prog_hdr_encode(&(struct spyre_prog_hdr){
+		.magic = SPYRE_PROG_MAGIC, .version = SPYRE_PROG_VERSION, .total_size = (uint32_t)total,
+		.num_cores = pb->num_cores, .core_off = (uint32_t)core_off, .sym_off = (uint32_t)sym_off,
+		.num_syms = pb->num_syms, .num_scalars = pb->num_scalars, .reloc_off = (uint32_t)rel_off,
+		.num_relocs = pb->num_rel, .const_off = (uint32_t)cst_off, .const_size = (uint32_t)pb->cst_len }, p);
 	for (uint32_t c = 0; c < pb->num_cores; c++) {
-		spyre_st32(p + core_off + 8 * c, (uint32_t)code_off[c]);
-		spyre_st32(p + core_off + 8 * c + 4, pb->s[c].n);
+		spyre_prog_core_encode(&(struct spyre_prog_core){ .code_off = (uint32_t)code_off[c],
+								  .num_insns = pb->s[c].n },
+				       p + core_off + c * sizeof(struct spyre_prog_core));
 		if (pb->s[c].n)
 			memcpy(p + code_off[c], pb->s[c].code, (size_t)pb->s[c].n * SPYRE_INSN_BYTES);
 	}
-	for (uint32_t i = 0; i < pb->num_syms; i++) {
-		const struct spyre_prog_sym *s = &pb->syms[i];
-		uint8_t *q = p + sym_off + i * sizeof(*s);
-
-		memcpy(q, s->name, SPYRE_SYM_NAME_LEN);
-		q[32] = s->dtype;
-		q[33] = s->rank;
-		spyre_st16(q + 34, s->flags);
-		spyre_st64(q + 40, s->size);
-		for (int d = 0; d < SPYRE_SYM_MAX_RANK; d++)
-			spyre_st64(q + 48 + 8 * d, s->shape[d]);
-	}
-	for (uint32_t i = 0; i < pb->num_rel; i++) {
-		uint8_t *q = p + rel_off + i * sizeof(struct spyre_prog_reloc);
-
-		spyre_st32(q, pb->rel[i].core);
-		spyre_st32(q + 4, pb->rel[i].pc);
-		spyre_st32(q + 8, pb->rel[i].sym);
-		spyre_st64(q + 16, pb->rel[i].addend);
-	}
+	for (uint32_t i = 0; i < pb->num_syms; i++)
+		spyre_prog_sym_encode(&pb->syms[i], p + sym_off + i * sizeof(struct spyre_prog_sym));
+	for (uint32_t i = 0; i < pb->num_rel; i++)
+		spyre_prog_reloc_encode(&pb->rel[i], p + rel_off + i * sizeof(struct spyre_prog_reloc));
 	if (pb->cst_len)
 		memcpy(p + cst_off, pb->cst, pb->cst_len);
 	*image = p;
@@ -389,22 +367,17 @@ void *spyre_pb_relu_image(enum spyre_pb_addressing form, uint32_t rows, uint64_t
 
 int spyre_prog_relocate(void *image, size_t size, const uint64_t *slot_va, uint32_t num_slots)
 {
-	uint8_t *p = image;
-	uint32_t core, pc;
+	struct spyre_prog_view v;
 
-	if (spyre_prog_validate(image, size, UINT32_MAX, &core, &pc) == SPYRE_ENGINE_FAULT_BAD_PROGRAM)
+	if (spyre_prog_check_container(image, size, &v))
 		return -1;
-	uint32_t core_off = spyre_ld32(p + 16), nrel = spyre_ld32(p + 36), rel_off = spyre_ld32(p + 32);
+	for (uint32_t i = 0; i < v.hdr.num_relocs; i++) {
+		struct spyre_prog_reloc r;
 
-	for (uint32_t i = 0; i < nrel; i++) {
-		const uint8_t *r = p + rel_off + 24 * i;
-		uint32_t c = spyre_ld32(r), ipc = spyre_ld32(r + 4), sym = spyre_ld32(r + 8);
-
-		if (sym >= num_slots)
+		spyre_prog_get_reloc(&v, i, &r);
+		if (r.sym >= num_slots)
 			return -1;
-		uint32_t code = spyre_ld32(p + core_off + 8 * c);
-
-		spyre_st64(p + code + (size_t)ipc * SPYRE_INSN_BYTES + 8, slot_va[sym] + spyre_ld64(r + 16));
+		spyre_st64((uint8_t *)image + spyre_prog_reloc_site(&v, &r), slot_va[r.sym] + r.addend);
 	}
-	return (int)nrel;
+	return (int)v.hdr.num_relocs;
 }

@@ -103,24 +103,48 @@ uint64_t spyre_tile_extent(uint64_t rows, uint64_t cols, uint32_t esz, uint32_t 
 
 /* ---- the container --------------------------------------------------------- */
 
+/* The container's records in and out of their little-endian bytes (uapi/spyre_isa.h). */
+void spyre_prog_hdr_decode(const uint8_t *p, struct spyre_prog_hdr *h);
+void spyre_prog_hdr_encode(const struct spyre_prog_hdr *h, uint8_t *p);
+void spyre_prog_core_decode(const uint8_t *p, struct spyre_prog_core *c);
+void spyre_prog_core_encode(const struct spyre_prog_core *c, uint8_t *p);
+void spyre_prog_sym_decode(const uint8_t *p, struct spyre_prog_sym *s);
+void spyre_prog_sym_encode(const struct spyre_prog_sym *s, uint8_t *p);
+void spyre_prog_reloc_decode(const uint8_t *p, struct spyre_prog_reloc *r);
+void spyre_prog_reloc_encode(const struct spyre_prog_reloc *r, uint8_t *p);
+
+#define SPYRE_PROG_WHERE_NONE	0xffffffffu
+
 /*
  * An image whose container passed spyre_prog_check_container(): the header
  * and core table in host order, the rest read through the accessors below.
+ * After a BAD_PROGRAM verdict, why/part/where say what was wrong.
  */
 struct spyre_prog_view {
 	const uint8_t *image;
 	uint64_t size;		/* the header's total_size */
 	struct spyre_prog_hdr hdr;
 	struct spyre_prog_core cores[SPYRE_MAX_CORES];
+	const char *why;	/* the rule broken; NULL when the container is valid */
+	const char *part;	/* "core", "symbol", "relocation", or NULL: the image as a whole */
+	uint32_t where;		/* which one of part; SPYRE_PROG_WHERE_NONE without a part */
 };
 
 /*
  * Check a whole image's container (header, tables, sections, symbols,
  * relocations): SPYRE_ENGINE_FAULT_NONE and *v filled, or
- * SPYRE_ENGINE_FAULT_BAD_PROGRAM.
+ * SPYRE_ENGINE_FAULT_BAD_PROGRAM with v->why set.
  */
 uint32_t spyre_prog_check_container(const void *image, uint64_t size, struct spyre_prog_view *v);
+/* What the check found, as text: "relocation 3: names a slot past the symbol table". */
+int spyre_prog_describe(const struct spyre_prog_view *v, char *buf, size_t len);
+
+/* Symbol i and relocation i (i below the header's count) of a checked image. */
 void spyre_prog_get_sym(const struct spyre_prog_view *v, uint32_t i, struct spyre_prog_sym *s);
+void spyre_prog_get_reloc(const struct spyre_prog_view *v, uint32_t i, struct spyre_prog_reloc *r);
+/* Byte offsets in the image: instruction pc of core; the 8-byte operand a relocation patches. */
+uint64_t spyre_prog_insn_off(const struct spyre_prog_view *v, uint32_t core, uint32_t pc);
+uint64_t spyre_prog_reloc_site(const struct spyre_prog_view *v, const struct spyre_prog_reloc *r);
 
 /*
  * Validate a program image: the container and, for every stream, every

@@ -2,12 +2,12 @@
 /*
  * Description: the three-step launch path's patch logic, on the host: the
  * runtime's container parser and relocation patcher produce byte-identical
- * images to the engine's own relocation (golden cases, several cores,
+ * images to the ISA library's relocation (golden cases, several cores,
  * addends), re-patching only changed slots gives the same image as patching
  * from scratch, both launch paths yield identical effective addresses for
  * the same bindings (absolute operands after patching vs slot-relative
  * operands resolved from the argument block), and malformed containers are
- * refused.
+ * refused by the ISA library's check with a detail that names the fault.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,19 +44,19 @@ static void *build(int abs, size_t *size)
 }
 
 /* Effective address of every DMA instruction, in core/pc order. */
-static size_t effective(const void *img, const uint64_t *slots, uint64_t *out)
+static size_t effective(const void *img, size_t size, const uint64_t *slots, uint64_t *out)
 {
-	const struct spyre_prog_hdr *h = img;
-	const struct spyre_prog_core *core = (const void *)((const char *)img + h->core_off);
+	struct spyre_prog_view v;
 	size_t n = 0;
 	uint32_t c, pc;
 
-	for (c = 0; c < h->num_cores; c++)
-		for (pc = 0; pc < core[c].num_insns; pc++) {
+	if (spyre_prog_check_container(img, size, &v))
+		return 0;
+	for (c = 0; c < v.hdr.num_cores; c++)
+		for (pc = 0; pc < v.cores[c].num_insns; pc++) {
 			union spyre_insn in;
 
-			spyre_insn_decode((const uint8_t *)img + core[c].code_off +
-					  (size_t)pc * SPYRE_INSN_BYTES, &in);
+			spyre_insn_decode(v.image + spyre_prog_insn_off(&v, c, pc), &in);
 			if (in.dma.opcode != SPYRE_ISA_OP_LOAD && in.dma.opcode != SPYRE_ISA_OP_STORE)
 				continue;
 			if (in.dma.flags & SPYRE_IF_SLOT)
@@ -83,7 +83,7 @@ static void test_parse(void)
 	TAP_CHECK(!strcmp(im.syms[1].name, "b") && im.syms[1].size == 8192, "slot 1 is %s", im.syms[1].name);
 }
 
-/* Golden: byte-identical to the engine's relocation. */
+/* Golden: byte-identical to the ISA library's relocation (spyre_prog_relocate). */
 static void test_golden(void)
 {
 	void *golden = malloc(sa);
@@ -92,9 +92,9 @@ static void test_golden(void)
 	mine = malloc(sa);
 	memcpy(golden, abs_img, sa);
 	memcpy(mine, abs_img, sa);
-	TAP_CHECK(spyre_prog_relocate(golden, sa, A, 3) == 24, "engine relocation failed");
+	TAP_CHECK(spyre_prog_relocate(golden, sa, A, 3) == 24, "spyre_prog_relocate failed");
 	TAP_CHECK(spyre_patch_apply(mine, im.relocs, im.num_relocs, A, NULL) == 24, "patched count");
-	TAP_CHECK(!memcmp(golden, mine, sa), "patched image differs from the engine's");
+	TAP_CHECK(!memcmp(golden, mine, sa), "patched image differs from spyre_prog_relocate's");
 	/* A hand-checked site: core 0, pc 0 loads slot 0 at offset 0. */
 	TAP_CHECK(im.relocs[0].sym == 0 && im.relocs[0].addend == 0, "first relocation");
 	memcpy(&v, (uint8_t *)mine + im.relocs[0].off, 8);
@@ -125,30 +125,46 @@ static void test_paths_agree(void)
 	uint64_t ea[64], es[64];
 	size_t na, ns, i;
 
-	na = effective(incr, B, ea);
-	ns = effective(slot_img, B, es);
+	na = effective(incr, sa, B, ea);
+	ns = effective(slot_img, ss, B, es);
 	TAP_CHECK(na == 24 && ns == 24, "%zu / %zu DMA instructions", na, ns);
 	for (i = 0; i < na && i < ns; i++)
 		TAP_CHECK(ea[i] == es[i], "instruction %zu: patched 0x%llx, slot-relative 0x%llx", i,
 			  (unsigned long long)ea[i], (unsigned long long)es[i]);
 }
 
+/* Refused by the ISA library's container check, the detail naming the fault. */
 static void test_malformed(void)
 {
-	const struct spyre_prog_hdr *h = abs_img;
-	struct spyre_prog_reloc *r;
+	struct spyre_prog_view v;
+	struct spyre_prog_reloc r;
+	struct spyre_prog_sym s;
 	struct spyre_image bad;
 	uint8_t junk[256];
-	void *img = malloc(sa);
+	uint8_t *img = malloc(sa + 128);
 
-	TAP_CHECK(spyre_image_parse(abs_img, sa - 8, &bad) == -EINVAL, "truncated image accepted");
+	TAP_CHECK(spyre_image_parse(abs_img, sa - 8, &bad) == -EINVAL && strstr(spyre_last_error(), "total_size"),
+		  "truncated image refused: %s", spyre_last_error());
 	memset(junk, 0, sizeof(junk));
-	TAP_CHECK(spyre_image_parse(junk, sizeof(junk), &bad) == -EINVAL, "zero image accepted");
+	TAP_CHECK(spyre_image_parse(junk, sizeof(junk), &bad) == -EINVAL && strstr(spyre_last_error(), "bad magic"),
+		  "zero image refused: %s", spyre_last_error());
 	memcpy(img, abs_img, sa);
-	r = (void *)((uint8_t *)img + h->reloc_off);
-	r[3].sym = 7;
-	TAP_CHECK(spyre_image_parse(img, sa, &bad) == -EINVAL, "relocation to slot 7 accepted");
-	TAP_CHECK(strstr(spyre_last_error(), "relocation 3") != NULL, "detail: %s", spyre_last_error());
+	memset(img + sa, 0, 128);
+	TAP_CHECK(spyre_image_parse(img, sa + 128, &bad) == -EINVAL && strstr(spyre_last_error(), "header says"),
+		  "trailing bytes refused: %s", spyre_last_error());
+	TAP_CHECK(spyre_prog_check_container(img, sa, &v) == 0, "the copy is valid");
+	spyre_prog_get_reloc(&v, 3, &r);
+	r.sym = 7;
+	spyre_prog_reloc_encode(&r, img + v.hdr.reloc_off + 3 * sizeof(r));
+	TAP_CHECK(spyre_image_parse(img, sa, &bad) == -EINVAL &&
+		  strstr(spyre_last_error(), "relocation 3: names a slot past the symbol table"),
+		  "relocation to slot 7 refused: %s", spyre_last_error());
+	memcpy(img, abs_img, sa);
+	spyre_prog_get_sym(&v, 2, &s);
+	strcpy(s.name, "a");	/* symbol 0's */
+	spyre_prog_sym_encode(&s, img + v.hdr.sym_off + 2 * sizeof(s));
+	TAP_CHECK(spyre_image_parse(img, sa, &bad) == -EINVAL && strstr(spyre_last_error(), "symbol 2: name used"),
+		  "duplicate symbol name refused: %s", spyre_last_error());
 	free(img);
 }
 

@@ -905,6 +905,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 			struct spyre_launch_result *res)
 {
 	uint8_t hdr[sizeof(struct spyre_prog_hdr)];
+	struct spyre_prog_hdr h;
 	uint32_t total, f;
 
 	memset(res, 0, sizeof(*res));
@@ -920,8 +921,9 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	/* fetch: header first (for the size), then the whole image */
 	if (read_mem(e, program_va, hdr, sizeof(hdr)))
 		return (int)res->status;
-	total = spyre_ld32(hdr + offsetof(struct spyre_prog_hdr, total_size));
-	if (spyre_ld32(hdr) != SPYRE_PROG_MAGIC || total < sizeof(hdr) || total > SPYRE_PROG_MAX_BYTES) {
+	spyre_prog_hdr_decode(hdr, &h);
+	total = h.total_size;
+	if (h.magic != SPYRE_PROG_MAGIC || total < sizeof(hdr) || total > SPYRE_PROG_MAX_BYTES) {
 		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 		e->res = NULL;
 		return (int)res->status;

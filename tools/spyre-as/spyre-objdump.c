@@ -9,7 +9,9 @@
 
 int main(int argc, char **argv)
 {
+	struct spyre_prog_view view;
 	uint8_t *buf = NULL;
+	char why[160];
 	size_t len = 0;
 
 	if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -21,8 +23,9 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	if (spyre_disasm_image(buf, len, stdout)) {
-		fprintf(stderr, "%s: not a valid spyre program container\n", argv[1]);
+	if (spyre_prog_check_container(buf, len, &view) || spyre_disasm_image(buf, len, stdout)) {
+		spyre_prog_describe(&view, why, sizeof(why));
+		fprintf(stderr, "%s: not a valid spyre program container: %s\n", argv[1], why);
 		return 1;
 	}
 	uint32_t core, pc, v = spyre_prog_validate(buf, len, 2u << 20, &core, &pc);
