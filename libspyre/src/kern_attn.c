@@ -317,6 +317,7 @@ struct att {
 	uint32_t dt, esz, hd, sh, sh32, heads, kvh, r, max_pos;
 	uint64_t m, shd, shd32, pq, pk;
 	bool decode, f32;
+	bool gather;		/* prefill: a KV head's K and V gathered whole in each of its cores */
 	float scale;
 	int sq, sk, sv, skc, svc, so;
 	/* decode: */
@@ -372,6 +373,8 @@ static uint64_t fixed_bytes(const struct att *a, uint64_t nq, bool st, uint32_t 
 		b += a->hd * kg_pitch(nq, a->dt);
 	if (a->decode)
 		b += (uint64_t)(a->S + 1) * STICK + a->shd;
+	if (a->gather)
+		b += 2 * a->m * a->shd;		/* the KV head's K and V */
 	if (leader && nparts > 1)
 		b += (nparts - 1) * (2 * vec_bytes(nq) + nq * a->shd32);
 	return b;
@@ -381,7 +384,7 @@ static uint64_t fixed_bytes(const struct att *a, uint64_t nq, bool st, uint32_t 
 static uint64_t tile_bytes(const struct att *a, uint64_t nq, uint64_t nt, bool st, uint64_t kt)
 {
 	uint64_t ls = kg_pitch(kt, SPYRE_DT_FP32);
-	uint64_t b = kt * a->shd + nq * ls;	/* K then V; scores */
+	uint64_t b = (a->gather ? 0 : kt * a->shd) + nq * ls;	/* K then V (gather: in place); scores */
 
 	b += st ? kt * kg_pitch(nq, SPYRE_DT_FP32) : a->hd * kg_pitch(kt, a->dt);	/* S^T or K^T */
 	if (!a->decode)
@@ -424,7 +427,7 @@ static bool pick_st(const struct att *a, uint64_t nq, uint64_t kt)
 /* Estimated cycles of one key tile of kn keys: K and V in, scores, softmax update, P V. */
 static uint64_t est_tile(const struct att *a, const struct unit *u, uint64_t kn, bool diag, uint32_t active)
 {
-	uint64_t nq = u->nt * u->nj, e = nq * kn, hd = a->hd, c = 2 * c_dma(kn * a->shd, active);
+	uint64_t nq = u->nt * u->nj, e = nq * kn, hd = a->hd, c = a->gather ? 0 : 2 * c_dma(kn * a->shd, active);
 
 	if (u->st)
 		c += c_mm(kn, nq, hd, a->dt, SPYRE_DT_FP32) + c_sfu(e, 8 * e, 1);
@@ -468,7 +471,7 @@ static uint64_t est_unit(const struct att *a, const struct unit *u, uint32_t act
 			uint64_t kn = umin(u->kt, u->k1 - k), w0 = umax(k, u->t0), w1 = umin(k + kn, u->t0 + u->nt);
 
 			c += est_tile(a, u, kn, k + kn > u->t0 + 1, active);
-			if (u->j0 == 0 && w0 < w1)
+			if (!a->gather && u->j0 == 0 && w0 < w1)
 				c += 2 * c_dma((w1 - w0) * a->shd, active);
 		}
 	}
@@ -555,7 +558,113 @@ static bool size_unit(const struct att *a, struct unit *u, uint64_t keys)
 	return false;
 }
 
-/* Prefill: (g, head subset, token block) units; the tiling with the least estimated makespan. */
+/*
+ * Gather mode: the cores that hold KV head g whole: a team of cores per KV
+ * head when there are at least as many cores as KV heads, else the one core
+ * that takes g among its KV heads.
+ */
+static struct kg_range team_of(const struct att *a, uint32_t g)
+{
+	uint32_t cores = a->g->cores;
+
+	if (cores >= a->kvh)
+		return kg_split(cores, a->kvh, g, 1);
+	for (uint32_t c = 0; c < cores; c++) {
+		struct kg_range r = kg_split(a->kvh, cores, c, 1);
+
+		if (g >= r.start && g < r.start + r.count)
+			return (struct kg_range){ c, 1 };
+	}
+	return (struct kg_range){ 0, 1 };
+}
+
+/* Estimated cycles of a team member's share of gathering: its rows loaded, cached, sent; the others' received. */
+static uint64_t est_produce(const struct att *a, uint64_t rows, uint32_t team, uint32_t active)
+{
+	uint64_t b = rows * a->shd;
+
+	if (!rows)
+		return 0;
+	return 4 * c_dma(b, active) + (team - 1) * (2 * cdiv(b, SPYRE_TM_RING_BYTES_PER_CYCLE) + 4);
+}
+
+/* The gathering of every team into @load (cycles each core spends before its units can start). */
+static void gather_loads(const struct att *a, uint32_t active, uint64_t *load)
+{
+	for (uint32_t gg = 0; gg < a->kvh; gg++) {
+		struct kg_range t = team_of(a, gg);
+		uint64_t ready = 0;
+
+		/* a member starts its units when the slowest member's rows have arrived */
+		for (uint32_t i = 0; i < t.count; i++)
+			ready = umax(ready, est_produce(a, kg_split(a->m, (uint32_t)t.count, i, 1).count,
+							(uint32_t)t.count, active));
+		for (uint32_t i = 0; i < t.count; i++)
+			load[t.start + i] += ready + (t.count > 1 ? SPYRE_TM_RING_HOP_CYCLES * t.count / 2 : 0);
+	}
+}
+
+/*
+ * place() for gather mode: each KV head's units on its team, after the
+ * team's gathering; costed again with the cores that end up busy (they
+ * share LPDDR).
+ */
+static uint64_t place_gather(struct att *a, struct unit *u, uint32_t n)
+{
+	uint32_t cores = a->g->cores, active = cores;
+	uint64_t load[SPYRE_MAX_CORES] = { 0 }, span = 0;
+	bool busy[SPYRE_MAX_CORES] = { false };
+	struct cost_idx *ci;
+
+	gather_loads(a, active, load);
+	ci = malloc(n * sizeof(*ci));
+	if (!ci)
+		return UINT64_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		u[i].cost = est_unit(a, &u[i], active);
+		ci[i] = (struct cost_idx){ u[i].cost, i };
+	}
+	qsort(ci, n, sizeof(*ci), cost_desc);
+	for (uint32_t i = 0; i < n; i++) {
+		struct kg_range t = team_of(a, u[ci[i].idx].g);
+		uint32_t best = (uint32_t)t.start;
+
+		for (uint32_t c = best + 1; c < t.start + t.count; c++)
+			if (load[c] < load[best])
+				best = c;
+		u[ci[i].idx].core = best;
+		load[best] += ci[i].cost;
+	}
+	free(ci);
+	/* the busy cores: those with units, and those with rows to gather */
+	active = 0;
+	for (uint32_t i = 0; i < n; i++)
+		busy[u[i].core] = true;
+	for (uint32_t gg = 0; gg < a->kvh; gg++) {
+		struct kg_range t = team_of(a, gg);
+
+		for (uint32_t i = 0; i < t.count; i++)
+			busy[t.start + i] |= kg_split(a->m, (uint32_t)t.count, i, 1).count > 0;
+	}
+	for (uint32_t c = 0; c < cores; c++)
+		active += busy[c];
+	memset(load, 0, sizeof(load));
+	gather_loads(a, active, load);
+	for (uint32_t i = 0; i < n; i++) {
+		u[i].cost = est_unit(a, &u[i], active);
+		load[u[i].core] += u[i].cost;
+	}
+	for (uint32_t c = 0; c < cores; c++)
+		span = umax(span, busy[c] ? load[c] : 0);
+	return span;
+}
+
+/*
+ * Prefill: (g, head subset, token block) units; the tiling with the least
+ * estimated makespan, streaming each unit's keys from memory or gathering
+ * each KV head's K and V whole in its cores first (read once, shared over
+ * the ring).
+ */
 static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 {
 	uint64_t best_span = UINT64_MAX, m = a->m;
@@ -563,6 +672,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 	uint32_t best_n = 0;
 	uint64_t nts[16];
 	uint32_t nnt = 0, njs[8], nnj = 0;
+	bool best_gather = false;
 
 	nts[nnt++] = m;
 	for (uint64_t p = 256; p >= 1; p /= 2)
@@ -573,6 +683,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 		if (j == 1 || nnj == 8)
 			break;
 	}
+	for (int gm = 0; gm < 2; gm++)
 	for (uint32_t ti = 0; ti < nnt; ti++)
 		for (uint32_t ji = 0; ji < nnj; ji++) {
 			uint64_t nt = nts[ti], nb = cdiv(m, nt);
@@ -581,6 +692,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 			struct unit *u;
 			bool ok = true;
 
+			a->gather = gm;
 			if (total > 65536)
 				continue;
 			u = calloc(total, sizeof(*u));
@@ -603,16 +715,18 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 						x->first = n - 1;
 						ok = size_unit(a, x, x->k1);
 					}
-			span = ok ? place(a, u, n, false) : UINT64_MAX;
+			span = !ok ? UINT64_MAX : gm ? place_gather(a, u, n) : place(a, u, n, false);
 			if (span < best_span) {
 				free(best);
 				best = u;
 				best_n = n;
 				best_span = span;
+				best_gather = gm;
 			} else {
 				free(u);
 			}
 		}
+	a->gather = best_gather;
 	*nout = best_n;
 	return best;
 }
@@ -724,6 +838,7 @@ struct bufs {
 	uint32_t qt;		/* Q^T [hd x nq] (route st) */
 	uint32_t mk;		/* decode: the mask row, S + 1 sticks */
 	uint32_t nr;		/* decode: the new K/V row */
+	uint32_t kg, vg;	/* gather: the KV head's K and V [m x hd] */
 	uint32_t kb;		/* K tile [kt x hd], then V */
 	uint32_t sb;		/* S [nq x kt] fp32, then P */
 	uint32_t xt;		/* K^T [hd x kt] or S^T [kt x nq] fp32 */
@@ -746,6 +861,10 @@ static void alloc_bufs(struct att *a, const struct unit *u, struct bufs *b)
 	b->ldqt = kg_sticks(b->nq, a->dt);
 	b->ldkt = kg_sticks(b->kt, a->dt);
 	kg_sp_reset(g, c);
+	if (a->gather) {	/* first, at the offsets emit_gather() used */
+		b->kg = kg_sp_alloc(g, c, a->m * a->shd);
+		b->vg = kg_sp_alloc(g, c, a->m * a->shd);
+	}
 	b->qb = kg_sp_alloc(g, c, (uint64_t)b->nq * a->shd);
 	b->acc = kg_sp_alloc(g, c, (uint64_t)b->nq * a->shd32);
 	b->m = kg_sp_alloc(g, c, b->vs);
@@ -766,29 +885,31 @@ static void alloc_bufs(struct att *a, const struct unit *u, struct bufs *b)
 			b->rl[p] = kg_sp_alloc(g, c, b->vs);
 			b->ra[p] = kg_sp_alloc(g, c, (uint64_t)b->nq * a->shd32);
 		}
-	b->kb = kg_sp_alloc(g, c, (uint64_t)b->kt * a->shd);
+	if (!a->gather)
+		b->kb = kg_sp_alloc(g, c, (uint64_t)b->kt * a->shd);
 	b->sb = kg_sp_alloc(g, c, (uint64_t)b->nq * b->lds * STICK);
 	b->xt = kg_sp_alloc(g, c, u->st ? (uint64_t)b->kt * b->ldst * STICK : (uint64_t)hd * b->ldkt * STICK);
 	if (!a->decode)
 		b->mb = kg_sp_alloc(g, c, u->nt * b->lds * STICK);
-	b->vf = a->f32 ? b->kb : kg_sp_alloc(g, c, (uint64_t)b->kt * a->shd32);
+	if (!a->f32)
+		b->vf = kg_sp_alloc(g, c, (uint64_t)b->kt * a->shd32);
 }
 
-/* S = scale * Q K^T [nq x kn] fp32 for the K tile in kb. */
-static void emit_scores(struct att *a, const struct unit *u, const struct bufs *b, uint32_t kn)
+/* S = scale * Q K^T [nq x kn] fp32 for the K tile at ks. */
+static void emit_scores(struct att *a, const struct unit *u, const struct bufs *b, uint32_t kn, uint32_t ks)
 {
 	uint32_t c = u->core, hd = a->hd, dt = a->dt;
 
 	if (u->st) {
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->xt,
-						 .a = b->kb, .b = b->qt, .rows = kn, .cols = b->nq, .k = hd,
+						 .a = ks, .b = b->qt, .rows = kn, .cols = b->nq, .k = hd,
 						 .ldd = b->ldst, .lda = a->sh, .ldb = b->ldqt });
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
 						 .d = b->sb, .a = b->xt, .rows = kn, .cols = b->nq, .ldd = b->lds,
 						 .lda = b->ldst });
 	} else {
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = b->xt,
-						 .a = b->kb, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = a->sh });
+						 .a = ks, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = a->sh });
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->sb,
 						 .a = b->qb, .b = b->xt, .rows = b->nq, .cols = kn, .k = hd,
 						 .ldd = b->lds, .lda = a->sh, .ldb = b->ldkt });
@@ -834,14 +955,14 @@ static void emit_stats(struct att *a, uint32_t c, const struct bufs *b, uint32_t
 	}
 }
 
-/* acc (+)= P V for the V tile in kb. */
-static void emit_pv(struct att *a, uint32_t c, const struct bufs *b, uint32_t kn, bool first)
+/* acc (+)= P V for the V tile at vs. */
+static void emit_pv(struct att *a, uint32_t c, const struct bufs *b, uint32_t kn, bool first, uint32_t vs)
 {
 	if (!a->f32)
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = a->dt, .dt2 = SPYRE_DT_FP32, .d = b->vf,
-						 .a = b->kb, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = a->sh });
+						 .a = vs, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = a->sh });
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-					 .flags = first ? 0 : SPYRE_IF_ACC, .d = b->acc, .a = b->sb, .b = b->vf,
+					 .flags = first ? 0 : SPYRE_IF_ACC, .d = b->acc, .a = b->sb, .b = a->f32 ? vs : b->vf,
 					 .rows = b->nq, .cols = a->hd, .k = kn, .ldd = a->sh32, .lda = b->lds,
 					 .ldb = a->sh32 });
 }
@@ -889,6 +1010,48 @@ static void emit_load_q(struct att *a, const struct unit *u, const struct bufs *
 						       .ldd = b->ldqt, .lda = a->sh });
 }
 
+/*
+ * Gather mode, core @c of KV head g's team of @t.count cores: load its
+ * share of g's K and V rows (and write them into the caches), send them to
+ * the team's other cores that have units, receive theirs (@has_units).
+ */
+static void emit_gather(struct att *a, uint32_t c, uint32_t g, struct kg_range t, const bool *has_units)
+{
+	uint32_t T = (uint32_t)t.count, i = c - (uint32_t)t.start, kg, vg;
+	struct kg_range r = kg_split(a->m, T, i, 1);
+
+	kg_sp_reset(a->g, c);
+	kg = kg_sp_alloc(a->g, c, a->m * a->shd);
+	vg = kg_sp_alloc(a->g, c, a->m * a->shd);
+	if (a->g->failed)
+		return;
+	for (int v = 0; v < 2 && r.count; v++) {
+		uint32_t sp = (v ? vg : kg) + (uint32_t)(r.start * a->shd);
+
+		dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = sp, .mem = { .sym = v ? a->sv : a->sk, .off = r.start * a->pk + g * a->shd },
+			.rows = (uint32_t)r.count, .row_bytes = (uint32_t)a->shd, .mem_stride = (uint32_t)a->pk,
+			.sp_stride = (uint32_t)a->shd });
+		dma(a, c, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
+			.sp = sp, .mem = { .sym = v ? a->svc : a->skc, .off = (g * (uint64_t)a->max_pos + r.start) * a->shd },
+			.row_bytes = (uint32_t)(r.count * a->shd) });
+	}
+	/* every send before any receive: no core waits on one that waits */
+	for (uint32_t j = 0; j < T && r.count; j++)
+		if (j != i && has_units[t.start + j])
+			for (int v = 0; v < 2; v++)
+				ring(a, c, SPYRE_ISA_OP_SEND, (v ? vg : kg) + (uint32_t)(r.start * a->shd),
+				     (uint32_t)t.start + j, 1 + v, (uint32_t)(r.count * a->shd));
+	for (uint32_t j = 0; j < T && has_units[c]; j++) {
+		struct kg_range rj = kg_split(a->m, T, j, 1);
+
+		if (j != i && rj.count)
+			for (int v = 0; v < 2; v++)
+				ring(a, c, SPYRE_ISA_OP_RECV, (v ? vg : kg) + (uint32_t)(rj.start * a->shd),
+				     (uint32_t)t.start + j, 1 + v, (uint32_t)(rj.count * a->shd));
+	}
+}
+
 static void emit_prefill(struct att *a, const struct unit *u)
 {
 	uint32_t c = u->core, kt = (uint32_t)u->kt;
@@ -903,8 +1066,12 @@ static void emit_prefill(struct att *a, const struct unit *u)
 		uint32_t kn = (uint32_t)umin(kt, u->k1 - k);
 		bool first = k == u->k0;
 
-		prefill_kv(a, u, b.kb, k, kn, false);
-		emit_scores(a, u, &b, kn);
+		uint32_t ks = a->gather ? b.kg + (uint32_t)(k * a->shd) : b.kb;
+		uint32_t vs = a->gather ? b.vg + (uint32_t)(k * a->shd) : b.kb;
+
+		if (!a->gather)
+			prefill_kv(a, u, b.kb, k, kn, false);
+		emit_scores(a, u, &b, kn, ks);
 		if (k + kn > u->t0 + 1) {
 			/* causal mask: row i (token t0 + i) sees keys 0..t0+i; FILLs start on a stick */
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
@@ -939,15 +1106,16 @@ static void emit_prefill(struct att *a, const struct unit *u)
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SOFTMAX, .dt = SPYRE_DT_FP32,
 							 .dt2 = SPYRE_DT_FP32, .d = b.sb, .a = b.sb, .rows = b.nq,
 							 .cols = kn, .ldd = b.lds, .lda = b.lds });
-			prefill_kv(a, u, b.kb, k, kn, true);
+			if (!a->gather)
+				prefill_kv(a, u, b.kb, k, kn, true);
 			if (a->f32) {
 				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = a->dt, .dt2 = a->dt,
-								 .d = b.qb, .a = b.sb, .b = b.vf, .rows = b.nq,
+								 .d = b.qb, .a = b.sb, .b = vs, .rows = b.nq,
 								 .cols = a->hd, .k = kn, .ldd = a->sh, .lda = b.lds,
 								 .ldb = a->sh32 });
 			} else {
 				/* a matmul of fp32 inputs writes fp32: the one rounding is the cast */
-				emit_pv(a, c, &b, kn, true);
+				emit_pv(a, c, &b, kn, true, vs);
 				op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = SPYRE_DT_FP32,
 								 .dt2 = a->dt, .d = b.qb, .a = b.acc, .rows = b.nq,
 								 .cols = a->hd, .ldd = a->sh, .lda = a->sh32 });
@@ -955,8 +1123,9 @@ static void emit_prefill(struct att *a, const struct unit *u)
 			break;
 		}
 		emit_stats(a, c, &b, kn, first);
-		prefill_kv(a, u, b.kb, k, kn, true);
-		emit_pv(a, c, &b, kn, first);
+		if (!a->gather)
+			prefill_kv(a, u, b.kb, k, kn, true);
+		emit_pv(a, c, &b, kn, first, vs);
 	}
 	if (!single)
 		emit_normalize(a, c, &b);
@@ -972,7 +1141,7 @@ static void decode_tile(struct att *a, const struct unit *u, const struct bufs *
 	dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 		.sp = b->kb, .mem = { .sym = a->skc, .off = off, .reg = reg ? SPYRE_PB_REG(R_KV) : 0 },
 		.row_bytes = (uint32_t)(kn * a->shd) });
-	emit_scores(a, u, b, kn);
+	emit_scores(a, u, b, kn, b->kb);
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
 					 .flags = SPYRE_IF_BCAST_ROW, .d = b->sb, .a = b->sb, .b = msk, .rows = b->nq,
 					 .cols = kn, .ldd = b->lds, .lda = b->lds });
@@ -980,7 +1149,7 @@ static void decode_tile(struct att *a, const struct unit *u, const struct bufs *
 	dma(a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 		.sp = b->kb, .mem = { .sym = a->svc, .off = off, .reg = reg ? SPYRE_PB_REG(R_KV) : 0 },
 		.row_bytes = (uint32_t)(kn * a->shd) });
-	emit_pv(a, c, b, kn, false);
+	emit_pv(a, c, b, kn, false, b->kb);
 }
 
 /* The loop body: the chunk at r[R_KV] (its mask: the table at r[R_CTAB], the partial stick at r[R_CQ]). */
@@ -1211,14 +1380,33 @@ int kg_gen_attention(struct kgen *g)
 			       a.decode ? "decode" : "prefill", a.heads, a.kvh, a.hd,
 			       a.decode ? ", max_pos " : ", m ", a.decode ? (unsigned long long)a.max_pos :
 			       (unsigned long long)a.m, g->sp_bytes);
-	for (uint32_t c = 0; c < g->cores; c++)
-		for (uint32_t i = 0; i < n && !g->failed; i++)
-			if (u[i].core == c) {
-				if (a.decode)
-					emit_decode(&a, &u[i], u);
-				else
-					emit_prefill(&a, &u[i]);
+	if (a.gather) {
+		bool has_units[SPYRE_MAX_CORES] = { false };
+
+		for (uint32_t i = 0; i < n; i++)
+			has_units[u[i].core] = true;
+		/* per KV head: its team gathers, then each team core runs its units of it */
+		for (uint32_t c = 0; c < g->cores && !g->failed; c++)
+			for (uint32_t gg = 0; gg < a.kvh && !g->failed; gg++) {
+				struct kg_range t = team_of(&a, gg);
+
+				if (c < t.start || c >= t.start + t.count)
+					continue;
+				emit_gather(&a, c, gg, t, has_units);
+				for (uint32_t i = 0; i < n && !g->failed; i++)
+					if (u[i].core == c && u[i].g == gg)
+						emit_prefill(&a, &u[i]);
 			}
+	} else {
+		for (uint32_t c = 0; c < g->cores; c++)
+			for (uint32_t i = 0; i < n && !g->failed; i++)
+				if (u[i].core == c) {
+					if (a.decode)
+						emit_decode(&a, &u[i], u);
+					else
+						emit_prefill(&a, &u[i]);
+				}
+	}
 	free(u);
 	return kg_ok(g);
 }

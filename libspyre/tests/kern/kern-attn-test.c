@@ -337,6 +337,23 @@ static void test_prefill_heads(void)
 		}
 }
 
+/* more KV heads than cores (several per core), and teams of cores per KV head */
+static void test_prefill_cores(void)
+{
+	static const uint32_t cfg[][5] = {	/* heads, kv_heads, m, cores, hd */
+		{ 8, 8, 100, 3, 64 }, { 16, 8, 96, 5, 64 }, { 8, 4, 130, 6, 32 }, { 6, 3, 77, 32, 64 },
+		{ 32, 8, 64, 32, 128 }, { 4, 2, 200, 2, 64 },
+	};
+
+	for (unsigned i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++) {
+		struct attn_io io;
+
+		attn_io_init(&io, kh_dtypes[i % 4], cfg[i][0], cfg[i][1], cfg[i][4], cfg[i][2] + 5);
+		attn_step(&io, cfg[i][2], 0, cfg[i][3], (i & 1) ? SPYRE_KF_RELOC : 0, 0, NULL, NULL, NULL);
+		attn_io_fini(&io);
+	}
+}
+
 /* small scratchpads: keys in tiles with the online softmax, query blocks cut */
 static void test_prefill_tiled(void)
 {
@@ -582,6 +599,7 @@ static const struct tap_case cases[] = {
 	{ "rope_errors", test_rope_errors },
 	{ "prefill", test_prefill },
 	{ "prefill_heads", test_prefill_heads },
+	{ "prefill_cores", test_prefill_cores },
 	{ "prefill_tiled", test_prefill_tiled },
 	{ "decode", test_decode },
 	{ "decode_positions", test_decode_positions },
