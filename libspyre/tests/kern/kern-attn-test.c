@@ -343,6 +343,7 @@ static void test_prefill_cores(void)
 	static const uint32_t cfg[][5] = {	/* heads, kv_heads, m, cores, hd */
 		{ 8, 8, 100, 3, 64 }, { 16, 8, 96, 5, 64 }, { 8, 4, 130, 6, 32 }, { 6, 3, 77, 32, 64 },
 		{ 32, 8, 64, 32, 128 }, { 4, 2, 200, 2, 64 },
+		{ 4, 2, 65, 7, 40 }, { 3, 1, 9, 32, 33 },	/* head_dim not a multiple of a stick */
 	};
 
 	for (unsigned i = 0; i < sizeof(cfg) / sizeof(cfg[0]); i++) {
@@ -456,6 +457,8 @@ static void test_decode_positions(void)
 	/* fp32 hd 128: chunks of 32 keys; dl16 hd 32 in a small scratchpad: 32-key tiles inside 128-key chunks */
 	decode_at(SPYRE_DT_FP32, 2, 1, 128, 300, 32, 0, 0, p300, 13);
 	decode_at(SPYRE_DT_DL16, 8, 1, 32, 300, 7, SPYRE_KF_RELOC, 24 << 10, p300, 13);
+	/* head_dim not a multiple of a stick */
+	decode_at(SPYRE_DT_FP16, 4, 2, 72, 150, 32, 0, 0, p300, 13);
 	/* every KV head on one core, and more KV heads than cores */
 	decode_at(SPYRE_DT_FP16, 8, 8, 64, 77, 1, 0, 0, p77, 6);
 	decode_at(SPYRE_DT_BF16, 8, 8, 64, 77, 7, SPYRE_KF_RELOC, 0, p77, 6);
@@ -591,6 +594,11 @@ static void test_attn_errors(void)
 	d.sp_bytes = 16 << 10;
 	rc = spyre_kernel_build(&d, &img, &sz, &info);
 	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "does not fit"), "tiny scratchpad: rc %d, %s", rc,
+		  spyre_last_error());
+	d.sp_bytes = 0;
+	d.strategy = SPYRE_KSTRAT_SPLIT_M;	/* attention has no strategies to force: AUTO only */
+	rc = spyre_kernel_build(&d, &img, &sz, &info);
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), "strategy"), "forced strategy: rc %d, %s", rc,
 		  spyre_last_error());
 }
 
