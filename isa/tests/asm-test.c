@@ -6,7 +6,8 @@
  * instruction (.word) is disassembled, assembled again and must give the
  * identical bytes (and the identical text a second time); the same through
  * the build/bin/spyre-objdump and spyre-as programs; assembler errors name
- * the line.
+ * the line; LOAD/STORE address registers (rmem/rsp) and ARGMAX (plain and
+ * INDEX) assemble to their fields and round-trip.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -181,12 +182,57 @@ static void test_hand_written(void)
 		free(img2);
 }
 
+/* Address registers (rmem/rsp, bytes 1 and 2 of LOAD/STORE) and ARGMAX, both forms, round-trip. */
+static void test_registers_and_argmax(void)
+{
+	const char *src = ".scalars 2\n.sym x fp16 flags=0x3 size=4096 shape=2048\n.core 0\n"
+			  "ldarg reg=3 imm=0x0 reg2=0\n"
+			  "ldarg reg=4 imm=0x1 reg2=0\n"
+			  "load sp=0x0 mem=0x0000000000000000 rows=2 row_bytes=128 mem_stride=128 sp_stride=128 "
+			  "flags=0x61 rmem=3 rsp=4\n"
+			  "argmax.fp16.int32 d=0x1000 a=0x0 rows=2 cols=64 lda=1\n"
+			  "argmax.fp16.int32 d=0x1080 a=0x0 b=0x800 rows=2 cols=64 lda=1 ldb=2 flags=0x80\n"
+			  "store sp=0x1000 mem=0x0000000000000000 rows=1 row_bytes=128 flags=0x21 rmem=3\n";
+	char err[256] = "", *t = NULL, *t2 = NULL;
+	void *a = NULL, *b = NULL;
+	size_t sa, sb;
+	struct spyre_prog_view v;
+	union spyre_insn ld, am, ai;
+	uint32_t c, p;
+
+	if (!TAP_CHECK(spyre_asm_text(src, &a, &sa, err, sizeof(err)) == 0, "assembles: %s", err))
+		return;
+	TAP_CHECK(spyre_prog_validate(a, sa, 2u << 20, &c, &p) == 0, "validates (core %d pc %d)", (int)c, (int)p);
+	TAP_CHECK(spyre_prog_check_container(a, sa, &v) == 0 && v.cores[0].num_insns == 6, "six instructions");
+	spyre_insn_decode(v.image + spyre_prog_insn_off(&v, 0, 2), &ld);
+	spyre_insn_decode(v.image + spyre_prog_insn_off(&v, 0, 3), &am);
+	spyre_insn_decode(v.image + spyre_prog_insn_off(&v, 0, 4), &ai);
+	TAP_CHECK(ld.dma.opcode == SPYRE_ISA_OP_LOAD && ld.dma.rmem == 3 && ld.dma.rsp == 4 &&
+		  ld.dma.flags == (SPYRE_IF_SLOT | SPYRE_IF_RMEM | SPYRE_IF_RSP),
+		  "load: rmem %u rsp %u flags 0x%x in bytes 1..3", ld.dma.rmem, ld.dma.rsp, ld.dma.flags);
+	TAP_CHECK(am.t.opcode == SPYRE_ISA_OP_ARGMAX && am.t.dtype == SPYRE_DT_FP16 && am.t.dtype2 == SPYRE_DT_INT32 &&
+		  !am.t.flags && ai.t.flags == SPYRE_IF_INDEX && ai.t.b == 0x800 && ai.t.ldb == 2,
+		  "argmax.fp16.int32, plain and with INDEX");
+	t = disasm(a, sa);
+	TAP_CHECK(t && strstr(t, "flags=0x61 rmem=3 rsp=4") && strstr(t, "flags=0x21 rmem=3 rsp=0") &&
+		  strstr(t, "argmax.fp16.int32 d=0x1080 a=0x0 b=0x800"), "disassembly names the registers and argmax");
+	TAP_CHECK(t && spyre_asm_text(t, &b, &sb, err, sizeof(err)) == 0 && sb == sa && !memcmp(a, b, sa),
+		  "assemble(disassemble(image)) == image %s", err);
+	t2 = b ? disasm(b, sb) : NULL;
+	TAP_CHECK(t && t2 && !strcmp(t, t2), "disassembly is stable");
+	free(t);
+	free(t2);
+	free(a);
+	free(b);
+}
+
 static const struct tap_case cases[] = {
 	{ "builder", test_builder },
 	{ "round_trip", test_round_trip },
 	{ "command_line_tools", test_command_line_tools },
 	{ "errors", test_errors },
 	{ "hand_written", test_hand_written },
+	{ "registers_and_argmax", test_registers_and_argmax },
 };
 
 int main(int argc, char **argv)

@@ -7,8 +7,10 @@
  * callback (exact faulting VA and code; earlier stores stay done), a
  * program or argument block that cannot be read, a malformed container, a
  * ring peer that is not launched, a RECV whose tag or size differs, a RECV
- * or BARRIER that can never be satisfied (deadlock), and a runaway loop over
- * the instruction budget. The static validator agrees with the engine.
+ * or BARRIER that can never be satisfied (deadlock), a runaway loop over the
+ * instruction budget, an address register without its flag or numbered 16,
+ * an ARGMAX to a non-int32 type or with its INDEX tile past the scratchpad.
+ * The static validator agrees with the engine.
  */
 #include <string.h>
 
@@ -287,6 +289,55 @@ static void test_budget(void)
 	TAP_CHECK(r.insns == 10000, "budget: exactly 10000 instructions ran (%llu)", (unsigned long long)r.insns);
 }
 
+/*
+ * The address-register fields and ARGMAX (docs/spyre-isa.md §4): a register
+ * number without its flag, register 16, an ARGMAX whose output is not int32,
+ * an INDEX tile past the scratchpad. The validator agrees with the engine.
+ */
+static void test_registers_and_argmax(void)
+{
+	const uint32_t sp_end = 2u << 20;
+	struct spyre_pb *pb;
+
+	/* rmem set, SPYRE_IF_RMEM clear (the builder never writes that: spyre_pb_emit) */
+	pb = newpb();
+	spyre_pb_emit(pb, 0, &(union spyre_insn){ .dma = { .opcode = SPYRE_ISA_OP_LOAD, .rmem = 3,
+		.flags = SPYRE_IF_SLOT, .rows = 1, .row_bytes = 128 } });
+	run(pb, 1, &r, &vc, &vcore, &vpc);
+	expect("rmem without RMEM", &r, SPYRE_ENGINE_FAULT_BAD_OPERAND, 0, 0, 0, 0);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_OPERAND && vcore == 0 && vpc == 0, "validator: bad-operand (rmem)");
+
+	/* register 16 with the flag, as rmem and as rsp */
+	for (int field = 0; field < 2; field++) {
+		pb = newpb();
+		spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_NOP, 0, 0, 0);
+		spyre_pb_emit(pb, 0, &(union spyre_insn){ .dma = { .opcode = SPYRE_ISA_OP_STORE,
+			.rmem = field ? 0 : SPYRE_NUM_REGS, .rsp = field ? SPYRE_NUM_REGS : 0,
+			.flags = SPYRE_IF_SLOT | (field ? SPYRE_IF_RSP : SPYRE_IF_RMEM), .rows = 1, .row_bytes = 128 } });
+		run(pb, 1, &r, &vc, &vcore, &vpc);
+		expect(field ? "rsp = 16" : "rmem = 16", &r, SPYRE_ENGINE_FAULT_BAD_OPERAND, 0, 1, 0, 0);
+		TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_OPERAND && vpc == 1, "validator: bad-operand (register 16 in %s)",
+			  field ? "rsp" : "rmem");
+	}
+
+	/* ARGMAX writes int32 indices: dtype2 fp32 is a bad dtype */
+	pb = newpb();
+	spyre_pb_op(pb, 2, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ARGMAX, .dt = SPYRE_DT_FP32,
+		.dt2 = SPYRE_DT_FP32, .d = 4096, .rows = 4, .cols = 32 });
+	run(pb, 4, &r, &vc, &vcore, &vpc);
+	expect("argmax to fp32", &r, SPYRE_ENGINE_FAULT_BAD_DTYPE, 2, 0, 0, 0);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_BAD_DTYPE && vcore == 2 && vpc == 0, "validator: bad-dtype (argmax)");
+
+	/* INDEX: the int32 tile b (4 rows of 2 sticks) runs past the scratchpad */
+	pb = newpb();
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ARGMAX, .dt = SPYRE_DT_FP16,
+		.dt2 = SPYRE_DT_INT32, .flags = SPYRE_IF_INDEX, .d = 4096, .a = 0, .b = sp_end - 512,
+		.rows = 4, .cols = 64 });
+	run(pb, 1, &r, &vc, &vcore, &vpc);
+	expect("argmax index tile past the scratchpad", &r, SPYRE_ENGINE_FAULT_SP_RANGE, 0, 0, sp_end - 512, 1);
+	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_SP_RANGE && vpc == 0, "validator: sp-range (argmax index tile)");
+}
+
 static void test_branch_outside_the_stream(void)
 {
 	struct spyre_pb *pb;
@@ -323,6 +374,7 @@ static const struct tap_case cases[] = {
 	{ "deadlock", test_deadlock },
 	{ "barrier_mask", test_barrier_mask },
 	{ "budget", test_budget },
+	{ "registers_and_argmax", test_registers_and_argmax },
 	{ "branch_outside_the_stream", test_branch_outside_the_stream },
 	{ "usable_after_faults", test_usable_after_faults },
 };

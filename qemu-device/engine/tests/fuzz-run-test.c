@@ -3,7 +3,8 @@
  * Description: a short bounded run of the libFuzzer target for the program
  * validator, disassembler/assembler and engine (build/fuzz/spyre-prog-fuzz,
  * built by `make fuzz`): 200,000 executions or 45 s, whichever comes first,
- * seeded with valid programs written by the builder. Fails on any crash,
+ * seeded with valid programs written by the builder (DMA and matmul, the
+ * ring, a loop, address registers and ARGMAX). Fails on any crash,
  * sanitizer report or timeout; skips (77) when clang's libFuzzer was not
  * available to build the target. Prints the number of executions.
  */
@@ -44,7 +45,7 @@ static void test_libfuzzer_run(void)
 	if (!TAP_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m"))
 		return;
 
-	/* seeds: a DMA + matmul program, a ring program, a loop */
+	/* seeds: a DMA + matmul program, a ring program, a loop, address registers + ARGMAX */
 	struct spyre_pb *pb = spyre_pb_new();
 
 	spyre_pb_sym(pb, "x", SPYRE_DT_FP32, 1, (uint64_t[]){ 1024 }, 4096, SPYRE_SYM_IN | SPYRE_SYM_OUT);
@@ -73,6 +74,23 @@ static void test_libfuzzer_run(void)
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_ADDI, 1, (uint64_t)-1, 1);
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 1, 1, 0);
 	seed(dir, 2, pb);
+	pb = spyre_pb_new();
+	spyre_pb_sym(pb, "x", SPYRE_DT_FP16, 1, (uint64_t[]){ 1024 }, 2048, SPYRE_SYM_IN | SPYRE_SYM_OUT);
+	spyre_pb_set_scalars(pb, 2);
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 1, 1, 0);	/* odd scalars: stick-aligned offsets */
+	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_LDARG, 2, 1, 0);
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp_reg = SPYRE_PB_REG(2),
+		.mem = { .sym = 0, .reg = SPYRE_PB_REG(1) }, .rows = 2, .row_bytes = 128 });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ARGMAX, .dt = SPYRE_DT_FP16,
+		.dt2 = SPYRE_DT_INT32, .d = 4096, .a = 128, .rows = 2, .cols = 64 });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ARGMAX, .dt = SPYRE_DT_FP16,
+		.dt2 = SPYRE_DT_INT32, .flags = SPYRE_IF_INDEX, .d = 4224, .a = 128, .b = 8192, .rows = 2, .cols = 64 });
+	spyre_pb_dma(pb, 0, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){ .sp = 4096, .sp_reg = SPYRE_PB_REG(1),
+		.mem = { .sym = 0 }, .row_bytes = 128 });
+	spyre_pb_set_addressing(pb, SPYRE_PB_ADDR_RELOC);
+	spyre_pb_dma(pb, 1, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .mem = { .sym = 0, .off = 256,
+		.reg = SPYRE_PB_REG(1) }, .row_bytes = 128 });
+	seed(dir, 3, pb);
 
 	snprintf(cmd, sizeof(cmd), "%s -runs=200000 -max_total_time=45 -timeout=10 -rss_limit_mb=2048 "
 		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, dir, dir, dir);

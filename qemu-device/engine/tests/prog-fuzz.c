@@ -5,7 +5,9 @@
  * which must reproduce the image whenever the input was laid out the
  * builder's way) and the engine itself (4 cores, 64 KiB scratchpads, a 4096
  * instruction budget, flat memory holding the image and a 1 MiB buffer that
- * every slot points at). Any crash, sanitizer report or hang is a bug.
+ * every slot points at; even scalars are small counts, odd ones stick-aligned
+ * offsets for the address registers). Any crash, sanitizer report or hang is
+ * a bug.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	free(text);
 
-	/* run it: image at 0x10000, every slot -> a 1 MiB buffer, scalars small */
+	/* run it: image at 0x10000, every slot -> a 1 MiB buffer, scalars small (loop counts, offsets) */
 	m.next = 0;
 	uint64_t prog = flatmem_alloc(&m, size ? size : 1);
 	uint64_t args = flatmem_alloc(&m, 8 * 512);
@@ -77,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memcpy(flatmem_ptr(&m, prog), data, size);
 	for (int i = 0; i < 512; i++) {
-		uint64_t v = i < 256 ? buf : (uint64_t)(i & 7);
+		uint64_t v = i < 256 ? buf : (uint64_t)(i & 7) * (i & 1 ? SPYRE_STICK_BYTES : 1);
 
 		memcpy((uint8_t *)flatmem_ptr(&m, args) + 8 * i, &v, 8);
 	}
