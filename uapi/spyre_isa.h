@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * spyre_isa.h - the spyre compute engine's program container format, ISA
- * encoding, argument block and fault codes. Shared by the engine
- * (qemu-device/engine/), the program builder, the assembler and libspyre.
+ * encoding, argument block and fault codes. Shared by the ISA library (isa/:
+ * codec, validator, builder, assembler), the engine (qemu-device/engine/) and
+ * libspyre.
  * Plain C, fixed-width types, no kernel or QEMU types. docs/spyre-isa.md is
  * the prose specification; this header is the only place the numbers live.
  *
