@@ -9,9 +9,9 @@
 # what runs programs on the host links the engine as well.
 
 ISA_DIR := isa
-ISA_SRCS := $(addprefix $(ISA_DIR)/,decode.c dtype.c progbuild.c asm.c)
+ISA_SRCS := $(addprefix $(ISA_DIR)/,decode.c dtype.c progbuild.c asm.c timing.c)
 # The part the QEMU device compiles with the engine (qemu-device/meson.build).
-ISA_DEVICE_SRCS := $(addprefix $(ISA_DIR)/,decode.c dtype.c)
+ISA_DEVICE_SRCS := $(addprefix $(ISA_DIR)/,decode.c dtype.c timing.c)
 ISA_HDRS := $(wildcard $(ISA_DIR)/*.h) uapi/spyre_isa.h uapi/spyre_hw.h
 ISA_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -fno-strict-aliasing -fwrapv -Iuapi -I$(ISA_DIR)
 ISA_LIB := $(B)/isa/libspyre-isa.a

@@ -16,6 +16,7 @@
 #include "kern.h"
 #include "spyre_dtype.h"
 #include "spyre_isa_codec.h"
+#include "spyre_timing.h"
 
 #define BIT(s) (1u << (s))
 
@@ -152,91 +153,41 @@ uint64_t kg_sp_free(const struct kgen *g, uint32_t core)
 
 /* ---- the cost model -------------------------------------------------------- */
 
-static uint64_t div_up(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
 static uint64_t max64(uint64_t a, uint64_t b)
 {
 	return a > b ? a : b;
 }
 
 /*
- * Modeled cycles of one instruction, the formulas of docs/spyre-isa.md §6 with
- * the default device properties (SPYRE_TM_*), @active cores sharing LPDDR.
- * Waits (recv, wait, barrier) are not modeled here: a static estimate.
+ * Estimated device ns of an image: the slowest core's sum of its
+ * instructions' busy cycles (isa/spyre_timing.h, what the engine charges)
+ * with the default device properties. Waits for messages, tokens and
+ * barriers are not modeled: a static estimate. 0 for a malformed image.
  */
-static uint64_t insn_cycles(const union spyre_insn *in, uint32_t active)
-{
-	const struct spyre_insn_tensor *t = &in->t;
-	uint64_t elems = (uint64_t)t->rows * t->cols, c;
-	uint32_t e1 = SPYRE_DT_SIZE(t->dtype), e2 = SPYRE_DT_SIZE(t->dtype2);
-
-	switch (in->raw[0]) {
-	case SPYRE_ISA_OP_LOAD:
-	case SPYRE_ISA_OP_STORE:
-		c = (uint64_t)in->dma.rows * in->dma.row_bytes;
-		return SPYRE_TM_DMA_LATENCY_CYCLES + div_up(c * SPYRE_TM_CLOCK_MHZ * active, SPYRE_TM_MEM_BW_MBPS);
-	case SPYRE_ISA_OP_MATMUL: {
-		uint32_t mac = t->dtype == SPYRE_DT_FP32 ? SPYRE_TM_MAC_PER_NS_FP32 :
-			       t->dtype == SPYRE_DT_INT8 ? SPYRE_TM_MAC_PER_NS_INT8 : SPYRE_TM_MAC_PER_NS_16;
-		uint64_t macs = div_up(t->rows, SPYRE_TM_PE_ROWS) * SPYRE_TM_PE_ROWS * t->cols * t->k;
-		uint64_t bytes = ((uint64_t)t->rows * t->k + (uint64_t)t->k * t->cols) * e1 + elems * e2;
-
-		return max64(div_up(macs * SPYRE_TM_CLOCK_MHZ, (uint64_t)mac * 1000),
-			     div_up(bytes, SPYRE_TM_SP_BYTES_PER_CYCLE));
-	}
-	case SPYRE_ISA_OP_SEND:
-		return div_up(in->ring.bytes, SPYRE_TM_RING_BYTES_PER_CYCLE);
-	case SPYRE_ISA_OP_EXP:
-	case SPYRE_ISA_OP_GELU:
-	case SPYRE_ISA_OP_SILU:
-	case SPYRE_ISA_OP_RSQRT:
-		return max64(div_up(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE) * SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES,
-			     div_up(elems * (e1 + e2), SPYRE_TM_SP_BYTES_PER_CYCLE));
-	case SPYRE_ISA_OP_SOFTMAX:
-		return max64(div_up(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE) * (2 + SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES),
-			     div_up(elems * (2 * e1 + e2), SPYRE_TM_SP_BYTES_PER_CYCLE));
-	default:
-		if (spyre_opcode_name(in->raw[0]) && in->raw[0] >= SPYRE_ISA_OP_ADD && in->raw[0] < SPYRE_ISA_OP_SEND)
-			return max64(div_up(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE),
-				     div_up(elems * (e1 + e2), SPYRE_TM_SP_BYTES_PER_CYCLE));
-		return 0;
-	}
-}
-
-/* Estimated device ns of an image: the slowest core's sum of instruction costs. */
 static uint64_t estimate_ns(const void *image, size_t size)
 {
-	const uint8_t *p = image;
-	struct spyre_prog_hdr h;
+	struct spyre_prog_view v;
+	struct spyre_timing tm;
 	uint64_t worst = 0;
 	uint32_t active = 0;
 
-	if (size < sizeof(h))
+	if (spyre_prog_check_container(image, size, &v) != SPYRE_ENGINE_FAULT_NONE)
 		return 0;
-	memcpy(&h, p, sizeof(h));	/* the builder wrote it on this (little-endian) host */
-	for (uint32_t c = 0; c < h.num_cores && c < SPYRE_MAX_CORES; c++) {
-		struct spyre_prog_core pc;
-
-		memcpy(&pc, p + h.core_off + 8 * c, sizeof(pc));
-		active += pc.num_insns > 0;
-	}
-	for (uint32_t c = 0; c < h.num_cores && c < SPYRE_MAX_CORES; c++) {
-		struct spyre_prog_core pc;
+	spyre_timing_default(&tm);
+	for (uint32_t c = 0; c < v.hdr.num_cores; c++)
+		active += v.cores[c].num_insns > 0;
+	for (uint32_t c = 0; c < v.hdr.num_cores; c++) {
 		uint64_t cyc = 0;
 
-		memcpy(&pc, p + h.core_off + 8 * c, sizeof(pc));
-		for (uint32_t i = 0; i < pc.num_insns; i++) {
+		for (uint32_t i = 0; i < v.cores[c].num_insns; i++) {
 			union spyre_insn in;
 
-			spyre_insn_decode(p + pc.code_off + (size_t)i * SPYRE_INSN_BYTES, &in);
-			cyc += SPYRE_TM_ISSUE_CYCLES + insn_cycles(&in, active ? active : 1);
+			spyre_insn_decode(v.image + spyre_prog_insn_off(&v, c, i), &in);
+			cyc += spyre_insn_cycles(&in, &tm, active);
 		}
 		worst = max64(worst, cyc);
 	}
-	return div_up(worst * 1000, SPYRE_TM_CLOCK_MHZ);
+	return (worst * 1000 + tm.clock_mhz - 1) / tm.clock_mhz;
 }
 
 /* ---- building ----------------------------------------------------------- */
@@ -296,22 +247,26 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
 	spyre_pb_free(g.pb);
 	if (ret)
 		return ret;
-	for (uint32_t c = 0; c < SPYRE_MAX_CORES; c++) {
-		const struct spyre_prog_core *pc = (const void *)((const uint8_t *)*image +
-			((const struct spyre_prog_hdr *)*image)->core_off + 8 * c);
+	{
+		struct spyre_prog_view v;
 
-		if (c >= ((const struct spyre_prog_hdr *)*image)->num_cores)
-			break;
-		if (pc->num_insns) {
-			info->core_mask |= 1u << c;
-			info->cores++;
+		if (spyre_prog_check_container(*image, *size, &v) != SPYRE_ENGINE_FAULT_NONE) {
+			free(*image);
+			*image = NULL;
+			return spyre_error(-EINVAL, "%s: the builder wrote a malformed image", info->name);
 		}
+		for (uint32_t c = 0; c < v.hdr.num_cores; c++) {
+			if (v.cores[c].num_insns) {
+				info->core_mask |= 1u << c;
+				info->cores++;
+			}
+		}
+		if (!info->core_mask) {
+			info->core_mask = 1;
+			info->cores = 1;
+		}
+		info->num_scalars = v.hdr.num_scalars;
 	}
-	if (!info->core_mask) {
-		info->core_mask = 1;
-		info->cores = 1;
-	}
-	info->num_scalars = ((const struct spyre_prog_hdr *)*image)->num_scalars;
 	info->image_bytes = *size;
 	info->est_ns = estimate_ns(*image, *size);
 	return 0;

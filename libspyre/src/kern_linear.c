@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "kern.h"
+#include "spyre_timing.h"
 
 #define STICK ((uint64_t)SPYRE_STICK_BYTES)
 #define MAX_INSNS 65536u
@@ -60,31 +61,43 @@ static inline uint64_t max64(uint64_t a, uint64_t b)
 
 /* ---- the cost model's formulas ------------------------------------------ */
 
-uint64_t kg_cyc_dma(uint64_t bytes, uint32_t active)
+/* The timing model's formulas (isa/spyre_timing.h) with the default device properties, issue included. */
+static const struct spyre_timing *tm_default(void)
 {
-	return SPYRE_TM_ISSUE_CYCLES + SPYRE_TM_DMA_LATENCY_CYCLES +
-	       cdiv(bytes * SPYRE_TM_CLOCK_MHZ * (active ? active : 1), SPYRE_TM_MEM_BW_MBPS);
+	static struct spyre_timing tm;
+	static int once;
+
+	if (!__atomic_load_n(&once, __ATOMIC_ACQUIRE)) {
+		struct spyre_timing t;
+
+		spyre_timing_default(&t);
+		tm = t;	/* every thread writes the same bytes */
+		__atomic_store_n(&once, 1, __ATOMIC_RELEASE);
+	}
+	return &tm;
 }
 
+uint64_t kg_cyc_dma(uint64_t bytes, uint32_t active)
+{
+	return SPYRE_TM_ISSUE_CYCLES + spyre_timing_dma(tm_default(), bytes, active);
+}
+
+/* Cycles of @macs multiply-accumulates at the PE array's rate for @dt (planner aggregates). */
 static uint64_t mac_cycles(uint32_t dt, uint64_t macs)
 {
-	uint64_t rate = dt == SPYRE_DT_FP32 ? SPYRE_TM_MAC_PER_NS_FP32 : SPYRE_TM_MAC_PER_NS_16;
+	const struct spyre_timing *t = tm_default();
 
-	return cdiv(macs * SPYRE_TM_CLOCK_MHZ, rate * 1000);
+	return cdiv(macs * t->clock_mhz, (uint64_t)t->peak_mac_per_ns[dt] * 1000);
 }
 
 uint64_t kg_cyc_mm(uint32_t dt, uint32_t dt2, uint64_t m, uint64_t n, uint64_t k)
 {
-	uint64_t bytes = (m * k + k * n) * SPYRE_DT_SIZE(dt) + m * n * SPYRE_DT_SIZE(dt2);
-
-	return SPYRE_TM_ISSUE_CYCLES + max64(mac_cycles(dt, rup(m, SPYRE_TM_PE_ROWS) * n * k),
-					     cdiv(bytes, SPYRE_TM_SP_BYTES_PER_CYCLE));
+	return SPYRE_TM_ISSUE_CYCLES + spyre_timing_matmul(tm_default(), dt, dt2, m, n, k, 0);
 }
 
 uint64_t kg_cyc_sfu(uint64_t elems, uint32_t passes, uint64_t bytes)
 {
-	return SPYRE_TM_ISSUE_CYCLES + max64(cdiv(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE) * passes,
-					     cdiv(bytes, SPYRE_TM_SP_BYTES_PER_CYCLE));
+	return SPYRE_TM_ISSUE_CYCLES + spyre_timing_sfu(tm_default(), elems, bytes, passes);
 }
 
 /* ---- grouped dimensions ---------------------------------------------------- */

@@ -19,6 +19,7 @@
 
 #include "spyre_dtype.h"
 #include "spyre_engine.h"
+#include "spyre_timing.h"
 #include "spyre_isa_codec.h"
 #include "spyre_kernels.h"
 
@@ -48,6 +49,7 @@ struct core {
 
 struct spyre_engine {
 	struct spyre_engine_config cfg;
+	struct spyre_timing tm;		/* cfg's timing properties, for spyre_insn_cycles() */
 	uint8_t *sp;			/* cores * scratchpad_bytes */
 	struct core core[SPYRE_MAX_CORES];
 	float *ws[3];			/* matmul workspaces (converted A, B, C) */
@@ -115,6 +117,13 @@ struct spyre_engine *spyre_engine_new(const struct spyre_engine_config *cfg)
 	if (!e)
 		return NULL;
 	e->cfg = *cfg;
+	e->tm = (struct spyre_timing){
+		.clock_mhz = cfg->clock_mhz, .mem_bw_mbps = cfg->mem_bw_mbps,
+		.dma_latency_cycles = cfg->dma_latency_cycles, .ring_bytes_per_cycle = cfg->ring_bytes_per_cycle,
+		.sp_bytes_per_cycle = cfg->sp_bytes_per_cycle, .sfu_elems_per_cycle = cfg->sfu_elems_per_cycle,
+		.sfu_transcendental_cycles = cfg->sfu_transcendental_cycles, .issue_cycles = cfg->issue_cycles,
+	};
+	memcpy(e->tm.peak_mac_per_ns, cfg->peak_mac_per_ns, sizeof(e->tm.peak_mac_per_ns));
 	/* calloc: untouched scratchpad pages cost no host memory */
 	e->sp = calloc(cfg->cores, cfg->scratchpad_bytes);
 	if (!e->sp) {
@@ -203,20 +212,13 @@ static void charge(struct spyre_engine *e, struct core *c, uint64_t cycles)
 	c->busy += cycles;
 }
 
-/* exp, gelu, silu, rsqrt: run through the SFU's transcendental path */
-static bool transcendental(uint32_t opcode)
+/* Charge the timing model's cost of instruction @insn (isa/spyre_timing.h) to core c. */
+static void charge_insn(struct spyre_engine *e, struct core *c, const void *insn)
 {
-	return opcode == SPYRE_ISA_OP_GELU || opcode == SPYRE_ISA_OP_SILU ||
-	       opcode == SPYRE_ISA_OP_EXP || opcode == SPYRE_ISA_OP_RSQRT;
-}
+	uint64_t cycles = spyre_insn_cycles(insn, &e->tm, e->active);
 
-/* SFU / scratchpad-bound op: elems through the SFU, bytes through the scratchpad. */
-static uint64_t sfu_cycles(const struct spyre_engine *e, uint64_t elems, uint64_t bytes,
-			   uint32_t passes_per_vec)
-{
-	uint64_t c = div_up(elems, e->cfg.sfu_elems_per_cycle) * passes_per_vec;
-
-	return max64(c, div_up(bytes, e->cfg.sp_bytes_per_cycle));
+	c->clock += cycles;
+	c->busy += cycles;
 }
 
 /* ---- DMA ------------------------------------------------------------------ */
@@ -292,10 +294,7 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 	if (!store)
 		c->sp_dirty = max64(c->sp_dirty, spo + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes);
 
-	uint64_t bytes = (uint64_t)d->rows * d->row_bytes;
-
-	charge(e, c, e->cfg.dma_latency_cycles +
-		     div_up(bytes * e->cfg.clock_mhz * e->active, e->cfg.mem_bw_mbps));
+	charge_insn(e, c, d);
 	return STEP_NEXT;
 }
 
@@ -360,12 +359,7 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 					spyre_store_f32(ROW(sp, t->d, i, t->ldd), dt2, j, cc[i * n + j]);
 	}
 
-	/* the 8x8 PE array works in 8-row passes: rows are padded to 8 */
-	uint64_t macs = div_up(m, SPYRE_TM_PE_ROWS) * SPYRE_TM_PE_ROWS * n * k;
-	uint64_t cyc = div_up(macs * e->cfg.clock_mhz, (uint64_t)e->cfg.peak_mac_per_ns[dt] * 1000);
-	uint64_t bytes = (m * k + k * n) * SPYRE_DT_SIZE(dt) + m * n * SPYRE_DT_SIZE(dt2) * (acc ? 2 : 1);
-
-	charge(e, c, max64(cyc, div_up(bytes, e->cfg.sp_bytes_per_cycle)));
+	charge_insn(e, c, t);
 	return STEP_NEXT;
 }
 
@@ -464,11 +458,7 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 			}
 		}
 	}
-	uint64_t elems = (uint64_t)t->rows * t->cols;
-
-	charge(e, c, sfu_cycles(e, elems, elems * (SPYRE_DT_SIZE(dt) * (cls == SPYRE_CLS_BINARY ? 2 : 1) +
-						   SPYRE_DT_SIZE(dt2)),
-				transcendental(t->opcode) ? e->cfg.sfu_transcendental_cycles : 1));
+	charge_insn(e, c, t);
 }
 
 static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
@@ -486,9 +476,7 @@ static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const
 				spyre_store_int(dr, dt, j, (int32_t)t->b);
 		}
 	}
-	uint64_t elems = (uint64_t)t->rows * t->cols;
-
-	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(dt), 1));
+	charge_insn(e, c, t);
 }
 
 static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
@@ -521,9 +509,7 @@ static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, con
 		else
 			spyre_store_f32(sp + t->d, dt2, o, fa);
 	}
-	uint64_t elems = (uint64_t)t->rows * t->cols;
-
-	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(dt) + outer * SPYRE_DT_SIZE(dt2), 1));
+	charge_insn(e, c, t);
 }
 
 static void exec_argmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
@@ -550,9 +536,7 @@ static void exec_argmax(struct spyre_engine *e, struct core *c, uint32_t id, con
 
 		spyre_store_int(sp + t->d, SPYRE_DT_INT32, r, v);
 	}
-	uint64_t elems = (uint64_t)t->rows * t->cols;
-
-	charge(e, c, sfu_cycles(e, elems, elems * SPYRE_DT_SIZE(t->dtype) + 4ull * t->rows, 1));
+	charge_insn(e, c, t);
 }
 
 static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
@@ -582,10 +566,7 @@ static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, co
 				spyre_store_f32(dr, dt2, j0 + j, ex[j]);
 		}
 	}
-	uint64_t elems = (uint64_t)t->rows * t->cols;
-
-	charge(e, c, sfu_cycles(e, elems, elems * (2 * SPYRE_DT_SIZE(dt) + SPYRE_DT_SIZE(dt2)),
-				2 + e->cfg.sfu_transcendental_cycles));
+	charge_insn(e, c, t);
 }
 
 static void exec_transpose(struct spyre_engine *e, struct core *c, uint32_t id,
@@ -598,10 +579,7 @@ static void exec_transpose(struct spyre_engine *e, struct core *c, uint32_t id,
 		for (uint32_t j = 0; j < t->cols; j++)
 			memmove(ROW(sp, t->d, j, t->ldd) + (uint64_t)r * esz, ROW(sp, t->a, r, t->lda) + (uint64_t)j * esz,
 				esz);
-	uint64_t elems = (uint64_t)t->rows * t->cols;
-
-	/* one element per lane per cycle through the relayout path */
-	charge(e, c, sfu_cycles(e, elems, 2 * elems * esz, 1));
+	charge_insn(e, c, t);
 }
 
 static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opclass cls)
@@ -660,7 +638,7 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 		dst->head[id] = m;
 	dst->tail[id] = m;
 	dst->inbox_bytes += r->bytes;
-	charge(e, c, xfer);
+	charge_insn(e, c, r);	/* the sender is busy for the transfer */
 	return STEP_NEXT;
 }
 
