@@ -9,7 +9,8 @@
  * worker threads off the vCPU thread (spyre_queue.c: COPY, LAUNCH, SIGNAL,
  * WAIT, TIMESTAMP, NOP, completion words and interrupts, errors), the device
  * MMU (spyre_mmu.c: context table, page-table walks, TLB), the compute engine
- * LAUNCH runs (engine/), and fault injection.
+ * LAUNCH runs (engine/), and fault injection. With timed=on (and -icount),
+ * every packet completes at a modeled virtual time (docs/timed-mode.md).
  *
  * Guest misuse never aborts QEMU: it is logged with SPYRE_GUEST_ERR (a trace
  * event plus LOG_GUEST_ERROR) and the access is ignored.
@@ -33,6 +34,8 @@
 #include "qemu/atomic.h"
 #include "qemu/main-loop.h"
 #include "qemu/timer.h"
+#include "sysemu/cpu-timers.h"
+#include "sysemu/qtest.h"
 #include "spyre_int.h"
 
 static unsigned spyre_msix_vectors(SpyreState *s)
@@ -156,9 +159,21 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
     return val;
 }
 
+int64_t spyre_vclock_ns(void)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+}
+
+/* The device clock: host time, or in timed mode the virtual timeline. */
+static int64_t spyre_clock_now(SpyreState *s)
+{
+    return s->params.timed ? spyre_vclock_ns() :
+           qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+}
+
 int64_t spyre_clock_ns(SpyreState *s)
 {
-    return qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - s->clock_base_ns;
+    return spyre_clock_now(s) - s->clock_base_ns;
 }
 
 static void spyre_set_window(SpyreState *s, uint64_t base)
@@ -188,22 +203,35 @@ static void spyre_do_reset(SpyreState *s)
     qatomic_set(&s->ctx_count, 0);
     qatomic_inc(&s->mmu_gen);
     qatomic_set(&s->err_queues, 0);
-    s->clock_base_ns = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    s->clock_base_ns = spyre_clock_now(s);
     s->clock_hi_latch = 0;
+    s->t_dma_free = s->t_engine_free = spyre_clock_now(s);
     s->reset_count++;
     trace_spyre_reset(s->reset_count);
 }
 
-/* Called from queue workers: MSI-X is sent from the main loop, under the BQL. */
+/*
+ * Called from queue workers: MSI-X is sent from the main loop, under the BQL.
+ * In timed mode the caller holds the BQL on the vCPU's timeline and sends the
+ * pending vectors itself with spyre_irq_flush(), once it holds no queue lock:
+ * a bottom half would run at a host-dependent point of the guest's execution.
+ */
 void spyre_raise_irq(SpyreState *s, unsigned vector)
 {
     qatomic_or(&s->irq_pending[vector / 64], 1ULL << (vector % 64));
-    qemu_bh_schedule(s->irq_bh);
+    if (!s->params.timed) {
+        qemu_bh_schedule(s->irq_bh);
+    }
 }
 
 static void spyre_irq_bh(void *opaque)
 {
-    SpyreState *s = opaque;
+    spyre_irq_flush(opaque);
+}
+
+/* Send the pending MSI-X vectors. Under the BQL, no queue lock held. */
+void spyre_irq_flush(SpyreState *s)
+{
     PCIDevice *pdev = PCI_DEVICE(s);
     unsigned w, v;
 
@@ -298,6 +326,9 @@ static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
                         HWADDR_PRIx, val, addr);
         break;
     }
+    if (s->params.timed) {
+        spyre_irq_flush(s);     /* e.g. a queue that stopped at enable */
+    }
 }
 
 static const MemoryRegionOps spyre_mmio_ops = {
@@ -352,6 +383,26 @@ static bool spyre_check_params(SpyreState *s, Error **errp)
     if (p->clock_mhz < 100 || p->clock_mhz > 10000) {
         error_setg(errp, "spyre: clock-mhz=%u is out of range (100..10000)",
                    p->clock_mhz);
+        return false;
+    }
+    if (p->timed && !icount_enabled() && !qtest_enabled()) {
+        error_setg(errp, "spyre: timed=on needs instruction counting "
+                   "(-icount shift=N,sleep=off; docs/timed-mode.md)");
+        return false;
+    }
+    if (p->dma_mbps < 1 || p->mem_copy_mbps < 1) {
+        error_setg(errp, "spyre: dma-mbps=%u and mem-copy-mbps=%u must be "
+                   "at least 1", p->dma_mbps, p->mem_copy_mbps);
+        return false;
+    }
+    if (p->dma_latency_ns > 1000000000) {
+        error_setg(errp, "spyre: dma-latency-ns=%u is out of range "
+                   "(0..1000000000)", p->dma_latency_ns);
+        return false;
+    }
+    if (p->wait_poll_ns < 100 || p->wait_poll_ns > 1000000) {
+        error_setg(errp, "spyre: wait-poll-ns=%u is out of range "
+                   "(100..1000000)", p->wait_poll_ns);
         return false;
     }
     return true;
@@ -422,7 +473,8 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         qemu_mutex_init(&s->engine_lock);
     }
     s->irq_bh = qemu_bh_new(spyre_irq_bh, s);
-    s->clock_base_ns = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    s->clock_base_ns = spyre_clock_now(s);
+    s->t_dma_free = s->t_engine_free = spyre_clock_now(s);
     spyre_queues_init(s);
 
     trace_spyre_realize(s->params.cores, s->params.scratchpad_size,
@@ -464,6 +516,14 @@ static Property spyre_properties[] = {
     DEFINE_PROP_SIZE("mem-size", SpyreState, params.mem_size, 1 * GiB),
     DEFINE_PROP_UINT32("queues", SpyreState, params.queues, 16),
     DEFINE_PROP_UINT32("clock-mhz", SpyreState, params.clock_mhz, 1500),
+    /* Timed mode; the figures are assumptions (docs/timed-mode.md). */
+    DEFINE_PROP_BOOL("timed", SpyreState, params.timed, false),
+    DEFINE_PROP_UINT32("dma-mbps", SpyreState, params.dma_mbps, 50000),
+    DEFINE_PROP_UINT32("dma-latency-ns", SpyreState, params.dma_latency_ns,
+                       1000),
+    DEFINE_PROP_UINT32("mem-copy-mbps", SpyreState, params.mem_copy_mbps,
+                       75000),
+    DEFINE_PROP_UINT32("wait-poll-ns", SpyreState, params.wait_poll_ns, 1000),
     DEFINE_PROP_END_OF_LIST(),
 };
 

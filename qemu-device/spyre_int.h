@@ -7,6 +7,7 @@
 #define HW_MISC_SPYRE_INT_H
 
 #include "qemu/thread.h"
+#include "qemu/timer.h"
 #include "hw/pci/pci.h"
 #include "spyre_hw.h"
 #include "engine/spyre_engine.h"
@@ -30,7 +31,20 @@ typedef struct SpyreParams {
     uint64_t mem_size;
     uint32_t queues;
     uint32_t clock_mhz;
+    /* Timed mode (docs/timed-mode.md): the modeled link and device memory. */
+    bool timed;
+    uint32_t dma_mbps;          /* host link bandwidth, 10^6 B/s */
+    uint32_t dma_latency_ns;    /* fixed cost of every COPY */
+    uint32_t mem_copy_mbps;     /* device memory to device memory */
+    uint32_t wait_poll_ns;      /* first re-read of a WAIT's semaphore */
 } SpyreParams;
+
+/* Where a queue's packet is on the virtual timeline (timed mode only). */
+typedef enum SpyreTimedPhase {
+    SPYRE_T_IDLE,           /* no packet in progress */
+    SPYRE_T_PENDING,        /* done functionally, completes at t_done */
+    SPYRE_T_WAITING,        /* a WAIT, re-read at the timer */
+} SpyreTimedPhase;
 
 typedef struct SpyreTLBEntry {
     uint64_t tag;           /* ctx << 32 | VA page number, + 1; 0 = empty */
@@ -85,9 +99,31 @@ typedef struct SpyreQueue {
     bool hung;              /* SPYRE_INJECT_HANG fired */
     bool quit;
 
-    /* Worker-private: only the queue's own thread touches these. */
+    /*
+     * Worker-private: only the queue's own thread touches these (in timed
+     * mode, which has no worker, the queue's timer callback).
+     */
     SpyreTLBEntry tlb[SPYRE_TLB_ENTRIES];
     uint32_t tlb_gen;
+    uint64_t moved_link;    /* last COPY: bytes with a host side */
+    uint64_t moved_mem;     /* ... and device memory to device memory */
+    uint64_t launch_ns;     /* last LAUNCH: the engine's modeled time */
+
+    /*
+     * Timed mode: the packet in progress runs in the queue's
+     * QEMU_CLOCK_VIRTUAL timer callback and completes at a virtual time.
+     * Only touched under the BQL (timer callback, MMIO, reset).
+     */
+    QEMUTimer *t_timer;
+    SpyreTimedPhase t_phase;
+    bool t_running;         /* a packet executes (a reset may run inside) */
+    bool t_ok;
+    SpyreFault t_fault;
+    int64_t t_done;         /* SPYRE_T_PENDING: completion, virtual ns */
+    uint32_t t_poll_ns;     /* SPYRE_T_WAITING: next re-read interval */
+    uint64_t t_compl;       /* completion word address at fetch */
+    uint32_t t_head;        /* HEAD at fetch */
+    uint8_t t_raw[SPYRE_PKT_SIZE];
 } SpyreQueue;
 
 struct SpyreState {
@@ -136,12 +172,18 @@ struct SpyreState {
     QemuMutex engine_lock;  /* Protects engine */
     struct spyre_engine *engine;
 
+    /* Timed mode: when the shared resources are next free (virtual ns). */
+    int64_t t_dma_free;
+    int64_t t_engine_free;
+
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
 
 /* spyre.c */
 void spyre_raise_irq(SpyreState *s, unsigned vector);
+void spyre_irq_flush(SpyreState *s);
 int64_t spyre_clock_ns(SpyreState *s);
+int64_t spyre_vclock_ns(void);
 
 /* spyre_queue.c */
 void spyre_queues_init(SpyreState *s);
@@ -151,6 +193,7 @@ uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg);
 uint64_t spyre_queue_engine_read(SpyreQueue *q, unsigned reg);
 void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val);
 void spyre_inject(SpyreState *s, uint32_t val);
+void spyre_timed_kick(SpyreQueue *q);
 uint32_t spyre_inject_armed(SpyreState *s);
 
 /* spyre_mmu.c */
