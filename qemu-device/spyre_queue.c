@@ -855,9 +855,8 @@ static void timed_start(SpyreQueue *q, int64_t now)
         qemu_mutex_lock(&q->lock);
         q->status |= SPYRE_QSTAT_WAITING;
         qemu_mutex_unlock(&q->lock);
-        q->t_phase = SPYRE_T_WAITING;
+        q->t_phase = SPYRE_T_WAITING;      /* timed_cb() reads it now */
         q->t_poll_ns = s->params.wait_poll_ns;
-        timed_wait_check(q, now);
         return;
     }
     if (valid && h->opcode == SPYRE_PKT_OP_COPY) {

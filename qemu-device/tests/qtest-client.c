@@ -279,6 +279,11 @@ void qtest_memset(struct qtest *qt, uint64_t addr, uint8_t val, uint64_t len)
 	cmd(qt, "memset 0x%" PRIx64 " 0x%" PRIx64 " 0x%02x", addr, len, val);
 }
 
+int64_t qtest_clock_step(struct qtest *qt, int64_t ns)
+{
+	return strtoll(ns < 0 ? cmd(qt, "clock_step") : cmd(qt, "clock_step %" PRId64, ns), NULL, 0);
+}
+
 uint32_t qtest_inl(struct qtest *qt, uint16_t port)
 {
 	return (uint32_t)strtoull(cmd(qt, "inl 0x%x", port), NULL, 0);
