@@ -151,12 +151,61 @@ uint64_t kg_sp_free(const struct kgen *g, uint32_t core)
 	return core < SPYRE_MAX_CORES ? g->sp_bytes - g->sp_used[core] : 0;
 }
 
-/* ---- the cost model -------------------------------------------------------- */
-
-static uint64_t max64(uint64_t a, uint64_t b)
+uint32_t kg_tile_sizes(uint64_t total, uint64_t unit, uint64_t cap, uint64_t dense, uint64_t *out, uint32_t max)
 {
-	return a > b ? a : b;
+	uint32_t n = 0;
+	uint64_t tmax = kg_cdiv(total, unit), last = 0;
+
+	for (uint64_t t = 1; t <= tmax && n < max; t = t < dense ? t + 1 : (t * 5 + 3) / 4) {
+		uint64_t s = kg_min64(kg_rup(kg_cdiv(total, t), unit), total);
+
+		if (s > cap || s == last)
+			continue;
+		out[n++] = last = s;
+	}
+	if (n < max && last != kg_min64(unit, total) && kg_min64(unit, total) <= cap)
+		out[n++] = kg_min64(unit, total);
+	return n;
 }
+
+uint32_t kg_row_tiles(uint64_t m, uint64_t dense, uint64_t *out, uint32_t max)
+{
+	uint32_t n = kg_tile_sizes(m, m < SPYRE_TM_PE_ROWS ? m : SPYRE_TM_PE_ROWS, UINT32_MAX, dense, out, max - 3);
+
+	for (uint64_t r = 4; r >= 1 && n < max; r /= 2)
+		if (r < out[n - 1])
+			out[n++] = r;
+	return n;
+}
+
+uint32_t kg_choose_parts(uint64_t units, uint32_t cores, bool (*cost)(void *ctx, uint32_t parts, uint64_t *cycles),
+			 void *ctx)
+{
+	uint64_t wmin = kg_cdiv(units, cores), best_cyc = UINT64_MAX, cyc[64];
+	uint32_t cand[64], n = 0;
+
+	for (uint64_t w = wmin, prev = 0; w <= units;
+	     w = w == units ? w + 1 : w < 2 * wmin ? w + 1 : kg_min64((w * 5 + 3) / 4, units)) {
+		uint32_t parts = (uint32_t)kg_cdiv(units, w);
+		uint64_t c;
+
+		if (parts == prev)
+			continue;
+		prev = parts;
+		if (!cost(ctx, parts, &c) || n == 64)
+			continue;
+		cand[n] = parts;
+		cyc[n++] = c;
+		best_cyc = kg_min64(best_cyc, c);
+	}
+	/* within 3 % of the cheapest, the most cores: the estimate is static, spreading is safer */
+	for (uint32_t i = 0; i < n; i++)	/* cand[] runs from the most cores down */
+		if (cyc[i] * 100 <= best_cyc * 103)
+			return cand[i];
+	return (uint32_t)kg_min64(cores, units);
+}
+
+/* ---- the cost model -------------------------------------------------------- */
 
 /*
  * Estimated device ns of an image: the slowest core's sum of its
@@ -185,7 +234,7 @@ static uint64_t estimate_ns(const void *image, size_t size)
 			spyre_insn_decode(v.image + spyre_prog_insn_off(&v, c, i), &in);
 			cyc += spyre_insn_cycles(&in, &tm, active);
 		}
-		worst = max64(worst, cyc);
+		worst = kg_max64(worst, cyc);
 	}
 	return (worst * 1000 + tm.clock_mhz - 1) / tm.clock_mhz;
 }

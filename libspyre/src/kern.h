@@ -54,6 +54,33 @@ struct kg_range {
  */
 struct kg_range kg_split(uint64_t total, uint32_t parts, uint32_t i, uint64_t granule);
 
+/*
+ * How many of @cores to split @units of work over (whole units: 8 rows, a
+ * stick of columns). 32 cores may get 7 and 6 units where 25 would get 8
+ * each: with LPDDR shared among the launched cores, the fewest cores giving
+ * the same largest block are as fast when memory-bound and never slower; and
+ * when every core streams all of one operand, fewer cores stream it fewer
+ * times. Over the block sizes (all up to twice the smallest, then in steps of
+ * 1.25) the most cores whose estimate @cost(@ctx, parts, &cycles) is within
+ * 3 % of the cheapest win (@cost false: that split does not fit); with no
+ * estimate, min(@cores, @units).
+ */
+uint32_t kg_choose_parts(uint64_t units, uint32_t cores, bool (*cost)(void *ctx, uint32_t parts, uint64_t *cycles),
+			 void *ctx);
+
+/*
+ * Candidate tile sizes for a block of @total: ceil(total / t) rounded up to
+ * @unit (t = 1 .. @dense, then in steps of 1.25), those above @cap left out,
+ * largest first, then the unit itself. Returns how many (at most @max).
+ */
+uint32_t kg_tile_sizes(uint64_t total, uint64_t unit, uint64_t cap, uint64_t dense, uint64_t *out, uint32_t max);
+/*
+ * Row tiles of a block of @m rows: kg_tile_sizes() in the PE array's 8-row
+ * passes (@dense as there), then 4, 2 and 1 rows as a last resort (fewer than
+ * 8: only when nothing else fits). @max >= 4.
+ */
+uint32_t kg_row_tiles(uint64_t m, uint64_t dense, uint64_t *out, uint32_t max);
+
 /* Sticks / bytes of a stick-layout row. */
 static inline uint32_t kg_sticks(uint64_t cols, uint32_t dt)
 {
@@ -63,6 +90,48 @@ static inline uint32_t kg_sticks(uint64_t cols, uint32_t dt)
 static inline uint64_t kg_pitch(uint64_t cols, uint32_t dt)
 {
 	return (uint64_t)spyre_sticks(cols, dt) * SPYRE_STICK_BYTES;
+}
+
+/* Small arithmetic of the planners. */
+static inline uint64_t kg_cdiv(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static inline uint64_t kg_rup(uint64_t a, uint64_t b)
+{
+	return kg_cdiv(a, b) * b;
+}
+
+static inline uint64_t kg_min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t kg_max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* A tensor op of @rows x @cols on core @c, dense rows (no explicit strides). */
+static inline void kg_op(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigned dt2, unsigned flags,
+			 uint32_t d, uint32_t a, uint32_t b, uint64_t rows, uint64_t cols)
+{
+	spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = opc, .dt = dt, .dt2 = dt2, .flags = flags, .d = d,
+						     .a = a, .b = b, .rows = (uint32_t)rows, .cols = (uint32_t)cols });
+}
+
+/*
+ * @rows x @row_bytes between the scratchpad at @sp (rows @row_bytes apart)
+ * and slot @sym at @off (rows @stride apart): a LOAD or STORE on core @c.
+ */
+static inline void kg_dma(struct kgen *g, uint32_t c, unsigned opc, uint32_t sp, int sym, uint64_t off,
+			  uint64_t rows, uint64_t row_bytes, uint64_t stride)
+{
+	spyre_pb_dma(g->pb, c, opc, &(struct spyre_pb_dma){
+		.sp = sp, .mem = { .sym = sym, .off = off }, .rows = (uint32_t)rows,
+		.row_bytes = (uint32_t)row_bytes, .mem_stride = rows > 1 ? (uint32_t)stride : 0,
+		.sp_stride = rows > 1 ? (uint32_t)row_bytes : 0 });
 }
 
 /*

@@ -35,45 +35,6 @@
 #define NEG_BIG		(-1.0e30f)	/* masked score: exp(NEG_BIG - max) is exactly 0 in fp32 */
 #define F32_PER_STICK	(STICK / 4)
 
-static uint64_t cdiv(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
-static uint64_t umax(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-static uint64_t umin(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-/* ---- cost formulas (docs/spyre-isa.md §6, default device): planning only ---- */
-
-static inline uint64_t c_dma(uint64_t bytes, uint32_t active)
-{
-	return SPYRE_TM_ISSUE_CYCLES + SPYRE_TM_DMA_LATENCY_CYCLES +
-	       cdiv(bytes * SPYRE_TM_CLOCK_MHZ * active, SPYRE_TM_MEM_BW_MBPS);
-}
-
-static inline uint64_t c_sfu(uint64_t elems, uint64_t bytes, uint32_t passes)
-{
-	return SPYRE_TM_ISSUE_CYCLES + umax(cdiv(elems, SPYRE_TM_SFU_ELEMS_PER_CYCLE) * passes,
-					    cdiv(bytes, SPYRE_TM_SP_BYTES_PER_CYCLE));
-}
-
-static inline uint64_t c_mm(uint64_t m, uint64_t n, uint64_t k, uint32_t dt, uint32_t dt2)
-{
-	uint64_t mac = dt == SPYRE_DT_FP32 ? SPYRE_TM_MAC_PER_NS_FP32 : SPYRE_TM_MAC_PER_NS_16;
-	uint64_t macs = cdiv(m, SPYRE_TM_PE_ROWS) * SPYRE_TM_PE_ROWS * n * k;
-	uint64_t bytes = (m * k + k * n) * SPYRE_DT_SIZE(dt) + m * n * SPYRE_DT_SIZE(dt2);
-
-	return SPYRE_TM_ISSUE_CYCLES + umax(cdiv(macs * SPYRE_TM_CLOCK_MHZ, mac * 1000),
-					    cdiv(bytes, SPYRE_TM_SP_BYTES_PER_CYCLE));
-}
-
 /* ============================== ROPE ===================================== */
 
 SPYRE_EXPORT void spyre_kernel_rope_tables(void *cos_tab, void *sin_tab, uint32_t max_pos, uint32_t head_dim,
@@ -171,7 +132,7 @@ int kg_gen_rope(struct kgen *g)
 		return -EINVAL;
 
 	/* tokens x heads over the cores: token blocks first, then head blocks */
-	uint32_t tb = (uint32_t)umin(m, g->cores), hb = (uint32_t)umin(heads, g->cores / tb);
+	uint32_t tb = (uint32_t)kg_min64(m, g->cores), hb = (uint32_t)kg_min64(heads, g->cores / tb);
 	bool f32 = dt == SPYRE_DT_FP32;
 	/* per (token, head): X/Y, X fp32 (not for fp32), X R; per token: a cos and a sin row */
 	uint64_t per_th = shd + shd32 * (f32 ? 1 : 2), per_t = 2 * shd32;
@@ -196,17 +157,17 @@ int kg_gen_rope(struct kgen *g)
 			nt = 1;
 			nh = (fr - per_t) / per_th;	/* >= 1: checked above */
 		}
-		nt = umin(nt, tr.count);
+		nt = kg_min64(nt, tr.count);
 		spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, 0, 0);
 		if (rbytes)
 			spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 				.sp = rb, .mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)c_r },
 				.row_bytes = (uint32_t)rbytes });
 		for (uint64_t t = tr.start; t < tr.start + tr.count; t += nt) {
-			uint32_t n_t = (uint32_t)umin(nt, tr.start + tr.count - t);
+			uint32_t n_t = (uint32_t)kg_min64(nt, tr.start + tr.count - t);
 
 			for (uint64_t h = hr.start; h < hr.start + hr.count; h += nh) {
-				uint32_t n_h = (uint32_t)umin(nh, hr.start + hr.count - h), rows = n_t * n_h;
+				uint32_t n_h = (uint32_t)kg_min64(nh, hr.start + hr.count - h), rows = n_t * n_h;
 				uint32_t xb, xf, xr, cb, sb;
 
 				kg_sp_reset(g, c);
@@ -417,9 +378,10 @@ static uint64_t choose_kt(const struct att *a, uint64_t nq, uint64_t nt, bool st
 /* Scores as (K Q^T)^T when that is cheaper than transposing K (few query rows). */
 static bool pick_st(const struct att *a, uint64_t nq, uint64_t kt)
 {
-	uint64_t kq = c_sfu(kt * a->hd, 2 * kt * a->hd * a->esz, 1) + c_mm(nq, kt, a->hd, a->dt, SPYRE_DT_FP32);
-	uint64_t st = c_mm(kt, nq, a->hd, a->dt, SPYRE_DT_FP32) + c_sfu(kt * nq, 8 * kt * nq, 1) +
-		      cdiv(c_sfu(nq * a->hd, 2 * nq * a->hd * a->esz, 1), cdiv(kt, 256));
+	uint64_t kq = kg_cyc_sfu(kt * a->hd, 1, 2 * kt * a->hd * a->esz) +
+		      kg_cyc_mm(a->dt, SPYRE_DT_FP32, nq, kt, a->hd);
+	uint64_t st = kg_cyc_mm(a->dt, SPYRE_DT_FP32, kt, nq, a->hd) + kg_cyc_sfu(kt * nq, 1, 8 * kt * nq) +
+		      kg_cdiv(kg_cyc_sfu(nq * a->hd, 1, 2 * nq * a->hd * a->esz), kg_cdiv(kt, 256));
 
 	return st < kq;
 }
@@ -427,20 +389,23 @@ static bool pick_st(const struct att *a, uint64_t nq, uint64_t kt)
 /* Estimated cycles of one key tile of kn keys: K and V in, scores, softmax update, P V. */
 static uint64_t est_tile(const struct att *a, const struct unit *u, uint64_t kn, bool diag, uint32_t active)
 {
-	uint64_t nq = u->nt * u->nj, e = nq * kn, hd = a->hd, c = a->gather ? 0 : 2 * c_dma(kn * a->shd, active);
+	uint64_t nq = u->nt * u->nj, e = nq * kn, hd = a->hd;
+	uint64_t c = a->gather ? 0 : 2 * kg_cyc_dma(kn * a->shd, active);
 
 	if (u->st)
-		c += c_mm(kn, nq, hd, a->dt, SPYRE_DT_FP32) + c_sfu(e, 8 * e, 1);
+		c += kg_cyc_mm(a->dt, SPYRE_DT_FP32, kn, nq, hd) + kg_cyc_sfu(e, 1, 8 * e);
 	else
-		c += c_sfu(kn * hd, 2 * kn * hd * a->esz, 1) + c_mm(nq, kn, hd, a->dt, SPYRE_DT_FP32);
-	c += 4 * c_sfu(e, 8 * e, 1) + c_sfu(e, 8 * e, SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES);
+		c += kg_cyc_sfu(kn * hd, 1, 2 * kn * hd * a->esz) + kg_cyc_mm(a->dt, SPYRE_DT_FP32, nq, kn, hd);
+	c += 4 * kg_cyc_sfu(e, 1, 8 * e) + kg_cyc_sfu(e, SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES, 8 * e);
 	if (a->decode)
-		c += c_sfu(e, 12 * e, 1);
+		c += kg_cyc_sfu(e, 1, 12 * e);
 	else if (diag)
-		c += (u->nt + 2) * c_sfu(kn, 4 * kn, 1) + u->nj * c_sfu(u->nt * kn, 12 * u->nt * kn, 1);
+		c += (u->nt + 2) * kg_cyc_sfu(kn, 1, 4 * kn) +
+		     u->nj * kg_cyc_sfu(u->nt * kn, 1, 12 * u->nt * kn);
 	if (!a->f32)
-		c += c_sfu(kn * hd, kn * hd * (a->esz + 4), 1);
-	return c + c_mm(nq, hd, kn, SPYRE_DT_FP32, SPYRE_DT_FP32) + c_sfu(nq * hd, 12 * nq * hd, 1) + 8;
+		c += kg_cyc_sfu(kn * hd, 1, kn * hd * (a->esz + 4));
+	return c + kg_cyc_mm(SPYRE_DT_FP32, SPYRE_DT_FP32, nq, hd, kn) + kg_cyc_sfu(nq * hd, 1, 12 * nq * hd) +
+	       8;
 }
 
 /*
@@ -449,38 +414,38 @@ static uint64_t est_tile(const struct att *a, const struct unit *u, uint64_t kn,
  */
 static uint64_t est_unit(const struct att *a, const struct unit *u, uint32_t active)
 {
-	uint64_t nq = u->nt * u->nj, c = 2 * c_dma(nq * a->shd, active), hd = a->hd;
+	uint64_t nq = u->nt * u->nj, c = 2 * kg_cyc_dma(nq * a->shd, active), hd = a->hd;
 
 	if (u->st)
-		c += c_sfu(nq * hd, 2 * nq * hd * a->esz, 1);
+		c += kg_cyc_sfu(nq * hd, 1, 2 * nq * hd * a->esz);
 	if (a->decode) {
-		uint64_t chunks = a->NCF > u->part ? cdiv(a->NCF - u->part, u->nparts) : 0, per = 0;
+		uint64_t chunks = a->NCF > u->part ? kg_cdiv(a->NCF - u->part, u->nparts) : 0, per = 0;
 
-		c += 4 * c_dma(a->shd, active) + 3 * c_sfu(nq * hd, 4 * nq * hd, 1) + 12;
+		c += 4 * kg_cyc_dma(a->shd, active) + 3 * kg_cyc_sfu(nq * hd, 1, 4 * nq * hd) + 12;
 		for (uint64_t k = 0; k < a->CH; k += u->kt)
-			per += est_tile(a, u, umin(u->kt, a->CH - k), false, active);
-		per += 2 * c_dma((uint64_t)a->U * STICK, active) + 3 * u->nparts + 4;
+			per += est_tile(a, u, kg_min64(u->kt, a->CH - k), false, active);
+		per += 2 * kg_cyc_dma((uint64_t)a->U * STICK, active) + 3 * u->nparts + 4;
 		c += chunks * per;
 		if (u->tail) {
-			c += 2 * c_dma((uint64_t)(a->S - a->T0 / F32_PER_STICK) * STICK, active);
+			c += 2 * kg_cyc_dma((uint64_t)(a->S - a->T0 / F32_PER_STICK) * STICK, active);
 			for (uint64_t k = a->T0; k < a->max_pos; k += u->kt)
-				c += est_tile(a, u, umin(u->kt, a->max_pos - k), false, active);
+				c += est_tile(a, u, kg_min64(u->kt, a->max_pos - k), false, active);
 		}
 	} else {
 		for (uint64_t k = u->k0; k < u->k1; k += u->kt) {
-			uint64_t kn = umin(u->kt, u->k1 - k), w0 = umax(k, u->t0), w1 = umin(k + kn, u->t0 + u->nt);
+			uint64_t kn = kg_min64(u->kt, u->k1 - k), w0 = kg_max64(k, u->t0), w1 = kg_min64(k + kn, u->t0 + u->nt);
 
 			c += est_tile(a, u, kn, k + kn > u->t0 + 1, active);
 			if (!a->gather && u->j0 == 0 && w0 < w1)
-				c += 2 * c_dma((w1 - w0) * a->shd, active);
+				c += 2 * kg_cyc_dma((w1 - w0) * a->shd, active);
 		}
 	}
-	c += 4 + c_sfu(nq * hd, 8 * nq * hd, 1);
+	c += 4 + kg_cyc_sfu(nq * hd, 1, 8 * nq * hd);
 	if (u->nparts > 1) {
 		if (u->part)
-			c += cdiv(2 * vec_bytes(nq) + nq * a->shd32, SPYRE_TM_RING_BYTES_PER_CYCLE) + 3;
+			c += kg_cdiv(2 * vec_bytes(nq) + nq * a->shd32, SPYRE_TM_RING_BYTES_PER_CYCLE) + 3;
 		else
-			c += (u->nparts - 1) * (10 + 2 * c_sfu(nq * hd, 12 * nq * hd, 1));
+			c += (u->nparts - 1) * (10 + 2 * kg_cyc_sfu(nq * hd, 1, 12 * nq * hd));
 	}
 	return c;
 }
@@ -497,6 +462,22 @@ static int cost_desc(const void *x, const void *y)
 	return a->cost < b->cost ? 1 : a->cost > b->cost ? -1 : (a->idx > b->idx) - (a->idx < b->idx);
 }
 
+/* Cost every unit with @active cores streaming memory: (cost, index) pairs, longest first if @sort; NULL: no memory. */
+static struct cost_idx *cost_units(const struct att *a, struct unit *u, uint32_t n, uint32_t active, bool sort)
+{
+	struct cost_idx *ci = malloc(n * sizeof(*ci));
+
+	if (!ci)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		u[i].cost = est_unit(a, &u[i], active);
+		ci[i] = (struct cost_idx){ u[i].cost, i };
+	}
+	if (sort)
+		qsort(ci, n, sizeof(*ci), cost_desc);
+	return ci;
+}
+
 /*
  * Cost every unit, place them on cores (longest first on the least loaded
  * core, or unit i on core i when @fixed), return the makespan (UINT64_MAX:
@@ -504,21 +485,15 @@ static int cost_desc(const void *x, const void *y)
  */
 static uint64_t place(struct att *a, struct unit *u, uint32_t n, bool fixed)
 {
-	uint32_t active = (uint32_t)umin(n, a->g->cores);
+	uint32_t active = (uint32_t)kg_min64(n, a->g->cores);
 	uint64_t load[SPYRE_MAX_CORES] = { 0 }, span = 0;
 	struct cost_idx *ci;
 
 	if (fixed && n > a->g->cores)
 		return UINT64_MAX;
-	ci = malloc(n * sizeof(*ci));
+	ci = cost_units(a, u, n, active, !fixed);
 	if (!ci)
 		return UINT64_MAX;
-	for (uint32_t i = 0; i < n; i++) {
-		u[i].cost = est_unit(a, &u[i], active);
-		ci[i] = (struct cost_idx){ u[i].cost, i };
-	}
-	if (!fixed)
-		qsort(ci, n, sizeof(*ci), cost_desc);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t best = 0;
 
@@ -531,7 +506,7 @@ static uint64_t place(struct att *a, struct unit *u, uint32_t n, bool fixed)
 		}
 		u[ci[i].idx].core = best;
 		load[best] += ci[i].cost;
-		span = umax(span, load[best]);
+		span = kg_max64(span, load[best]);
 	}
 	free(ci);
 	return span;
@@ -541,7 +516,7 @@ static uint64_t place(struct att *a, struct unit *u, uint32_t n, bool fixed)
 static bool size_unit(const struct att *a, struct unit *u, uint64_t keys)
 {
 	uint64_t nq = u->nt * u->nj;
-	bool pref = pick_st(a, nq, umin(keys, 256));
+	bool pref = pick_st(a, nq, kg_min64(keys, 256));
 
 	/* the cheaper route, or the other one when it does not fit */
 	for (int i = 0; i < 2; i++) {
@@ -585,7 +560,7 @@ static uint64_t est_produce(const struct att *a, uint64_t rows, uint32_t team, u
 
 	if (!rows)
 		return 0;
-	return 4 * c_dma(b, active) + (team - 1) * (2 * cdiv(b, SPYRE_TM_RING_BYTES_PER_CYCLE) + 4);
+	return 4 * kg_cyc_dma(b, active) + (team - 1) * (2 * kg_cdiv(b, SPYRE_TM_RING_BYTES_PER_CYCLE) + 4);
 }
 
 /* The gathering of every team into @load (cycles each core spends before its units can start). */
@@ -597,7 +572,7 @@ static void gather_loads(const struct att *a, uint32_t active, uint64_t *load)
 
 		/* a member starts its units when the slowest member's rows have arrived */
 		for (uint32_t i = 0; i < t.count; i++)
-			ready = umax(ready, est_produce(a, kg_split(a->m, (uint32_t)t.count, i, 1).count,
+			ready = kg_max64(ready, est_produce(a, kg_split(a->m, (uint32_t)t.count, i, 1).count,
 							(uint32_t)t.count, active));
 		for (uint32_t i = 0; i < t.count; i++)
 			load[t.start + i] += ready + (t.count > 1 ? SPYRE_TM_RING_HOP_CYCLES * t.count / 2 : 0);
@@ -617,14 +592,9 @@ static uint64_t place_gather(struct att *a, struct unit *u, uint32_t n)
 	struct cost_idx *ci;
 
 	gather_loads(a, active, load);
-	ci = malloc(n * sizeof(*ci));
+	ci = cost_units(a, u, n, active, true);
 	if (!ci)
 		return UINT64_MAX;
-	for (uint32_t i = 0; i < n; i++) {
-		u[i].cost = est_unit(a, &u[i], active);
-		ci[i] = (struct cost_idx){ u[i].cost, i };
-	}
-	qsort(ci, n, sizeof(*ci), cost_desc);
 	for (uint32_t i = 0; i < n; i++) {
 		struct kg_range t = team_of(a, u[ci[i].idx].g);
 		uint32_t best = (uint32_t)t.start;
@@ -655,7 +625,7 @@ static uint64_t place_gather(struct att *a, struct unit *u, uint32_t n)
 		load[u[i].core] += u[i].cost;
 	}
 	for (uint32_t c = 0; c < cores; c++)
-		span = umax(span, busy[c] ? load[c] : 0);
+		span = kg_max64(span, busy[c] ? load[c] : 0);
 	return span;
 }
 
@@ -678,7 +648,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 	for (uint64_t p = 256; p >= 1; p /= 2)
 		if (p < m)
 			nts[nnt++] = p;
-	for (uint32_t j = a->r;; j = (uint32_t)cdiv(j, 2)) {
+	for (uint32_t j = a->r;; j = (uint32_t)kg_cdiv(j, 2)) {
 		njs[nnj++] = j;
 		if (j == 1 || nnj == 8)
 			break;
@@ -686,8 +656,8 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 	for (int gm = 0; gm < 2; gm++)
 	for (uint32_t ti = 0; ti < nnt; ti++)
 		for (uint32_t ji = 0; ji < nnj; ji++) {
-			uint64_t nt = nts[ti], nb = cdiv(m, nt);
-			uint32_t nsub = (uint32_t)cdiv(a->r, njs[ji]), n = 0;
+			uint64_t nt = nts[ti], nb = kg_cdiv(m, nt);
+			uint32_t nsub = (uint32_t)kg_cdiv(a->r, njs[ji]), n = 0;
 			uint64_t total = (uint64_t)a->kvh * nsub * nb, span;
 			struct unit *u;
 			bool ok = true;
@@ -708,7 +678,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 						x->j0 = (uint32_t)hr.start;
 						x->nj = (uint32_t)hr.count;
 						x->t0 = b * nt;
-						x->nt = umin(nt, m - x->t0);
+						x->nt = kg_min64(nt, m - x->t0);
 						x->k0 = 0;
 						x->k1 = x->t0 + x->nt;
 						x->nparts = 1;
@@ -740,7 +710,7 @@ static struct unit *plan_prefill(struct att *a, uint32_t *nout)
 static struct unit *plan_decode(struct att *a, uint32_t *nout)
 {
 	uint32_t cores = a->g->cores;
-	uint32_t kpmax = a->kvh >= cores ? 1 : (uint32_t)umin(cores / a->kvh, umax(a->NCF, 1));
+	uint32_t kpmax = a->kvh >= cores ? 1 : (uint32_t)kg_min64(cores / a->kvh, kg_max64(a->NCF, 1));
 	uint64_t best_span = UINT64_MAX, keys = a->NCF ? a->CH : a->max_pos;
 	struct unit *best = NULL;
 	uint32_t best_n = 0;
@@ -975,7 +945,7 @@ static void prefill_kv(struct att *a, const struct unit *u, uint32_t sp, uint64_
 		.row_bytes = (uint32_t)a->shd, .mem_stride = (uint32_t)a->pk, .sp_stride = (uint32_t)a->shd });
 	/* the unit of the first head subset writes its own tokens' rows into the cache */
 	if (u->j0 == 0) {
-		uint64_t w0 = umax(k, u->t0), w1 = umin(k + kn, u->t0 + u->nt);
+		uint64_t w0 = kg_max64(k, u->t0), w1 = kg_min64(k + kn, u->t0 + u->nt);
 
 		if (w0 < w1)
 			dma(a, u->core, SPYRE_ISA_OP_STORE, &(struct spyre_pb_dma){
@@ -1063,7 +1033,7 @@ static void emit_prefill(struct att *a, const struct unit *u)
 		return;
 	emit_load_q(a, u, &b, SPYRE_ISA_OP_LOAD);
 	for (uint64_t k = u->k0; k < u->k1; k += kt) {
-		uint32_t kn = (uint32_t)umin(kt, u->k1 - k);
+		uint32_t kn = (uint32_t)kg_min64(kt, u->k1 - k);
 		bool first = k == u->k0;
 
 		uint32_t ks = a->gather ? b.kg + (uint32_t)(k * a->shd) : b.kb;
@@ -1078,7 +1048,7 @@ static void emit_prefill(struct att *a, const struct unit *u)
 							 .dt2 = SPYRE_DT_FP32, .d = b.mb, .rows = (uint32_t)u->nt,
 							 .cols = kn, .ldd = b.lds, .imm = kg_f32_bits(NEG_BIG) });
 			for (uint32_t i = 0; i < u->nt; i++) {
-				uint64_t q = u->t0 + i + 1, v = q <= k ? 0 : umin(q - k, kn);
+				uint64_t q = u->t0 + i + 1, v = q <= k ? 0 : kg_min64(q - k, kn);
 
 				if (v == kn) {	/* this row and every later one see the whole tile */
 					op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
@@ -1165,7 +1135,7 @@ static void decode_chunk(struct att *a, const struct unit *u, const struct bufs 
 		.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_part, .reg = SPYRE_PB_REG(R_PART) },
 		.row_bytes = STICK });
 	for (uint32_t s = 0; s < a->CH; s += b->kt)
-		decode_tile(a, u, b, base + s * a->shd, true, (uint32_t)umin(b->kt, a->CH - s),
+		decode_tile(a, u, b, base + s * a->shd, true, (uint32_t)kg_min64(b->kt, a->CH - s),
 			    b->mk + s / F32_PER_STICK * STICK);
 }
 
@@ -1248,7 +1218,7 @@ static void emit_decode(struct att *a, const struct unit *u, const struct unit *
 			.mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)a->c_part, .reg = SPYRE_PB_REG(R_PART) },
 			.row_bytes = STICK });
 		for (uint64_t k = a->T0; k < a->max_pos; k += b.kt)
-			decode_tile(a, u, &b, base + k * a->shd, false, (uint32_t)umin(b.kt, a->max_pos - k),
+			decode_tile(a, u, &b, base + k * a->shd, false, (uint32_t)kg_min64(b.kt, a->max_pos - k),
 				    b.mk + (uint32_t)(k / F32_PER_STICK) * STICK);
 	}
 	if (kp > 1 && !leader) {
@@ -1355,7 +1325,7 @@ int kg_gen_attention(struct kgen *g)
 	a.pq = a.heads * a.shd;
 	a.pk = a.kvh * a.shd;
 	a.scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)a.hd));
-	a.S = (uint32_t)cdiv(a.max_pos, F32_PER_STICK);
+	a.S = (uint32_t)kg_cdiv(a.max_pos, F32_PER_STICK);
 	a.U = decode_chunk_sticks(a.hd, a.dt);
 	a.CH = a.U * F32_PER_STICK;
 	a.NCF = a.max_pos / a.CH;
@@ -1425,7 +1395,7 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
 	if (pos >= desc->max_pos)
 		return spyre_error(-EINVAL, "attention: decode position %u is past the cache (max_pos %u)", pos,
 				   desc->max_pos);
-	S = (uint32_t)cdiv(desc->max_pos, F32_PER_STICK);
+	S = (uint32_t)kg_cdiv(desc->max_pos, F32_PER_STICK);
 	v = pos + 1;		/* keys 0..pos are valid */
 	scalars[0] = (uint64_t)pos * kg_pitch(desc->head_dim, desc->dtype);
 	scalars[1] = (uint64_t)(S - v / F32_PER_STICK) * STICK;

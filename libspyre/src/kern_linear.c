@@ -39,26 +39,6 @@
 #define STICK ((uint64_t)SPYRE_STICK_BYTES)
 #define MAX_INSNS 65536u
 
-static inline uint64_t cdiv(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
-static inline uint64_t rup(uint64_t a, uint64_t b)
-{
-	return cdiv(a, b) * b;
-}
-
-static inline uint64_t min64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static inline uint64_t max64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
 /* ---- the cost model's formulas ------------------------------------------ */
 
 /* The timing model's formulas (isa/spyre_timing.h) with the default device properties, issue included. */
@@ -87,7 +67,7 @@ static uint64_t mac_cycles(uint32_t dt, uint64_t macs)
 {
 	const struct spyre_timing *t = tm_default();
 
-	return cdiv(macs * t->clock_mhz, (uint64_t)t->peak_mac_per_ns[dt] * 1000);
+	return kg_cdiv(macs * t->clock_mhz, (uint64_t)t->peak_mac_per_ns[dt] * 1000);
 }
 
 uint64_t kg_cyc_mm(uint32_t dt, uint32_t dt2, uint64_t m, uint64_t n, uint64_t k)
@@ -117,7 +97,7 @@ static struct cmap cmap_make(uint64_t n, uint64_t group, uint32_t esz, uint64_t 
 
 	if (group && group < n && (group * esz) % STICK) {
 		c.g = group;
-		c.gp = rup(group, STICK / esz);
+		c.gp = kg_rup(group, STICK / esz);
 	}
 	c.pw = ((n - 1) / c.g) * c.gp + (n - 1) % c.g + 1;
 	return c;
@@ -148,8 +128,8 @@ static bool run_next(struct run_it *it, struct run *r)
 	const struct cmap *c = it->c;
 
 	for (; it->gi * c->gp < it->p1 && it->gi * c->g < c->n; it->gi++) {
-		uint64_t gs = it->gi * c->gp, glen = min64(c->g, c->n - it->gi * c->g);
-		uint64_t a = max64(it->p0, gs), b = min64(it->p1, gs + glen);
+		uint64_t gs = it->gi * c->gp, glen = kg_min64(c->g, c->n - it->gi * c->g);
+		uint64_t a = kg_max64(it->p0, gs), b = kg_min64(it->p1, gs + glen);
 
 		if (a >= b)
 			continue;
@@ -179,7 +159,7 @@ static void real_range(const struct cmap *c, uint64_t p0, uint64_t p1, uint64_t 
 /* Runs in a tile of w physical elements (for the plan: an upper estimate). */
 static uint64_t runs_in(const struct cmap *c, uint64_t w)
 {
-	return cmap_dense(c) ? 1 : cdiv(w, c->gp) + 1;
+	return cmap_dense(c) ? 1 : kg_cdiv(w, c->gp) + 1;
 }
 
 /* ---- planning ------------------------------------------------------------------ */
@@ -235,24 +215,6 @@ static int gctx_init(struct kgen *g, struct gctx *x, const struct kg_gemm *j)
 	return 0;
 }
 
-/* Candidate tile sizes for a block of @total: ceil(total / t) rounded up to @unit, capped. */
-static uint32_t tile_sizes(uint64_t total, uint64_t unit, uint64_t cap, uint64_t *out, uint32_t max)
-{
-	uint32_t n = 0;
-	uint64_t tmax = cdiv(total, unit), last = 0;
-
-	for (uint64_t t = 1; t <= tmax && n < max; t = t < 16 ? t + 1 : (t * 5 + 3) / 4) {
-		uint64_t s = min64(rup(cdiv(total, t), unit), total);
-
-		if (s > cap || s == last)
-			continue;
-		out[n++] = last = s;
-	}
-	if (n < max && last != min64(unit, total) && min64(unit, total) <= cap)
-		out[n++] = min64(unit, total);
-	return n;
-}
-
 /*
  * Cost of a plan for a block of @mr rows and @w physical columns (@wr of them
  * real), or 0 when it does not fit the scratchpad or the instruction budget.
@@ -261,14 +223,14 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 {
 	const struct kg_gemm *j = &x->j;
 	uint64_t kp = x->kc.pw, mt = p->mt, nt = p->nt, kt = p->kt;
-	uint64_t M = cdiv(mr, mt), N = cdiv(w, nt), K = cdiv(kp, kt);
-	uint64_t kt_real = min64(kt, j->k);
+	uint64_t M = kg_cdiv(mr, mt), N = kg_cdiv(w, nt), K = kg_cdiv(kp, kt);
+	uint64_t kt_real = kg_min64(kt, j->k);
 	bool direct = K == 1 && cmap_dense(&x->kc) && !x->bias && (x->j.y.dt == x->cdt || x->ey == 4);
-	uint64_t xrow = rup((p->ord == ORD_X ? kp : min64(kt, kp)) * x->ea, STICK);
+	uint64_t xrow = kg_rup((p->ord == ORD_X ? kp : kg_min64(kt, kp)) * x->ea, STICK);
 	uint64_t wrows = p->ord == ORD_W ? j->k : kt_real;
-	uint64_t wrow = rup(nt * x->eb, STICK), acc_row = rup(nt * 4, STICK);
+	uint64_t wrow = kg_rup(nt * x->eb, STICK), acc_row = kg_rup(nt * 4, STICK);
 	uint64_t sp = mt * xrow + wrows * wrow + (x->castb ? wrows * acc_row : 0) +
-		      ((x->ey == 4 || !direct) ? mt * acc_row : 0) + (x->ey != 4 ? mt * rup(nt * x->ey, STICK) : 0) +
+		      ((x->ey == 4 || !direct) ? mt * acc_row : 0) + (x->ey != 4 ? mt * kg_rup(nt * x->ey, STICK) : 0) +
 		      (x->bias ? acc_row : 0);
 	uint64_t xl, wl, xpass, wpass, bl, cyc, insns, mm, tiles = M * N;
 
@@ -297,21 +259,21 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 	/* bias tiles; grouped: a partial first group, the whole ones (strided), a partial last */
 	bl = !x->bias ? 0 : (p->ord == ORD_W || N == 1) ? N : M * N;
 	/* bytes through LPDDR */
-	uint64_t bytes = xpass * mr * rup(kp * x->ea, STICK) + wpass * j->k * rup(w * x->eb, STICK) +
-			 mr * rup(w * x->ey, STICK) + bl * rup(nt * 4, STICK);
+	uint64_t bytes = xpass * mr * kg_rup(kp * x->ea, STICK) + wpass * j->k * kg_rup(w * x->eb, STICK) +
+			 mr * kg_rup(w * x->ey, STICK) + bl * kg_rup(nt * 4, STICK);
 	uint64_t dmas = xl + wl + bl * (cmap_dense(&x->nc) ? 1 : 3) + tiles;
 
 	cyc = dmas * (SPYRE_TM_ISSUE_CYCLES + SPYRE_TM_DMA_LATENCY_CYCLES) +
-	      cdiv(bytes * SPYRE_TM_CLOCK_MHZ * (x->active ? x->active : 1), SPYRE_TM_MEM_BW_MBPS);
+	      kg_cdiv(bytes * SPYRE_TM_CLOCK_MHZ * (x->active ? x->active : 1), SPYRE_TM_MEM_BW_MBPS);
 	/* matmuls: one per (k run, n run) of every tile step */
 	uint64_t nr = runs_in(&x->nc, nt), kr = runs_in(&x->kc, kt);
 
 	mm = tiles * K * nr * kr;
 	{
-		uint64_t macs = rup(mr, SPYRE_TM_PE_ROWS) * wr * j->k;
-		uint64_t ntr = min64(nt, wr), spb = tiles * K * ((mt * kt_real + kt_real * ntr) * x->ec + mt * ntr * 4);
+		uint64_t macs = kg_rup(mr, SPYRE_TM_PE_ROWS) * wr * j->k;
+		uint64_t ntr = kg_min64(nt, wr), spb = tiles * K * ((mt * kt_real + kt_real * ntr) * x->ec + mt * ntr * 4);
 
-		cyc += mm * SPYRE_TM_ISSUE_CYCLES + max64(mac_cycles(x->cdt, macs), cdiv(spb, SPYRE_TM_SP_BYTES_PER_CYCLE));
+		cyc += mm * SPYRE_TM_ISSUE_CYCLES + kg_max64(mac_cycles(x->cdt, macs), kg_cdiv(spb, SPYRE_TM_SP_BYTES_PER_CYCLE));
 	}
 	/* casts of B tiles, the epilogue (bias add / cast) */
 	if (x->castb)
@@ -337,13 +299,9 @@ static bool plan(struct gctx *x, uint64_t mr, uint64_t w, uint64_t wr, struct gp
 			*best = x->memo[i].p;
 			return true;
 		}
-	nm = tile_sizes(mr, mr < SPYRE_TM_PE_ROWS ? mr : SPYRE_TM_PE_ROWS, UINT32_MAX, ms, 61);
-	/* fewer than the PE array's 8 rows: only when nothing else fits */
-	for (uint64_t r = 4; r >= 1; r /= 2)
-		if (r < ms[nm - 1])
-			ms[nm++] = r;
-	nn = tile_sizes(w, x->nc.unit, 0xffff / x->nc.unit * x->nc.unit, ns, 64);
-	nk = tile_sizes(x->kc.pw, x->kc.unit, 0xffff / x->kc.unit * x->kc.unit, ks, 64);
+	nm = kg_row_tiles(mr, 16, ms, 64);
+	nn = kg_tile_sizes(w, x->nc.unit, 0xffff / x->nc.unit * x->nc.unit, 16, ns, 64);
+	nk = kg_tile_sizes(x->kc.pw, x->kc.unit, 0xffff / x->kc.unit * x->kc.unit, 16, ks, 64);
 	for (uint32_t a = 0; a < nm; a++)
 		for (uint32_t b = 0; b < nn; b++)
 			for (uint32_t c = 0; c < nk; c++)
@@ -384,7 +342,7 @@ static void load_bias(struct kgen *g, const struct gctx *x, uint32_t c, uint32_t
 {
 	const struct cmap *nc = &x->nc;
 	struct kg_mat b = { .slot = x->j.bias, .dt = SPYRE_DT_FP32 };
-	uint64_t gpitch = rup(nc->g * 4, STICK);
+	uint64_t gpitch = kg_rup(nc->g * 4, STICK);
 	struct run_it it = runs(nc, p0, p1);
 	struct run r;
 	/* a pending strided DMA of whole groups */
@@ -408,7 +366,7 @@ static void load_bias(struct kgen *g, const struct gctx *x, uint32_t c, uint32_t
 			w_sp = sp + (r.p - p0) * 4;
 			continue;
 		}
-		dma(g, c, SPYRE_ISA_OP_LOAD, (uint32_t)(sp + (r.p - p0) * 4), &b, off, 1, rup(r.len * 4, STICK), 0, 0);
+		dma(g, c, SPYRE_ISA_OP_LOAD, (uint32_t)(sp + (r.p - p0) * 4), &b, off, 1, kg_rup(r.len * 4, STICK), 0, 0);
 	}
 	if (w_count)
 		dma(g, c, SPYRE_ISA_OP_LOAD, (uint32_t)w_sp, &b, w_first * gpitch, w_count, gpitch, gpitch, nc->gp * 4);
@@ -420,12 +378,12 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 {
 	const struct kg_gemm *j = &x->j;
 	uint64_t kp = x->kc.pw, mt = p->mt, nt = p->nt, kt = p->kt, w = p1 - p0;
-	uint64_t M = cdiv(mr, mt), N = cdiv(w, nt), K = cdiv(kp, kt);
+	uint64_t M = kg_cdiv(mr, mt), N = kg_cdiv(w, nt), K = kg_cdiv(kp, kt);
 	bool direct = K == 1 && cmap_dense(&x->kc) && !x->bias && (x->j.y.dt == x->cdt || x->ey == 4);
-	uint64_t xld = rup((p->ord == ORD_X ? kp : min64(kt, kp)) * x->ea, STICK) / STICK;
-	uint64_t wrows = p->ord == ORD_W ? j->k : min64(kt, j->k);
-	uint64_t wld = rup(nt * x->eb, STICK) / STICK, cld = rup(nt * x->ec, STICK) / STICK;
-	uint64_t accld = rup(nt * 4, STICK) / STICK, outld = rup(nt * x->ey, STICK) / STICK;
+	uint64_t xld = kg_rup((p->ord == ORD_X ? kp : kg_min64(kt, kp)) * x->ea, STICK) / STICK;
+	uint64_t wrows = p->ord == ORD_W ? j->k : kg_min64(kt, j->k);
+	uint64_t wld = kg_rup(nt * x->eb, STICK) / STICK, cld = kg_rup(nt * x->ec, STICK) / STICK;
+	uint64_t accld = kg_rup(nt * 4, STICK) / STICK, outld = kg_rup(nt * x->ey, STICK) / STICK;
 	uint32_t xb, wb, wcb = 0, acc = 0, out = 0, bb = 0;
 	int64_t cur_x = -1, cur_w = -1, cur_b = -1;
 	uint64_t wk0 = 0;	/* real k of the B buffer's first row */
@@ -451,15 +409,15 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 	for (uint64_t o = 0; o < outer; o++)
 		for (uint64_t i = 0; i < inner; i++) {
 			uint64_t mi = p->ord == ORD_W ? i : o, ni = p->ord == ORD_W ? o : i;
-			uint64_t rs = r0 + mi * mt, rows = min64(mt, mr - mi * mt);
-			uint64_t np0 = p0 + ni * nt, np1 = min64(p1, np0 + nt), nw = np1 - np0;
+			uint64_t rs = r0 + mi * mt, rows = kg_min64(mt, mr - mi * mt);
+			uint64_t np0 = p0 + ni * nt, np1 = kg_min64(p1, np0 + nt), nw = np1 - np0;
 
 			if (x->bias && cur_b != (int64_t)ni) {
 				load_bias(g, x, c, bb, np0, np1);
 				cur_b = (int64_t)ni;
 			}
 			for (uint64_t ki = 0; ki < K; ki++) {
-				uint64_t kp0 = ki * kt, kp1 = min64(kp, kp0 + kt), xk0;
+				uint64_t kp0 = ki * kt, kp1 = kg_min64(kp, kp0 + kt), xk0;
 				int64_t xid = p->ord == ORD_X ? (int64_t)mi : (int64_t)(mi * K + ki);
 				int64_t wid = p->ord == ORD_W ? (int64_t)ni : (int64_t)(ni * K + ki);
 				uint32_t bsrc = x->castb ? wcb : wb;
@@ -471,7 +429,7 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 					uint64_t xk1 = p->ord == ORD_X ? kp : kp1;
 
 					dma(g, c, SPYRE_ISA_OP_LOAD, xb, &j->a, rs * j->a.pitch + xk0 * x->ea, rows,
-					    rup((xk1 - xk0) * x->ea, STICK), j->a.pitch, xld * STICK);
+					    kg_rup((xk1 - xk0) * x->ea, STICK), j->a.pitch, xld * STICK);
 					cur_x = xid;
 				}
 				/* B tile (cast to fp32 if A is) */
@@ -485,7 +443,7 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 						real_range(&x->kc, kp0, kp1, &kr0, &kr1);
 					}
 					dma(g, c, SPYRE_ISA_OP_LOAD, wb, &j->b, kr0 * j->b.pitch + np0 * x->eb, kr1 - kr0,
-					    rup(nw * x->eb, STICK), j->b.pitch, wld * STICK);
+					    kg_rup(nw * x->eb, STICK), j->b.pitch, wld * STICK);
 					if (x->castb)
 						spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
 							.op = SPYRE_ISA_OP_CAST, .dt = j->b.dt, .dt2 = SPYRE_DT_FP32,
@@ -531,17 +489,17 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 					.rows = (uint32_t)rows, .cols = (uint32_t)nw, .ldd = (uint32_t)outld,
 					.lda = (uint32_t)accld });
 			dma(g, c, SPYRE_ISA_OP_STORE, out, &j->y, rs * j->y.pitch + np0 * x->ey, rows,
-			    rup(nw * x->ey, STICK), j->y.pitch, outld * STICK);
+			    kg_rup(nw * x->ey, STICK), j->y.pitch, outld * STICK);
 		}
 }
 
 /* Physical columns [*p0, *p1) of part @i of @parts (stick granule). */
 static void col_split(const struct gctx *x, uint32_t parts, uint32_t i, uint64_t *p0, uint64_t *p1)
 {
-	struct kg_range r = kg_split(cdiv(x->nc.pw, x->nc.unit), parts, i, 1);
+	struct kg_range r = kg_split(kg_cdiv(x->nc.pw, x->nc.unit), parts, i, 1);
 
-	*p0 = min64(r.start * x->nc.unit, x->nc.pw);
-	*p1 = min64((r.start + r.count) * x->nc.unit, x->nc.pw);
+	*p0 = kg_min64(r.start * x->nc.unit, x->nc.pw);
+	*p1 = kg_min64((r.start + r.count) * x->nc.unit, x->nc.pw);
 }
 
 /* Real columns in physical [p0, p1). */
@@ -577,9 +535,9 @@ static int block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, uint64
 
 static uint32_t count_active(const struct gctx *x, uint32_t cores, uint32_t strategy, uint64_t rows_units)
 {
-	uint64_t units = strategy == SPYRE_KSTRAT_SPLIT_M ? rows_units : cdiv(x->nc.pw, x->nc.unit);
+	uint64_t units = strategy == SPYRE_KSTRAT_SPLIT_M ? rows_units : kg_cdiv(x->nc.pw, x->nc.unit);
 
-	return (uint32_t)min64(cores, units);
+	return (uint32_t)kg_min64(cores, units);
 }
 
 /* Rows [*r0, *r0 + *mr) and physical columns [*p0, *p1) of core @i of @parts. */
@@ -600,44 +558,36 @@ static void part(const struct gctx *x, uint32_t strategy, uint32_t parts, uint32
 	}
 }
 
-/*
- * How many cores to split over. Splits are in whole units (8 rows, a stick
- * of columns), so 32 cores may get 7 and 6 units where 25 would get 8 each:
- * with LPDDR shared among the launched cores, the fewest cores giving the
- * same largest block are as fast when memory-bound and never slower; and
- * when every core streams all of one operand, fewer cores stream it fewer
- * times. Over the block sizes (all up to twice the smallest, then in steps
- * of 1.25) the most cores whose estimate is within 3 % of the cheapest win.
- */
+struct parts_ctx {
+	struct gctx *x;
+	uint32_t strategy;
+};
+
+/* kg_choose_parts()'s estimate of the split over @parts cores: its first (largest) block. */
+static bool parts_cost(void *ctx, uint32_t parts, uint64_t *cycles)
+{
+	struct parts_ctx *pc = ctx;
+	struct gctx *x = pc->x;
+	uint64_t r0, mr, p0, p1;
+	struct gplan p;
+
+	x->active = parts;
+	x->nmemo = 0;
+	part(x, pc->strategy, parts, 0, &r0, &mr, &p0, &p1);
+	if (!plan(x, mr, p1 - p0, real_cols(x, p0, p1), &p))
+		return false;
+	*cycles = p.cyc;
+	return true;
+}
+
+/* How many cores to split over (kg_choose_parts). */
 static uint32_t choose_parts(struct gctx *x, uint32_t strategy, uint32_t cores)
 {
-	uint64_t units = strategy == SPYRE_KSTRAT_SPLIT_M ? cdiv(x->j.m, SPYRE_TM_PE_ROWS) : cdiv(x->nc.pw, x->nc.unit);
-	uint64_t wmin = cdiv(units, cores), best_cyc = UINT64_MAX, cyc[64];
-	uint32_t best = (uint32_t)min64(cores, units), cand[64], n = 0;
+	uint64_t units = strategy == SPYRE_KSTRAT_SPLIT_M ? kg_cdiv(x->j.m, SPYRE_TM_PE_ROWS) :
+							     kg_cdiv(x->nc.pw, x->nc.unit);
+	struct parts_ctx pc = { x, strategy };
+	uint32_t best = kg_choose_parts(units, cores, parts_cost, &pc);
 
-	for (uint64_t w = wmin, prev = 0; w <= units; w = w == units ? w + 1 : w < 2 * wmin ? w + 1 : min64((w * 5 + 3) / 4, units)) {
-		uint32_t parts = (uint32_t)cdiv(units, w);
-		uint64_t r0, mr, p0, p1;
-		struct gplan p;
-
-		if (parts == prev)
-			continue;
-		prev = parts;
-		x->active = parts;
-		x->nmemo = 0;
-		part(x, strategy, parts, 0, &r0, &mr, &p0, &p1);
-		if (!plan(x, mr, p1 - p0, real_cols(x, p0, p1), &p) || n == 64)
-			continue;
-		cand[n] = parts;
-		cyc[n++] = p.cyc;
-		best_cyc = min64(best_cyc, p.cyc);
-	}
-	/* within 3 % of the cheapest, the most cores: the estimate is static, spreading is safer */
-	for (uint32_t i = 0; i < n; i++)	/* cand[] runs from the most cores down */
-		if (cyc[i] * 100 <= best_cyc * 103) {
-			best = cand[i];
-			break;
-		}
 	x->nmemo = 0;
 	return best;
 }
@@ -658,11 +608,11 @@ int kg_gemm_split(struct kgen *g, const struct kg_gemm *j, uint32_t strategy, ui
 	x->max_insns = max_insns;
 	if (active) {
 		/* the program launches @active cores: they share LPDDR, the split uses them */
-		parts = (uint32_t)min64(active, g->cores);
+		parts = (uint32_t)kg_min64(active, g->cores);
 		x->active = active;
 	} else {
 		parts = choose_parts(x, strategy, g->cores);
-		x->active = count_active(x, parts, strategy, cdiv(j->m, SPYRE_TM_PE_ROWS));
+		x->active = count_active(x, parts, strategy, kg_cdiv(j->m, SPYRE_TM_PE_ROWS));
 	}
 	for (uint32_t c = 0; c < parts && !ret; c++) {
 		uint64_t r0, mr, p0, p1, cyc = 0;
@@ -671,7 +621,7 @@ int kg_gemm_split(struct kgen *g, const struct kg_gemm *j, uint32_t strategy, ui
 		if (!mr || p0 >= p1)
 			continue;
 		ret = block(g, x, c, r0, mr, p0, p1, emit, &cyc);
-		worst = max64(worst, cyc);
+		worst = kg_max64(worst, cyc);
 		if (used)
 			*used |= 1u << c;
 	}
@@ -761,9 +711,9 @@ int kg_gen_bmm(struct kgen *g)
 	if (ret)
 		goto out;
 
-	uint64_t mu = cdiv(m, SPYRE_TM_PE_ROWS), units = g->strategy == SPYRE_KSTRAT_SPLIT_M ? batch * mu : 0;
+	uint64_t mu = kg_cdiv(m, SPYRE_TM_PE_ROWS), units = g->strategy == SPYRE_KSTRAT_SPLIT_M ? batch * mu : 0;
 
-	x->active = g->strategy == SPYRE_KSTRAT_SPLIT_M ? (uint32_t)min64(g->cores, units) :
+	x->active = g->strategy == SPYRE_KSTRAT_SPLIT_M ? (uint32_t)kg_min64(g->cores, units) :
 		    count_active(x, g->cores, SPYRE_KSTRAT_SPLIT_N, 0);
 	for (uint32_t c = 0; c < g->cores && !ret; c++) {
 		uint64_t b0 = 0, b1 = batch, u0 = 0, u1 = 0, p0 = 0, p1 = x->nc.pw;
@@ -776,7 +726,7 @@ int kg_gen_bmm(struct kgen *g)
 			u0 = r.start;
 			u1 = r.start + r.count;
 			b0 = u0 / mu;
-			b1 = cdiv(u1, mu);
+			b1 = kg_cdiv(u1, mu);
 		} else {
 			col_split(x, g->cores, c, &p0, &p1);
 			if (p0 >= p1)
@@ -787,10 +737,10 @@ int kg_gen_bmm(struct kgen *g)
 			uint64_t r0 = 0, mr = m;
 
 			if (g->strategy == SPYRE_KSTRAT_SPLIT_M) {
-				uint64_t l0 = max64(u0, b * mu) - b * mu, l1 = min64(u1, (b + 1) * mu) - b * mu;
+				uint64_t l0 = kg_max64(u0, b * mu) - b * mu, l1 = kg_min64(u1, (b + 1) * mu) - b * mu;
 
 				r0 = l0 * SPYRE_TM_PE_ROWS;
-				mr = min64(l1 * SPYRE_TM_PE_ROWS, m) - r0;
+				mr = kg_min64(l1 * SPYRE_TM_PE_ROWS, m) - r0;
 			}
 			x->j.a.base = b * m * ap;
 			x->j.b.base = b * k * bp;

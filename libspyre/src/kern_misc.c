@@ -20,18 +20,6 @@
 /* EMBEDDING: the argument block holds the 2 slot addresses, then one scalar per token */
 #define EMB_MAX_TOKENS (SPYRE_ARG_WORDS - 2)
 
-static uint64_t min64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static void op(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigned dt2, unsigned flags, uint32_t d,
-	       uint32_t a, uint32_t b, uint64_t rows, uint64_t cols)
-{
-	spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = opc, .dt = dt, .dt2 = dt2, .flags = flags, .d = d,
-						     .a = a, .b = b, .rows = (uint32_t)rows, .cols = (uint32_t)cols });
-}
-
 /* any tensor op with explicit row strides (sticks) */
 static void op_ld(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigned dt2, unsigned flags, uint32_t d,
 		  uint32_t a, uint32_t b, uint64_t rows, uint64_t cols, uint64_t ldd, uint64_t lda, uint64_t ldb)
@@ -39,22 +27,6 @@ static void op_ld(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigne
 	spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = opc, .dt = dt, .dt2 = dt2, .flags = flags, .d = d,
 						     .a = a, .b = b, .rows = (uint32_t)rows, .cols = (uint32_t)cols,
 						     .ldd = (uint32_t)ldd, .lda = (uint32_t)lda, .ldb = (uint32_t)ldb });
-}
-
-/* rows x row_bytes between the scratchpad (rows sp_stride apart) and slot @sym at @off (rows @stride apart) */
-static void dma2(struct kgen *g, uint32_t c, unsigned opc, uint32_t sp, int sym, uint64_t off, uint64_t rows,
-		 uint64_t row_bytes, uint64_t stride, uint64_t sp_stride)
-{
-	spyre_pb_dma(g->pb, c, opc, &(struct spyre_pb_dma){
-		.sp = sp, .mem = { .sym = sym, .off = off }, .rows = (uint32_t)rows,
-		.row_bytes = (uint32_t)row_bytes, .mem_stride = rows > 1 ? (uint32_t)stride : 0,
-		.sp_stride = rows > 1 ? (uint32_t)sp_stride : 0 });
-}
-
-static void dma(struct kgen *g, uint32_t c, unsigned opc, uint32_t sp, int sym, uint64_t off, uint64_t rows,
-		uint64_t row_bytes, uint64_t stride)
-{
-	dma2(g, c, opc, sp, sym, off, rows, row_bytes, stride, row_bytes);
 }
 
 static void ring(struct kgen *g, uint32_t c, unsigned opc, uint32_t sp, uint32_t peer, uint32_t tag, uint64_t bytes)
@@ -144,7 +116,7 @@ int kg_gen_embedding(struct kgen *g)
 
 	for (uint32_t c = 0; c < g->cores; c++) {
 		struct kg_range r = kg_split(m, g->cores, c, 1);
-		uint64_t t_rows = min64(r.count, tr);
+		uint64_t t_rows = kg_min64(r.count, tr);
 
 		if (!r.count)
 			continue;
@@ -154,10 +126,10 @@ int kg_gen_embedding(struct kgen *g)
 		if (g->failed)
 			return -EINVAL;
 		for (uint64_t r0 = 0; r0 < r.count; r0 += t_rows) {
-			uint64_t rows = min64(r.count - r0, t_rows);
+			uint64_t rows = kg_min64(r.count - r0, t_rows);
 
 			for (uint64_t j0 = 0; j0 < k; j0 += cw) {
-				uint64_t w = min64(k - j0, cw), tp = kg_pitch(w, dt);
+				uint64_t w = kg_min64(k - j0, cw), tp = kg_pitch(w, dt);
 
 				/* row i: r1 = scalar i (its byte offset in the table), LOAD at table + r1 */
 				for (uint64_t i = 0; i < rows; i++) {
@@ -171,7 +143,7 @@ int kg_gen_embedding(struct kgen *g)
 					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
 						.op = SPYRE_ISA_OP_SCALE, .dt = dt, .dt2 = dt, .d = xb, .a = xb,
 						.rows = (uint32_t)rows, .cols = (uint32_t)w, .scale = scale });
-				dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, (r.start + r0) * pitch + j0 * esz, rows, tp, pitch);
+				kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, (r.start + r0) * pitch + j0 * esz, rows, tp, pitch);
 			}
 		}
 	}
@@ -222,7 +194,7 @@ int kg_gen_argmax(struct kgen *g)
 	 * starts a whole stick into Y's int32 row), the widest column tile that
 	 * allows it, then as many rows as fit.
 	 */
-	uint64_t want = min64(m, 32), widest = min64(kg_split(n, g->cores, 0, gran).count, cmax), lo, hi;
+	uint64_t want = kg_min64(m, 32), widest = kg_min64(kg_split(n, g->cores, 0, gran).count, cmax), lo, hi;
 
 	if (am_need(&p, want, widest) <= g->sp_bytes) {
 		p.cw = widest;
@@ -240,7 +212,7 @@ int kg_gen_argmax(struct kgen *g)
 	if (!p.cw)
 		return kg_fail(g, "%llu rows of one stick of columns do not fit the %u-byte scratchpad",
 			       (unsigned long long)want, g->sp_bytes);
-	for (lo = want, hi = min64(m, 32768); lo < hi;) {
+	for (lo = want, hi = kg_min64(m, 32768); lo < hi;) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;
 
 		if (am_need(&p, mid, p.cw) <= g->sp_bytes)
@@ -264,28 +236,28 @@ int kg_gen_argmax(struct kgen *g)
 		if (g->failed)
 			return -EINVAL;
 		for (uint64_t r0 = 0; r0 < m; r0 += p.tr) {
-			uint64_t rows = min64(m - r0, p.tr), rv = kg_pitch(rows, I32);
+			uint64_t rows = kg_min64(m - r0, p.tr), rv = kg_pitch(rows, I32);
 
 			for (uint64_t j0 = cr.start; j0 < cr.start + cr.count; j0 += p.cw) {
-				uint64_t w = min64(cr.start + cr.count - j0, p.cw);
+				uint64_t w = kg_min64(cr.start + cr.count - j0, p.cw);
 				uint32_t row = j0 == cr.start ? 0 : (uint32_t)vs;
 
-				dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, r0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
+				kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, r0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
 				if (dt != F32)
-					op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, x32, xb, 0, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, x32, xb, 0, rows, w);
 				/*
 				 * The tile's argmax (lowest on ties, never NaN), and its value:
 				 * ARGMAX with INDEX selects from b = the fp32 tile read as int32,
 				 * which gives the bits of the maximum. (REDMAX would propagate a
 				 * NaN and hide the real maximum of the tile.)
 				 */
-				op(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, 0, idx + row, x32, 0, rows, w);
-				op(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, SPYRE_IF_INDEX, val + row, x32, x32, rows, w);
+				kg_op(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, 0, idx + row, x32, 0, rows, w);
+				kg_op(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, SPYRE_IF_INDEX, val + row, x32, x32, rows, w);
 				if (j0) {
 					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = I32,
 						.dt2 = I32, .d = off, .rows = 1, .cols = (uint32_t)rows,
 						.imm = (uint32_t)j0 });
-					op(g, c, SPYRE_ISA_OP_ADD, I32, I32, 0, idx + row, idx + row, off, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_ADD, I32, I32, 0, idx + row, idx + row, off, 1, rows);
 				}
 				if (!row)
 					continue;
@@ -296,7 +268,7 @@ int kg_gen_argmax(struct kgen *g)
 				op_ld(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, SPYRE_IF_INDEX, val, valt, valt, rows, 2, 0, 1, 1);
 			}
 			if (act == 1) {
-				dma(g, c, SPYRE_ISA_OP_STORE, idx, sy, r0 * 4, 1, rv, 0);
+				kg_dma(g, c, SPYRE_ISA_OP_STORE, idx, sy, r0 * 4, 1, rv, 0);
 				continue;
 			}
 			if (c) {
@@ -312,7 +284,7 @@ int kg_gen_argmax(struct kgen *g)
 			op_ld(g, c, SPYRE_ISA_OP_TRANSPOSE, F32, F32, 0, valt, val, 0, act, rows, 1, vs / STICK, 0);
 			op_ld(g, c, SPYRE_ISA_OP_TRANSPOSE, I32, I32, 0, idxt, idx, 0, act, rows, 1, vs / STICK, 0);
 			op_ld(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, SPYRE_IF_INDEX, res, valt, idxt, rows, act, 0, 1, 1);
-			dma(g, c, SPYRE_ISA_OP_STORE, res, sy, r0 * 4, 1, rv, 0);
+			kg_dma(g, c, SPYRE_ISA_OP_STORE, res, sy, r0 * 4, 1, rv, 0);
 		}
 	}
 	return kg_ok(g);
@@ -360,7 +332,7 @@ static int tp_chunks(struct kgen *g, const struct tp *t, uint64_t maxr, uint64_t
 			s = lo * t->gran;
 			break;
 		}
-		uint64_t mid = lo + (hi - lo + 1) / 2, r = min64(mid * t->gran, maxr), c = min64(mid * t->gran, maxc);
+		uint64_t mid = lo + (hi - lo + 1) / 2, r = kg_min64(mid * t->gran, maxr), c = kg_min64(mid * t->gran, maxc);
 
 		if (TP_NEED(r, c) <= g->sp_bytes)
 			lo = mid;
@@ -368,8 +340,8 @@ static int tp_chunks(struct kgen *g, const struct tp *t, uint64_t maxr, uint64_t
 			hi = mid - 1;
 	}
 	if (s) {
-		*rr = min64(s, maxr);
-		*cc = min64(s, maxc);
+		*rr = kg_min64(s, maxr);
+		*cc = kg_min64(s, maxc);
 		return 0;
 	}
 #undef TP_NEED
@@ -395,12 +367,12 @@ static int tp_via_memory(struct kgen *g, const struct tp *t)
 			return -EINVAL;
 		for (uint64_t i0 = R.start; i0 < R.start + R.count; i0 += rr)
 			for (uint64_t j0 = 0; j0 < t->n; j0 += cc) {
-				uint64_t h = min64(R.start + R.count - i0, rr), w = min64(t->n - j0, cc);
+				uint64_t h = kg_min64(R.start + R.count - i0, rr), w = kg_min64(t->n - j0, cc);
 
-				dma(g, c, SPYRE_ISA_OP_LOAD, xt, t->sx, i0 * t->px + j0 * t->esz, h, kg_pitch(w, t->dt),
+				kg_dma(g, c, SPYRE_ISA_OP_LOAD, xt, t->sx, i0 * t->px + j0 * t->esz, h, kg_pitch(w, t->dt),
 				    t->px);
-				op(g, c, SPYRE_ISA_OP_TRANSPOSE, t->dt, t->dt, 0, tt, xt, 0, h, w);
-				dma(g, c, SPYRE_ISA_OP_STORE, tt, t->sw, j0 * t->py + i0 * t->esz, w, kg_pitch(h, t->dt),
+				kg_op(g, c, SPYRE_ISA_OP_TRANSPOSE, t->dt, t->dt, 0, tt, xt, 0, h, w);
+				kg_dma(g, c, SPYRE_ISA_OP_STORE, tt, t->sw, j0 * t->py + i0 * t->esz, w, kg_pitch(h, t->dt),
 				    t->py);
 			}
 		spyre_pb_ring(g->pb, c, SPYRE_ISA_OP_BARRIER, 0, 0, 0, 0);
@@ -408,10 +380,10 @@ static int tp_via_memory(struct kgen *g, const struct tp *t)
 		uint64_t total = C.count * t->py, chunk = (uint64_t)g->sp_bytes / STICK * STICK;
 
 		for (uint64_t o = 0; o < total; o += chunk) {
-			uint64_t b = min64(total - o, chunk);
+			uint64_t b = kg_min64(total - o, chunk);
 
-			dma(g, c, SPYRE_ISA_OP_LOAD, 0, t->sw, C.start * t->py + o, 1, b, 0);
-			dma(g, c, SPYRE_ISA_OP_STORE, 0, t->sy, C.start * t->py + o, 1, b, 0);
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, 0, t->sw, C.start * t->py + o, 1, b, 0);
+			kg_dma(g, c, SPYRE_ISA_OP_STORE, 0, t->sy, C.start * t->py + o, 1, b, 0);
 		}
 	}
 	return kg_ok(g);
@@ -469,7 +441,7 @@ static int tp_ring_blocks(struct kgen *g, const struct tp *t)
 		if (g->failed)
 			return -EINVAL;
 		if (R.count)
-			dma(g, c, SPYRE_ISA_OP_LOAD, xb, t->sx, R.start * t->px, R.count, t->px, t->px);
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, t->sx, R.start * t->px, R.count, t->px, t->px);
 		for (uint32_t s = 0; s < C; s++) {
 			uint32_t b = (c + s) % C, a = (c + C - s) % C;
 			struct kg_range Cb = tp_cols(t, b), Ra = tp_rows(t, a);
@@ -494,7 +466,7 @@ static int tp_ring_blocks(struct kgen *g, const struct tp *t)
 			}
 		}
 		if (Cc.count)
-			dma(g, c, SPYRE_ISA_OP_STORE, yb, t->sy, Cc.start * t->py, Cc.count, t->py, t->py);
+			kg_dma(g, c, SPYRE_ISA_OP_STORE, yb, t->sy, Cc.start * t->py, Cc.count, t->py, t->py);
 	}
 	return kg_ok(g);
 }
@@ -535,23 +507,23 @@ static int tp_ring_chunks(struct kgen *g, const struct tp *t)
 			for (uint64_t k = 0; k < ns || k < nr; k++) {
 				if (k < ns) {
 					uint64_t i0 = R.start + k / nsc * rr, j0 = Cb.start + k % nsc * cc;
-					uint64_t h = min64(R.start + R.count - i0, rr), w = min64(Cb.start + Cb.count - j0, cc);
+					uint64_t h = kg_min64(R.start + R.count - i0, rr), w = kg_min64(Cb.start + Cb.count - j0, cc);
 
-					dma(g, c, SPYRE_ISA_OP_LOAD, xt, t->sx, i0 * t->px + j0 * t->esz, h,
+					kg_dma(g, c, SPYRE_ISA_OP_LOAD, xt, t->sx, i0 * t->px + j0 * t->esz, h,
 					    kg_pitch(w, t->dt), t->px);
-					op(g, c, SPYRE_ISA_OP_TRANSPOSE, t->dt, t->dt, 0, sb, xt, 0, h, w);
+					kg_op(g, c, SPYRE_ISA_OP_TRANSPOSE, t->dt, t->dt, 0, sb, xt, 0, h, w);
 					if (s)
 						ring(g, c, SPYRE_ISA_OP_SEND, sb, b, 4, w * kg_pitch(h, t->dt));
 					else
-						dma(g, c, SPYRE_ISA_OP_STORE, sb, t->sy, j0 * t->py + i0 * t->esz, w,
+						kg_dma(g, c, SPYRE_ISA_OP_STORE, sb, t->sy, j0 * t->py + i0 * t->esz, w,
 						    kg_pitch(h, t->dt), t->py);
 				}
 				if (k < nr) {
 					uint64_t i0 = Ra.start + k / nrc * rr, j0 = Cc.start + k % nrc * cc;
-					uint64_t h = min64(Ra.start + Ra.count - i0, rr), w = min64(Cc.start + Cc.count - j0, cc);
+					uint64_t h = kg_min64(Ra.start + Ra.count - i0, rr), w = kg_min64(Cc.start + Cc.count - j0, cc);
 
 					ring(g, c, SPYRE_ISA_OP_RECV, rb, a, 4, w * kg_pitch(h, t->dt));
-					dma(g, c, SPYRE_ISA_OP_STORE, rb, t->sy, j0 * t->py + i0 * t->esz, w,
+					kg_dma(g, c, SPYRE_ISA_OP_STORE, rb, t->sy, j0 * t->py + i0 * t->esz, w,
 					    kg_pitch(h, t->dt), t->py);
 				}
 			}

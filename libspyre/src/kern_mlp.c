@@ -38,26 +38,6 @@
 #define MAX_INSNS 65536u
 #define RING_TAG 1
 
-static inline uint64_t cdiv(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
-
-static inline uint64_t rup(uint64_t a, uint64_t b)
-{
-	return cdiv(a, b) * b;
-}
-
-static inline uint64_t min64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static inline uint64_t max64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
 struct mlp {
 	struct kgen *g;
 	uint32_t dt, e;			/* dtype, its element bytes */
@@ -107,11 +87,11 @@ static struct kg_range segment(const struct mlp *p, uint32_t q, uint64_t T, uint
 /* The widest FFN sub-block (fw), hidden chunk (cw) and message segment (sw) of a plan. */
 static void fdims(const struct mlp *p, const struct fplan *f, uint64_t *fw, uint64_t *cw, uint64_t *sw)
 {
-	uint64_t fs = cdiv(cdiv(p->n, p->spc), p->P), cs = cdiv(cdiv(p->k, p->spc), p->P);
+	uint64_t fs = kg_cdiv(kg_cdiv(p->n, p->spc), p->P), cs = kg_cdiv(kg_cdiv(p->k, p->spc), p->P);
 
-	*fw = min64(cdiv(fs, f->R) * p->spc, p->n);
-	*cw = min64(cs * p->spc, p->k);
-	*sw = min64(cdiv(cs, f->T) * p->spc, p->k);
+	*fw = kg_min64(kg_cdiv(fs, f->R) * p->spc, p->n);
+	*cw = kg_min64(cs * p->spc, p->k);
+	*sw = kg_min64(kg_cdiv(cs, f->T) * p->spc, p->k);
 }
 
 /* Scratchpad layout of a plan (offsets from 0); returns the bytes needed. */
@@ -122,15 +102,15 @@ struct flayout {
 
 static uint64_t flayout(const struct mlp *p, const struct fplan *f, struct flayout *l)
 {
-	uint64_t fw, cw, sw, kx = f->xres ? p->k : min64(f->kt, p->k), b1, b3;
+	uint64_t fw, cw, sw, kx = f->xres ? p->k : kg_min64(f->kt, p->k), b1, b3;
 
 	fdims(p, f, &fw, &cw, &sw);
 	memset(l, 0, sizeof(*l));
-	l->xld = rup(kx * p->e, STICK) / STICK;
-	l->hld = rup(fw * 4, STICK) / STICK;
-	l->wld = rup(fw * p->e, STICK) / STICK;
-	l->rbld = rup(sw * 4, STICK) / STICK;
-	l->outld = rup(sw * p->e, STICK) / STICK;
+	l->xld = kg_rup(kx * p->e, STICK) / STICK;
+	l->hld = kg_rup(fw * 4, STICK) / STICK;
+	l->wld = kg_rup(fw * p->e, STICK) / STICK;
+	l->rbld = kg_rup(sw * 4, STICK) / STICK;
+	l->outld = kg_rup(sw * p->e, STICK) / STICK;
 	l->wdld = l->outld;
 	l->wd32ld = l->rbld;
 	/* persistent: X tile, H (= G, or U with GELU), the owner's accumulator over rounds */
@@ -138,20 +118,20 @@ static uint64_t flayout(const struct mlp *p, const struct fplan *f, struct flayo
 	l->h = l->x + f->mt * l->xld * STICK;
 	l->acc = l->h + f->mt * l->hld * STICK;
 	if (f->R > 1) {
-		l->accld = rup((p->P > 1 ? cw : p->k) * 4, STICK) / STICK;
+		l->accld = kg_rup((p->P > 1 ? cw : p->k) * 4, STICK) / STICK;
 		l->w = l->acc + f->mt * l->accld * STICK;
 	} else {
 		l->w = l->acc;
 	}
 	/* phase 1: a W tile and U; phase 3: Wd tiles, the running sum, the output tile */
-	l->u = l->w + min64(f->kt, p->k) * l->wld * STICK;
+	l->u = l->w + kg_min64(f->kt, p->k) * l->wld * STICK;
 	b1 = l->u + (p->gelu ? 0 : f->mt * l->hld * STICK);
 	l->wd = l->w;
 	l->wd32 = l->wd + (p->e == 4 ? 0 : fw * l->wdld * STICK);
 	l->rb = l->wd32 + fw * l->wd32ld * STICK;
 	l->out = l->rb + f->mt * l->rbld * STICK;
 	b3 = l->out + (p->e == 4 ? 0 : f->mt * l->outld * STICK);
-	l->end = max64(b1, b3);
+	l->end = kg_max64(b1, b3);
 	if (p->gelu)
 		l->u = l->h;	/* U accumulates in H's place, GELU in place */
 	if (fw > 0xffff || sw > 0xffff || l->xld > 0xffff || l->accld > 0xffff)
@@ -163,8 +143,8 @@ static uint64_t fplan_cost(const struct mlp *p, struct fplan *f, uint32_t sp_byt
 {
 	struct flayout l;
 	uint64_t fw, cw, sw;
-	uint64_t segs = p->P > 1 ? (uint64_t)p->P * f->T : f->T, M = cdiv(p->m, f->mt), mt = f->mt;
-	uint64_t KT = cdiv(p->k, f->kt), nw = p->gelu ? 1 : 2, per_m = 0, ins = 0;
+	uint64_t segs = p->P > 1 ? (uint64_t)p->P * f->T : f->T, M = kg_cdiv(p->m, f->mt), mt = f->mt;
+	uint64_t KT = kg_cdiv(p->k, f->kt), nw = p->gelu ? 1 : 2, per_m = 0, ins = 0;
 	uint32_t a = p->P;
 
 	if (flayout(p, f, &l) > sp_bytes)
@@ -175,12 +155,12 @@ static uint64_t fplan_cost(const struct mlp *p, struct fplan *f, uint32_t sp_byt
 		per_m += kg_cyc_dma(mt * l.xld * STICK, a);
 		ins++;
 	} else {
-		per_m += f->R * KT * kg_cyc_dma(mt * rup(f->kt * p->e, STICK), a);
+		per_m += f->R * KT * kg_cyc_dma(mt * kg_rup(f->kt * p->e, STICK), a);
 		ins += f->R * KT;
 	}
 	/* per round: gate/up, activation, the ring */
-	uint64_t round = KT * nw * (kg_cyc_dma(min64(f->kt, p->k) * l.wld * STICK, a) +
-				    kg_cyc_mm(p->dt, SPYRE_DT_FP32, mt, fw, min64(f->kt, p->k)));
+	uint64_t round = KT * nw * (kg_cyc_dma(kg_min64(f->kt, p->k) * l.wld * STICK, a) +
+				    kg_cyc_mm(p->dt, SPYRE_DT_FP32, mt, fw, kg_min64(f->kt, p->k)));
 	uint64_t ri = KT * nw * 2 + (p->gelu ? 1 : 2);
 
 	round += p->gelu ? kg_cyc_sfu(mt * fw, SPYRE_TM_SFU_TRANSCENDENTAL_CYCLES, mt * fw * 8) :
@@ -188,7 +168,7 @@ static uint64_t fplan_cost(const struct mlp *p, struct fplan *f, uint32_t sp_byt
 		 kg_cyc_sfu(mt * fw, 1, mt * fw * 12);
 	round += segs * (kg_cyc_dma(fw * sw * p->e, a) + (p->e != 4 ? kg_cyc_sfu(fw * sw, 1, fw * sw * (p->e + 4)) : 0) +
 			 kg_cyc_mm(SPYRE_DT_FP32, SPYRE_DT_FP32, mt, sw, fw) +
-			 (p->P > 1 ? 2 + cdiv(mt * sw * 4, SPYRE_TM_RING_BYTES_PER_CYCLE) : 0));
+			 (p->P > 1 ? 2 + kg_cdiv(mt * sw * 4, SPYRE_TM_RING_BYTES_PER_CYCLE) : 0));
 	ri += segs * (p->P > 1 ? 5 : 3);
 	/* the owner's chunk: add over rounds, one rounding, store */
 	round += f->T * ((f->R > 1 && p->P > 1 ? kg_cyc_sfu(mt * sw, 1, mt * sw * 12) : 0));
@@ -202,50 +182,22 @@ static uint64_t fplan_cost(const struct mlp *p, struct fplan *f, uint32_t sp_byt
 	return f->cyc;
 }
 
-static uint32_t sizes(uint64_t total, uint64_t unit, uint64_t cap, uint64_t *out, uint32_t max)
-{
-	uint32_t n = 0;
-	uint64_t tmax = cdiv(total, unit), last = 0;
-
-	for (uint64_t t = 1; t <= tmax && n < max; t = t < 12 ? t + 1 : (t * 5 + 3) / 4) {
-		uint64_t s = min64(rup(cdiv(total, t), unit), total);
-
-		if (s > cap || s == last)
-			continue;
-		out[n++] = last = s;
-	}
-	if (n < max && last != min64(unit, total) && min64(unit, total) <= cap)
-		out[n++] = min64(unit, total);
-	return n;
-}
-
-/* Row tiles: the sizes above, then fewer than the PE array's 8 rows as a last resort. */
-static uint32_t row_sizes(uint64_t m, uint64_t *out, uint32_t max)
-{
-	uint32_t n = sizes(m, m < SPYRE_TM_PE_ROWS ? m : SPYRE_TM_PE_ROWS, UINT32_MAX, out, max - 3);
-
-	for (uint64_t r = 4; r >= 1 && n < max; r /= 2)
-		if (r < out[n - 1])
-			out[n++] = r;
-	return n;
-}
-
 static bool fplan_best(const struct mlp *p, uint32_t sp_bytes, struct fplan *best)
 {
 	uint64_t ms[64], ks[64], ts[64], rs[64];
 	uint64_t fmin = ffn_block(p, p->P - 1).count;	/* the narrowest block */
-	uint32_t nm = row_sizes(p->m, ms, 64);
-	uint32_t nk = sizes(p->k, p->spc, 0xffff / p->spc * p->spc, ks, 64);
-	uint64_t cs = cdiv(cdiv(p->k, p->spc), p->P);	/* sticks of the widest chunk */
-	uint32_t nt = sizes(cs, 1, UINT64_MAX, ts, 16);
-	uint32_t nr = sizes(cdiv(fmin, p->spc), 1, UINT64_MAX, rs, 16);
+	uint32_t nm = kg_row_tiles(p->m, 12, ms, 64);
+	uint32_t nk = kg_tile_sizes(p->k, p->spc, 0xffff / p->spc * p->spc, 12, ks, 64);
+	uint64_t cs = kg_cdiv(kg_cdiv(p->k, p->spc), p->P);	/* sticks of the widest chunk */
+	uint32_t nt = kg_tile_sizes(cs, 1, UINT64_MAX, 12, ts, 16);
+	uint32_t nr = kg_tile_sizes(kg_cdiv(fmin, p->spc), 1, UINT64_MAX, 12, rs, 16);
 	bool found = false;
 
 	/* ts holds segment widths in sticks: turn them into counts T; rs: sub-block counts R */
 	for (uint32_t i = 0; i < nt; i++)
-		ts[i] = cdiv(cs, ts[i]);
+		ts[i] = kg_cdiv(cs, ts[i]);
 	for (uint32_t i = 0; i < nr; i++)
-		rs[i] = cdiv(cdiv(fmin, p->spc), rs[i]);
+		rs[i] = kg_cdiv(kg_cdiv(fmin, p->spc), rs[i]);
 	for (uint32_t a = 0; a < nm; a++)
 		for (uint32_t r = 0; r < nr; r++)
 			for (uint32_t b = 0; b < nk; b++)
@@ -290,7 +242,7 @@ static uint64_t load_wd(const struct mlp *p, uint32_t c, const struct flayout *l
 	uint64_t dst = p->e == 4 ? l->wd32 : l->wd, ld = p->e == 4 ? l->wd32ld : l->wdld;
 
 	dma(g, c, SPYRE_ISA_OP_LOAD, dst, p->sd, blk.start * p->dp + seg.start * p->e, blk.count,
-	    rup(seg.count * p->e, STICK), p->dp, ld * STICK);
+	    kg_rup(seg.count * p->e, STICK), p->dp, ld * STICK);
 	if (p->e != 4)
 		op(g, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = p->dt, .dt2 = SPYRE_DT_FP32,
 						 .d = (uint32_t)l->wd32, .a = (uint32_t)l->wd, .rows = (uint32_t)blk.count,
@@ -313,7 +265,7 @@ static void store_y(const struct mlp *p, uint32_t c, const struct flayout *l, ui
 		from = l->out;
 		fld = l->outld;
 	}
-	dma(g, c, SPYRE_ISA_OP_STORE, from, p->sy, rs * p->xp + seg.start * p->e, rows, rup(seg.count * p->e, STICK),
+	dma(g, c, SPYRE_ISA_OP_STORE, from, p->sy, rs * p->xp + seg.start * p->e, rows, kg_rup(seg.count * p->e, STICK),
 	    p->xp, fld * STICK);
 }
 
@@ -321,13 +273,13 @@ static void emit_fused_core(const struct mlp *p, const struct fplan *f, const st
 {
 	struct kgen *g = p->g;
 	struct kg_range blk = ffn_block(p, c);
-	uint64_t KT = cdiv(p->k, f->kt), segs_T = f->T;
+	uint64_t KT = kg_cdiv(p->k, f->kt), segs_T = f->T;
 	uint32_t P = p->P, next = (c + 1) % P, prev = (c + P - 1) % P;
 	uint64_t owned_chunk = (c + 1) % P;	/* the chunk this core rounds and stores */
 	uint64_t ochunk0 = chunk(p, (uint32_t)owned_chunk).start;
 
 	for (uint64_t rs = 0; rs < p->m; rs += f->mt) {
-		uint64_t rows = min64(f->mt, p->m - rs);
+		uint64_t rows = kg_min64(f->mt, p->m - rs);
 		int64_t cur_x = -1;
 
 		for (uint32_t r = 0; r < f->R; r++) {
@@ -335,7 +287,7 @@ static void emit_fused_core(const struct mlp *p, const struct fplan *f, const st
 
 			/* phase 1: G = X Wg[:, sb], U = X Wu[:, sb], k tiled, fp32 */
 			for (uint64_t ki = 0; ki < KT; ki++) {
-				uint64_t k0 = ki * f->kt, kn = min64(f->kt, p->k - k0);
+				uint64_t k0 = ki * f->kt, kn = kg_min64(f->kt, p->k - k0);
 				int64_t xid = (f->xres || KT == 1) ? 0 : (int64_t)ki;
 				uint64_t xk0 = (f->xres || KT == 1) ? 0 : k0;
 
@@ -343,12 +295,12 @@ static void emit_fused_core(const struct mlp *p, const struct fplan *f, const st
 					uint64_t xk1 = (f->xres || KT == 1) ? p->k : k0 + kn;
 
 					dma(g, c, SPYRE_ISA_OP_LOAD, l->x, p->sx, rs * p->xp + xk0 * p->e, rows,
-					    rup((xk1 - xk0) * p->e, STICK), p->xp, l->xld * STICK);
+					    kg_rup((xk1 - xk0) * p->e, STICK), p->xp, l->xld * STICK);
 					cur_x = xid;
 				}
 				for (int w = p->gelu ? 1 : 0; w < 2; w++) {
 					dma(g, c, SPYRE_ISA_OP_LOAD, l->w, w ? p->su : p->sg, k0 * p->wp + sb.start * p->e,
-					    kn, rup(sb.count * p->e, STICK), p->wp, l->wld * STICK);
+					    kn, kg_rup(sb.count * p->e, STICK), p->wp, l->wld * STICK);
 					op(g, c, &(struct spyre_pb_op){
 						.op = SPYRE_ISA_OP_MATMUL, .dt = p->dt, .dt2 = SPYRE_DT_FP32,
 						.flags = ki ? SPYRE_IF_ACC : 0, .d = (uint32_t)(w ? l->u : l->h),
@@ -407,14 +359,14 @@ static void emit_fused_core(const struct mlp *p, const struct fplan *f, const st
 
 				for (uint64_t t = 0; t < segs_T; t++) {
 					struct kg_range seg = segment(p, q, f->T, t);
-					uint32_t bytes = (uint32_t)(rows * rup(seg.count * 4, STICK));
+					uint32_t bytes = (uint32_t)(rows * kg_rup(seg.count * 4, STICK));
 
 					if (!seg.count)
 						continue;
 					mm.b = (uint32_t)load_wd(p, c, l, sb, seg);
 					mm.ldb = (uint32_t)l->wd32ld;
 					mm.cols = (uint32_t)seg.count;
-					mm.ldd = (uint32_t)(rup(seg.count * 4, STICK) / STICK);	/* tight: the message */
+					mm.ldd = (uint32_t)(kg_rup(seg.count * 4, STICK) / STICK);	/* tight: the message */
 					mm.d = (uint32_t)l->rb;
 					if (s == 0) {
 						/* the chain of chunk q starts here */
@@ -446,7 +398,7 @@ static void emit_fused_core(const struct mlp *p, const struct fplan *f, const st
 									 .a = (uint32_t)acc, .b = (uint32_t)l->rb,
 									 .rows = (uint32_t)rows, .cols = (uint32_t)seg.count,
 									 .ldd = (uint32_t)l->accld, .lda = (uint32_t)l->accld,
-									 .ldb = (uint32_t)(rup(seg.count * 4, STICK) / STICK) });
+									 .ldb = (uint32_t)(kg_rup(seg.count * 4, STICK) / STICK) });
 					if (r == f->R - 1)
 						store_y(p, c, l, acc, l->accld, rs, rows, seg);
 				}
@@ -455,39 +407,27 @@ static void emit_fused_core(const struct mlp *p, const struct fplan *f, const st
 	}
 }
 
+/* kg_choose_parts()'s estimate of the fused plan on a ring of @parts cores. */
+static bool ring_cost(void *ctx, uint32_t parts, uint64_t *cycles)
+{
+	struct mlp *p = ctx;
+	struct fplan c;
+
+	p->P = parts;
+	if (!fplan_best(p, p->g->sp_bytes, &c))
+		return false;
+	*cycles = c.cyc;
+	return true;
+}
+
 static int gen_fused(struct mlp *p)
 {
 	struct kgen *g = p->g;
 	struct fplan f;
 	struct flayout l;
 
-	/*
-	 * The cores in the ring: FFN blocks are whole sticks, so the fewest cores
-	 * giving the same widest block do as well when memory-bound (LPDDR is
-	 * shared among the launched cores); the most cores within 3 % of the
-	 * cheapest estimate win.
-	 */
-	uint64_t sticks = cdiv(p->n, p->spc), wmin = cdiv(sticks, g->cores), best_cyc = UINT64_MAX, cyc[64];
-	uint32_t bestP = 0, cand[64], nc = 0;
-
-	for (uint64_t w = wmin, prev = 0; w <= sticks; w = w == sticks ? w + 1 : w < 2 * wmin ? w + 1 : min64((w * 5 + 3) / 4, sticks)) {
-		struct fplan c;
-
-		p->P = (uint32_t)cdiv(sticks, w);
-		if (p->P == prev)
-			continue;
-		prev = p->P;
-		if (!fplan_best(p, g->sp_bytes, &c) || nc == 64)
-			continue;
-		cand[nc] = p->P;
-		cyc[nc++] = c.cyc;
-		best_cyc = min64(best_cyc, c.cyc);
-	}
-	/* within 3 % of the cheapest, the most cores (cand[] runs from the most down) */
-	for (uint32_t i = 0; i < nc && !bestP; i++)
-		if (cyc[i] * 100 <= best_cyc * 103)
-			bestP = cand[i];
-	p->P = bestP ? bestP : (uint32_t)min64(g->cores, sticks);
+	/* the cores in the ring: FFN blocks are whole sticks (kg_choose_parts) */
+	p->P = kg_choose_parts(kg_cdiv(p->n, p->spc), g->cores, ring_cost, p);
 	if (!fplan_best(p, g->sp_bytes, &f))
 		return kg_fail(g, "fused mlp m %llu hidden %llu ffn %llu on %u cores: no tiling fits a scratchpad of "
 			       "%u bytes in %u instructions", (unsigned long long)p->m, (unsigned long long)p->k,
@@ -530,7 +470,7 @@ static uint32_t act_pass(struct mlp *p, uint32_t cores, int swork, uint64_t gbas
 			 int emit, uint64_t *cyc)
 {
 	struct kgen *g = p->g;
-	uint64_t spc = STICK / 4, sticks = cdiv(p->n, spc);
+	uint64_t spc = STICK / 4, sticks = kg_cdiv(p->n, spc);
 	bool by_rows = p->m >= cores;
 	uint32_t used = 0;
 	uint64_t nbuf = p->gelu ? 1 : 2;
@@ -546,19 +486,19 @@ static uint32_t act_pass(struct mlp *p, uint32_t cores, int swork, uint64_t gbas
 			struct kg_range s = kg_split(sticks, cores, c, 1);
 
 			cr.start = s.start * spc;
-			cr.count = min64((s.start + s.count) * spc, p->n) - min64(cr.start, p->n);
+			cr.count = kg_min64((s.start + s.count) * spc, p->n) - kg_min64(cr.start, p->n);
 		}
 		if (!rr.count || !cr.count)
 			continue;
 		used |= 1u << c;
 		/* tiles: columns in whole sticks, as many rows as fit */
-		uint64_t cw = min64(cr.count, min64(g->sp_bytes / (nbuf * STICK), 0xffff / spc) * spc);
-		uint64_t tp = rup(cw * 4, STICK), tr = min64(rr.count, g->sp_bytes / (nbuf * tp));
+		uint64_t cw = kg_min64(cr.count, kg_min64(g->sp_bytes / (nbuf * STICK), 0xffff / spc) * spc);
+		uint64_t tp = kg_rup(cw * 4, STICK), tr = kg_min64(rr.count, g->sp_bytes / (nbuf * tp));
 
 		for (uint64_t c0 = 0; c0 < cr.count; c0 += cw)
 			for (uint64_t r0 = 0; r0 < rr.count; r0 += tr) {
-				uint64_t w = min64(cw, cr.count - c0), rows = min64(tr, rr.count - r0);
-				uint64_t off = (rr.start + r0) * pitch + (cr.start + c0) * 4, bytes = rup(w * 4, STICK);
+				uint64_t w = kg_min64(cw, cr.count - c0), rows = kg_min64(tr, rr.count - r0);
+				uint64_t off = (rr.start + r0) * pitch + (cr.start + c0) * 4, bytes = kg_rup(w * 4, STICK);
 				uint64_t ub = rows * tp;
 
 				cc += (nbuf + 1) * kg_cyc_dma(rows * bytes, cores) +
@@ -584,7 +524,7 @@ static uint32_t act_pass(struct mlp *p, uint32_t cores, int swork, uint64_t gbas
 				dma(g, c, SPYRE_ISA_OP_STORE, p->gelu ? 0 : ub, swork, (p->gelu ? ubase : gbase) + off, rows,
 				    bytes, pitch, tp);
 			}
-		*cyc = max64(*cyc, cc);
+		*cyc = kg_max64(*cyc, cc);
 	}
 	return used;
 }
@@ -653,7 +593,7 @@ static int gen_unfused(struct mlp *p)
 			continue;
 		prev = c;
 		if (uplan_cost(p, &jg, &ju, &jd, c, budget, &cand[n])) {
-			best_cyc = min64(best_cyc, cand[n].cyc);
+			best_cyc = kg_min64(best_cyc, cand[n].cyc);
 			n++;
 		}
 	}

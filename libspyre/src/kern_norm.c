@@ -26,29 +26,12 @@
 /* per-row vectors are tiles of one row: a row tile has at most this many rows */
 #define ROWS_MAX 32768u
 
-static void op(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigned dt2, unsigned flags, uint32_t d,
-	       uint32_t a, uint32_t b, uint64_t rows, uint64_t cols)
-{
-	spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = opc, .dt = dt, .dt2 = dt2, .flags = flags, .d = d,
-						     .a = a, .b = b, .rows = (uint32_t)rows, .cols = (uint32_t)cols });
-}
-
 static void scale(struct kgen *g, uint32_t c, uint32_t d, uint32_t a, uint64_t rows, uint64_t cols, float s,
 		  float bias)
 {
 	spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SCALE, .dt = F32, .dt2 = F32, .d = d,
 						     .a = a, .rows = (uint32_t)rows, .cols = (uint32_t)cols,
 						     .scale = s, .bias = bias });
-}
-
-/* rows x row_bytes between the scratchpad and slot @sym at @off, rows @stride apart in memory */
-static void dma(struct kgen *g, uint32_t c, unsigned opc, uint32_t sp, int sym, uint64_t off, uint64_t rows,
-		uint64_t row_bytes, uint64_t stride)
-{
-	spyre_pb_dma(g->pb, c, opc, &(struct spyre_pb_dma){
-		.sp = sp, .mem = { .sym = sym, .off = off }, .rows = (uint32_t)rows,
-		.row_bytes = (uint32_t)row_bytes, .mem_stride = rows > 1 ? (uint32_t)stride : 0,
-		.sp_stride = rows > 1 ? (uint32_t)row_bytes : 0 });
 }
 
 struct norm {
@@ -126,11 +109,11 @@ static void load_vec32(struct kgen *g, uint32_t c, uint32_t dt, int sym, uint64_
 	uint64_t esz = SPYRE_DT_SIZE(dt);
 
 	if (dt == F32) {
-		dma(g, c, SPYRE_ISA_OP_LOAD, dst, sym, j0 * esz, 1, kg_pitch(w, dt), 0);
+		kg_dma(g, c, SPYRE_ISA_OP_LOAD, dst, sym, j0 * esz, 1, kg_pitch(w, dt), 0);
 		return;
 	}
-	dma(g, c, SPYRE_ISA_OP_LOAD, stage, sym, j0 * esz, 1, kg_pitch(w, dt), 0);
-	op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, dst, stage, 0, 1, w);
+	kg_dma(g, c, SPYRE_ISA_OP_LOAD, stage, sym, j0 * esz, 1, kg_pitch(w, dt), 0);
+	kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, dst, stage, 0, 1, w);
 }
 
 static int gen_norm(struct kgen *g, int ln)
@@ -193,35 +176,35 @@ static int gen_norm(struct kgen *g, int ln)
 			for (uint64_t j0 = 0; j0 < n; j0 += p.cw) {
 				uint64_t w = n - j0 < p.cw ? n - j0 : p.cw, tp = kg_pitch(w, dt);
 
-				dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, tp, pitch);
+				kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, tp, pitch);
 				if (dt != F32)
-					op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
 				if (!ln) {
-					op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, t2, t, t, rows, w);
-					op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, j0 ? v1 : v0, t2, 0, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, t2, t, t, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, j0 ? v1 : v0, t2, 0, rows, w);
 					if (j0)
-						op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v0, v0, v1, 1, rows);
+						kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v0, v0, v1, 1, rows);
 					continue;
 				}
 				/* this tile's mean and M2 (first tile: straight into mean, q) */
 				uint32_t tm = j0 ? v2 : v0, tq = j0 ? v3 : v1;
 
-				op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, tm, t, 0, rows, w);
+				kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, tm, t, 0, rows, w);
 				scale(g, c, tm, tm, 1, rows, (float)(1.0 / (double)w), 0);
-				op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t2, t, tm, rows, w);
-				op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, t2, t2, t2, rows, w);
-				op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, tq, t2, 0, rows, w);
+				kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t2, t, tm, rows, w);
+				kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, t2, t2, t2, rows, w);
+				kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, tq, t2, 0, rows, w);
 				if (j0) {
 					/* Chan: delta = tm - mean; mean += delta w/(seen+w); q += tq + delta^2 seen w/(seen+w) */
 					double na = (double)seen, nb = (double)w;
 
-					op(g, c, SPYRE_ISA_OP_SUB, F32, F32, 0, v4, tm, v0, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, 0, v4, tm, v0, 1, rows);
 					scale(g, c, tm, v4, 1, rows, (float)(nb / (na + nb)), 0);
-					op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v0, v0, tm, 1, rows);
-					op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, v4, v4, v4, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v0, v0, tm, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, v4, v4, v4, 1, rows);
 					scale(g, c, v4, v4, 1, rows, (float)(na * nb / (na + nb)), 0);
-					op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v1, v1, tq, 1, rows);
-					op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v1, v1, v4, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v1, v1, tq, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, v1, v1, v4, 1, rows);
 				}
 				seen += w;
 			}
@@ -229,7 +212,7 @@ static int gen_norm(struct kgen *g, int ln)
 			uint32_t f = ln ? v1 : v0;
 
 			scale(g, c, f, f, 1, rows, inv_n, eps);
-			op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, f, f, 0, 1, rows);
+			kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, f, f, 0, 1, rows);
 
 			/* pass 2: normalize (a single column tile is still in t) */
 			for (uint64_t j0 = 0; j0 < n; j0 += p.cw) {
@@ -239,20 +222,20 @@ static int gen_norm(struct kgen *g, int ln)
 					load_vec32(g, c, dt, sw, j0, w, w32, xb);
 					if (ln)
 						load_vec32(g, c, dt, sb, j0, w, b32, xb);
-					dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, tp, pitch);
+					kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, tp, pitch);
 					if (dt != F32)
-						op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
+						kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
 				}
 				if (ln) {
-					op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t2, t, v0, rows, w);
-					op(g, c, SPYRE_ISA_OP_MUL, F32, F32, SPYRE_IF_BCAST_COL, t, t2, f, rows, w);
-					op(g, c, SPYRE_ISA_OP_MUL, F32, F32, SPYRE_IF_BCAST_ROW, t2, t, w32, rows, w);
-					op(g, c, SPYRE_ISA_OP_ADD, F32, dt, SPYRE_IF_BCAST_ROW, xb, t2, b32, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t2, t, v0, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, SPYRE_IF_BCAST_COL, t, t2, f, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, SPYRE_IF_BCAST_ROW, t2, t, w32, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_ADD, F32, dt, SPYRE_IF_BCAST_ROW, xb, t2, b32, rows, w);
 				} else {
-					op(g, c, SPYRE_ISA_OP_MUL, F32, F32, SPYRE_IF_BCAST_COL, t2, t, f, rows, w);
-					op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_ROW, xb, t2, w32, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, SPYRE_IF_BCAST_COL, t2, t, f, rows, w);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_ROW, xb, t2, w32, rows, w);
 				}
-				dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch + j0 * esz, rows, tp, pitch);
+				kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch + j0 * esz, rows, tp, pitch);
 			}
 		}
 	}

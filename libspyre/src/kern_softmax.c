@@ -29,22 +29,6 @@
 #define COLS_MAX 0xffffu
 #define ROWS_MAX 32768u
 
-static void op(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigned dt2, unsigned flags, uint32_t d,
-	       uint32_t a, uint32_t b, uint64_t rows, uint64_t cols)
-{
-	spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = opc, .dt = dt, .dt2 = dt2, .flags = flags, .d = d,
-						     .a = a, .b = b, .rows = (uint32_t)rows, .cols = (uint32_t)cols });
-}
-
-static void dma(struct kgen *g, uint32_t c, unsigned opc, uint32_t sp, int sym, uint64_t off, uint64_t rows,
-		uint64_t row_bytes, uint64_t stride)
-{
-	spyre_pb_dma(g->pb, c, opc, &(struct spyre_pb_dma){
-		.sp = sp, .mem = { .sym = sym, .off = off }, .rows = (uint32_t)rows,
-		.row_bytes = (uint32_t)row_bytes, .mem_stride = rows > 1 ? (uint32_t)stride : 0,
-		.sp_stride = rows > 1 ? (uint32_t)row_bytes : 0 });
-}
-
 /* scratchpad bytes of tr x cw tiles: x (dt), an fp32 copy if @copy, nvec vectors */
 static uint64_t need(uint32_t dt, int copy, unsigned nvec, uint64_t tr, uint64_t cw)
 {
@@ -115,49 +99,49 @@ static void online_tile(struct kgen *g, uint32_t c, uint32_t dt, int sx, int sy,
 	for (uint64_t j0 = 0; j0 < n; j0 += cw) {
 		uint64_t w = n - j0 < cw ? n - j0 : cw;
 
-		dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
+		kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
 		if (dt != F32)
-			op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
+			kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
 		if (!j0) {
 			/* M starts at -FLT_MAX, not -inf: a tile of -inf (a mask) must give exp(x - M) = 0, not NaN */
 			spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = F32, .dt2 = F32,
 								     .d = dl, .rows = 1, .cols = (uint32_t)rows,
 								     .imm = kg_f32_bits(-FLT_MAX) });
-			op(g, c, SPYRE_ISA_OP_REDMAX, F32, F32, 0, mx, t, 0, rows, w);
-			op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, mx, mx, dl, 1, rows);
-			op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mx, rows, w);
-			op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
-			op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, s, t, 0, rows, w);
+			kg_op(g, c, SPYRE_ISA_OP_REDMAX, F32, F32, 0, mx, t, 0, rows, w);
+			kg_op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, mx, mx, dl, 1, rows);
+			kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mx, rows, w);
+			kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
+			kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, s, t, 0, rows, w);
 			continue;
 		}
 		/* M' = max(M, max(tile)); S = S exp(M - M') + sum(exp(tile - M')) */
-		op(g, c, SPYRE_ISA_OP_REDMAX, F32, F32, 0, st, t, 0, rows, w);
-		op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, mn, mx, st, 1, rows);
-		op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mn, rows, w);
-		op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
-		op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, st, t, 0, rows, w);
-		op(g, c, SPYRE_ISA_OP_SUB, F32, F32, 0, dl, mx, mn, 1, rows);
-		op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, dl, dl, 0, 1, rows);
-		op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, s, s, dl, 1, rows);
-		op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, s, s, st, 1, rows);
+		kg_op(g, c, SPYRE_ISA_OP_REDMAX, F32, F32, 0, st, t, 0, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, mn, mx, st, 1, rows);
+		kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mn, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, st, t, 0, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, 0, dl, mx, mn, 1, rows);
+		kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, dl, dl, 0, 1, rows);
+		kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, s, s, dl, 1, rows);
+		kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, s, s, st, 1, rows);
 		uint32_t tmp = mx;
 
 		mx = mn;
 		mn = tmp;
 	}
 	/* 1 / S = rsqrt(S)^2 (there is no divide) */
-	op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, s, s, 0, 1, rows);
-	op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, s, s, s, 1, rows);
+	kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, s, s, 0, 1, rows);
+	kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, s, s, s, 1, rows);
 	for (uint64_t j0 = 0; j0 < n; j0 += cw) {
 		uint64_t w = n - j0 < cw ? n - j0 : cw;
 
-		dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
+		kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
 		if (dt != F32)
-			op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
-		op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mx, rows, w);
-		op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
-		op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, s, rows, w);
-		dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
+			kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mx, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
+		kg_op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, s, rows, w);
+		kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
 	}
 }
 
@@ -195,9 +179,9 @@ static int gen_scratchpad(struct kgen *g, int sx, int sy)
 				online_tile(g, c, dt, sx, sy, row0, rows, n, cw, xb, t, v);
 				continue;
 			}
-			dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch, rows, pitch, pitch);
-			op(g, c, SPYRE_ISA_OP_SOFTMAX, dt, dt, 0, xb, xb, 0, rows, n);
-			dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch, rows, pitch, pitch);
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch, rows, pitch, pitch);
+			kg_op(g, c, SPYRE_ISA_OP_SOFTMAX, dt, dt, 0, xb, xb, 0, rows, n);
+			kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch, rows, pitch, pitch);
 		}
 	}
 	return kg_ok(g);
@@ -247,11 +231,11 @@ static int gen_naive(struct kgen *g, int sx, int sy)
 				uint64_t vb = kg_pitch(rows, F32), voff = c * wk.vstride + k * kg_pitch(t_rows, F32);
 
 				if (pass == 1)
-					dma(g, c, SPYRE_ISA_OP_LOAD, acc, sw, wk.vmax + voff, 1, vb, 0);
+					kg_dma(g, c, SPYRE_ISA_OP_LOAD, acc, sw, wk.vmax + voff, 1, vb, 0);
 				if (pass == 3) {
-					dma(g, c, SPYRE_ISA_OP_LOAD, acc, sw, wk.vsum + voff, 1, vb, 0);
-					op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, acc, acc, 0, 1, rows);
-					op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, acc, acc, acc, 1, rows);
+					kg_dma(g, c, SPYRE_ISA_OP_LOAD, acc, sw, wk.vsum + voff, 1, vb, 0);
+					kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, acc, acc, 0, 1, rows);
+					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, acc, acc, acc, 1, rows);
 				}
 				for (uint64_t j0 = 0; j0 < n; j0 += cw) {
 					uint64_t w = n - j0 < cw ? n - j0 : cw;
@@ -259,36 +243,36 @@ static int gen_naive(struct kgen *g, int sx, int sy)
 
 					switch (pass) {
 					case 0:	/* row max */
-						dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, xoff, rows, kg_pitch(w, dt), pitch);
-						op(g, c, SPYRE_ISA_OP_REDMAX, dt, F32, 0, j0 ? part : acc, xb, 0, rows, w);
+						kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, xoff, rows, kg_pitch(w, dt), pitch);
+						kg_op(g, c, SPYRE_ISA_OP_REDMAX, dt, F32, 0, j0 ? part : acc, xb, 0, rows, w);
 						if (j0)
-							op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, acc, acc, part, 1, rows);
+							kg_op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, acc, acc, part, 1, rows);
 						break;
 					case 1:	/* exp(x - max) */
-						dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, xoff, rows, kg_pitch(w, dt), pitch);
+						kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, xoff, rows, kg_pitch(w, dt), pitch);
 						if (dt != F32)
-							op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
-						op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, acc, rows, w);
-						op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
-						dma(g, c, SPYRE_ISA_OP_STORE, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
+							kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
+						kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, acc, rows, w);
+						kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
+						kg_dma(g, c, SPYRE_ISA_OP_STORE, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
 						break;
 					case 2:	/* row sum */
-						dma(g, c, SPYRE_ISA_OP_LOAD, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
-						op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, j0 ? part : acc, t, 0, rows, w);
+						kg_dma(g, c, SPYRE_ISA_OP_LOAD, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
+						kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, j0 ? part : acc, t, 0, rows, w);
 						if (j0)
-							op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, acc, acc, part, 1, rows);
+							kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, acc, acc, part, 1, rows);
 						break;
 					default: /* divide */
-						dma(g, c, SPYRE_ISA_OP_LOAD, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
-						op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, acc, rows, w);
-						dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, xoff, rows, kg_pitch(w, dt), pitch);
+						kg_dma(g, c, SPYRE_ISA_OP_LOAD, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
+						kg_op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, acc, rows, w);
+						kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, xoff, rows, kg_pitch(w, dt), pitch);
 						break;
 					}
 				}
 				if (pass == 0)
-					dma(g, c, SPYRE_ISA_OP_STORE, acc, sw, wk.vmax + voff, 1, vb, 0);
+					kg_dma(g, c, SPYRE_ISA_OP_STORE, acc, sw, wk.vmax + voff, 1, vb, 0);
 				if (pass == 2)
-					dma(g, c, SPYRE_ISA_OP_STORE, acc, sw, wk.vsum + voff, 1, vb, 0);
+					kg_dma(g, c, SPYRE_ISA_OP_STORE, acc, sw, wk.vsum + voff, 1, vb, 0);
 			}
 		}
 	}
