@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The kernel library's host test harness: see harness.h. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,58 @@ bool kh_close(const char *what, const float *got, const float *want, uint64_t n,
 		  what, (unsigned long long)bad, (unsigned long long)n, (unsigned long long)worst,
 		  n ? got[worst] : 0.0, n ? want[worst] : 0.0, rtol, atol);
 	return !bad;
+}
+
+bool kh_close_bound(const char *what, const float *got, const double *want, const double *bound, uint64_t n,
+		    double rtol, double atol)
+{
+	uint64_t bad = 0, worst = 0;
+	double wr = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		double lim = rtol * fabs(want[i]) + bound[i] + atol, e = fabs((double)got[i] - want[i]);
+
+		if (!(e <= lim)) {
+			bad++;
+			if (isnan(e) || e / lim > wr) {
+				wr = isnan(e) ? INFINITY : e / lim;
+				worst = i;
+			}
+		}
+	}
+	return TAP_CHECK(!bad, "%s: %llu of %llu elements off, worst [%llu] got %.8g want %.8g (bound %.3g)", what,
+			 (unsigned long long)bad, (unsigned long long)n, (unsigned long long)worst,
+			 n ? got[worst] : 0.0, n ? want[worst] : 0.0, n ? bound[worst] : 0.0);
+}
+
+void kh_expect_einval(const struct spyre_kdesc *d, const char *needle)
+{
+	struct spyre_kernel_info info = { .size = sizeof(info) };
+	void *img = NULL;
+	size_t sz;
+	int rc = spyre_kernel_build(d, &img, &sz, &info);
+
+	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), needle), "rc %d, error \"%s\" should name \"%s\"", rc,
+		  spyre_last_error(), needle);
+	free(img);
+}
+
+void kh_diag_timing(const struct spyre_kernel_info *info)
+{
+	tap_diag("%s: est %llu ns, engine %llu ns, utilization %.3f", info->name, (unsigned long long)info->est_ns,
+		 (unsigned long long)kh_last_device_ns, kh_last_utilization);
+}
+
+void kh_edges(void (*fn)(void *ctx, uint32_t dt, uint32_t cores, uint64_t m, uint64_t n, uint32_t flags), void *ctx)
+{
+	unsigned i = 0;
+
+	for (unsigned di = 0; di < 4; di++)
+		for (unsigned ci = 0; ci < 3; ci++)
+			for (unsigned ri = 0; ri < 10; ri++)
+				for (unsigned ki = 0; ki < 10; ki++, i++)
+					fn(ctx, kh_dtypes[di], kh_cores[ci], kh_edge[ri], kh_edge[ki],
+					   (i & 1) ? SPYRE_KF_RELOC : 0);
 }
 
 int kh_run(const struct spyre_kdesc *d, struct kh_slot *slots, uint32_t nslots, const uint64_t *scalars,

@@ -25,6 +25,7 @@
 
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
+#include "spyre_isa_codec.h"	/* spyre_dtype_name(): "fp32", "fp16", ... in the tests' messages */
 #include "../../../tests/tap.h"
 
 enum kh_kind { KH_KIND_IN, KH_KIND_OUT, KH_KIND_INOUT, KH_KIND_RAW, KH_KIND_WORK };
@@ -70,6 +71,28 @@ double kh_tol(uint32_t dtype);
  * worst element. Returns true when close.
  */
 bool kh_close(const char *what, const float *got, const float *want, uint64_t n, double rtol, double atol);
+
+/*
+ * TAP check that |got - want| <= rtol * |want| + bound[i] + atol for all n
+ * (a per-element error bound from the reference); reports the element
+ * furthest past its limit. Returns true when close.
+ */
+bool kh_close_bound(const char *what, const float *got, const double *want, const double *bound, uint64_t n,
+		    double rtol, double atol);
+
+/* TAP check that building @d fails with -EINVAL and an error naming @needle. */
+void kh_expect_einval(const struct spyre_kdesc *d, const char *needle);
+
+/* "# <info->name>: est N ns, engine N ns, utilization U" after a kh_run() with @info. */
+void kh_diag_timing(const struct spyre_kernel_info *info);
+
+/*
+ * The edge cases of an op over rows x columns: @fn(@ctx, dt, cores, m, n,
+ * flags) for every dtype (kh_dtypes), core count (kh_cores) and m, n in
+ * kh_edge, the cases alternating between the two addressing forms (flags 0
+ * and SPYRE_KF_RELOC).
+ */
+void kh_edges(void (*fn)(void *ctx, uint32_t dt, uint32_t cores, uint64_t m, uint64_t n, uint32_t flags), void *ctx);
 
 /* Deterministic uniform floats in [lo, hi). */
 void kh_fill(float *p, uint64_t n, float lo, float hi);

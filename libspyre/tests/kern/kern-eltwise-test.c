@@ -52,8 +52,7 @@ static void run_op(uint32_t op, float alpha)
 						char what[96];
 
 						snprintf(what, sizeof(what), "%s %s %ux%u c%u", spyre_kernel_op_name(op),
-							 dt == 0 ? "fp32" : dt == 1 ? "fp16" : dt == 2 ? "bf16" : "dl16",
-							 m, n, kh_cores[ci]);
+							 spyre_dtype_name(dt), m, n, kh_cores[ci]);
 						kh_close(what, y, r, (uint64_t)m * n,
 							 (bin ? 1 : 4) * kh_tol(dt) + 1e-6, 1e-5);
 					}

@@ -22,18 +22,11 @@
  * Fused and unfused results must agree within two output roundings plus
  * twice the bound.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "harness.h"
-
-static const char *dtn(uint32_t dt)
-{
-	return dt == SPYRE_DT_FP32 ? "fp32" : dt == SPYRE_DT_FP16 ? "fp16" : dt == SPYRE_DT_BF16 ? "bf16" : "dl16";
-}
 
 static const char *stn(uint32_t s)
 {
@@ -122,25 +115,42 @@ static void reference(const struct mcase *c, const float *x, const float *wg, co
 	free(dr);
 }
 
+/* Y within its bound, one rounding to the dtype and 1e-6 (header comment). */
 static bool check(const char *what, const float *got, const struct mref *r, uint64_t cnt, uint32_t dt)
 {
-	uint64_t bad = 0, worst = 0;
-	double wr = 0;
+	return kh_close_bound(what, got, r->y, r->bound, cnt, kh_tol(dt), 1e-6);
+}
 
-	for (uint64_t i = 0; i < cnt; i++) {
-		double lim = kh_tol(dt) * fabs(r->y[i]) + r->bound[i] + 1e-6, e = fabs((double)got[i] - r->y[i]);
+/* Random inputs of @c and their reference. */
+struct minputs {
+	float *x, *wg, *wu, *wd;
+	struct mref r;
+};
 
-		if (!(e <= lim)) {
-			bad++;
-			if (isnan(e) || e / lim > wr) {
-				wr = isnan(e) ? INFINITY : e / lim;
-				worst = i;
-			}
-		}
-	}
-	return TAP_CHECK(!bad, "%s: %llu of %llu elements off, worst [%llu] got %.8g want %.8g (bound %.3g)", what,
-			 (unsigned long long)bad, (unsigned long long)cnt, (unsigned long long)worst,
-			 cnt ? got[worst] : 0.0, cnt ? r->y[worst] : 0.0, cnt ? r->bound[worst] : 0.0);
+static void inputs_make(const struct mcase *c, struct minputs *in)
+{
+	uint64_t m = c->m, k = c->k, n = c->n;
+
+	in->x = kh_alloc(4 * m * k);
+	in->wg = kh_alloc(4 * k * n);
+	in->wu = kh_alloc(4 * k * n);
+	in->wd = kh_alloc(4 * n * k);
+	in->r = (struct mref){ kh_alloc(8 * m * k), kh_alloc(8 * m * k) };
+	kh_fill(in->x, m * k, -1, 1);
+	kh_fill(in->wg, k * n, -0.5f, 0.5f);
+	kh_fill(in->wu, k * n, -0.5f, 0.5f);
+	kh_fill(in->wd, n * k, -0.5f, 0.5f);
+	reference(c, in->x, in->wg, in->wu, in->wd, &in->r);
+}
+
+static void inputs_free(struct minputs *in)
+{
+	free(in->x);
+	free(in->wg);
+	free(in->wu);
+	free(in->wd);
+	free(in->r.y);
+	free(in->r.bound);
 }
 
 /* |fused - unfused| within two output roundings and twice the bound. */
@@ -164,9 +174,9 @@ static bool agree(const char *what, const float *a, const float *b, const struct
 
 static uint32_t last_cores;
 
-/* Run @c with @strategy into y; 0 or -1. */
-static int run(const struct mcase *c, uint32_t strategy, const float *x, const float *wg, const float *wu,
-	       const float *wd, float *y, struct spyre_kernel_info *info)
+/* Run @c with @strategy on @in into y; 0 or -1. */
+static int run(const struct mcase *c, uint32_t strategy, const struct minputs *in, float *y,
+	       struct spyre_kernel_info *info)
 {
 	uint64_t m = c->m, k = c->k, n = c->n;
 	bool ge = c->flags & SPYRE_KF_GELU;
@@ -176,11 +186,11 @@ static int run(const struct mcase *c, uint32_t strategy, const float *x, const f
 	struct kh_slot sl[6];
 	uint32_t ns = 0;
 
-	sl[ns++] = (struct kh_slot)KH_IN((float *)x, m, k);
+	sl[ns++] = (struct kh_slot)KH_IN(in->x, m, k);
 	if (!ge)
-		sl[ns++] = (struct kh_slot)KH_IN((float *)wg, k, n);
-	sl[ns++] = (struct kh_slot)KH_IN((float *)wu, k, n);
-	sl[ns++] = (struct kh_slot)KH_IN((float *)wd, n, k);
+		sl[ns++] = (struct kh_slot)KH_IN(in->wg, k, n);
+	sl[ns++] = (struct kh_slot)KH_IN(in->wu, k, n);
+	sl[ns++] = (struct kh_slot)KH_IN(in->wd, n, k);
 	sl[ns++] = (struct kh_slot)KH_OUT(y, m, k);
 	if (strategy == SPYRE_KSTRAT_UNFUSED)
 		sl[ns++] = (struct kh_slot)KH_WORK();
@@ -197,47 +207,38 @@ static uint32_t fused_cores;
 static void run_case(const struct mcase *c, bool with_auto)
 {
 	uint64_t m = c->m, k = c->k, n = c->n;
-	float *x = kh_alloc(4 * m * k), *wg = kh_alloc(4 * k * n), *wu = kh_alloc(4 * k * n), *wd = kh_alloc(4 * n * k);
 	float *yf = kh_alloc(4 * m * k), *yu = kh_alloc(4 * m * k), *ya = kh_alloc(4 * m * k);
-	struct mref r = { kh_alloc(8 * m * k), kh_alloc(8 * m * k) };
+	struct minputs in;
+	const struct mref *r = &in.r;
 	struct spyre_kernel_info info;
 	char what[160];
 	int okf, oku;
 
-	kh_fill(x, m * k, -1, 1);
-	kh_fill(wg, k * n, -0.5f, 0.5f);
-	kh_fill(wu, k * n, -0.5f, 0.5f);
-	kh_fill(wd, n * k, -0.5f, 0.5f);
-	reference(c, x, wg, wu, wd, &r);
+	inputs_make(c, &in);
 	snprintf(what, sizeof(what), "mlp %s %s m%llu k%llu n%llu c%u%s sp%u", (c->flags & SPYRE_KF_GELU) ? "gelu" : "swiglu",
-		 dtn(c->dt), (unsigned long long)m, (unsigned long long)k, (unsigned long long)n, c->cores,
+		 spyre_dtype_name(c->dt), (unsigned long long)m, (unsigned long long)k, (unsigned long long)n, c->cores,
 		 (c->flags & SPYRE_KF_RELOC) ? " reloc" : "", c->sp_bytes);
-	okf = run(c, SPYRE_KSTRAT_FUSED, x, wg, wu, wd, yf, NULL);
+	okf = run(c, SPYRE_KSTRAT_FUSED, &in, yf, NULL);
 	if (okf == 0)
-		check(what, yf, &r, m * k, c->dt);
+		check(what, yf, r, m * k, c->dt);
 	fused_cores = last_cores;
-	oku = run(c, SPYRE_KSTRAT_UNFUSED, x, wg, wu, wd, yu, &info);
+	oku = run(c, SPYRE_KSTRAT_UNFUSED, &in, yu, &info);
 	if (oku == 0) {
-		check(what, yu, &r, m * k, c->dt);
+		check(what, yu, r, m * k, c->dt);
 		TAP_CHECK(info.slot_bytes[info.num_slots - 1] ==
 				  ((c->flags & SPYRE_KF_GELU) ? 1 : 2) * m * spyre_kernel_pitch(n, SPYRE_DT_FP32),
 			  "%s: work slot of %llu bytes", what, (unsigned long long)info.slot_bytes[info.num_slots - 1]);
 	}
 	if (okf == 0 && oku == 0)
-		agree(what, yf, yu, &r, m * k, c->dt);
-	if (with_auto && run(c, SPYRE_KSTRAT_AUTO, x, wg, wu, wd, ya, &info) == 0) {
-		check(what, ya, &r, m * k, c->dt);
+		agree(what, yf, yu, r, m * k, c->dt);
+	if (with_auto && run(c, SPYRE_KSTRAT_AUTO, &in, ya, &info) == 0) {
+		check(what, ya, r, m * k, c->dt);
 		TAP_CHECK(info.strategy == SPYRE_KSTRAT_FUSED, "%s: auto is %s", what, stn(info.strategy));
 	}
-	free(x);
-	free(wg);
-	free(wu);
-	free(wd);
+	inputs_free(&in);
 	free(yf);
 	free(yu);
 	free(ya);
-	free(r.y);
-	free(r.bound);
 }
 
 /* Every edge value in each of m, k, n per dtype and activation (permutations of 0..9). */
@@ -325,28 +326,23 @@ static void test_modeled(void)
 	}
 	{
 		struct mcase c = { .dt = SPYRE_DT_FP16, .cores = 32, .m = 64, .k = 512, .n = 1408 };
-		uint64_t m = c.m, k = c.k, n = c.n;
-		float *x = kh_alloc(4 * m * k), *wg = kh_alloc(4 * k * n), *wu = kh_alloc(4 * k * n);
-		float *wd = kh_alloc(4 * n * k), *yf = kh_alloc(4 * m * k), *yu = kh_alloc(4 * m * k);
-		struct mref r = { kh_alloc(8 * m * k), kh_alloc(8 * m * k) };
+		uint64_t m = c.m, k = c.k;
+		float *yf = kh_alloc(4 * m * k), *yu = kh_alloc(4 * m * k);
+		struct minputs in;
 		struct spyre_kernel_info fi, ui;
 		uint64_t fns = 0, uns = 0;
 		double futil = 0, uutil = 0;
 
-		kh_fill(x, m * k, -1, 1);
-		kh_fill(wg, k * n, -0.5f, 0.5f);
-		kh_fill(wu, k * n, -0.5f, 0.5f);
-		kh_fill(wd, n * k, -0.5f, 0.5f);
-		reference(&c, x, wg, wu, wd, &r);
-		if (run(&c, SPYRE_KSTRAT_FUSED, x, wg, wu, wd, yf, &fi) == 0) {
+		inputs_make(&c, &in);
+		if (run(&c, SPYRE_KSTRAT_FUSED, &in, yf, &fi) == 0) {
 			fns = kh_last_device_ns;
 			futil = kh_last_utilization;
-			check("mlp swiglu fp16 m64 k512 n1408 c32 fused", yf, &r, m * k, c.dt);
+			check("mlp swiglu fp16 m64 k512 n1408 c32 fused", yf, &in.r, m * k, c.dt);
 		}
-		if (run(&c, SPYRE_KSTRAT_UNFUSED, x, wg, wu, wd, yu, &ui) == 0) {
+		if (run(&c, SPYRE_KSTRAT_UNFUSED, &in, yu, &ui) == 0) {
 			uns = kh_last_device_ns;
 			uutil = kh_last_utilization;
-			check("mlp swiglu fp16 m64 k512 n1408 c32 unfused", yu, &r, m * k, c.dt);
+			check("mlp swiglu fp16 m64 k512 n1408 c32 unfused", yu, &in.r, m * k, c.dt);
 		}
 		tap_diag("mlp swiglu fp16 m=64 hidden=512 ffn=1408 c32: fused %llu ns (est %llu) on %u cores, utilization "
 			 "%.1f %%; unfused %llu ns (est %llu) on %u cores, utilization %.1f %%", (unsigned long long)fns,
@@ -354,27 +350,10 @@ static void test_modeled(void)
 			 (unsigned long long)ui.est_ns, ui.cores, 100 * uutil);
 		TAP_CHECK(fns && uns && fns < uns, "fused (%llu ns) is faster than unfused (%llu ns)",
 			  (unsigned long long)fns, (unsigned long long)uns);
-		free(x);
-		free(wg);
-		free(wu);
-		free(wd);
+		inputs_free(&in);
 		free(yf);
 		free(yu);
-		free(r.y);
-		free(r.bound);
 	}
-}
-
-static void expect_einval(const struct spyre_kdesc *d, const char *needle)
-{
-	struct spyre_kernel_info info = { .size = sizeof(info) };
-	void *img = NULL;
-	size_t sz;
-	int rc = spyre_kernel_build(d, &img, &sz, &info);
-
-	TAP_CHECK(rc == -EINVAL && strstr(spyre_last_error(), needle), "rc %d, error \"%s\" should name \"%s\"", rc,
-		  spyre_last_error(), needle);
-	free(img);
 }
 
 static void test_errors(void)
@@ -382,23 +361,23 @@ static void test_errors(void)
 	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_MLP, .dtype = SPYRE_DT_FP16, .m = 8, .n = 0,
 				 .k = 8 };
 
-	expect_einval(&d, "must be non-zero");
+	kh_expect_einval(&d, "must be non-zero");
 	d.n = 64;
 	d.flags = SPYRE_KF_BIAS;
-	expect_einval(&d, "do not apply to mlp");
+	kh_expect_einval(&d, "do not apply to mlp");
 	d.flags = 0;
 	d.out_group = 32;
-	expect_einval(&d, "do not apply to mlp");
+	kh_expect_einval(&d, "do not apply to mlp");
 	d.out_group = 0;
 	d.k = 200000;
 	d.sp_bytes = 2048;
 	d.strategy = SPYRE_KSTRAT_FUSED;
-	expect_einval(&d, "no tiling fits");
+	kh_expect_einval(&d, "no tiling fits");
 	d.strategy = SPYRE_KSTRAT_UNFUSED;
-	expect_einval(&d, "no tiling fits");
+	kh_expect_einval(&d, "no tiling fits");
 	d.strategy = SPYRE_KSTRAT_SPLIT_M;
 	d.sp_bytes = 0;
-	expect_einval(&d, "strategy");
+	kh_expect_einval(&d, "strategy");
 }
 
 static const struct tap_case cases[] = {
