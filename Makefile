@@ -240,7 +240,7 @@ $(B)/tests/tools-cli-test: tools/tests/cli-test.sh
 	install -m 0755 $< $@
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
-BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench
+BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
@@ -250,6 +250,11 @@ $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/incl
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(ISA_LIB) $(DRM_LIBS) -lm
+
+# spyre_memcpy through the whole stack (in the VM)
+$(B)/bench/dma-bench: bench/dma-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
 # The kernel library's strategies in modeled device time (host: the engine runs them)
 $(B)/bench/kernels-bench: bench/kernels-bench.c $(B)/lib/libspyre.a $(ENGINE_LIB) $(ISA_LIB) $(ENGINE_TEST_LIB)
@@ -268,6 +273,11 @@ bench-run: all $(BENCHES) bench-engine
 	@echo "== launch paths (in the VM)"
 	tools/vm/run -q --timeout 600 --copy $(B)/bench --out $(B)/bench/launch.out -- /spyre/bench/launch-bench; \
 		rc=$$?; tr -d '\r' <$(B)/bench/launch.out; exit $$rc
+	@echo "== DMA through the whole stack: spyre_memcpy 256 MiB, pinned and pageable (in the VM: functional vs memcpy, timed vs the modeled link)"
+	for m in "" --timed; do \
+		tools/vm/run -q $$m --timeout 900 --copy $(B)/bench --out $(B)/bench/dma$$m.out -- /spyre/bench/dma-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench/dma$$m.out; \
+	done
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
 	$(B)/bench/kernels-bench
 	@echo "== a real model's dispatch: kernels built every step (a) / cached + patching (b) / cached + patch-free (c)"
