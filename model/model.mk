@@ -18,6 +18,7 @@ MODEL_LIBS := $(MODEL_LIB) $(ISA_LIB) -lm
 MODEL_CFLAGS := $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi
 MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi
 MODEL_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+MODEL_TEST_HDRS := $(MODEL_DIR)/tests/test-util.h tests/tap.h
 
 MODEL_TESTS := $(B)/tests/model-config-test $(B)/tests/model-safetensors-test $(B)/tests/model-ref-test
 MODEL_SAN_TESTS := $(B)/tests/model-mutate-test
@@ -49,23 +50,25 @@ $(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(M
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 $(MODEL_TESTS): $(B)/tests/model-%-test: $(MODEL_DIR)/tests/%-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
-		$(MODEL_ISA_HDRS) tests/tap.h
+		$(MODEL_ISA_HDRS) $(MODEL_TEST_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIBS)
 
 # The readers under AddressSanitizer and UBSan (gcc), fed fixed-seed mutations.
 $(B)/tests/model-mutate-test: $(MODEL_DIR)/tests/model-mutate-test.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) \
-		$(MODEL_ISA_HDRS) tests/tap.h
+		$(MODEL_ISA_HDRS) $(MODEL_TEST_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_SAN) $< $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ -lm
 
 # libFuzzer target: the config parser and the safetensors reader on arbitrary bytes.
-$(MODEL_FUZZ): $(MODEL_DIR)/tests/model-fuzz.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) $(MODEL_ISA_HDRS)
+$(MODEL_FUZZ): $(MODEL_DIR)/tests/model-fuzz.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) $(MODEL_ISA_HDRS) \
+		$(MODEL_DIR)/tests/test-util.h
 	@mkdir -p $(@D)
 	clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi $< $(MODEL_SRCS) $(MODEL_ISA_SRCS) -lm -o $@
 
-$(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) tests/tap.h
+$(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
+		$(MODEL_TEST_HDRS) tests/fuzz-run.h
 	@mkdir -p $(@D)
 	$(CC) $(MODEL_TEST_CFLAGS) $< -o $@ $(MODEL_LIBS)
 

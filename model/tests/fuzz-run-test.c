@@ -18,6 +18,7 @@
 #include "weights.h"
 #include "test-util.h"
 #include "../../tests/tap.h"
+#include "../../tests/fuzz-run.h"
 
 static char fuzz[PATH_MAX + 32];
 
@@ -46,7 +47,7 @@ static void seed(const char *dir, int i, unsigned char sel, const char *path)
 static void test_libfuzzer_run(void)
 {
 	char dir[] = "/tmp/spyre-model-fuzz-XXXXXX", cmd[4 * PATH_MAX], p[PATH_MAX + 64], err[256];
-	struct spyre_model_config c = spyre_model_config_tiny();
+	struct spyre_model_config c = model_micro_config();
 	struct spyre_model_weights w;
 	static const float v[6] = { 1, -2, 0.5f, 3, 4, 5 };
 	static const struct spyre_st_out mixed[] = {
@@ -62,14 +63,6 @@ static void test_libfuzzer_run(void)
 	seed(dir, 1, 2, p);
 	snprintf(p, sizeof(p), "%s/model/configs/granite-3.3-8b/config.json", model_top());
 	seed(dir, 2, 0, p);
-	c.layers = 1;
-	c.hidden = 8;
-	c.heads = 2;
-	c.kv_heads = 1;
-	c.head_dim = 4;
-	c.ffn = 12;
-	c.vocab = 16;
-	c.max_pos = 16;
 	snprintf(p, sizeof(p), "%s/micro.st", dir);
 	if (spyre_model_weights_random(&c, 1, &w) == 0) {
 		if (spyre_model_weights_save(&c, &w, p, SPYRE_ST_BF16, err, sizeof(err)) == 0)
@@ -83,27 +76,7 @@ static void test_libfuzzer_run(void)
 	if (system(cmd))
 		tap_diag("could not remove the seed sources");
 
-	snprintf(cmd, sizeof(cmd), "%s -runs=100000 -max_total_time=15 -timeout=10 -rss_limit_mb=2048 "
-		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, dir, dir, dir);
-	int rc = system(cmd);
-
-	snprintf(cmd, sizeof(cmd), "grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' %s/log |"
-		 " sed 's/^/# /'; grep -q 'stat::number_of_executed_units' %s/log", dir, dir);
-	int stats = system(cmd);
-
-	TAP_CHECK(rc == 0 && stats == 0, "libFuzzer run of model-fuzz: no crash (exit %d)", rc);
-	if (rc) {
-		snprintf(cmd, sizeof(cmd), "tail -n 40 %s/log | sed 's/^/# /'", dir);
-		if (system(cmd))
-			rc = 1;
-	}
-	if (rc) {	/* keep the reproducer */
-		tap_diag("crash input kept in %s", dir);
-	} else {
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd))
-			tap_diag("could not remove %s", dir);
-	}
+	fuzz_run(fuzz, "model-fuzz", dir, 100000, 15);
 }
 
 static const struct tap_case cases[] = {

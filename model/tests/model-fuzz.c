@@ -15,6 +15,7 @@
 #include "json.h"
 #include "safetensors.h"
 #include "weights.h"
+#include "test-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -82,17 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			free(out);
 		}
-		struct spyre_model_config c = spyre_model_config_tiny();
+		struct spyre_model_config c = model_micro_config();
 		struct spyre_model_weights w;
 
-		c.layers = 1;
-		c.hidden = 8;
-		c.heads = 2;
-		c.kv_heads = 1;
-		c.head_dim = 4;
-		c.ffn = 12;
-		c.vocab = 16;
-		c.max_pos = 16;
 		err[0] = 0;
 		if (spyre_model_weights_load(&c, st, &w, err, sizeof(err)) == 0)
 			spyre_model_weights_free(&w);

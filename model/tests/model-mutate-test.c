@@ -48,22 +48,6 @@ struct seed {
 	int is_st;
 };
 
-/* The 1-layer model the weights loader expects. */
-static struct spyre_model_config micro(void)
-{
-	struct spyre_model_config c = spyre_model_config_tiny();
-
-	c.layers = 1;
-	c.hidden = 8;
-	c.heads = 2;
-	c.kv_heads = 1;
-	c.head_dim = 4;
-	c.ffn = 12;
-	c.vocab = 16;
-	c.max_pos = 16;
-	return c;
-}
-
 static unsigned int accepted, refused;
 static unsigned int by_kind[8];
 
@@ -129,7 +113,7 @@ static void check_st(const unsigned char *buf, size_t len)
 		free(out);
 	}
 	/* the weights loader over whatever survived */
-	struct spyre_model_config c = micro();
+	struct spyre_model_config c = model_micro_config();
 	struct spyre_model_weights w;
 
 	err[0] = 0;
@@ -255,7 +239,7 @@ static void add_seed(const char *name, const char *path, int is_st)
 static void make_seeds(void)
 {
 	char p[PATH_MAX + 64], err[256];
-	struct spyre_model_config c = micro();
+	struct spyre_model_config c = model_micro_config();
 	struct spyre_model_weights w;
 	static const float v[6] = { 1, -2, 0.5f, 3, 4, 5 };
 	static const struct spyre_st_out mixed[] = {
@@ -295,7 +279,7 @@ static void test_seeds_valid(void)
 	}
 	/* the 1-layer model loads completely */
 	struct spyre_st *st;
-	struct spyre_model_config c = micro();
+	struct spyre_model_config c = model_micro_config();
 	struct spyre_model_weights w;
 	char err[256];
 

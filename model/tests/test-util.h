@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-util.h - helpers shared by the model tests: where the source tree is,
- * reading a file, a temporary directory.
+ * test-util.h - helpers shared by the model tests (and the fuzz target):
+ * where the source tree is, reading a file, a temporary directory, the
+ * 1-layer model of the readers' safetensors seeds.
  */
 #ifndef SPYRE_MODEL_TEST_UTIL_H
 #define SPYRE_MODEL_TEST_UTIL_H
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "config.h"
 
 /* The repository's top directory: this program is build/tests/NAME or build/fuzz/NAME. */
 static inline const char *model_top(void)
@@ -95,6 +98,25 @@ static inline void model_rmtmp(void)
 		if (system(cmd))
 			fprintf(stderr, "could not remove %s\n", model_tmpdir());
 	}
+}
+
+/*
+ * The 1-layer model whose weights seed the readers' tests and fuzz target:
+ * what the weights loader expects of their safetensors inputs.
+ */
+static inline struct spyre_model_config model_micro_config(void)
+{
+	struct spyre_model_config c = spyre_model_config_tiny();
+
+	c.layers = 1;
+	c.hidden = 8;
+	c.heads = 2;
+	c.kv_heads = 1;
+	c.head_dim = 4;
+	c.ffn = 12;
+	c.vocab = 16;
+	c.max_pos = 16;
+	return c;
 }
 
 #endif /* SPYRE_MODEL_TEST_UTIL_H */

@@ -48,6 +48,8 @@ $(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGI
 	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
 		-lm -o $@
 
+$(B)/tests/fuzz-run-test: tests/fuzz-run.h
+
 # libFuzzer target: validator, decoder, disassembler/assembler (the ISA
 # library) and the engine itself on arbitrary images
 fuzz: $(ENGINE_FUZZ)

@@ -16,6 +16,7 @@
 
 #include "spyre_progbuild.h"
 #include "../../../tests/tap.h"
+#include "../../../tests/fuzz-run.h"
 
 static void seed(const char *dir, int i, struct spyre_pb *pb)
 {
@@ -40,7 +41,7 @@ static char fuzz[PATH_MAX + 32];
 
 static void test_libfuzzer_run(void)
 {
-	char dir[] = "/tmp/spyre-fuzz-XXXXXX", cmd[4 * PATH_MAX];
+	char dir[] = "/tmp/spyre-fuzz-XXXXXX";
 
 	if (!TAP_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m"))
 		return;
@@ -92,27 +93,7 @@ static void test_libfuzzer_run(void)
 		.reg = SPYRE_PB_REG(1) }, .row_bytes = 128 });
 	seed(dir, 3, pb);
 
-	snprintf(cmd, sizeof(cmd), "%s -runs=200000 -max_total_time=45 -timeout=10 -rss_limit_mb=2048 "
-		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, dir, dir, dir);
-	int rc = system(cmd);
-
-	snprintf(cmd, sizeof(cmd), "grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' %s/log |"
-		 " sed 's/^/# /'; grep -q 'stat::number_of_executed_units' %s/log", dir, dir);
-	int stats = system(cmd);
-
-	TAP_CHECK(rc == 0 && stats == 0, "libFuzzer run of spyre-prog-fuzz: no crash (exit %d)", rc);
-	if (rc) {
-		snprintf(cmd, sizeof(cmd), "tail -n 40 %s/log | sed 's/^/# /'", dir);
-		if (system(cmd))
-			rc = 1;
-	}
-	if (rc) {	/* keep the reproducer */
-		tap_diag("crash input kept in %s", dir);
-	} else {
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd))
-			tap_diag("could not remove %s", dir);
-	}
+	fuzz_run(fuzz, "spyre-prog-fuzz", dir, 200000, 45);
 }
 
 static const struct tap_case cases[] = {
