@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errf.h"
 #include "json.h"
 #include "safetensors.h"
 #include "spyre_dtype.h"
@@ -26,20 +27,6 @@ struct spyre_st {
 	void *map;			/* spyre_st_open: the mapping */
 	size_t maplen;
 };
-
-static int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* A name fit for a message: at most 80 bytes, control characters as '?'. */
 static const char *shown(const char *name, char *buf, size_t len)

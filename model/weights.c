@@ -3,26 +3,12 @@
  * weights.c - model weights: allocation, loading by Hugging Face name,
  * deterministic random initialisation, saving (weights.h).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "errf.h"
 #include "weights.h"
-
-static int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 int spyre_model_weights_alloc(const struct spyre_model_config *c, struct spyre_model_weights *w,
 			      char *err, size_t errlen)
