@@ -26,7 +26,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.2.0
+LIBSPYRE_VERSION := 0.3.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
@@ -40,7 +40,7 @@ LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/internal.h \
 	libspyre/src/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
 
-TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run
+TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
@@ -125,6 +125,14 @@ $(B)/bin/spyre-run: tools/spyre-run/spyre-run.c $(B)/lib/libspyre.so libspyre/in
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(ISA_LIB) -lm
+
+# Checks a trace of libspyre (spyre_trace_start()) with the model's strict JSON parser.
+TRACE_CHECK_HDRS := tools/spyre-trace-check/trace-check.h model/json.h
+$(B)/bin/spyre-trace-check: tools/spyre-trace-check/spyre-trace-check.c tools/spyre-trace-check/trace-check.c \
+		$(TRACE_CHECK_HDRS) $(MODEL_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Itools/spyre-trace-check -Imodel $< tools/spyre-trace-check/trace-check.c \
+		-o $@ $(MODEL_LIB) -lm
 
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
@@ -223,6 +231,21 @@ $(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c $(LIB_TSAN_O
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) $< $(LIB_TSAN_OBJS) -o $@ \
 		$(ISA_LIB) -lpthread -lm
+
+# libspyre's traces over a fake driver, checked as spyre-trace-check does (-tsan: ThreadSanitizer).
+TRACE_TEST_SRCS := tools/spyre-trace-check/trace-check.c model/json.c
+host-tests: $(B)/tests/trace-test $(B)/tests/trace-tsan-test
+$(B)/tests/trace-test: libspyre/tests/trace-test.c $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
+		$(TRACE_CHECK_HDRS) tests/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Imodel $< \
+		$(TRACE_TEST_SRCS) $(LIB_ASAN_OBJS) -o $@ $(ISA_LIB) -lpthread -lm
+
+$(B)/tests/trace-tsan-test: libspyre/tests/trace-test.c $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
+		$(TRACE_CHECK_HDRS) tests/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Imodel $< \
+		$(TRACE_TEST_SRCS) $(LIB_TSAN_OBJS) -o $@ $(ISA_LIB) -lpthread -lm
 
 $(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LIB_ASAN_OBJS) \
 		libspyre/include/spyre.h $(ISA_LIB)

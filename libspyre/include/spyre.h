@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define LIBSPYRE_VERSION_MAJOR 0
-#define LIBSPYRE_VERSION_MINOR 2
+#define LIBSPYRE_VERSION_MINOR 3
 
 /** An open spyre device. */
 typedef struct spyre_device spyre_device_t;
@@ -364,6 +364,53 @@ int spyre_stream_get_stats(spyre_stream_t *stream, struct spyre_stream_stats *st
  * Return: 0; -EIO when the stream is poisoned (the totals are zeroed all the same).
  */
 int spyre_stream_reset_stats(spyre_stream_t *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Traces (since 0.3)                                                         */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * spyre_trace_start() - record a trace of this process's libspyre work.
+ * @path: the file spyre_trace_stop() (or the process's exit) writes: a
+ * Chrome/Perfetto trace in the JSON trace event format (open it in
+ * ui.perfetto.dev or chrome://tracing).
+ *
+ * Recorded: the library's calls that enqueue or wait (launch, copies, fills,
+ * synchronizes, event records, program loads, statistics) as spans on one
+ * lane per host thread; the caller's spans (spyre_trace_span_begin()); each
+ * job's submit with its queue and timeline point; per queue, each job on the
+ * device, timed by a TIMESTAMP packet the library adds before and after its
+ * packets while tracing (a LAUNCH drawn for its modeled time, the launch
+ * record's device_ns); per core, each launch's busy and idle time from its
+ * launch record. The device clock is aligned to the host's CLOCK_MONOTONIC
+ * when the file is written. Setting SPYRE_TRACE=FILE in the environment
+ * traces the whole process into FILE. Off, tracing costs one branch per call.
+ * Return: 0; -EINVAL for a NULL or empty @path; -EBUSY while a trace is
+ * being recorded; a negative errno when the file cannot be created.
+ */
+int spyre_trace_start(const char *path);
+
+/**
+ * spyre_trace_stop() - finish the trace: wait for the traced jobs of every
+ * stream, write the file and close it.
+ * Return: the number of events written (INT32_MAX at the most); -EINVAL when
+ * no trace is being recorded; a negative errno when writing failed.
+ */
+int spyre_trace_stop(void);
+
+/** spyre_trace_active() - 1 while a trace is being recorded, else 0. */
+int spyre_trace_active(void);
+
+/**
+ * spyre_trace_span_begin() - open a span named @name (copied, up to 47
+ * bytes) on the calling thread's lane, e.g. "decode step 3"; spans nest, and
+ * jobs submitted inside one carry its name and the outermost span's. A no-op
+ * when not tracing.
+ */
+void spyre_trace_span_begin(const char *name);
+
+/** spyre_trace_span_end() - close the calling thread's innermost open span. */
+void spyre_trace_span_end(void);
 
 /**
  * spyre_last_error() - detail of the calling thread's last failed call.

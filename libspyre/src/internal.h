@@ -51,7 +51,8 @@ struct spyre_free_block {
 /*
  * Locks nest only in these orders: staging_lock, a stream's lock, a
  * program's lock, the device's lock; internal_lock, the device's lock. The
- * device's lock is innermost: nothing else is taken under it.
+ * device's lock is innermost: nothing else is taken under it. trace.c's
+ * locks (a leaf after a stream's or a program's lock) are in its comment.
  */
 struct spyre_device {
 	int fd;
@@ -151,6 +152,7 @@ struct spyre_stream {
 	 * enqueued, launches as their records are folded (program.c).
 	 */
 	struct spyre_stream_stats stats;
+	struct spyre_trace_queue *trace;	/* trace.c's; NULL unless traced (spyre_trace_start()) */
 };
 
 
@@ -189,6 +191,54 @@ void spyre_memory_fini(struct spyre_device *dev);
 
 /* program.c */
 void spyre_launch_state_free(struct spyre_device *dev, struct spyre_launch_state *r);
+
+/* program.c: the launch record the device writes at @va (a LAUNCH's record), or NULL */
+const struct spyre_launch_record *spyre_launch_record_at(struct spyre_stream *s, uint64_t va);
+
+/*
+ * trace.c: traces (spyre_trace_start()). Off, each hook costs one branch:
+ * SPYRE_TRACE_ON() in the submit path and around the traced public calls,
+ * a NULL test of s->trace elsewhere.
+ */
+extern int spyre_trace_on;
+#define SPYRE_TRACE_ON() __builtin_expect(__atomic_load_n(&spyre_trace_on, __ATOMIC_RELAXED), 0)
+
+struct spyre_trace_call {
+	uint64_t t0, jobs0;
+	const char *name, *prev_what;
+	unsigned int session;
+};
+
+void spyre_trace_call_begin(struct spyre_trace_call *c, const char *name, const char *what);
+void spyre_trace_call_end(struct spyre_trace_call *c, int ret, const char *k0, uint64_t v0,
+			  const char *k1, uint64_t v1);
+
+/*
+ * The body of a traced public call: return @call, inside a span named @name
+ * while tracing; jobs it submits are named @what ("launch", "copy H2D", ...;
+ * NULL: by their packets); @key (or NULL) and @val annotate the span.
+ */
+#define SPYRE_TRACED(name, what, call, key, val)					\
+	do {										\
+		struct spyre_trace_call tc_;						\
+		int r_;									\
+											\
+		if (!SPYRE_TRACE_ON())							\
+			return call;							\
+		spyre_trace_call_begin(&tc_, name, what);				\
+		r_ = call;								\
+		spyre_trace_call_end(&tc_, r_, key, val, NULL, 0);			\
+		return r_;								\
+	} while (0)
+
+/* Under s->lock: submit @a (drmIoctl's convention) with a TIMESTAMP before and after its packets. */
+int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a);
+/* Under s->lock: jobs of @s up to stream point @done are done: record them. */
+void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done);
+/* Under s->lock, after the stream's work is done (spyre_stream_destroy()): record it, let go of @s. */
+void spyre_trace_stream_gone_locked(struct spyre_stream *s);
+/* Under s->lock: @packet of job @job_seq as its submitter counted (without the trace's TIMESTAMP). */
+uint32_t spyre_trace_packet_locked(struct spyre_stream *s, uint64_t job_seq, uint32_t packet);
 
 /* stream.c */
 int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);

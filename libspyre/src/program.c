@@ -118,6 +118,15 @@ static struct spyre_launch_record *record_at(struct spyre_launch_state *r, uint3
 	return (struct spyre_launch_record *)((char *)r->bo.map + record_off(i));
 }
 
+const struct spyre_launch_record *spyre_launch_record_at(struct spyre_stream *s, uint64_t va)
+{
+	struct spyre_launch_state *r = s->launch;
+
+	if (!r || va < r->bo.va + record_off(0) || va >= r->bo.va + record_off(SPYRE_ARG_RECORDS))
+		return NULL;
+	return (const struct spyre_launch_record *)((char *)r->bo.map + (va - r->bo.va));
+}
+
 /* Add the record of a done launch to the stream's totals. */
 static void fold_record_locked(struct spyre_stream *s, const struct spyre_launch_record *rec)
 {
@@ -144,6 +153,8 @@ static void fold_done_locked(struct spyre_stream *s, struct spyre_launch_state *
 
 	if (done > r->done)
 		r->done = done;
+	if (s->trace)		/* before these records are reused */
+		spyre_trace_harvest_locked(s, r->done);
 	for (i = 0; i < SPYRE_ARG_RECORDS; i++)
 		if (r->rec_point[i] && r->rec_point[i] <= r->done) {
 			fold_record_locked(s, record_at(r, i));
@@ -217,8 +228,7 @@ static int upload_work(struct spyre_stream *s, void *arg)
 	return spyre_stream_submit(s, &p, 1);
 }
 
-SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size_t size,
-				    spyre_program_t **out)
+static int program_load(spyre_device_t *dev, const void *image, size_t size, spyre_program_t **out)
 {
 	struct spyre_program *pr;
 	int ret;
@@ -255,7 +265,14 @@ SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size
 	return 0;
 }
 
-SPYRE_EXPORT int spyre_program_unload(spyre_program_t *pr)
+SPYRE_EXPORT int spyre_program_load(spyre_device_t *dev, const void *image, size_t size,
+				    spyre_program_t **out)
+{
+	SPYRE_TRACED("spyre_program_load", "program upload", program_load(dev, image, size, out),
+		     "bytes", size);
+}
+
+static int program_unload(spyre_program_t *pr)
 {
 	struct spyre_device *dev;
 	struct spyre_stream *s;
@@ -279,6 +296,11 @@ SPYRE_EXPORT int spyre_program_unload(spyre_program_t *pr)
 	}
 	program_free(pr);
 	return 0;
+}
+
+SPYRE_EXPORT int spyre_program_unload(spyre_program_t *pr)
+{
+	SPYRE_TRACED("spyre_program_unload", NULL, program_unload(pr), NULL, 0);
 }
 
 SPYRE_EXPORT int spyre_program_get_info(spyre_program_t *pr, struct spyre_program_info *info)
@@ -431,9 +453,8 @@ static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, boo
 	return 0;
 }
 
-SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
-			      const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars,
-			      uint32_t nscalars)
+static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
+		  const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars, uint32_t nscalars)
 {
 	struct {
 		struct spyre_pkt_copy upload;
@@ -535,6 +556,14 @@ out:
 	return ret;
 }
 
+SPYRE_EXPORT int spyre_launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
+			      const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars,
+			      uint32_t nscalars)
+{
+	SPYRE_TRACED("spyre_launch", "launch", launch(s, pr, core_mask, slots, nslots, scalars, nscalars),
+		     "core_mask", core_mask);
+}
+
 SPYRE_EXPORT int spyre_stream_last_launch(spyre_stream_t *s, struct spyre_launch_stats *st)
 {
 	struct spyre_launch_stats r = { .size = sizeof(r) };
@@ -608,7 +637,7 @@ static void stats_fold_locked(struct spyre_stream *s, uint64_t point)
 		fold_done_locked(s, s->launch, point);
 }
 
-SPYRE_EXPORT int spyre_stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
+static int stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
 {
 	struct spyre_stream_stats r;
 	uint64_t point;
@@ -631,7 +660,23 @@ SPYRE_EXPORT int spyre_stream_get_stats(spyre_stream_t *s, struct spyre_stream_s
 	return ret;
 }
 
-SPYRE_EXPORT int spyre_stream_reset_stats(spyre_stream_t *s)
+/* Traced with the totals it returns: a trace's launches of a step add up to them. */
+SPYRE_EXPORT int spyre_stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
+{
+	struct spyre_trace_call tc;
+	bool full;
+	int ret;
+
+	if (!SPYRE_TRACE_ON())
+		return stream_get_stats(s, st);
+	spyre_trace_call_begin(&tc, "spyre_stream_get_stats", NULL);
+	ret = stream_get_stats(s, st);
+	full = (!ret || ret == -EIO) && st->size >= offsetof(struct spyre_stream_stats, device_cycles);
+	spyre_trace_call_end(&tc, ret, "launches", full ? st->launches : 0, "device_ns", full ? st->device_ns : 0);
+	return ret;
+}
+
+static int stream_reset_stats(spyre_stream_t *s)
 {
 	uint64_t point;
 	int ret;
@@ -647,4 +692,9 @@ SPYRE_EXPORT int spyre_stream_reset_stats(spyre_stream_t *s)
 	memset(&s->stats, 0, sizeof(s->stats));
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_reset_stats(spyre_stream_t *s)
+{
+	SPYRE_TRACED("spyre_stream_reset_stats", NULL, stream_reset_stats(s), NULL, 0);
 }

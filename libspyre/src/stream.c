@@ -98,6 +98,8 @@ static int check_errors_locked(struct spyre_stream *s)
 		return 0;
 	s->poisoned = 1;
 	cause = SPYRE_FAULT_CAUSE(e.fault_info);
+	if (s->trace)
+		e.packet = spyre_trace_packet_locked(s, e.job_seq, e.packet);
 	if (e.error == DRM_SPYRE_ERROR_TIMEOUT)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu hung and was reset (stream poisoned)",
@@ -223,7 +225,8 @@ static int submit_locked(struct spyre_stream *s, const void *packets, uint32_t c
 	if (ret)
 		return ret;
 	wait_callbacks_locked(s);
-	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
+	if (SPYRE_TRACE_ON() ? spyre_trace_submit_locked(s, &a) :
+	    drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
 		return spyre_error(-errno, "%s: submitting %u packets failed",
 				   s->dev->props.devnode, count);
 	s->point++;
@@ -330,7 +333,7 @@ static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns
 	return 0;
 }
 
-SPYRE_EXPORT int spyre_stream_synchronize(spyre_stream_t *s)
+static int stream_synchronize(spyre_stream_t *s)
 {
 	uint64_t point;
 	int ret;
@@ -356,8 +359,15 @@ SPYRE_EXPORT int spyre_stream_synchronize(spyre_stream_t *s)
 		return spyre_error(ret, "waiting for the stream failed");
 	pthread_mutex_lock(&s->lock);
 	ret = check_errors_locked(s);
+	if (s->trace)
+		spyre_trace_harvest_locked(s, point);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_synchronize(spyre_stream_t *s)
+{
+	SPYRE_TRACED("spyre_stream_synchronize", "flush", stream_synchronize(s), NULL, 0);
 }
 
 SPYRE_EXPORT int spyre_stream_query(spyre_stream_t *s)
@@ -463,6 +473,7 @@ SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
 	dev = s->dev;
 	spyre_stream_synchronize(s);
 	pthread_mutex_lock(&s->lock);
+	spyre_trace_stream_gone_locked(s);
 	s->quit = true;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -481,7 +492,7 @@ SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
 	return 0;
 }
 
-SPYRE_EXPORT int spyre_device_synchronize(spyre_device_t *dev)
+static int device_synchronize(spyre_device_t *dev)
 {
 	struct spyre_stream *s;
 	uint64_t last, id = 0;
@@ -501,6 +512,11 @@ SPYRE_EXPORT int spyre_device_synchronize(spyre_device_t *dev)
 		spyre_stream_put(s);
 	}
 	return ret;
+}
+
+SPYRE_EXPORT int spyre_device_synchronize(spyre_device_t *dev)
+{
+	SPYRE_TRACED("spyre_device_synchronize", NULL, device_synchronize(dev), NULL, 0);
 }
 
 void spyre_streams_fini(struct spyre_device *dev)
@@ -542,7 +558,7 @@ SPYRE_EXPORT int spyre_event_destroy(spyre_event_t *e)
 	return 0;
 }
 
-SPYRE_EXPORT int spyre_event_record(spyre_event_t *e, spyre_stream_t *s)
+static int event_record(spyre_event_t *e, spyre_stream_t *s)
 {
 	struct spyre_pkt_sem p;
 	int ret;
@@ -561,6 +577,11 @@ SPYRE_EXPORT int spyre_event_record(spyre_event_t *e, spyre_stream_t *s)
 	return ret;
 }
 
+SPYRE_EXPORT int spyre_event_record(spyre_event_t *e, spyre_stream_t *s)
+{
+	SPYRE_TRACED("spyre_event_record", "event record", event_record(e, s), NULL, 0);
+}
+
 SPYRE_EXPORT int spyre_event_query(spyre_event_t *e)
 {
 	uint64_t done = 0;
@@ -572,7 +593,7 @@ SPYRE_EXPORT int spyre_event_query(spyre_event_t *e)
 	return done >= e->point ? 0 : -EBUSY;
 }
 
-SPYRE_EXPORT int spyre_event_synchronize(spyre_event_t *e)
+static int event_synchronize(spyre_event_t *e)
 {
 	if (!e)
 		return spyre_error(-EINVAL, "spyre_event_synchronize: NULL event");
@@ -582,6 +603,11 @@ SPYRE_EXPORT int spyre_event_synchronize(spyre_event_t *e)
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
 		return spyre_error(-errno, "waiting for the event failed");
 	return 0;
+}
+
+SPYRE_EXPORT int spyre_event_synchronize(spyre_event_t *e)
+{
+	SPYRE_TRACED("spyre_event_synchronize", NULL, event_synchronize(e), NULL, 0);
 }
 
 SPYRE_EXPORT int spyre_event_elapsed_ms(spyre_event_t *a, spyre_event_t *b, float *ms)
@@ -749,14 +775,26 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 	return 0;
 }
 
-SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t src, size_t size,
-				    enum spyre_memcpy_kind kind)
+static const char *copy_what(enum spyre_memcpy_kind kind)
+{
+	return kind == SPYRE_MEMCPY_H2D ? "copy H2D" : kind == SPYRE_MEMCPY_D2H ? "copy D2H" : "copy D2D";
+}
+
+static int memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t src, size_t size,
+			enum spyre_memcpy_kind kind)
 {
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_memcpy_async: NULL stream");
 	if (kind != SPYRE_MEMCPY_H2D && kind != SPYRE_MEMCPY_D2H && kind != SPYRE_MEMCPY_D2D)
 		return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
 	return copy_impl(s, dst, src, size, kind);
+}
+
+SPYRE_EXPORT int spyre_memcpy_async(spyre_stream_t *s, uint64_t dst, uint64_t src, size_t size,
+				    enum spyre_memcpy_kind kind)
+{
+	SPYRE_TRACED("spyre_memcpy_async", copy_what(kind), memcpy_async(s, dst, src, size, kind),
+		     "bytes", size);
 }
 
 /*
@@ -811,8 +849,8 @@ static int copy_work(struct spyre_stream *s, void *arg)
 	return copy_impl(s, c->dst, c->src, c->size, c->kind);
 }
 
-SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
-			      enum spyre_memcpy_kind kind)
+static int memcpy_sync(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
+		       enum spyre_memcpy_kind kind)
 {
 	struct copy_args c = { .dst = dst, .src = src, .size = size, .kind = kind };
 
@@ -825,8 +863,13 @@ SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, s
 	return spyre_internal_sync(dev, copy_work, &c);
 }
 
-SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value,
-				    size_t size)
+SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, size_t size,
+			      enum spyre_memcpy_kind kind)
+{
+	SPYRE_TRACED("spyre_memcpy", copy_what(kind), memcpy_sync(dev, dst, src, size, kind), "bytes", size);
+}
+
+static int memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value, size_t size)
 {
 	struct spyre_pkt_copy p[64];
 	struct spyre_device *dev;
@@ -861,4 +904,10 @@ SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t
 		s->stats.memset_bytes += size;
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+SPYRE_EXPORT int spyre_memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value,
+				    size_t size)
+{
+	SPYRE_TRACED("spyre_memset_async", "memset", memset_async(s, dst, value, size), "bytes", size);
 }
