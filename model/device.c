@@ -248,14 +248,16 @@ static void release_held(struct spyre_dmodel *dm)
 	dm->nheld = 0;
 }
 
-static int emit_device(void *ctx, struct call *c)
+static int emit_kernel(void *ctx, struct call *c)
 {
 	struct spyre_dmodel *dm = ctx;
 	struct spyre_kernel_info info = { .size = sizeof(info) };
 	spyre_kernel_t *k;
 	int ret;
 
+	spyre_trace_span_begin("spyre_kernel_get");
 	ret = spyre_kernel_get(dm->kcache, &c->d, &k);
+	spyre_trace_span_end();
 	if (ret)
 		return fail(dm, ret, "%s kernel", spyre_kernel_op_name(c->d.op));
 	spyre_kernel_get_info(k, &info);
@@ -281,6 +283,19 @@ static int emit_device(void *ctx, struct call *c)
 		return hold(dm, k);
 	spyre_kernel_put(k);
 	return 0;
+}
+
+/* A kernel: inside a trace span named by its op while tracing (spyre_trace_start()). */
+static int emit_device(void *ctx, struct call *c)
+{
+	int ret;
+
+	if (!spyre_trace_active())
+		return emit_kernel(ctx, c);
+	spyre_trace_span_begin(spyre_kernel_op_name(c->d.op));
+	ret = emit_kernel(ctx, c);
+	spyre_trace_span_end();
+	return ret;
 }
 
 static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
@@ -356,13 +371,32 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 	return 0;
 }
 
+/* A step: inside a trace span "prefill, N tokens" / "decode step, position P" while tracing. */
+static int run_step_traced(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
+			   float *logits, struct spyre_step_stats *st)
+{
+	char name[48];
+	int ret;
+
+	if (!spyre_trace_active())
+		return run_step(dm, tokens, m, decode, next, logits, st);
+	if (decode)
+		snprintf(name, sizeof(name), "decode step, position %u", dm->pos);
+	else
+		snprintf(name, sizeof(name), "prefill, %u tokens", m);
+	spyre_trace_span_begin(name);
+	ret = run_step(dm, tokens, m, decode, next, logits, st);
+	spyre_trace_span_end();
+	return ret;
+}
+
 int spyre_dmodel_prefill(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t n, int32_t *next,
 			 float *logits, struct spyre_step_stats *st)
 {
 	dm->err[0] = 0;
 	if (dm->pos)
 		return fail(dm, -EINVAL, "prefill at position %u: reset the model first", dm->pos);
-	return run_step(dm, tokens, n, false, next, logits, st);
+	return run_step_traced(dm, tokens, n, false, next, logits, st);
 }
 
 int spyre_dmodel_decode(struct spyre_dmodel *dm, int32_t token, int32_t *next, float *logits,
@@ -371,7 +405,7 @@ int spyre_dmodel_decode(struct spyre_dmodel *dm, int32_t token, int32_t *next, f
 	dm->err[0] = 0;
 	if (!dm->pos)
 		return fail(dm, -EINVAL, "decode before any prefill");
-	return run_step(dm, &token, 1, true, next, logits, st);
+	return run_step_traced(dm, &token, 1, true, next, logits, st);
 }
 
 uint32_t spyre_dmodel_pos(const struct spyre_dmodel *dm)

@@ -52,6 +52,7 @@ struct options {
 	int dispatch;			/* --dispatch: enum spyre_dispatch, or -1: all three */
 	uint32_t cores;			/* --cores, 0: all */
 	bool check;			/* --check: the reference alongside, tokens and logits compared */
+	const char *trace;		/* --trace FILE: a Chrome/Perfetto trace of the device run */
 };
 
 struct model {
@@ -82,6 +83,7 @@ static void usage(FILE *f)
 		"                      and a table of the ratios)\n"
 		"  --cores N           cores the kernels use (default: all)\n"
 		"  --check             also run the CPU reference at --dtype: compare tokens and logits\n"
+		"  --trace FILE        write a Chrome/Perfetto trace of the device run (spans per step and kernel)\n"
 		"  -q, --quiet         no per-token lines\n");
 }
 
@@ -185,7 +187,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		if (strcmp(a, "--model") && strcmp(a, "--config") && strcmp(a, "--seed") &&
 		    strcmp(a, "--prompt") && strcmp(a, "-n") && strcmp(a, "--dtype") && strcmp(a, "--save") &&
 		    strcmp(a, "--save-dtype") && strcmp(a, "--device") && strcmp(a, "--dispatch") &&
-		    strcmp(a, "--cores"))
+		    strcmp(a, "--cores") && strcmp(a, "--trace"))
 			die_usage("unknown option '%s'", a);
 		if (!v)
 			die_usage("%s needs a value", a);
@@ -223,6 +225,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 				o->dispatch = -1;
 			else
 				die_usage("--dispatch: '%s' is not build, patch, fast or all", v);
+		} else if (!strcmp(a, "--trace")) {
+			o->trace = v;
 		} else if (!strcmp(a, "--save")) {
 			o->save_dir = v;
 		} else {
@@ -240,6 +244,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		die_usage("--model and --config both name a config; give one");
 	if (o->device < 0 && (o->dispatch != SPYRE_DISPATCH_FAST || o->cores || o->check))
 		die_usage("--dispatch, --cores and --check need --device");
+	if (o->device < 0 && o->trace)
+		die_usage("--trace needs --device");
 }
 
 static bool exists(const char *path)
@@ -720,6 +726,8 @@ static int run_device(const struct options *o, const struct model *m)
 	char err[600];
 	int rc = 1, first = o->dispatch < 0 ? 0 : o->dispatch, last = o->dispatch < 0 ? 2 : o->dispatch;
 
+	if (o->trace && spyre_trace_start(o->trace))
+		return fail("--trace: %s", spyre_last_error());
 	if (spyre_device_open(o->device, &dev))
 		return fail("--device %d: %s", o->device, spyre_last_error());
 	if (spyre_dmodel_new(dev, &m->cfg, &m->w, &dopts, &dm, err, sizeof(err))) {
@@ -793,6 +801,13 @@ done:
 	spyre_ref_free(ref);
 	spyre_dmodel_free(dm);
 	spyre_device_close(dev);
+	if (o->trace) {
+		int n = spyre_trace_stop();
+
+		if (n < 0)
+			return fail("--trace: %s", spyre_last_error());
+		printf("trace: %s, %d events (open it in ui.perfetto.dev)\n", o->trace, n);
+	}
 	return rc;
 }
 

@@ -12,7 +12,8 @@
  * Each example is built twice - with absolute operands (the three-step
  * patching path) and with slot-relative operands (the patch-free path) - and
  * both run; host time per launch, modeled device time and core utilization
- * are printed for each.
+ * are printed for each. --trace FILE writes a Chrome/Perfetto trace of the
+ * run (libspyre's spyre_trace_start()), the launches of each path in a span.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,7 +30,7 @@
 struct opts {
 	int device, iters, act;
 	int cores;			/* 0: all the device's */
-	const char *example, *program, *path;
+	const char *example, *program, *path, *trace;
 	unsigned int seed;
 	uint32_t m, k, h, n;
 	const char **inputs, **outputs;	/* NAME=FILE, as many as given */
@@ -260,6 +261,10 @@ static int run(struct opts *o)
 	spyre_stream_t *s;
 	int pi, rc = 0;
 
+	if (o->trace && spyre_trace_start(o->trace)) {
+		fprintf(stderr, "spyre-run: --trace: %s\n", spyre_last_error());
+		return 1;
+	}
 	if (spyre_device_open(o->device, &dev))
 		return die("open");
 	spyre_device_get_props(dev, &props);
@@ -295,6 +300,7 @@ static int run(struct opts *o)
 		float **host;
 		spyre_program_t *prog;
 		double t0, host_us = 0, e2e_us, worst = 0, busy = 0;
+		char span[64];
 		unsigned int seed = o->seed;
 		uint32_t i, c, nslots;
 		size_t size = 0;
@@ -363,6 +369,8 @@ static int run(struct opts *o)
 				return die("upload");
 		}
 		/* The first launch patches/uploads; the timed ones reuse bindings. */
+		snprintf(span, sizeof(span), "%s, %s path", o->program ? "program" : o->example, paths[pi]);
+		spyre_trace_span_begin(span);
 		e2e_us = now_us();
 		for (it = 0; it < o->iters; it++) {
 			t0 = now_us();
@@ -374,6 +382,7 @@ static int run(struct opts *o)
 				return die("run");
 		}
 		e2e_us = (now_us() - e2e_us) / o->iters;
+		spyre_trace_span_end();
 		if (spyre_stream_last_launch(s, &st))
 			return die("stats");
 		for (c = 0; c < SPYRE_MAX_CORES; c++)
@@ -418,6 +427,15 @@ static int run(struct opts *o)
 	}
 	spyre_stream_destroy(s);
 	spyre_device_close(dev);
+	if (o->trace) {
+		int n = spyre_trace_stop();
+
+		if (n < 0) {
+			fprintf(stderr, "spyre-run: --trace: %s\n", spyre_last_error());
+			return 1;
+		}
+		printf("trace: %s, %d events (open it in ui.perfetto.dev)\n", o->trace, n);
+	}
 	return rc;
 }
 
@@ -436,6 +454,7 @@ static void usage(FILE *f)
 		"  -m, --rows M             mlp rows of x, 1..65536 (default 256)\n"
 		"  -s, --seed S             random data seed (default 1)\n"
 		"  -d, --device N           device index (default 0)\n"
+		"  -t, --trace FILE         write a Chrome/Perfetto trace of the run to FILE\n"
 		"  -h, --help               this text\n"
 		"exit status: 0 every run passed its check (or had none), 1 a check failed or\n"
 		"the device, a file or the runtime reported an error, 2 bad usage\n", SPYRE_MAX_CORES);
@@ -491,7 +510,8 @@ int main(int argc, char **argv)
 		{ "example", 1, 0, 'e' }, { "program", 1, 0, 'p' }, { "input", 1, 0, 'i' },
 		{ "output", 1, 0, 'o' }, { "path", 1, 0, 'P' }, { "iters", 1, 0, 'n' },
 		{ "cores", 1, 0, 'c' }, { "act", 1, 0, 'a' }, { "rows", 1, 0, 'm' },
-		{ "seed", 1, 0, 's' }, { "device", 1, 0, 'd' }, { "help", 0, 0, 'h' }, { 0 },
+		{ "seed", 1, 0, 's' }, { "device", 1, 0, 'd' }, { "trace", 1, 0, 't' },
+		{ "help", 0, 0, 'h' }, { 0 },
 	};
 	static const char *const examples[] = { "mlp", "relu", NULL };
 	static const char *const paths[] = { "patch", "fast", "both", NULL };
@@ -510,7 +530,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "spyre-run: out of memory\n");
 		return 1;
 	}
-	while ((c = getopt_long(argc, argv, "e:p:i:o:P:n:c:a:m:s:d:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "e:p:i:o:P:n:c:a:m:s:d:t:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'e':
 			if ((w = parse_word("--example", "example", optarg, examples)) < 0)
@@ -564,6 +584,9 @@ int main(int argc, char **argv)
 			if (parse_num("--device", optarg, 0, INT32_MAX, 0, &v))
 				return 2;
 			o.device = (int)v;
+			break;
+		case 't':
+			o.trace = optarg;
 			break;
 		case 'h':
 			usage(stdout);
