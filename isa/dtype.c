@@ -11,41 +11,25 @@
 #include "spyre_isa.h"
 #include "spyre_dtype.h"
 
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 float spyre_f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
 	uint32_t exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
 
 	if (exp == 0x1f)	/* inf / NaN (quiet it) */
-		return u2f(sign | 0x7f800000 | (frac ? 0x400000 | (frac << 13) : 0));
+		return spyre_bits_f32(sign | 0x7f800000 | (frac ? 0x400000 | (frac << 13) : 0));
 	if (exp == 0) {
 		/* zero or subnormal: frac * 2^-24, exact in fp32 */
 		float v = (float)frac * (1.0f / 16777216.0f);
 
 		return sign ? -v : v;
 	}
-	return u2f(sign | ((exp + 112) << 23) | (frac << 13));
+	return spyre_bits_f32(sign | ((exp + 112) << 23) | (frac << 13));
 }
 
 uint16_t spyre_f32_to_f16(float f)
 {
-	uint32_t u = f2u(f);
+	uint32_t u = spyre_f32_bits(f);
 	uint16_t sign = (u >> 16) & 0x8000;
 	uint32_t a = u & 0x7fffffff;
 
@@ -75,12 +59,12 @@ uint16_t spyre_f32_to_f16(float f)
 
 float spyre_bf16_to_f32(uint16_t h)
 {
-	return u2f((uint32_t)h << 16);
+	return spyre_bits_f32((uint32_t)h << 16);
 }
 
 uint16_t spyre_f32_to_bf16(float f)
 {
-	uint32_t u = f2u(f);
+	uint32_t u = spyre_f32_bits(f);
 
 	if ((u & 0x7fffffff) > 0x7f800000)
 		return (uint16_t)((u >> 16) | 0x40);	/* quiet NaN */
@@ -100,15 +84,15 @@ float spyre_dl16_to_f32(uint16_t h)
 	uint32_t exp = (h >> 9) & 0x3f, frac = h & 0x1ff;
 
 	if ((h & 0x7fff) == 0x7fff)
-		return u2f(0x7fc00000);
+		return spyre_bits_f32(0x7fc00000);
 	if ((h & 0x7fff) == 0)
-		return u2f(sign);
-	return u2f(sign | ((exp + 127 - SPYRE_DL16_BIAS) << 23) | (frac << 14));
+		return spyre_bits_f32(sign);
+	return spyre_bits_f32(sign | ((exp + 127 - SPYRE_DL16_BIAS) << 23) | (frac << 14));
 }
 
 uint16_t spyre_f32_to_dl16(float f)
 {
-	uint32_t u = f2u(f);
+	uint32_t u = spyre_f32_bits(f);
 	uint16_t sign = (u >> 16) & 0x8000;
 	uint32_t a = u & 0x7fffffff;
 

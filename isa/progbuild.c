@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spyre_dtype.h"
 #include "spyre_isa_codec.h"
 #include "spyre_progbuild.h"
 
@@ -150,14 +151,6 @@ int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, 
 	return spyre_pb_emit(pb, core, &in);
 }
 
-static uint32_t fbits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
 		  uint32_t tag, uint32_t bytes)
 {
@@ -241,9 +234,9 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 			ldb = tight(ldb, o->cols, o->dt);
 		break;
 	case SPYRE_ISA_OP_SCALE:
-		b = fbits(o->scale);
-		ldb = (uint16_t)fbits(o->bias);
-		ext = (uint16_t)(fbits(o->bias) >> 16);
+		b = spyre_f32_bits(o->scale);
+		ldb = (uint16_t)spyre_f32_bits(o->bias);
+		ext = (uint16_t)(spyre_f32_bits(o->bias) >> 16);
 		ldd = tight(ldd, o->cols, o->dt2);
 		lda = tight(lda, o->cols, o->dt);
 		break;

@@ -11,6 +11,24 @@
 #define SPYRE_DTYPE_H
 
 #include <stdint.h>
+#include <string.h>
+
+/* The bit pattern of an fp32, and the fp32 of a bit pattern (memcpy: no aliasing tricks). */
+static inline uint32_t spyre_f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float spyre_bits_f32(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
 
 float spyre_f16_to_f32(uint16_t h);
 uint16_t spyre_f32_to_f16(float f);	/* round to nearest even, subnormals, inf, NaN */

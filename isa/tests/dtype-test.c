@@ -17,22 +17,6 @@
 #include "spyre_dtype.h"
 #include "../../tests/tap.h"
 
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static uint64_t rng = 12345;
 
 static uint32_t rnd(void)
@@ -46,9 +30,9 @@ static uint32_t rnd(void)
 /* bf16 reference: the nearer of the two truncation neighbours, ties to even */
 static uint16_t ref_bf16(float f)
 {
-	uint32_t u = f2u(f), lo = u & 0xffff0000u, hi = lo + 0x10000u;
-	double vh = isinf(u2f(hi)) ? copysign(ldexp(1.0, 128), f) : (double)u2f(hi);	/* the next binade */
-	double dl = fabs((double)f - (double)u2f(lo)), dh = fabs(vh - (double)f);
+	uint32_t u = spyre_f32_bits(f), lo = u & 0xffff0000u, hi = lo + 0x10000u;
+	double vh = isinf(spyre_bits_f32(hi)) ? copysign(ldexp(1.0, 128), f) : (double)spyre_bits_f32(hi);	/* the next binade */
+	double dl = fabs((double)f - (double)spyre_bits_f32(lo)), dh = fabs(vh - (double)f);
 
 	if (isnan(f))
 		return 0;	/* not compared */
@@ -103,7 +87,7 @@ static void test_fp16_to_fp32(void)
 		memcpy(&x, &hh, 2);
 		float ref = (float)x, got = spyre_f16_to_f32(hh);
 
-		if (isnan(ref) ? !isnan(got) : f2u(ref) != f2u(got))
+		if (isnan(ref) ? !isnan(got) : spyre_f32_bits(ref) != spyre_f32_bits(got))
 			good = 0;
 	}
 	TAP_CHECK(good, "fp16->fp32 exhaustive (65536 encodings) == _Float16");
@@ -116,7 +100,7 @@ static void test_fp32_to_fp16(void)
 				      5.96e-8f, 6.1e-5f, 6.103515625e-05f, 1.0f / 3, INFINITY, -INFINITY };
 
 	for (uint32_t i = 0; i < (1u << 22) + 14; i++) {
-		float f = i < 14 ? edge[i] : u2f(rnd());
+		float f = i < 14 ? edge[i] : spyre_bits_f32(rnd());
 		_Float16 h = (_Float16)f;
 		uint16_t ref;
 
@@ -136,7 +120,7 @@ static void test_bf16(void)
 	int good = 1;
 
 	for (uint32_t i = 0; i < (1u << 22); i++) {
-		float f = u2f(rnd());
+		float f = spyre_bits_f32(rnd());
 
 		if (isnan(f))
 			continue;
@@ -178,7 +162,7 @@ static void test_dl16(void)
 	TAP_EQ(0x3e00, spyre_f32_to_dl16(1.0f + 1.0f / 2048));
 
 	for (uint32_t i = 0; i < (1u << 22); i++) {
-		float f = u2f(rnd());
+		float f = spyre_bits_f32(rnd());
 
 		if (spyre_f32_to_dl16(f) != ref_dl16(f))
 			good = 0;

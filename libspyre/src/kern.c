@@ -96,14 +96,6 @@ int kg_ok(struct kgen *g)
 	return 0;
 }
 
-uint32_t kg_f32_bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 int kg_slot(struct kgen *g, const char *name, uint32_t dt, uint64_t rows, uint64_t cols, uint64_t pitch,
 	    unsigned flags)
 {

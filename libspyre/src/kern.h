@@ -157,9 +157,6 @@ int kg_fail(struct kgen *g, const char *fmt, ...) __attribute__((format(printf, 
 /* 0, or the builder's / an earlier failure as -EINVAL. */
 int kg_ok(struct kgen *g);
 
-/* fp32 bit pattern of @f (FILL immediates). */
-uint32_t kg_f32_bits(float f);
-
 /* ---- shared GEMM tiling (kern_linear.c; used by LINEAR, BMM and MLP) ---- */
 
 /* A stick-layout matrix operand in device memory. */

@@ -1046,7 +1046,7 @@ static void emit_prefill(struct att *a, const struct unit *u)
 			/* causal mask: row i (token t0 + i) sees keys 0..t0+i; FILLs start on a stick */
 			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
 							 .dt2 = SPYRE_DT_FP32, .d = b.mb, .rows = (uint32_t)u->nt,
-							 .cols = kn, .ldd = b.lds, .imm = kg_f32_bits(NEG_BIG) });
+							 .cols = kn, .ldd = b.lds, .imm = spyre_f32_bits(NEG_BIG) });
 			for (uint32_t i = 0; i < u->nt; i++) {
 				uint64_t q = u->t0 + i + 1, v = q <= k ? 0 : kg_min64(q - k, kn);
 
@@ -1162,7 +1162,7 @@ static void emit_decode(struct att *a, const struct unit *u, const struct unit *
 	}
 	emit_load_q(a, u, &b, SPYRE_ISA_OP_LOAD);
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b.m,
-					 .rows = 1, .cols = b.nq, .imm = kg_f32_bits(NEG_BIG) });
+					 .rows = 1, .cols = b.nq, .imm = spyre_f32_bits(NEG_BIG) });
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = b.lv,
 					 .rows = 1, .cols = b.nq, .imm = 0 });
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,

@@ -24,6 +24,7 @@
 #include <float.h>
 
 #include "kern.h"
+#include "spyre_dtype.h"
 
 #define F32 SPYRE_DT_FP32
 #define COLS_MAX 0xffffu
@@ -106,7 +107,7 @@ static void online_tile(struct kgen *g, uint32_t c, uint32_t dt, int sx, int sy,
 			/* M starts at -FLT_MAX, not -inf: a tile of -inf (a mask) must give exp(x - M) = 0, not NaN */
 			spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = F32, .dt2 = F32,
 								     .d = dl, .rows = 1, .cols = (uint32_t)rows,
-								     .imm = kg_f32_bits(-FLT_MAX) });
+								     .imm = spyre_f32_bits(-FLT_MAX) });
 			kg_op(g, c, SPYRE_ISA_OP_REDMAX, F32, F32, 0, mx, t, 0, rows, w);
 			kg_op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, mx, mx, dl, 1, rows);
 			kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mx, rows, w);

@@ -416,21 +416,13 @@ static int64_t binary_i(uint32_t op, int64_t x, int64_t y)
 	}
 }
 
-static float f32_of_bits(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id,
 			     const struct spyre_insn_tensor *t, enum spyre_opclass cls)
 {
 	uint8_t *sp = spyre_engine_scratchpad(e, id);
 	unsigned dt = t->dtype, dt2 = t->dtype2;
 	bool isint = !SPYRE_DT_IS_FLOAT(dt);
-	float s = f32_of_bits(t->b), bias = f32_of_bits(SPYRE_SCALE_BIAS_BITS(t));
+	float s = spyre_bits_f32(t->b), bias = spyre_bits_f32(SPYRE_SCALE_BIAS_BITS(t));
 
 	for (uint32_t r = 0; r < t->rows; r++) {
 		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
@@ -471,7 +463,7 @@ static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const
 
 		for (uint32_t j = 0; j < t->cols; j++) {
 			if (SPYRE_DT_IS_FLOAT(dt))
-				spyre_store_f32(dr, dt, j, f32_of_bits(t->b));
+				spyre_store_f32(dr, dt, j, spyre_bits_f32(t->b));
 			else
 				spyre_store_int(dr, dt, j, (int32_t)t->b);
 		}
