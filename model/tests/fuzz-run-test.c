@@ -49,12 +49,6 @@ static void test_libfuzzer_run(void)
 	char dir[] = "/tmp/spyre-model-fuzz-XXXXXX", cmd[4 * PATH_MAX], p[PATH_MAX + 64], err[256];
 	struct spyre_model_config c = model_micro_config();
 	struct spyre_model_weights w;
-	static const float v[6] = { 1, -2, 0.5f, 3, 4, 5 };
-	static const struct spyre_st_out mixed[] = {
-		{ "a", SPYRE_ST_F32, 2, { 2, 3 }, v, NULL },
-		{ "b", SPYRE_ST_F16, 1, { 4 }, v, NULL },
-		{ "c", SPYRE_ST_BF16, 3, { 1, 1, 2 }, v, NULL },
-	};
 
 	if (!TAP_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %m"))
 		return;
@@ -70,7 +64,7 @@ static void test_libfuzzer_run(void)
 		spyre_model_weights_free(&w);
 	}
 	snprintf(p, sizeof(p), "%s/mixed.st", dir);
-	if (spyre_st_write(p, mixed, 3, err, sizeof(err)) == 0)
+	if (spyre_st_write(p, model_mixed_tensors, 3, err, sizeof(err)) == 0)	/* all but the scalar */
 		seed(dir, 4, 1, p);
 	snprintf(cmd, sizeof(cmd), "rm -f %s/micro.st %s/mixed.st", dir, dir);
 	if (system(cmd))

@@ -241,13 +241,6 @@ static void make_seeds(void)
 	char p[PATH_MAX + 64], err[256];
 	struct spyre_model_config c = model_micro_config();
 	struct spyre_model_weights w;
-	static const float v[6] = { 1, -2, 0.5f, 3, 4, 5 };
-	static const struct spyre_st_out mixed[] = {
-		{ "a", SPYRE_ST_F32, 2, { 2, 3 }, v, NULL },
-		{ "b", SPYRE_ST_F16, 1, { 4 }, v, NULL },
-		{ "c", SPYRE_ST_BF16, 3, { 1, 1, 2 }, v, NULL },
-		{ "s", SPYRE_ST_F32, 0, { 0 }, v, NULL },
-	};
 
 	snprintf(p, sizeof(p), "%s/model/configs/tiny/config.json", model_top());
 	add_seed("tiny config.json", p, 0);
@@ -261,7 +254,7 @@ static void make_seeds(void)
 	spyre_model_weights_free(&w);
 	add_seed("1-layer model", p, 1);
 	snprintf(p, sizeof(p), "%s/mixed.safetensors", model_tmpdir());
-	if (spyre_st_write(p, mixed, 4, err, sizeof(err)))
+	if (spyre_st_write(p, model_mixed_tensors, 4, err, sizeof(err)))
 		tap_bail("%s", err);
 	add_seed("mixed tensors", p, 1);
 }

@@ -2,7 +2,7 @@
 /*
  * test-util.h - helpers shared by the model tests (and the fuzz target):
  * where the source tree is, reading a file, a temporary directory, the
- * 1-layer model of the readers' safetensors seeds.
+ * readers' safetensors seeds (a 1-layer model, tensors of mixed dtypes).
  */
 #ifndef SPYRE_MODEL_TEST_UTIL_H
 #define SPYRE_MODEL_TEST_UTIL_H
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "safetensors.h"
 
 /* The repository's top directory: this program is build/tests/NAME or build/fuzz/NAME. */
 static inline const char *model_top(void)
@@ -118,5 +119,14 @@ static inline struct spyre_model_config model_micro_config(void)
 	c.max_pos = 16;
 	return c;
 }
+
+/* Tensors of mixed dtypes and ranks for a safetensors seed; the last one a scalar. */
+static const float model_mixed_data[6] = { 1, -2, 0.5f, 3, 4, 5 };
+static const struct spyre_st_out model_mixed_tensors[4] = {
+	{ "a", SPYRE_ST_F32, 2, { 2, 3 }, model_mixed_data, NULL },
+	{ "b", SPYRE_ST_F16, 1, { 4 }, model_mixed_data, NULL },
+	{ "c", SPYRE_ST_BF16, 3, { 1, 1, 2 }, model_mixed_data, NULL },
+	{ "s", SPYRE_ST_F32, 0, { 0 }, model_mixed_data, NULL },
+};
 
 #endif /* SPYRE_MODEL_TEST_UTIL_H */
