@@ -510,12 +510,13 @@ static const VMStateDescription spyre_vmstate = {
 
 /* Defaults are the published Spyre figures; see docs/spyre-device.md. */
 static Property spyre_properties[] = {
-    DEFINE_PROP_UINT32("cores", SpyreState, params.cores, 32),
+    DEFINE_PROP_UINT32("cores", SpyreState, params.cores, SPYRE_TM_CORES),
     DEFINE_PROP_SIZE("scratchpad-size", SpyreState, params.scratchpad_size,
-                     2 * MiB),
+                     SPYRE_TM_SCRATCHPAD_BYTES),
     DEFINE_PROP_SIZE("mem-size", SpyreState, params.mem_size, 1 * GiB),
     DEFINE_PROP_UINT32("queues", SpyreState, params.queues, 16),
-    DEFINE_PROP_UINT32("clock-mhz", SpyreState, params.clock_mhz, 1500),
+    DEFINE_PROP_UINT32("clock-mhz", SpyreState, params.clock_mhz,
+                       SPYRE_TM_CLOCK_MHZ),
     /* Timed mode; the figures are assumptions (docs/timed-mode.md). */
     DEFINE_PROP_BOOL("timed", SpyreState, params.timed, false),
     DEFINE_PROP_UINT32("dma-mbps", SpyreState, params.dma_mbps, 50000),
