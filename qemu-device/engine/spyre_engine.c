@@ -233,12 +233,15 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 
 	if (d->flags & SPYRE_IF_RSP) {
 		/* the static check covered d->sp; the register part is checked here */
-		spo = d->sp + c->r[d->rsp];
-		if (spo < d->sp || spo % SPYRE_STICK_BYTES)
-			return fault(e, spo % SPYRE_STICK_BYTES ? SPYRE_ENGINE_FAULT_ALIGN :
-				     SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, spo);
-		if (spo + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes > e->cfg.scratchpad_bytes)
+		uint64_t sp_bytes = e->cfg.scratchpad_bytes, reg = c->r[d->rsp];
+		/* rows * stride <= 2^32 * 2^32: no wrap; the comparisons below never add to spo */
+		uint64_t ext = (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes;
+
+		spo = d->sp + reg;
+		if (reg > sp_bytes || spo > sp_bytes || ext > sp_bytes - spo)
 			return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, spo);
+		if (spo % SPYRE_STICK_BYTES)
+			return fault(e, SPYRE_ENGINE_FAULT_ALIGN, id, c->pc, spo);
 	}
 	if (d->flags & SPYRE_IF_SLOT) {
 		uint32_t slot = SPYRE_SLOT_OF(d->mem);

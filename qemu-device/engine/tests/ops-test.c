@@ -568,6 +568,11 @@ static void test_dma_registers(void)
 		TAP_EQ(SPYRE_ENGINE_FAULT_ALIGN, flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 0, 64 }, 2, 1, &res));
 		TAP_EQ(SPYRE_ENGINE_FAULT_SP_RANGE,
 		       flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 0, 2u << 20 }, 2, 1, &res));
+		/* a register that wraps the scratchpad offset (found by review: once a heap overflow) */
+		TAP_EQ(SPYRE_ENGINE_FAULT_SP_RANGE,
+		       flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 0, 0xffffffffffffff80ull }, 2, 1, &res));
+		TAP_EQ(SPYRE_ENGINE_FAULT_SP_RANGE,
+		       flatmem_run(&M, E, img, sz, slots, 2, (uint64_t[]){ 0, 1ull << 63 }, 2, 1, &res));
 		free(img);
 	}
 	M.next = 0;
