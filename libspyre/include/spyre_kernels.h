@@ -129,7 +129,12 @@ enum spyre_kop {
 	SPYRE_KOP_COUNT
 };
 
-/** Strategies; 0 (SPYRE_KSTRAT_AUTO) lets the cost model choose. */
+/**
+ * Strategies; 0 (SPYRE_KSTRAT_AUTO) lets the library choose: LINEAR and BMM
+ * build every strategy and keep the cost model's fastest; MLP, SOFTMAX and
+ * TRANSPOSE take their preferred one (fused, scratchpad, ring) and fall back
+ * to the cost model's pick of the others when it cannot be built.
+ */
 enum spyre_kstrategy {
 	SPYRE_KSTRAT_AUTO = 0,
 	SPYRE_KSTRAT_SPLIT_M = 1,	/**< LINEAR/BMM: cores take row blocks, each streams all of W */
@@ -157,7 +162,7 @@ struct spyre_kdesc {
 	uint32_t op;		/**< enum spyre_kop */
 	uint32_t dtype;		/**< SPYRE_DT_FP32, _FP16, _BF16 or _DL16 of every tensor (not bias/tables/ids) */
 	uint32_t cores;		/**< cores to use, 1..32; 0: all of the device's */
-	uint32_t strategy;	/**< enum spyre_kstrategy, 0: chosen by the cost model */
+	uint32_t strategy;	/**< enum spyre_kstrategy, 0: chosen by the library (SPYRE_KSTRAT_AUTO) */
 	uint32_t flags;		/**< SPYRE_KF_* */
 	uint64_t m, n, k;	/**< rows, columns, inner dimension (per op, above) */
 	uint32_t batch;		/**< BMM */
@@ -206,7 +211,12 @@ typedef struct spyre_kernel spyre_kernel_t;
  * "graph building on the data path" costs (spyre_kernel_put() frees it).
  */
 int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spyre_kcache_t **cache);
-/** spyre_kcache_destroy() - synchronizes the device, then unloads every kernel. */
+/**
+ * spyre_kcache_destroy() - synchronizes the device, then unloads every kernel
+ * nobody holds; a kernel still held stays usable and is unloaded by its last
+ * spyre_kernel_put(). Do not use @cache afterwards; keep the device open
+ * until every kernel is put.
+ */
 void spyre_kcache_destroy(spyre_kcache_t *cache);
 
 struct spyre_kcache_stats {

@@ -237,8 +237,32 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 {
 	if (!in || in->size < sizeof(*in))
 		return spyre_error(-EINVAL, "kernel descriptor: NULL or size not set to sizeof(struct spyre_kdesc)");
-	*d = *in;
+	/*
+	 * Field by field into a zeroed descriptor: the whole struct is the cache
+	 * key (memcmp), so padding must be zero and -0.0f equal 0.0f.
+	 */
+	memset(d, 0, sizeof(*d));
 	d->size = sizeof(*d);
+	d->op = in->op;
+	d->dtype = in->dtype;
+	d->cores = in->cores;
+	d->strategy = in->strategy;
+	d->flags = in->flags;
+	d->m = in->m;
+	d->n = in->n;
+	d->k = in->k;
+	d->batch = in->batch;
+	d->heads = in->heads;
+	d->kv_heads = in->kv_heads;
+	d->head_dim = in->head_dim;
+	d->max_pos = in->max_pos;
+	d->in_group = in->in_group;
+	d->out_group = in->out_group;
+	d->eps = in->eps == 0.0f ? 0.0f : in->eps;
+	d->alpha = in->alpha == 0.0f ? 0.0f : in->alpha;
+	d->scale = in->scale == 0.0f ? 0.0f : in->scale;
+	d->sp_bytes = in->sp_bytes;
+	memcpy(d->reserved, in->reserved, sizeof(d->reserved));
 	if (!d->op || d->op >= SPYRE_KOP_COUNT || !kg_ops[d->op].gen)
 		return spyre_error(-EINVAL, "kernel descriptor: unknown op %u", d->op);
 	if (d->dtype != SPYRE_DT_FP32 && d->dtype != SPYRE_DT_FP16 && d->dtype != SPYRE_DT_BF16 &&
@@ -336,9 +360,28 @@ SPYRE_EXPORT int spyre_kernel_build(const struct spyre_kdesc *desc, void **image
 		if (ret)
 			return ret;
 	} else if (kg_ops[d.op].default_strategy) {
+		/* the op's preferred strategy; if it cannot be built, the cost model's pick of the others */
 		ret = build_one(&d, kg_ops[d.op].default_strategy, &best, &best_size, &best_info);
-		if (ret)
-			return ret;
+		if (ret) {
+			for (uint32_t s = 1; s < 32; s++) {
+				void *img;
+				size_t sz;
+
+				if (s == kg_ops[d.op].default_strategy || !(kg_ops[d.op].strategies & BIT(s)) ||
+				    build_one(&d, s, &img, &sz, &tmp))
+					continue;
+				if (!best || tmp.est_ns < best_info.est_ns) {
+					free(best);
+					best = img;
+					best_size = sz;
+					best_info = tmp;
+				} else {
+					free(img);
+				}
+			}
+			if (!best)
+				return ret;
+		}
 	} else {
 		/* the cost model chooses: build every strategy, keep the fastest estimate */
 		for (uint32_t s = 1; s < 32; s++) {
@@ -379,18 +422,33 @@ struct spyre_kernel {
 	struct spyre_kdesc key;
 	struct spyre_kernel_info info;
 	spyre_program_t *prog;
-	unsigned int refs;		/* under cache->lock: the cache's + each get's */
-	bool cached;
+	unsigned int refs;		/* atomic: the cache's while listed + each get's */
+	bool cached;			/* under cache->lock: in the list */
 	struct spyre_kernel *next;
 };
 
+/*
+ * Lifetimes: a kernel holds a reference on its cache (so a put after
+ * spyre_kcache_destroy() still finds the cache's memory), the cache holds
+ * one on each kernel in its list. The cache is freed when its owner
+ * destroyed it and its last kernel is gone.
+ */
 struct spyre_kcache {
 	spyre_device_t *dev;
 	uint32_t capacity;
+	unsigned int refs;		/* atomic: the owner's + one per live kernel */
 	pthread_mutex_t lock;
 	struct spyre_kernel *head;
 	struct spyre_kcache_stats stats;
 };
+
+static void kcache_put(struct spyre_kcache *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+	}
+}
 
 SPYRE_EXPORT int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spyre_kcache_t **cache)
 {
@@ -403,6 +461,7 @@ SPYRE_EXPORT int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spy
 		return spyre_error(-ENOMEM, "spyre_kcache_create");
 	c->dev = dev;
 	c->capacity = capacity;
+	c->refs = 1;
 	c->stats.size = sizeof(c->stats);
 	pthread_mutex_init(&c->lock, NULL);
 	*cache = c;
@@ -411,8 +470,17 @@ SPYRE_EXPORT int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spy
 
 static void kernel_free(struct spyre_kernel *k)
 {
-	spyre_program_unload(k->prog);
+	struct spyre_kcache *c = k->cache;
+
+	spyre_program_unload(k->prog);	/* waits for the launches of the program */
 	free(k);
+	kcache_put(c);
+}
+
+static void kernel_put(struct spyre_kernel *k)
+{
+	if (__atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		kernel_free(k);
 }
 
 SPYRE_EXPORT void spyre_kcache_destroy(spyre_kcache_t *c)
@@ -422,17 +490,20 @@ SPYRE_EXPORT void spyre_kcache_destroy(spyre_kcache_t *c)
 	if (!c)
 		return;
 	spyre_device_synchronize(c->dev);
-	for (k = c->head; k; k = n) {
+	pthread_mutex_lock(&c->lock);
+	k = c->head;
+	c->head = NULL;
+	c->stats.kernels = 0;
+	c->capacity = 0;	/* kernels got after this are not kept */
+	for (n = k; n; n = n->next)
+		n->cached = false;
+	pthread_mutex_unlock(&c->lock);
+	/* the cache's references; a kernel still held is unloaded by its last spyre_kernel_put() */
+	for (; k; k = n) {
 		n = k->next;
-		k->cached = false;
-		if (--k->refs == 0)
-			kernel_free(k);
-		/* else: the holder's spyre_kernel_put() frees it */
-		else
-			k->cache = NULL;
+		kernel_put(k);
 	}
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	kcache_put(c);
 }
 
 SPYRE_EXPORT int spyre_kcache_get_stats(spyre_kcache_t *c, struct spyre_kcache_stats *st)
@@ -480,11 +551,15 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 				   d.cores, c->dev->props.num_cores);
 	if (!desc->sp_bytes)
 		d.sp_bytes = c->dev->props.scratchpad_bytes;
+	if (d.sp_bytes > c->dev->props.scratchpad_bytes || d.sp_bytes % SPYRE_STICK_BYTES ||
+	    d.sp_bytes < 16 * SPYRE_STICK_BYTES)
+		return spyre_error(-EINVAL, "%s: a scratchpad of %u bytes; the device has %u per core",
+				   kg_ops[d.op].name, d.sp_bytes, c->dev->props.scratchpad_bytes);
 
 	pthread_mutex_lock(&c->lock);
 	for (k = c->head; k; k = k->next) {
 		if (!memcmp(&k->key, &d, sizeof(d))) {
-			k->refs++;
+			__atomic_add_fetch(&k->refs, 1, __ATOMIC_RELAXED);
 			c->stats.hits++;
 			pthread_mutex_unlock(&c->lock);
 			*out = k;
@@ -511,6 +586,7 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 	k->key = d;
 	k->cache = c;
 	k->refs = 1;
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->lock);
 	c->stats.build_ns += now_ns() - t0;
 	if (c->capacity && c->stats.kernels < c->capacity) {
@@ -521,14 +597,14 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 			if (!memcmp(&o->key, &d, sizeof(d)))
 				break;
 		if (o) {
-			o->refs++;
+			__atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&c->lock);
-			kernel_free(k);
+			kernel_put(k);
 			*out = o;
 			return 0;
 		}
 		k->cached = true;
-		k->refs++;
+		k->refs++;	/* the cache's; not yet visible to other threads */
 		k->next = c->head;
 		c->head = k;
 		c->stats.kernels++;
@@ -540,19 +616,8 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 
 SPYRE_EXPORT void spyre_kernel_put(spyre_kernel_t *k)
 {
-	struct spyre_kcache *c;
-	bool last;
-
-	if (!k)
-		return;
-	c = k->cache;
-	if (c)
-		pthread_mutex_lock(&c->lock);
-	last = --k->refs == 0;
-	if (c)
-		pthread_mutex_unlock(&c->lock);
-	if (last)
-		kernel_free(k);	/* spyre_program_unload waits for its launches */
+	if (k)
+		kernel_put(k);
 }
 
 SPYRE_EXPORT int spyre_kernel_get_info(const spyre_kernel_t *k, struct spyre_kernel_info *info)

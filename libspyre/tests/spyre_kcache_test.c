@@ -204,6 +204,52 @@ TEST_F(kc, capacity_zero_builds_every_time)
 	spyre_kcache_destroy(c0);
 }
 
+/* A kernel a capacity-0 cache never kept, put after the cache is destroyed (was a use after free). */
+TEST_F(kc, uncached_kernel_put_after_destroy)
+{
+	struct spyre_kdesc d = add_desc(6, 6, 0);
+	spyre_kcache_t *c;
+	spyre_kernel_t *k;
+
+	ASSERT_EQ(0, spyre_kcache_create(self->dev, 0, &c));
+	ASSERT_EQ(0, spyre_kernel_get(c, &d, &k));
+	spyre_kcache_destroy(c);
+	EXPECT_NE(NULL, spyre_kernel_program(k));
+	spyre_kernel_put(k);
+}
+
+/* -0.0f and 0.0f, and whatever padding the caller's struct has, are one key. */
+TEST_F(kc, equal_descriptors_are_one_key)
+{
+	struct spyre_kcache_stats st = { .size = sizeof(st) };
+	struct spyre_kdesc a = add_desc(9, 9, 0), b;
+	spyre_kernel_t *k1, *k2;
+
+	memset(&b, 0xa5, sizeof(b));	/* garbage in the padding */
+	b.size = sizeof(b);
+	b.op = a.op;
+	b.dtype = a.dtype;
+	b.cores = a.cores;
+	b.strategy = 0;
+	b.flags = 0;
+	b.m = a.m;
+	b.n = a.n;
+	b.k = 0;
+	b.batch = b.heads = b.kv_heads = b.head_dim = b.max_pos = b.in_group = b.out_group = 0;
+	b.eps = 0.0f;
+	b.alpha = -0.0f;
+	b.scale = 0.0f;
+	b.sp_bytes = 0;
+	memset(b.reserved, 0, sizeof(b.reserved));
+	ASSERT_EQ(0, spyre_kernel_get(self->cache, &a, &k1));
+	ASSERT_EQ(0, spyre_kernel_get(self->cache, &b, &k2));
+	EXPECT_EQ(k1, k2);
+	ASSERT_EQ(0, spyre_kcache_get_stats(self->cache, &st));
+	EXPECT_EQ(1u, st.hits);
+	spyre_kernel_put(k1);
+	spyre_kernel_put(k2);
+}
+
 TEST_F(kc, cache_destroyed_while_a_kernel_is_held)
 {
 	struct spyre_kernel_info info = { .size = sizeof(info) };
@@ -250,6 +296,10 @@ TEST_F(kc, careless_descriptors_are_refused)
 		EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
 		EXPECT_NE(NULL, strstr(spyre_last_error(), "cores requested"));
 	}
+	d = add_desc(4, 4, 0);
+	d.sp_bytes = props.scratchpad_bytes + 128;
+	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "scratchpad"));
 	d = add_desc(4, 4, 0);
 	d.size = 8;
 	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));

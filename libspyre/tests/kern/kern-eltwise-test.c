@@ -7,7 +7,9 @@
  * inputs in double; tolerance one rounding of the output (kh_tol) + 1e-6,
  * transcendentals 4x that.
  */
+#include <errno.h>
 #include <math.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -91,7 +93,36 @@ static void test_wide_rows(void)
 	free(r);
 }
 
+/*
+ * The library's descriptor handling (found by review): AUTO falls back when
+ * the preferred strategy cannot be built; -0.0f and 0.0f are one key.
+ */
+static void test_descriptor_handling(void)
+{
+	struct spyre_kernel_info info = { .size = sizeof(info) }, i2 = { .size = sizeof(i2) };
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_MLP, .dtype = SPYRE_DT_FP16, .cores = 1,
+				 .m = 64, .n = 12288, .k = 4096, .sp_bytes = 256 << 10 };
+	void *img, *img2;
+	size_t sz, sz2;
+
+	d.strategy = SPYRE_KSTRAT_FUSED;
+	TAP_EQ(-EINVAL, spyre_kernel_build(&d, &img, &sz, &info));
+	d.strategy = 0;
+	TAP_EQ(0, spyre_kernel_build(&d, &img, &sz, &info));
+	TAP_EQ((uint32_t)SPYRE_KSTRAT_UNFUSED, info.strategy);
+	free(img);
+	d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_ADD, .dtype = SPYRE_DT_FP16, .m = 3, .n = 5,
+				  .alpha = -0.0f };
+	TAP_EQ(0, spyre_kernel_build(&d, &img, &sz, &info));
+	d.alpha = 0.0f;
+	TAP_EQ(0, spyre_kernel_build(&d, &img2, &sz2, &i2));
+	TAP_CHECK(sz == sz2 && !memcmp(img, img2, sz), "alpha -0.0 builds the image of alpha 0.0");
+	free(img);
+	free(img2);
+}
+
 static const struct tap_case cases[] = {
+	{ "descriptor_handling", test_descriptor_handling },
 	{ "add", test_add },
 	{ "add_alpha", test_add_alpha },
 	{ "mul", test_mul },
