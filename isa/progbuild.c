@@ -189,6 +189,8 @@ int spyre_pb_dma(struct spyre_pb *pb, unsigned core, unsigned op, const struct s
 	if (d->mem.sym == SPYRE_PB_RAW) {
 		in.dma.mem = d->mem.off;
 	} else if (d->mem.sym == SPYRE_PB_CONST) {
+		if (d->mem.off > SPYRE_SLOT_OFF(~0ull))
+			return fail(pb);
 		in.dma.flags |= SPYRE_IF_SLOT;
 		in.dma.mem = SPYRE_SLOT_ADDR(SPYRE_SLOT_CONST, d->mem.off);
 	} else if (d->mem.sym < 0 || (uint32_t)d->mem.sym >= pb->num_syms ||
@@ -218,6 +220,9 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 	uint32_t ldd = o->ldd, lda = o->lda, ldb = o->ldb, b = o->b;
 	uint16_t ext = 0;
 
+	/* a tensor opcode and flags that fit their bytes; the rest is the validator's */
+	if (o->op > 0xff || o->flags > 0xff || o->op < SPYRE_ISA_OP_MATMUL || o->op >= SPYRE_ISA_OP_SEND)
+		return fail(pb);
 	switch (o->op) {
 	case SPYRE_ISA_OP_MATMUL:
 		ldd = tight(ldd, o->cols, o->dt2);

@@ -262,7 +262,12 @@ static int emit_kernel(void *ctx, struct call *c)
 		return fail(dm, ret, "%s kernel", spyre_kernel_op_name(c->d.op));
 	spyre_kernel_get_info(k, &info);
 	if (c->nscalars == UINT32_MAX)
-		c->nscalars = info.num_scalars < EMBED_CHUNK + 8 ? info.num_scalars : EMBED_CHUNK + 8;
+		c->nscalars = info.num_scalars;
+	if (c->nscalars != info.num_scalars || c->nscalars > sizeof(c->scalars) / sizeof(c->scalars[0])) {
+		spyre_kernel_put(k);
+		return fail(dm, -EINVAL, "%s takes %u scalars, the model passes %u (at most %zu)", info.name,
+			    info.num_scalars, c->nscalars, sizeof(c->scalars) / sizeof(c->scalars[0]));
+	}
 	/* a kernel with a work slot gets the model's work buffer as its last slot */
 	if (info.num_slots == c->nslots + 1) {
 		if (info.slot_bytes[c->nslots] > dm->work_bytes) {
@@ -502,10 +507,14 @@ static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uin
 	uint64_t ph = spyre_kernel_pitch(c->hidden, dt), pf = spyre_kernel_pitch(c->ffn, dt);
 	uint64_t per_layer = 2 * ph + c->hidden * (pq + 2 * pk) + qd * ph + 2 * c->hidden * pf + c->ffn * ph +
 			     2 * (uint64_t)c->kv_heads * c->max_pos * spyre_kernel_pitch(hd, dt);
-	uint64_t act = (uint64_t)c->max_pos * (3 * ph + pq + 3 * pk) + 2 * spyre_kernel_pitch(c->vocab, dt);
+	/* x, h, t; q, a; k, v (spyre_dmodel_new's activations); logits; the token */
+	uint64_t act = (uint64_t)c->max_pos * (3 * ph + 2 * pq + 2 * pk) + spyre_kernel_pitch(c->vocab, dt) +
+		       SPYRE_STICK_BYTES;
+	/* what the allocator may add to each of the model's allocations (size classes, pages) */
+	uint64_t slack = (12 + 11 * (uint64_t)c->layers) * (64u << 10);
 
 	return c->vocab * ph + ph + c->hidden * spyre_kernel_pitch(c->vocab, dt) + c->layers * per_layer + act +
-	       2ull * c->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32) + work;
+	       2ull * c->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32) + work + slack;
 }
 
 /* Device scratch memory kernels with a work slot share. */
