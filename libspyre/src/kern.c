@@ -337,14 +337,46 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
 	return 0;
 }
 
+/*
+ * Build every strategy of @d's op but those in @skip and keep the one with
+ * the fastest estimate. 0, or the last build's status when none could be built.
+ */
+static int build_fastest(const struct spyre_kdesc *d, uint32_t skip, void **best, size_t *best_size,
+			 struct spyre_kernel_info *best_info)
+{
+	struct spyre_kernel_info tmp;
+	int last = -EINVAL;
+
+	*best = NULL;
+	for (uint32_t s = 1; s < 32; s++) {
+		void *img;
+		size_t sz;
+
+		if (!(kg_ops[d->op].strategies & BIT(s)) || (skip & BIT(s)))
+			continue;
+		last = build_one(d, s, &img, &sz, &tmp);
+		if (last)
+			continue;
+		if (!*best || tmp.est_ns < best_info->est_ns) {
+			free(*best);
+			*best = img;
+			*best_size = sz;
+			*best_info = tmp;
+		} else {
+			free(img);
+		}
+	}
+	return *best ? 0 : last;
+}
+
 SPYRE_EXPORT int spyre_kernel_build(const struct spyre_kdesc *desc, void **image, size_t *size,
 				    struct spyre_kernel_info *info)
 {
-	struct spyre_kernel_info best_info, tmp;
+	struct spyre_kernel_info best_info;
 	struct spyre_kdesc d;
 	void *best = NULL;
 	size_t best_size = 0;
-	int ret, last = -EINVAL;
+	int ret;
 
 	if (!image || !size)
 		return spyre_error(-EINVAL, "spyre_kernel_build: NULL argument");
@@ -362,48 +394,13 @@ SPYRE_EXPORT int spyre_kernel_build(const struct spyre_kdesc *desc, void **image
 	} else if (kg_ops[d.op].default_strategy) {
 		/* the op's preferred strategy; if it cannot be built, the cost model's pick of the others */
 		ret = build_one(&d, kg_ops[d.op].default_strategy, &best, &best_size, &best_info);
-		if (ret) {
-			for (uint32_t s = 1; s < 32; s++) {
-				void *img;
-				size_t sz;
-
-				if (s == kg_ops[d.op].default_strategy || !(kg_ops[d.op].strategies & BIT(s)) ||
-				    build_one(&d, s, &img, &sz, &tmp))
-					continue;
-				if (!best || tmp.est_ns < best_info.est_ns) {
-					free(best);
-					best = img;
-					best_size = sz;
-					best_info = tmp;
-				} else {
-					free(img);
-				}
-			}
-			if (!best)
-				return ret;
-		}
+		if (ret && build_fastest(&d, BIT(kg_ops[d.op].default_strategy), &best, &best_size, &best_info))
+			return ret;
 	} else {
 		/* the cost model chooses: build every strategy, keep the fastest estimate */
-		for (uint32_t s = 1; s < 32; s++) {
-			void *img;
-			size_t sz;
-
-			if (!(kg_ops[d.op].strategies & BIT(s)))
-				continue;
-			last = build_one(&d, s, &img, &sz, &tmp);
-			if (last)
-				continue;
-			if (!best || tmp.est_ns < best_info.est_ns) {
-				free(best);
-				best = img;
-				best_size = sz;
-				best_info = tmp;
-			} else {
-				free(img);
-			}
-		}
-		if (!best)
-			return last;
+		ret = build_fastest(&d, 0, &best, &best_size, &best_info);
+		if (ret)
+			return ret;
 	}
 	*image = best;
 	*size = best_size;
