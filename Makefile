@@ -222,12 +222,12 @@ $(B)/libspyre-tsan/%.o: libspyre/src/%.c $(LIB_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(SAN_CFLAGS_tsan) -c $< -o $@
 
-$(B)/tests/stream-race-test: libspyre/tests/stream-race-test.c $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB)
+$(B)/tests/stream-race-test: libspyre/tests/stream-race-test.c libspyre/tests/fake-udev.h $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ISA_DIR) $< $(LIB_ASAN_OBJS) -o $@ \
 		$(ISA_LIB) -lpthread -lm
 
-$(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB)
+$(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c libspyre/tests/fake-udev.h $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) $< $(LIB_TSAN_OBJS) -o $@ \
 		$(ISA_LIB) -lpthread -lm
@@ -235,13 +235,13 @@ $(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c $(LIB_TSAN_O
 # libspyre's traces over a fake driver, checked as spyre-trace-check does (-tsan: ThreadSanitizer).
 TRACE_TEST_SRCS := tools/spyre-trace-check/trace-check.c model/json.c
 host-tests: $(B)/tests/trace-test $(B)/tests/trace-tsan-test
-$(B)/tests/trace-test: libspyre/tests/trace-test.c $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
+$(B)/tests/trace-test: libspyre/tests/trace-test.c libspyre/tests/fake-udev.h $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
 		$(TRACE_CHECK_HDRS) tests/tap.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Imodel $< \
 		$(TRACE_TEST_SRCS) $(LIB_ASAN_OBJS) -o $@ $(ISA_LIB) -lpthread -lm
 
-$(B)/tests/trace-tsan-test: libspyre/tests/trace-test.c $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
+$(B)/tests/trace-tsan-test: libspyre/tests/trace-test.c libspyre/tests/fake-udev.h $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
 		$(TRACE_CHECK_HDRS) tests/tap.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Imodel $< \
