@@ -46,6 +46,12 @@ struct spyre_pt {
  *	context has submitted, whatever queue it went to
  * @dev_bytes: device memory mapped in this context
  * @host_bytes: host memory mapped in this context
+ * @busy_ns: time the jobs of this context that left the hardware queues
+ *	(completed, failed or canceled) spent at the head of their queue; a
+ *	job is charged from the moment it reached the head of its queue
+ *	(submitted to an idle queue, or the job before it completed) until it
+ *	completes, so the busy time of a hardware queue is split among the
+ *	contexts without overlap
  */
 struct spyre_ctx {
 	struct kref ref;
@@ -63,6 +69,7 @@ struct spyre_ctx {
 	struct drm_gem_object *jobs;
 	atomic64_t dev_bytes;
 	atomic64_t host_bytes;
+	atomic64_t busy_ns;
 };
 
 struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev);

@@ -117,6 +117,25 @@ static void spyre_postclose(struct drm_device *dev, struct drm_file *file)
 	spyre_ctx_put(ctx);
 }
 
+/*
+ * fdinfo (Documentation/gpu/drm-usage-stats.rst); drm_show_fdinfo() prints
+ * drm-driver, drm-client-id and drm-pdev first. One engine class, "compute":
+ * every user hardware queue runs every packet type, concurrently, so its
+ * capacity is the number of user hardware queues. No drm-cycles or
+ * drm-maxfreq: the card counts no busy cycles of a job, and its clock does
+ * not change. Memory per region: "device" and "host".
+ */
+static void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file)
+{
+	struct spyre_device *sdev = to_spyre_device(file->minor->dev);
+	struct spyre_ctx *ctx = file->driver_priv;
+
+	drm_printf(p, "drm-engine-compute:\t%llu ns\n", spyre_sched_ctx_busy_ns(sdev, ctx));
+	if (sdev->nr_hwq > 1)
+		drm_printf(p, "drm-engine-capacity-compute:\t%u\n", sdev->nr_hwq);
+	spyre_gem_show_memory_stats(p, file);
+}
+
 static struct drm_gem_object *
 spyre_gem_prime_import_sg_table(struct drm_device *dev, struct dma_buf_attachment *attach,
 				struct sg_table *sgt)
@@ -210,6 +229,7 @@ static const struct file_operations spyre_fops = {
 	.read		= drm_read,
 	.llseek		= noop_llseek,
 	.mmap		= drm_gem_mmap,
+	.show_fdinfo	= drm_show_fdinfo,
 	.fop_flags	= FOP_UNSIGNED_OFFSET,
 };
 
@@ -218,6 +238,7 @@ static const struct drm_driver spyre_drm_driver = {
 			   DRIVER_SYNCOBJ_TIMELINE,
 	.open = spyre_open,
 	.postclose = spyre_postclose,
+	.show_fdinfo = spyre_show_fdinfo,
 	.gem_create_object = spyre_gem_create_object,
 	.gem_prime_import_sg_table = spyre_gem_prime_import_sg_table,
 	.fops = &spyre_fops,

@@ -52,6 +52,7 @@ struct spyre_hw_caps {
 	u32 features;
 };
 
+struct drm_printer;
 struct spyre_hwq;
 
 /**
@@ -75,6 +76,11 @@ struct spyre_hwq;
  * @resets: queue resets after timeouts
  * @faults: jobs failed by device errors
  * @device_waits: dependencies turned into device-side WAIT packets
+ * @busy_lock: protects @busy_queues, @busy_ns and @busy_since
+ * @busy_queues: user hardware queues with a job in flight
+ * @busy_ns: accumulated time with at least one user hardware queue busy
+ * @busy_since: start of the current device busy period (valid while
+ *	@busy_queues is non-zero)
  * @fault_log: the last SPYRE_FAULT_LOG faults, for debugfs
  * @fault_log_next: total faults logged (next slot modulo SPYRE_FAULT_LOG)
  * @fault_log_lock: protects @fault_log and @fault_log_next
@@ -105,6 +111,12 @@ struct spyre_device {
 	atomic_t faults;
 	atomic_t device_waits;
 
+	/* Protects busy_queues, busy_ns and busy_since; taken inside hwq->lock */
+	spinlock_t busy_lock;
+	unsigned int busy_queues;
+	u64 busy_ns;
+	u64 busy_since;
+
 #define SPYRE_FAULT_LOG 16
 	struct {
 		u32 ctx, hwq, error, fault_info;
@@ -134,6 +146,7 @@ struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev);
 int spyre_bo_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_info_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
+void spyre_gem_show_memory_stats(struct drm_printer *p, struct drm_file *file);
 int spyre_gem_init(struct spyre_device *sdev);
 void spyre_gem_fini(struct spyre_device *sdev);
 

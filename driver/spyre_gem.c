@@ -308,6 +308,23 @@ static struct dma_buf *spyre_dev_bo_export(struct drm_gem_object *obj, int flags
 	return ERR_PTR(-EOPNOTSUPP);
 }
 
+/* fdinfo: device memory is allocated (and cleared) when the BO is created. */
+static enum drm_gem_object_status spyre_dev_bo_status(struct drm_gem_object *obj)
+{
+	return DRM_GEM_OBJECT_RESIDENT;
+}
+
+/*
+ * fdinfo: a host BO's pages are pinned from creation to free; an imported
+ * one's from import to free. Called under the file's table_lock: no locks.
+ */
+static enum drm_gem_object_status spyre_host_bo_status(struct drm_gem_object *obj)
+{
+	struct drm_gem_shmem_object *shmem = &to_spyre_bo(obj)->base;
+
+	return READ_ONCE(shmem->pages) || READ_ONCE(shmem->sgt) ? DRM_GEM_OBJECT_RESIDENT : 0;
+}
+
 static const struct vm_operations_struct spyre_dev_bo_vm_ops = {
 	.fault = spyre_dev_bo_fault,
 	.open = drm_gem_vm_open,
@@ -320,6 +337,7 @@ static const struct drm_gem_object_funcs spyre_dev_bo_funcs = {
 	.close = spyre_bo_close,
 	.mmap = spyre_dev_bo_mmap,
 	.export = spyre_dev_bo_export,
+	.status = spyre_dev_bo_status,
 	.vm_ops = &spyre_dev_bo_vm_ops,
 };
 
@@ -334,6 +352,7 @@ static const struct drm_gem_object_funcs spyre_host_bo_funcs = {
 	.vmap = drm_gem_shmem_object_vmap,
 	.vunmap = drm_gem_shmem_object_vunmap,
 	.mmap = drm_gem_shmem_object_mmap,
+	.status = spyre_host_bo_status,
 	.vm_ops = &drm_gem_shmem_vm_ops,
 };
 
@@ -519,6 +538,42 @@ int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *fil
 	if (ret == 0)
 		return -ETIME;
 	return ret < 0 ? ret : 0;
+}
+
+/**
+ * spyre_gem_show_memory_stats() - fdinfo memory keys of a file, per region
+ * @p: the fdinfo printer
+ * @file: the file
+ *
+ * drm_show_memory_stats() with the file's BOs split by placement: region
+ * "device" (the card's memory) and region "host" (pinned host memory,
+ * imported dma-bufs included). Every BO the file holds a handle to counts,
+ * created or imported; one with handles in more than one file, or exported
+ * as a dma-buf, counts as shared. No key for purgeable: BOs never are.
+ */
+void spyre_gem_show_memory_stats(struct drm_printer *p, struct drm_file *file)
+{
+	struct drm_memory_stats stats[2] = {};
+	struct drm_gem_object *obj;
+	int id;
+
+	spin_lock(&file->table_lock);
+	idr_for_each_entry(&file->object_idr, obj, id) {
+		struct drm_memory_stats *s = &stats[to_spyre_bo(obj)->is_device ? 0 : 1];
+
+		if (drm_gem_object_is_shared_for_memory_stats(obj))
+			s->shared += obj->size;
+		else
+			s->private += obj->size;
+		if (obj->funcs->status(obj) & DRM_GEM_OBJECT_RESIDENT)
+			s->resident += obj->size;
+		if (!dma_resv_test_signaled(obj->resv, dma_resv_usage_rw(true)))
+			s->active += obj->size;
+	}
+	spin_unlock(&file->table_lock);
+
+	drm_print_memory_stats(p, &stats[0], DRM_GEM_OBJECT_RESIDENT, "device");
+	drm_print_memory_stats(p, &stats[1], DRM_GEM_OBJECT_RESIDENT, "host");
 }
 
 static void spyre_resv_object_free(struct drm_gem_object *obj)

@@ -7,7 +7,8 @@
  * again. The ring numbering is in spyre_job.h.
  *
  * Locking: q->lock (spinlock, IRQ-safe) protects a queue's in-flight list,
- * its busy accounting and its hardware fences (it is their fence lock).
+ * its busy accounting and its hardware fences (it is their fence lock);
+ * sdev->busy_lock, the device's busy accounting, nests inside it.
  * The scheduler serializes run_job and timedout_job per queue.
  */
 #include <linux/dma-fence.h>
@@ -45,26 +46,68 @@ static const struct dma_fence_ops spyre_fence_ops = {
 	.get_timeline_name = spyre_fence_timeline_name,
 };
 
+/*
+ * Busy accounting, all under q->lock. A hardware queue is busy while its
+ * in-flight list is not empty; the device is busy while any user queue is.
+ * The job at the head of the list is the one the queue works on: it is
+ * charged to its context from q->head_since until it leaves the list, so
+ * the contexts' busy times add up to the queue's.
+ */
+static void spyre_hwq_busy_begin_locked(struct spyre_hwq *q, u64 now)
+{
+	struct spyre_device *sdev = q->sdev;
+
+	lockdep_assert_held(&q->lock);
+	q->busy_since = now;
+	q->head_since = now;
+	spin_lock(&sdev->busy_lock);
+	if (!sdev->busy_queues++)
+		sdev->busy_since = now;
+	spin_unlock(&sdev->busy_lock);
+}
+
+/* The head job leaves the in-flight list (done, failed or canceled). */
+static void spyre_hwq_retire_locked(struct spyre_hwq *q, struct spyre_job *job, u64 now)
+{
+	lockdep_assert_held(&q->lock);
+	list_del_init(&job->link);
+	atomic64_add(now - q->head_since, &job->ctx->busy_ns);
+	q->head_since = now;
+}
+
+static void spyre_hwq_busy_end_locked(struct spyre_hwq *q, u64 now)
+{
+	struct spyre_device *sdev = q->sdev;
+
+	lockdep_assert_held(&q->lock);
+	if (!list_empty(&q->inflight) || !q->busy_since)
+		return;
+	q->busy_ns += now - q->busy_since;
+	q->busy_since = 0;
+	spin_lock(&sdev->busy_lock);
+	if (!--sdev->busy_queues)
+		sdev->busy_ns += now - sdev->busy_since;
+	spin_unlock(&sdev->busy_lock);
+}
+
 /* Completion interrupt: signal every job whose last packet completed. */
 void spyre_hwq_signal(struct spyre_hwq *q)
 {
 	struct spyre_job *job, *tmp;
 	unsigned long flags;
-	u64 done;
+	u64 done, now;
 
 	spin_lock_irqsave(&q->lock, flags);
 	done = le64_to_cpu(READ_ONCE(*q->compl));
+	now = ktime_get_ns();
 	list_for_each_entry_safe(job, tmp, &q->inflight, link) {
 		if (done < (job->hw_fence->seqno << 16 | SPYRE_SEQ_LAST))
 			break;
-		list_del_init(&job->link);
+		spyre_hwq_retire_locked(q, job, now);
 		dma_fence_signal_locked(job->hw_fence);
 		q->jobs_done++;
 	}
-	if (list_empty(&q->inflight) && q->busy_since) {
-		q->busy_ns += ktime_get_ns() - q->busy_since;
-		q->busy_since = 0;
-	}
+	spyre_hwq_busy_end_locked(q, now);
 	spin_unlock_irqrestore(&q->lock, flags);
 }
 
@@ -82,6 +125,57 @@ void spyre_hwq_stats(struct spyre_hwq *q, u64 *busy_ns, u64 *jobs_done)
 	*busy_ns = q->busy_ns + (q->busy_since ? ktime_get_ns() - q->busy_since : 0);
 	*jobs_done = q->jobs_done;
 	spin_unlock_irqrestore(&q->lock, flags);
+}
+
+/**
+ * spyre_sched_busy_ns() - time the device had at least one user job in flight
+ * @sdev: the device
+ *
+ * Return: nanoseconds since probe with at least one user hardware queue
+ * busy, the current busy period included.
+ */
+u64 spyre_sched_busy_ns(struct spyre_device *sdev)
+{
+	unsigned long flags;
+	u64 busy;
+
+	spin_lock_irqsave(&sdev->busy_lock, flags);
+	busy = sdev->busy_ns;
+	if (sdev->busy_queues)
+		busy += ktime_get_ns() - sdev->busy_since;
+	spin_unlock_irqrestore(&sdev->busy_lock, flags);
+	return busy;
+}
+
+/**
+ * spyre_sched_ctx_busy_ns() - engine time of a context's jobs
+ * @sdev: the device
+ * @ctx: the context
+ *
+ * The jobs that left the queues, plus the running time so far of each job
+ * of @ctx at the head of a queue. A job that completes between the two
+ * reads is missed once (never counted twice): the next read catches up,
+ * as drm-usage-stats allows.
+ *
+ * Return: nanoseconds.
+ */
+u64 spyre_sched_ctx_busy_ns(struct spyre_device *sdev, struct spyre_ctx *ctx)
+{
+	u64 busy = atomic64_read(&ctx->busy_ns);
+	unsigned long flags;
+	unsigned int i;
+
+	for (i = 0; i < sdev->nr_hwq; i++) {
+		struct spyre_hwq *q = &sdev->hwq[i];
+		struct spyre_job *head;
+
+		spin_lock_irqsave(&q->lock, flags);
+		head = list_first_entry_or_null(&q->inflight, struct spyre_job, link);
+		if (head && head->ctx == ctx)
+			busy += ktime_get_ns() - q->head_since;
+		spin_unlock_irqrestore(&q->lock, flags);
+	}
+	return busy;
 }
 
 static irqreturn_t spyre_hwq_irq(int irq, void *arg)
@@ -154,9 +248,9 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		}
 	}
 	job->ring_end = q->tail;
+	if (list_empty(&q->inflight))
+		spyre_hwq_busy_begin_locked(q, ktime_get_ns());
 	list_add_tail(&job->link, &q->inflight);
-	if (!q->busy_since)
-		q->busy_since = ktime_get_ns();
 	spin_unlock_irqrestore(&q->lock, flags);
 
 	/* writel() orders the ring stores before the doorbell. */
@@ -201,18 +295,17 @@ static void spyre_hwq_reset(struct spyre_hwq *q, int error)
 {
 	struct spyre_job *job, *tmp;
 	unsigned long flags;
+	u64 now;
 
 	spyre_hw_queue_reset(q->sdev, q->idx);
 	spin_lock_irqsave(&q->lock, flags);
+	now = ktime_get_ns();
 	list_for_each_entry_safe(job, tmp, &q->inflight, link) {
-		list_del_init(&job->link);
+		spyre_hwq_retire_locked(q, job, now);
 		dma_fence_set_error(job->hw_fence, error);
 		dma_fence_signal_locked(job->hw_fence);
 	}
-	if (q->busy_since) {
-		q->busy_ns += ktime_get_ns() - q->busy_since;
-		q->busy_since = 0;
-	}
+	spyre_hwq_busy_end_locked(q, now);
 	q->tail = 0;
 	/*
 	 * Device-side waiters on this queue wait for completion values of jobs
@@ -333,6 +426,7 @@ int spyre_sched_init(struct spyre_device *sdev)
 	unsigned int nvec = sdev->caps.queues + 1, i;
 	int ret;
 
+	spin_lock_init(&sdev->busy_lock);
 	if (sdev->caps.queues < 2) {
 		drm_err(&sdev->drm, "need at least 2 hardware queues, device has %u\n",
 			sdev->caps.queues);
@@ -381,16 +475,19 @@ void spyre_sched_stop(struct spyre_device *sdev)
 		struct spyre_hwq *q = &sdev->hwq[i];
 		struct spyre_job *job, *tmp;
 		unsigned long flags;
+		u64 now;
 
 		if (!q->sched_ready)
 			continue;
 		drm_sched_wqueue_stop(&q->sched);
 		spin_lock_irqsave(&q->lock, flags);
+		now = ktime_get_ns();
 		list_for_each_entry_safe(job, tmp, &q->inflight, link) {
-			list_del_init(&job->link);
+			spyre_hwq_retire_locked(q, job, now);
 			dma_fence_set_error(job->hw_fence, -ENODEV);
 			dma_fence_signal_locked(job->hw_fence);
 		}
+		spyre_hwq_busy_end_locked(q, now);
 		spin_unlock_irqrestore(&q->lock, flags);
 	}
 }

@@ -14,6 +14,7 @@
 #define SPYRE_JOB_TIMEOUT_MS	2000	/* a job running longer is hung */
 #define SPYRE_BAN_HANGS		3	/* hangs before a context is banned */
 
+struct spyre_ctx;
 struct spyre_device;
 
 /**
@@ -34,6 +35,8 @@ struct spyre_device;
  * @inflight: submitted jobs in ring order
  * @busy_ns: accumulated time with at least one job in flight
  * @busy_since: start of the current busy period (0 when idle)
+ * @head_since: when the job at the head of @inflight began to be charged to
+ *	its context (see &spyre_ctx.busy_ns)
  * @jobs_done: jobs completed
  * @nr_uqueues: user queues feeding this hardware queue
  */
@@ -55,6 +58,7 @@ struct spyre_hwq {
 	struct list_head inflight;
 	u64 busy_ns;
 	u64 busy_since;
+	u64 head_since;
 	u64 jobs_done;
 	atomic_t nr_uqueues;
 };
@@ -64,5 +68,7 @@ void spyre_sched_stop(struct spyre_device *sdev);
 void spyre_sched_fini(struct spyre_device *sdev);
 void spyre_hwq_signal(struct spyre_hwq *q);
 void spyre_hwq_stats(struct spyre_hwq *q, u64 *busy_ns, u64 *jobs_done);
+u64 spyre_sched_busy_ns(struct spyre_device *sdev);
+u64 spyre_sched_ctx_busy_ns(struct spyre_device *sdev, struct spyre_ctx *ctx);
 
 #endif /* __SPYRE_SCHED_H__ */

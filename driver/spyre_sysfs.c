@@ -56,6 +56,17 @@ static ssize_t faults_show(struct device *dev, struct device_attribute *attr, ch
 }
 static DEVICE_ATTR_RO(faults);
 
+/*
+ * Nanoseconds since probe during which at least one user hardware queue had
+ * a job in flight: sampled twice, the difference over the interval is the
+ * device's utilization (spyre-smi).
+ */
+static ssize_t busy_ns_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", spyre_sched_busy_ns(dev_to_sdev(dev)));
+}
+static DEVICE_ATTR_RO(busy_ns);
+
 /* One line per hardware queue: "<busy ms> <jobs done>". */
 static ssize_t queue_busy_show(struct device *dev, struct device_attribute *attr, char *buf)
 {
@@ -81,6 +92,7 @@ static struct attribute *spyre_attrs[] = {
 	&dev_attr_resets.attr,
 	&dev_attr_faults.attr,
 	&dev_attr_queue_busy.attr,
+	&dev_attr_busy_ns.attr,
 	NULL,
 };
 
