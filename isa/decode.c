@@ -245,7 +245,7 @@ static uint32_t check_ctl(const struct spyre_insn_ctl *c, uint32_t num_insns)
 
 static uint32_t check_dma(const struct spyre_insn_dma *d, uint32_t sp_bytes, uint64_t *addr)
 {
-	if ((d->flags & ~(SPYRE_IF_SLOT | SPYRE_IF_RMEM | SPYRE_IF_RSP)) || !d->rows || !d->row_bytes)
+	if ((d->flags & ~(SPYRE_IF_SLOT | SPYRE_IF_RMEM | SPYRE_IF_RSP | SPYRE_IF_ASYNC)) || !d->rows || !d->row_bytes)
 		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	if ((d->flags & SPYRE_IF_RMEM) ? d->rmem >= SPYRE_NUM_REGS : d->rmem)
 		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
@@ -291,7 +291,8 @@ static uint32_t check_ring(const struct spyre_insn_ring *r, uint32_t sp_bytes, u
 	case SPYRE_ISA_OP_SIGNAL:
 		if (r->peer >= SPYRE_MAX_CORES)
 			return SPYRE_ENGINE_FAULT_BAD_PEER;
-		return r->sp || r->bytes || r->tag >= SPYRE_NUM_TOKENS ?
+		/* the DMA completion token is the DMA queue's alone */
+		return r->sp || r->bytes || r->tag >= SPYRE_NUM_TOKENS || r->tag == SPYRE_TOKEN_DMA ?
 			SPYRE_ENGINE_FAULT_BAD_OPERAND : SPYRE_ENGINE_FAULT_NONE;
 	case SPYRE_ISA_OP_WAIT:
 		return r->sp || r->peer || r->tag >= SPYRE_NUM_TOKENS ?

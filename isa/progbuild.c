@@ -186,6 +186,8 @@ int spyre_pb_dma(struct spyre_pb *pb, unsigned core, unsigned op, const struct s
 		in.dma.flags |= SPYRE_IF_RSP;
 		in.dma.rsp = (uint8_t)(d->sp_reg - 1);
 	}
+	if (d->async)
+		in.dma.flags |= SPYRE_IF_ASYNC;
 	if (d->mem.sym == SPYRE_PB_RAW) {
 		in.dma.mem = d->mem.off;
 	} else if (d->mem.sym == SPYRE_PB_CONST) {

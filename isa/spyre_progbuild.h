@@ -20,6 +20,7 @@
 #ifndef SPYRE_PROGBUILD_H
 #define SPYRE_PROGBUILD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,7 @@ struct spyre_pb_dma {
 	uint32_t row_bytes;
 	uint32_t mem_stride;	/* 0 with rows > 1: row_bytes (contiguous) */
 	uint32_t sp_stride;	/* likewise */
+	bool async;		/* SPYRE_IF_ASYNC: completes on token SPYRE_TOKEN_DMA */
 };
 
 /*

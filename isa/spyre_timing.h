@@ -19,6 +19,8 @@ struct spyre_timing {
 	uint32_t peak_mac_per_ns[SPYRE_DT_COUNT];	/* per core, by input dtype */
 	uint32_t mem_bw_mbps;				/* LPDDR, shared by the launched cores */
 	uint32_t dma_latency_cycles;
+	uint32_t dma_burst_bytes;			/* multiple of 128 */
+	uint32_t dma_burst_overhead_bytes;
 	uint32_t ring_bytes_per_cycle;
 	uint32_t sp_bytes_per_cycle;
 	uint32_t sfu_elems_per_cycle;
@@ -30,8 +32,17 @@ struct spyre_timing {
 void spyre_timing_default(struct spyre_timing *t);
 
 /*
- * The three formulas, issue cycles excluded: a DMA of @bytes with @active
- * cores sharing LPDDR; a matmul of m x k by k x n (rows padded to the PE
+ * LPDDR occupancy of a LOAD/STORE of @rows rows of @row_bytes, in bytes: each
+ * row (all rows as one when @contiguous: both strides equal row_bytes) moves
+ * in bursts of dma_burst_bytes, each costing dma_burst_overhead_bytes more.
+ * The engine shares LPDDR among the transfers in flight by this demand.
+ */
+uint64_t spyre_timing_dma_demand(const struct spyre_timing *t, uint64_t rows, uint64_t row_bytes, int contiguous);
+
+/*
+ * The three formulas, issue cycles excluded: a contiguous DMA of @bytes
+ * with @active cores sharing LPDDR evenly (the static estimate; the engine
+ * shares by the transfers in flight at each moment); a matmul of m x k by k x n (rows padded to the PE
  * array's 8-row passes) reading and writing the scratchpad; an SFU pass of
  * @elems elements, @passes cycles per vector, moving @bytes.
  */

@@ -17,6 +17,8 @@ void spyre_timing_default(struct spyre_timing *t)
 		},
 		.mem_bw_mbps = SPYRE_TM_MEM_BW_MBPS,
 		.dma_latency_cycles = SPYRE_TM_DMA_LATENCY_CYCLES,
+		.dma_burst_bytes = SPYRE_TM_DMA_BURST_BYTES,
+		.dma_burst_overhead_bytes = SPYRE_TM_DMA_BURST_OVERHEAD_BYTES,
 		.ring_bytes_per_cycle = SPYRE_TM_RING_BYTES_PER_CYCLE,
 		.sp_bytes_per_cycle = SPYRE_TM_SP_BYTES_PER_CYCLE,
 		.sfu_elems_per_cycle = SPYRE_TM_SFU_ELEMS_PER_CYCLE,
@@ -49,9 +51,23 @@ uint64_t spyre_timing_sfu(const struct spyre_timing *t, uint64_t elems, uint64_t
 
 #define sfu spyre_timing_sfu
 
+uint64_t spyre_timing_dma_demand(const struct spyre_timing *t, uint64_t rows, uint64_t row_bytes, int contiguous)
+{
+	if (contiguous) {
+		row_bytes *= rows;
+		rows = 1;
+	}
+	return rows * (row_bytes + div_up(row_bytes, t->dma_burst_bytes) * t->dma_burst_overhead_bytes);
+}
+
+static uint64_t dma_cycles(const struct spyre_timing *t, uint64_t demand, uint32_t active)
+{
+	return t->dma_latency_cycles + div_up(demand * t->clock_mhz * (active ? active : 1), t->mem_bw_mbps);
+}
+
 uint64_t spyre_timing_dma(const struct spyre_timing *t, uint64_t bytes, uint32_t active)
 {
-	return t->dma_latency_cycles + div_up(bytes * t->clock_mhz * (active ? active : 1), t->mem_bw_mbps);
+	return dma_cycles(t, spyre_timing_dma_demand(t, 1, bytes, 1), active);
 }
 
 uint64_t spyre_timing_matmul(const struct spyre_timing *t, unsigned dt, unsigned dt2, uint64_t m, uint64_t n,
@@ -103,7 +119,9 @@ uint64_t spyre_insn_cycles(const union spyre_insn *in, const struct spyre_timing
 
 	switch (spyre_opclass(in->raw[0])) {
 	case SPYRE_CLS_DMA:
-		c = spyre_timing_dma(t, (uint64_t)in->dma.rows * in->dma.row_bytes, active);
+		c = dma_cycles(t, spyre_timing_dma_demand(t, in->dma.rows, in->dma.row_bytes,
+							    in->dma.mem_stride == in->dma.row_bytes &&
+							    in->dma.sp_stride == in->dma.row_bytes), active);
 		break;
 	case SPYRE_CLS_RING:
 		if (in->ring.opcode == SPYRE_ISA_OP_SEND)

@@ -400,6 +400,20 @@ static bool spyre_check_params(SpyreState *s, Error **errp)
                    "(0..1000000000)", p->dma_latency_ns);
         return false;
     }
+    if (p->lpddr_mbps < 1000 || p->ring_bytes_per_cycle < 1 ||
+        p->ring_bytes_per_cycle > 4096 || p->ring_hop_cycles > 1000 ||
+        p->dma_burst_bytes < SPYRE_STICK_BYTES ||
+        p->dma_burst_bytes > (1u << 20) ||
+        p->dma_burst_bytes % SPYRE_STICK_BYTES ||
+        p->dma_burst_overhead_bytes > p->dma_burst_bytes) {
+        error_setg(errp, "spyre: lpddr-mbps=%u (>= 1000), "
+                   "ring-bytes-per-cycle=%u (1..4096), ring-hop-cycles=%u "
+                   "(0..1000), dma-burst-bytes=%u (128..1 MiB, multiple of "
+                   "128), dma-burst-overhead-bytes=%u (0..burst): out of range",
+                   p->lpddr_mbps, p->ring_bytes_per_cycle, p->ring_hop_cycles,
+                   p->dma_burst_bytes, p->dma_burst_overhead_bytes);
+        return false;
+    }
     if (p->wait_poll_ns < 100 || p->wait_poll_ns > 1000000) {
         error_setg(errp, "spyre: wait-poll-ns=%u is out of range "
                    "(100..1000000)", p->wait_poll_ns);
@@ -465,6 +479,11 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         cfg.cores = s->params.cores;
         cfg.scratchpad_bytes = s->params.scratchpad_size;
         cfg.clock_mhz = s->params.clock_mhz;
+        cfg.mem_bw_mbps = s->params.lpddr_mbps;
+        cfg.dma_burst_bytes = s->params.dma_burst_bytes;
+        cfg.dma_burst_overhead_bytes = s->params.dma_burst_overhead_bytes;
+        cfg.ring_bytes_per_cycle = s->params.ring_bytes_per_cycle;
+        cfg.ring_hop_cycles = s->params.ring_hop_cycles;
         s->engine = spyre_engine_new(&cfg);
         if (!s->engine) {
             error_setg(errp, "spyre: cannot create the compute engine");
@@ -525,6 +544,19 @@ static Property spyre_properties[] = {
     DEFINE_PROP_UINT32("mem-copy-mbps", SpyreState, params.mem_copy_mbps,
                        75000),
     DEFINE_PROP_UINT32("wait-poll-ns", SpyreState, params.wait_poll_ns, 1000),
+    /* The engine's dataflow timing model (docs/spyre-isa.md section 6). */
+    DEFINE_PROP_UINT32("lpddr-mbps", SpyreState, params.lpddr_mbps,
+                       SPYRE_TM_MEM_BW_MBPS),
+    DEFINE_PROP_UINT32("dma-burst-bytes", SpyreState, params.dma_burst_bytes,
+                       SPYRE_TM_DMA_BURST_BYTES),
+    DEFINE_PROP_UINT32("dma-burst-overhead-bytes", SpyreState,
+                       params.dma_burst_overhead_bytes,
+                       SPYRE_TM_DMA_BURST_OVERHEAD_BYTES),
+    DEFINE_PROP_UINT32("ring-bytes-per-cycle", SpyreState,
+                       params.ring_bytes_per_cycle,
+                       SPYRE_TM_RING_BYTES_PER_CYCLE),
+    DEFINE_PROP_UINT32("ring-hop-cycles", SpyreState, params.ring_hop_cycles,
+                       SPYRE_TM_RING_HOP_CYCLES),
     DEFINE_PROP_END_OF_LIST(),
 };
 

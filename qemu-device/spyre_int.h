@@ -37,6 +37,12 @@ typedef struct SpyreParams {
     uint32_t dma_latency_ns;    /* fixed cost of every COPY */
     uint32_t mem_copy_mbps;     /* device memory to device memory */
     uint32_t wait_poll_ns;      /* first re-read of a WAIT's semaphore */
+    /* The engine's dataflow timing model (docs/spyre-isa.md section 6). */
+    uint32_t lpddr_mbps;        /* LPDDR bandwidth shared by the cores */
+    uint32_t dma_burst_bytes;
+    uint32_t dma_burst_overhead_bytes;
+    uint32_t ring_bytes_per_cycle;  /* per link and direction */
+    uint32_t ring_hop_cycles;
 } SpyreParams;
 
 /* Where a queue's packet is on the virtual timeline (timed mode only). */

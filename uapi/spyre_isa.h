@@ -171,6 +171,7 @@ enum spyre_opcode {
 /* flags (byte 3) */
 #define SPYRE_IF_SLOT			(1u << 0)	/* LOAD/STORE: mem is slot-relative */
 #define SPYRE_IF_ACC			(1u << 1)	/* MATMUL: C += A B */
+#define SPYRE_IF_ASYNC			(1u << 1)	/* LOAD/STORE: complete on token SPYRE_TOKEN_DMA */
 #define SPYRE_IF_BCAST_ROW		(1u << 2)	/* binary: b is one row, for every row */
 #define SPYRE_IF_BCAST_COL		(1u << 3)	/* binary: b is a vector of rows elements */
 #define SPYRE_IF_AXIS0			(1u << 4)	/* REDSUM/REDMAX: over rows (-> one row of cols) */
@@ -191,6 +192,20 @@ enum spyre_opcode {
 
 #define SPYRE_NUM_REGS			16
 #define SPYRE_NUM_TOKENS		16
+/*
+ * Asynchronous DMA: a LOAD/STORE with SPYRE_IF_ASYNC is queued on its core's
+ * DMA queue and the core goes on at once; when the transfer has completed
+ * (data in the scratchpad or in device memory) the core's own token
+ * SPYRE_TOKEN_DMA gets 1. A core's DMAs complete in issue order, so
+ * "WAIT SPYRE_TOKEN_DMA, n" waits for its n oldest outstanding ones. The data
+ * moves when the transfer completes: a program must not touch the scratchpad
+ * range of an outstanding LOAD or STORE. A LOAD/STORE without the flag waits
+ * for its own completion (and so for every earlier one of its core). At most
+ * SPYRE_DMA_QUEUE_DEPTH are outstanding per core; one more stalls the core.
+ * SIGNAL may not target SPYRE_TOKEN_DMA.
+ */
+#define SPYRE_TOKEN_DMA			(SPYRE_NUM_TOKENS - 1)
+#define SPYRE_DMA_QUEUE_DEPTH		8
 
 /* NOP, HALT, LI, ADDI, LDARG, BNZ */
 struct spyre_insn_ctl {
@@ -219,7 +234,7 @@ struct spyre_insn_dma {
 	uint8_t opcode;
 	uint8_t rmem;		/* register added to mem with SPYRE_IF_RMEM, else 0 */
 	uint8_t rsp;		/* register added to sp with SPYRE_IF_RSP, else 0 */
-	uint8_t flags;		/* SPYRE_IF_SLOT, SPYRE_IF_RMEM, SPYRE_IF_RSP */
+	uint8_t flags;		/* SPYRE_IF_SLOT, SPYRE_IF_RMEM, SPYRE_IF_RSP, SPYRE_IF_ASYNC */
 	uint32_t sp;		/* scratchpad byte offset */
 	uint64_t mem;		/* device VA, or SPYRE_SLOT_ADDR() with SPYRE_IF_SLOT */
 	uint32_t rows;		/* >= 1 */
@@ -305,6 +320,8 @@ union spyre_insn {
 #define SPYRE_TM_MAC_PER_NS_FP32	384
 #define SPYRE_TM_MEM_BW_MBPS		204800	/* LPDDR5, shared by the cores */
 #define SPYRE_TM_DMA_LATENCY_CYCLES	200
+#define SPYRE_TM_DMA_BURST_BYTES	4096	/* a DMA moves 128-byte words in bursts of this */
+#define SPYRE_TM_DMA_BURST_OVERHEAD_BYTES 64	/* LPDDR time per burst beyond its data, in bytes */
 #define SPYRE_TM_RING_BYTES_PER_CYCLE	128
 #define SPYRE_TM_RING_HOP_CYCLES	2
 #define SPYRE_TM_SP_BYTES_PER_CYCLE	256

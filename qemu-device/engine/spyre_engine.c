@@ -4,12 +4,22 @@
  * executing programs (uapi/spyre_isa.h) with real numerics and a timing
  * model. docs/spyre-isa.md is the specification.
  *
- * Execution is deterministic: cores run in index order, each until it blocks
- * (RECV with nothing to take, SEND into a full inbox, WAIT, BARRIER), halts
- * or faults; passes repeat until every core has halted. A pass in which no
- * core made progress while some are unfinished is a deadlock. Every core has
- * its own modeled clock; clocks synchronise only where data or tokens flow
- * (RECV, WAIT, a SEND that waited for room, BARRIER).
+ * Execution is a deterministic discrete-event simulation on one modeled
+ * timeline: the runnable core with the earliest clock (the lowest index on
+ * ties) executes its next instruction, unless an event of the memory system
+ * (a DMA's data phase ending, a DMA completing) comes first. Cores block on
+ * RECV with nothing to take, SEND into a full inbox, WAIT, BARRIER, a full DMA
+ * queue and a LOAD/STORE without SPYRE_IF_ASYNC; whatever unblocks them wakes
+ * them. Nothing runnable and no DMA in flight while some core is unfinished
+ * is a deadlock.
+ *
+ * The timing model (docs/spyre-isa.md §6): each core has a DMA queue served
+ * in order; the transfers at the heads of all queues share LPDDR bandwidth
+ * equally at every moment (processor sharing); a transfer occupies LPDDR for
+ * its bytes plus a per-burst overhead and completes a fixed latency after its
+ * data phase; its data moves when it completes. Ring messages take the shorter
+ * direction and reserve each link on the way for their transfer time, first
+ * come first served; tensor ops cost spyre_insn_cycles().
  */
 #include <math.h>
 #include <stdbool.h>
@@ -31,10 +41,26 @@ struct msg {
 	uint8_t data[];
 };
 
+/* A LOAD or STORE in a core's DMA queue, addresses resolved at issue. */
+struct dma_op {
+	uint64_t va;		/* first row in device memory */
+	uint64_t len;		/* bytes per access (rows coalesced when contiguous) */
+	uint64_t left;		/* LPDDR service still owed, bytes x clock_mhz */
+	uint64_t issue;		/* cycle it was issued */
+	uint64_t done;		/* cycle it completes (set when its data phase ends) */
+	uint32_t spo, rows, mem_stride, sp_stride, pc;
+	bool store, async;
+};
+
 struct core {
 	const uint8_t *code;
 	uint32_t num_insns, pc;
 	bool running, done, at_barrier, send_blocked;
+	bool blocked;		/* not runnable until something wakes it */
+	bool dma_wait;		/* blocked on its own synchronous LOAD/STORE */
+	/* DMA queue: [dq_head, dq_svc) in latency, [dq_svc, dq_tail) waiting for LPDDR (the first in service) */
+	struct dma_op dq[SPYRE_DMA_QUEUE_DEPTH];
+	uint32_t dq_head, dq_svc, dq_tail;
 	uint32_t barrier_mask;
 	uint64_t r[SPYRE_NUM_REGS];
 	uint64_t clock, busy, insns;
@@ -66,7 +92,12 @@ struct spyre_engine {
 	uint32_t mask;			/* launched cores (within cfg.cores) */
 	uint32_t active;		/* popcount(mask): cores sharing LPDDR */
 	struct spyre_launch_result *res;
+	uint64_t mem_now;		/* cycle up to which LPDDR service is accounted */
+	uint64_t link_free[2][SPYRE_MAX_CORES];	/* ring link [direction][from core] free from this cycle */
 };
+
+#define DQ(c, i) (&(c)->dq[(i) % SPYRE_DMA_QUEUE_DEPTH])
+#define NEVER UINT64_MAX
 
 enum step { STEP_NEXT, STEP_BLOCK, STEP_HALT, STEP_FAULT };
 
@@ -84,6 +115,8 @@ void spyre_engine_config_default(struct spyre_engine_config *c)
 	c->peak_mac_per_ns[SPYRE_DT_INT32] = SPYRE_TM_MAC_PER_NS_FP32;
 	c->mem_bw_mbps = SPYRE_TM_MEM_BW_MBPS;
 	c->dma_latency_cycles = SPYRE_TM_DMA_LATENCY_CYCLES;
+	c->dma_burst_bytes = SPYRE_TM_DMA_BURST_BYTES;
+	c->dma_burst_overhead_bytes = SPYRE_TM_DMA_BURST_OVERHEAD_BYTES;
 	c->ring_bytes_per_cycle = SPYRE_TM_RING_BYTES_PER_CYCLE;
 	c->ring_hop_cycles = SPYRE_TM_RING_HOP_CYCLES;
 	c->sp_bytes_per_cycle = SPYRE_TM_SP_BYTES_PER_CYCLE;
@@ -99,6 +132,7 @@ static bool config_ok(const struct spyre_engine_config *c)
 	if (!c->cores || c->cores > SPYRE_MAX_CORES || !c->clock_mhz || !c->mem_bw_mbps ||
 	    c->scratchpad_bytes < SPYRE_STICK_BYTES || c->scratchpad_bytes % SPYRE_STICK_BYTES ||
 	    c->scratchpad_bytes > (256u << 20) || !c->ring_bytes_per_cycle ||
+	    !c->dma_burst_bytes || c->dma_burst_bytes % SPYRE_STICK_BYTES ||
 	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget)
 		return false;
 	for (int i = 0; i < SPYRE_DT_COUNT; i++)
@@ -120,6 +154,7 @@ struct spyre_engine *spyre_engine_new(const struct spyre_engine_config *cfg)
 	e->tm = (struct spyre_timing){
 		.clock_mhz = cfg->clock_mhz, .mem_bw_mbps = cfg->mem_bw_mbps,
 		.dma_latency_cycles = cfg->dma_latency_cycles, .ring_bytes_per_cycle = cfg->ring_bytes_per_cycle,
+		.dma_burst_bytes = cfg->dma_burst_bytes, .dma_burst_overhead_bytes = cfg->dma_burst_overhead_bytes,
 		.sp_bytes_per_cycle = cfg->sp_bytes_per_cycle, .sfu_elems_per_cycle = cfg->sfu_elems_per_cycle,
 		.sfu_transcendental_cycles = cfg->sfu_transcendental_cycles, .issue_cycles = cfg->issue_cycles,
 	};
@@ -166,6 +201,11 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 static uint64_t max64(uint64_t a, uint64_t b)
 {
 	return a > b ? a : b;
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
 }
 
 static int fault(struct spyre_engine *e, uint32_t cause, uint32_t core, uint32_t pc, uint64_t addr)
@@ -221,11 +261,126 @@ static void charge_insn(struct spyre_engine *e, struct core *c, const void *insn
 	c->busy += cycles;
 }
 
+/* ---- the memory system: LPDDR shared by the DMA queues' heads --------------- */
+
+static uint32_t mem_active(const struct spyre_engine *e)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		n += e->core[i].dq_svc != e->core[i].dq_tail;
+	return n;
+}
+
+/*
+ * Account LPDDR service up to cycle t (>= mem_now, never past the next data
+ * phase's end): each of the n transfers in service got mem_bw_mbps / n
+ * units (bytes x clock_mhz) per cycle.
+ */
+static void mem_advance(struct spyre_engine *e, uint64_t t)
+{
+	uint32_t n;
+
+	if (t <= e->mem_now)
+		return;
+	n = mem_active(e);
+	if (n) {
+		uint64_t share = (t - e->mem_now) * e->cfg.mem_bw_mbps / n;
+
+		for (uint32_t i = 0; i < e->cfg.cores; i++) {
+			struct core *c = &e->core[i];
+
+			if (c->dq_svc != c->dq_tail) {
+				struct dma_op *op = DQ(c, c->dq_svc);
+
+				op->left = op->left > share ? op->left - share : 0;
+			}
+		}
+	}
+	e->mem_now = t;
+}
+
+/* The next memory event: a data phase ending or a DMA completing; NEVER if none. */
+static uint64_t mem_next(const struct spyre_engine *e)
+{
+	uint32_t n = mem_active(e);
+	uint64_t t = NEVER;
+
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		const struct core *c = &e->core[i];
+
+		if (c->dq_svc != c->dq_tail)
+			t = min64(t, e->mem_now + div_up(DQ(c, c->dq_svc)->left * n, e->cfg.mem_bw_mbps));
+		if (c->dq_head != c->dq_svc)
+			t = min64(t, DQ(c, c->dq_head)->done);
+	}
+	return t;
+}
+
+/*
+ * Something a blocked core may wait for happened at cycle now: it retries its
+ * instruction (and may block again). A core in its own synchronous DMA goes
+ * on only when that completes (mem_events()).
+ */
+static void wake(struct core *c, uint64_t now)
+{
+	if (c->blocked && !c->dma_wait) {
+		c->blocked = false;
+		c->clock = max64(c->clock, now);
+	}
+}
+
+/*
+ * Process the memory events at cycle now (== mem_next(), mem_advance()d to
+ * it): data phases that ended start their latency and let the next transfer
+ * of their queue in; DMAs that complete move their data, then add to the
+ * DMA token (asynchronous) or let their core go on (synchronous).
+ */
+static int dma_copy(struct spyre_engine *e, uint32_t id, const struct dma_op *op);
+
+static int mem_events(struct spyre_engine *e, uint64_t now)
+{
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+
+		if (c->dq_svc != c->dq_tail && !DQ(c, c->dq_svc)->left) {
+			DQ(c, c->dq_svc)->done = now + e->cfg.dma_latency_cycles;
+			c->dq_svc++;
+		}
+	}
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+
+		while (c->dq_head != c->dq_svc && DQ(c, c->dq_head)->done <= now) {
+			const struct dma_op *op = DQ(c, c->dq_head);
+
+			if (dma_copy(e, i, op) == STEP_FAULT)
+				return STEP_FAULT;
+			c->dq_head++;
+			if (op->async) {
+				c->tok[SPYRE_TOKEN_DMA]++;
+				c->tok_time[SPYRE_TOKEN_DMA] = max64(c->tok_time[SPYRE_TOKEN_DMA], op->done);
+				wake(c, now);	/* a WAIT or a full queue */
+				if (c->done)	/* the launch ends when its DMA does */
+					c->clock = max64(c->clock, op->done);
+			} else {
+				/* the synchronous DMA at the queue's end: the core was busy for it */
+				c->dma_wait = false;
+				c->busy += op->done - op->issue + e->cfg.issue_cycles;
+				c->clock = max64(c->clock, op->done + e->cfg.issue_cycles);
+				c->blocked = false;
+				c->pc++;
+				c->insns++;
+			}
+		}
+	}
+	return STEP_NEXT;
+}
+
 /* ---- DMA ------------------------------------------------------------------ */
 
 static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_dma *d)
 {
-	uint8_t *sp = spyre_engine_scratchpad(e, id);
 	uint64_t extent = (uint64_t)(d->rows - 1) * d->mem_stride + d->row_bytes;
 	uint64_t va = d->mem, radd = (d->flags & SPYRE_IF_RMEM) ? c->r[d->rmem] : 0;
 	uint64_t spo = d->sp;
@@ -275,29 +430,50 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 	if (va + extent < va)
 		return fault(e, SPYRE_ENGINE_FAULT_MEM_RANGE, id, c->pc, va);
 
-	/* coalesce rows that are contiguous on both sides into one access */
-	uint32_t rows = d->rows;
-	uint64_t len = d->row_bytes;
+	if (c->dq_tail - c->dq_head == SPYRE_DMA_QUEUE_DEPTH)
+		return STEP_BLOCK;	/* queue full: woken when its oldest completes */
 
-	if (rows > 1 && d->mem_stride == d->row_bytes && d->sp_stride == d->row_bytes) {
-		len *= rows;
-		rows = 1;
+	/* coalesce rows that are contiguous on both sides into one access */
+	struct dma_op *op = DQ(c, c->dq_tail);
+	bool contiguous = d->rows > 1 && d->mem_stride == d->row_bytes && d->sp_stride == d->row_bytes;
+
+	*op = (struct dma_op){
+		.va = va, .spo = (uint32_t)spo, .pc = c->pc, .store = store,
+		.async = d->flags & SPYRE_IF_ASYNC,
+		.rows = contiguous ? 1 : d->rows,
+		.len = contiguous ? (uint64_t)d->rows * d->row_bytes : d->row_bytes,
+		.mem_stride = d->mem_stride, .sp_stride = d->sp_stride,
+		.issue = c->clock,
+		.left = spyre_timing_dma_demand(&e->tm, d->rows, d->row_bytes, contiguous) * e->cfg.clock_mhz,
+	};
+	mem_advance(e, c->clock);
+	c->dq_tail++;
+	if (!store)
+		c->sp_dirty = max64(c->sp_dirty, spo + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes);
+	if (op->async) {
+		charge(e, c, 0);
+		return STEP_NEXT;
 	}
-	for (uint32_t r = 0; r < rows; r++) {
-		uint64_t a = va + (uint64_t)r * d->mem_stride, fva = a;
-		uint8_t *s = sp + spo + (uint64_t)r * d->sp_stride;
-		int rc = store ? e->ops->write(e->opaque, a, s, len, &fva) :
-				 e->ops->read(e->opaque, a, s, len, &fva);
+	c->dma_wait = true;	/* completes (pc moves on) when the transfer does */
+	return STEP_BLOCK;
+}
+
+/* Move the data of a completed LOAD/STORE. */
+static int dma_copy(struct spyre_engine *e, uint32_t id, const struct dma_op *op)
+{
+	uint8_t *sp = spyre_engine_scratchpad(e, id);
+
+	for (uint32_t r = 0; r < op->rows; r++) {
+		uint64_t a = op->va + (uint64_t)r * op->mem_stride, fva = a;
+		uint8_t *s = sp + op->spo + (uint64_t)r * op->sp_stride;
+		int rc = op->store ? e->ops->write(e->opaque, a, s, op->len, &fva) :
+				     e->ops->read(e->opaque, a, s, op->len, &fva);
 
 		if (rc) {
 			e->res->fault_detail = rc;
-			return fault(e, SPYRE_ENGINE_FAULT_MEM, id, c->pc, fva);
+			return fault(e, SPYRE_ENGINE_FAULT_MEM, id, op->pc, fva);
 		}
 	}
-	if (!store)
-		c->sp_dirty = max64(c->sp_dirty, spo + (uint64_t)(d->rows - 1) * d->sp_stride + d->row_bytes);
-
-	charge_insn(e, c, d);
 	return STEP_NEXT;
 }
 
@@ -624,16 +800,35 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 		c->clock = max64(c->clock, dst->inbox_freed);
 	c->send_blocked = false;
 
+	/*
+	 * The shorter direction (clockwise on a tie); the message takes each link
+	 * on the way for its transfer time once the link is free (first come,
+	 * first served), its head moving on after ring_hop_cycles.
+	 */
+	uint32_t n = e->cfg.cores, cw = (r->peer + n - id) % n, dir = cw > n - cw, hops = dir ? n - cw : cw;
 	uint64_t xfer = div_up(r->bytes, e->cfg.ring_bytes_per_cycle);
+	uint64_t t = c->clock + e->cfg.issue_cycles, inject = t;
 
-	m->arrival = c->clock + e->cfg.issue_cycles + (uint64_t)ring_hops(e, id, r->peer) * e->cfg.ring_hop_cycles + xfer;
+	for (uint32_t h = 0, node = id; h < hops; h++) {
+		uint64_t start = max64(t, e->link_free[dir][node]);
+
+		e->link_free[dir][node] = start + xfer;
+		if (!h)
+			inject = start;
+		t = start + e->cfg.ring_hop_cycles;
+		node = dir ? (node + n - 1) % n : (node + 1) % n;
+	}
+	m->arrival = t + xfer;
 	if (dst->tail[id])
 		dst->tail[id]->next = m;
 	else
 		dst->head[id] = m;
 	dst->tail[id] = m;
 	dst->inbox_bytes += r->bytes;
-	charge_insn(e, c, r);	/* the sender is busy for the transfer */
+	wake(dst, c->clock);
+	/* the sender is busy for the transfer, from when its first link takes it */
+	c->busy += e->cfg.issue_cycles + xfer;
+	c->clock = inject + xfer;
 	return STEP_NEXT;
 }
 
@@ -658,6 +853,9 @@ static int exec_recv(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	free(m);
 	charge(e, c, 0);
 	c->inbox_freed = c->clock;
+	for (uint32_t i = 0; i < e->cfg.cores; i++)	/* senders waiting for room */
+		if (e->core[i].send_blocked)
+			wake(&e->core[i], c->clock);
 	return STEP_NEXT;
 }
 
@@ -685,6 +883,7 @@ static int exec_barrier(struct spyre_engine *e, struct core *c, uint32_t id, uin
 		if (!(mask >> i & 1))
 			continue;
 		o->at_barrier = false;
+		o->blocked = false;
 		o->clock = t + e->cfg.barrier_cycles;
 		o->busy += e->cfg.issue_cycles;
 		if (o != c) {
@@ -791,6 +990,7 @@ static int step(struct spyre_engine *e, uint32_t id)
 			e->core[in.ring.peer].tok_time[in.ring.tag] =
 				max64(e->core[in.ring.peer].tok_time[in.ring.tag],
 				      c->clock + (uint64_t)ring_hops(e, id, in.ring.peer) * e->cfg.ring_hop_cycles);
+			wake(&e->core[in.ring.peer], c->clock);
 			break;
 		case SPYRE_ISA_OP_WAIT:
 			if (c->tok[in.ring.tag] < in.ring.bytes)
@@ -817,23 +1017,27 @@ static int step(struct spyre_engine *e, uint32_t id)
 	return rc;
 }
 
-/* Run core id until it blocks, halts or faults. Returns true if it progressed. */
-static bool run_core(struct spyre_engine *e, uint32_t id, int *rc)
+/*
+ * Run core id from its clock while it stays the earliest runnable core (below
+ * @bound, the next other core or memory event) and executes instructions that
+ * touch nothing shared; after anything else the caller chooses again.
+ */
+static int run_core(struct spyre_engine *e, uint32_t id, uint64_t bound)
 {
 	struct core *c = &e->core[id];
-	bool progressed = false;
 
 	for (;;) {
-		*rc = step(e, id);
-		if (*rc == STEP_NEXT) {
-			progressed = true;
-			continue;
-		}
-		if (*rc == STEP_HALT) {
+		uint32_t pc = c->pc;
+		enum spyre_opclass cls = pc < c->num_insns ?
+			spyre_opclass(c->code[(uint64_t)pc * SPYRE_INSN_BYTES]) : SPYRE_CLS_NONE;
+		int rc = step(e, id);
+
+		if (rc == STEP_BLOCK)
+			c->blocked = true;
+		else if (rc == STEP_HALT)
 			c->done = true;
-			progressed = true;
-		}
-		return progressed;
+		if (rc != STEP_NEXT || cls == SPYRE_CLS_DMA || cls == SPYRE_CLS_RING || c->clock >= bound)
+			return rc;
 	}
 }
 
@@ -944,25 +1148,40 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		}
 	}
 
+	e->mem_now = 0;
+	memset(e->link_free, 0, sizeof(e->link_free));
 	for (;;) {
-		bool progress = false, all_done = true;
-		int rc = STEP_NEXT;
+		uint64_t tev = mem_next(e), first = NEVER, second = NEVER;
+		uint32_t pick = SPYRE_MAX_CORES;
+		bool all_done = true;
 
 		for (uint32_t i = 0; i < e->cfg.cores; i++) {
 			struct core *c = &e->core[i];
 
 			if (!c->running || c->done)
 				continue;
-			if (run_core(e, i, &rc))
-				progress = true;
-			if (rc == STEP_FAULT)
-				goto out;
-			if (!c->done)
-				all_done = false;
+			all_done = false;
+			if (c->blocked)
+				continue;
+			if (c->clock < first) {
+				second = first;
+				first = c->clock;
+				pick = i;
+			} else if (c->clock < second) {
+				second = c->clock;
+			}
 		}
-		if (all_done)
+		if (pick < SPYRE_MAX_CORES && first < tev) {
+			/* a later core on the same clock goes next: stop at second, or one past it for a tie */
+			if (run_core(e, pick, min64(tev, second + (second == first))) == STEP_FAULT)
+				goto out;
+		} else if (tev != NEVER) {
+			mem_advance(e, tev);
+			if (mem_events(e, tev) == STEP_FAULT)
+				goto out;
+		} else if (all_done) {
 			break;
-		if (!progress) {
+		} else {
 			for (uint32_t i = 0; i < e->cfg.cores; i++)
 				if (e->core[i].running && !e->core[i].done) {
 					fault(e, SPYRE_ENGINE_FAULT_DEADLOCK, i, e->core[i].pc, 0);

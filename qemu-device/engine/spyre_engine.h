@@ -31,7 +31,9 @@ struct spyre_engine_config {
 	uint32_t clock_mhz;		/* core clock; default 1500 */
 	uint32_t peak_mac_per_ns[SPYRE_DT_COUNT]; /* per core, by input dtype (int32: unused) */
 	uint32_t mem_bw_mbps;		/* LPDDR bandwidth shared by the launched cores, MB/s */
-	uint32_t dma_latency_cycles;	/* fixed cost of one LOAD/STORE */
+	uint32_t dma_latency_cycles;	/* from a LOAD/STORE's last byte to its completion */
+	uint32_t dma_burst_bytes;	/* DMA burst, multiple of 128; default 4096 */
+	uint32_t dma_burst_overhead_bytes; /* LPDDR time per burst beyond its data, in bytes */
 	uint32_t ring_bytes_per_cycle;	/* per link and direction */
 	uint32_t ring_hop_cycles;	/* latency per hop */
 	uint32_t sp_bytes_per_cycle;	/* scratchpad read+write bandwidth per core */

@@ -169,6 +169,8 @@ static void test_properties_listed(void)
 	char *argv[] = { (char *)qtest_qemu_path(), "-device", "spyre,help", NULL };
 	static const char *const props[] = {
 		"cores=", "scratchpad-size=", "mem-size=", "queues=", "clock-mhz=",
+		"lpddr-mbps=", "dma-burst-bytes=", "dma-burst-overhead-bytes=", "ring-bytes-per-cycle=",
+		"ring-hop-cycles=",
 	};
 	size_t i;
 
@@ -187,6 +189,10 @@ static void test_bad_properties(void)
 	bad_prop("mem-size=65M", "must be a multiple of 2 MiB from 64 MiB to 128 GiB");
 	bad_prop("scratchpad-size=3M", "must be a power of two from 64 KiB to 16 MiB");
 	bad_prop("clock-mhz=5", "clock-mhz=5 is out of range");
+	bad_prop("lpddr-mbps=0", "lpddr-mbps=0 (>= 1000)");
+	bad_prop("dma-burst-bytes=100", "dma-burst-bytes=100 (128..1 MiB, multiple of 128)");
+	bad_prop("dma-burst-bytes=4096,dma-burst-overhead-bytes=5000", "dma-burst-overhead-bytes=5000 (0..burst)");
+	bad_prop("ring-bytes-per-cycle=0", "ring-bytes-per-cycle=0 (1..4096)");
 }
 
 static const struct tap_case cases[] = {
