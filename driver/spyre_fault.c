@@ -105,7 +105,7 @@ static bool spyre_take_failed_job(struct spyre_hwq *q, u32 head, struct spyre_fa
 	spin_lock_irqsave(&q->lock, flags);
 	list_for_each_entry(job, &q->inflight, link) {
 		if ((s32)(head - job->ring_start) >= 0 && (s32)(head - job->ring_end) < 0) {
-			list_del_init(&job->link);
+			spyre_hwq_remove_locked(q, job);
 			out->fence = dma_fence_get(job->hw_fence);
 			kref_get(&job->uq->ref);
 			out->uq = job->uq;

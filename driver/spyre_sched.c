@@ -60,9 +60,10 @@ static void spyre_hwq_busy_begin_locked(struct spyre_hwq *q, u64 now)
 	lockdep_assert_held(&q->lock);
 	q->busy_since = now;
 	q->head_since = now;
+	/* The device's clock read under its lock: its periods never overlap. */
 	spin_lock(&sdev->busy_lock);
 	if (!sdev->busy_queues++)
-		sdev->busy_since = now;
+		sdev->busy_since = ktime_get_ns();
 	spin_unlock(&sdev->busy_lock);
 }
 
@@ -86,8 +87,24 @@ static void spyre_hwq_busy_end_locked(struct spyre_hwq *q, u64 now)
 	q->busy_since = 0;
 	spin_lock(&sdev->busy_lock);
 	if (!--sdev->busy_queues)
-		sdev->busy_ns += now - sdev->busy_since;
+		sdev->busy_ns += ktime_get_ns() - sdev->busy_since;
 	spin_unlock(&sdev->busy_lock);
+}
+
+/**
+ * spyre_hwq_remove_locked() - take a failed job off the in-flight list
+ * @q: its hardware queue
+ * @job: the job at the head of @q's in-flight list
+ *
+ * For the error handler (spyre_fault.c), which fails the job itself: the
+ * job's time is charged and the queue goes idle if it was the last.
+ */
+void spyre_hwq_remove_locked(struct spyre_hwq *q, struct spyre_job *job)
+{
+	u64 now = ktime_get_ns();
+
+	spyre_hwq_retire_locked(q, job, now);
+	spyre_hwq_busy_end_locked(q, now);
 }
 
 /* Completion interrupt: signal every job whose last packet completed. */

@@ -16,6 +16,7 @@
 
 struct spyre_ctx;
 struct spyre_device;
+struct spyre_job;
 
 /**
  * struct spyre_hwq - one hardware command queue and its scheduler
@@ -67,6 +68,7 @@ int spyre_sched_init(struct spyre_device *sdev);
 void spyre_sched_stop(struct spyre_device *sdev);
 void spyre_sched_fini(struct spyre_device *sdev);
 void spyre_hwq_signal(struct spyre_hwq *q);
+void spyre_hwq_remove_locked(struct spyre_hwq *q, struct spyre_job *job);
 void spyre_hwq_stats(struct spyre_hwq *q, u64 *busy_ns, u64 *jobs_done);
 u64 spyre_sched_busy_ns(struct spyre_device *sdev);
 u64 spyre_sched_ctx_busy_ns(struct spyre_device *sdev, struct spyre_ctx *ctx);

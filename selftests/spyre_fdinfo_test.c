@@ -12,7 +12,8 @@
  * hardware queues; drm-total/-resident/-active/-shared-device and -host
  * follow the file's buffers byte for byte (page-rounded sizes, active while
  * a job that lists the BO runs, shared once exported), and come back to 0;
- * the sysfs busy_ns counter grows by at least the blocked time too.
+ * the sysfs busy_ns counter grows by at least the blocked time too; a job
+ * that faults is charged and then neither the file nor the card counts on.
  */
 #include <inttypes.h>
 
@@ -371,6 +372,29 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 	usleep(50000);
 	e_end = fdinfo_u64(self->fd, "drm-engine-compute");
 	EXPECT_EQ(b2, e_end);
+}
+
+TEST_F(fdinfo, a_failed_job_stops_counting)
+{
+	struct drm_spyre_queue_error e;
+	uint64_t e1, d1;
+	uint8_t p[64];
+	struct sbo h;
+
+	/* A COPY from the never-mapped first MiB: the device faults. */
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &h));
+	spyre_prep_copy_va(p, 0x1000, h.va, 128);
+	srun(self->fd, self->q, p, 1);
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+	e1 = fdinfo_u64(self->fd, "drm-engine-compute");
+	d1 = sysfs_busy_ns();
+	EXPECT_LT(0, e1);	/* the failed job ran */
+
+	/* Gone from the queue: neither the file nor the device is busy any more. */
+	usleep(50000);
+	EXPECT_EQ(e1, fdinfo_u64(self->fd, "drm-engine-compute"));
+	EXPECT_EQ(d1, sysfs_busy_ns());
 }
 
 TEST_HARNESS_MAIN
