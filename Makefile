@@ -304,7 +304,8 @@ bench-run: all $(BENCHES) bench-engine
 		tr -d '\r' <$(B)/bench/dma$$m.out; \
 	done
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
-	$(B)/bench/kernels-bench
+	$(B)/bench/kernels-bench >$(B)/bench/kernels.out
+	cat $(B)/bench/kernels.out
 	@echo "== a real model's dispatch: kernels built every step (a) / cached + patching (b) / cached + patch-free (c); functional, then timed"
 	for m in "" --timed; do \
 		tools/vm/run -q $$m --timeout 900 --dev "mem-size=4G" --out $(B)/bench/dispatch$$m.out -- \
@@ -312,6 +313,7 @@ bench-run: all $(BENCHES) bench-engine
 		echo "-- dispatch$$m"; \
 		tr -d '\r' <$(B)/bench/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
 	done
+	bench/published $(B)/bench
 
 # ---- the two commands ------------------------------------------------------------
 # Set-up first, then a fresh make: what the build finds (clang, pkg-config
