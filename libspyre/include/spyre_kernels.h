@@ -87,7 +87,7 @@ enum spyre_kop {
 	 */
 	SPYRE_KOP_ADD = 8,
 	SPYRE_KOP_MUL = 9,
-	/** @SPYRE_KOP_SILU, @SPYRE_KOP_GELU: Y = f(X). Slots X, Y [m x n]. */
+	/** @SPYRE_KOP_SILU, @SPYRE_KOP_GELU (and @SPYRE_KOP_RELU, below): Y = f(X). Slots X, Y [m x n]. */
 	SPYRE_KOP_SILU = 10,
 	SPYRE_KOP_GELU = 11,
 	/**
@@ -126,6 +126,8 @@ enum spyre_kop {
 	 * SPYRE_KSTRAT_RING: the cores exchange the parts on chip (ring).
 	 */
 	SPYRE_KOP_TRANSPOSE = 15,
+	/** @SPYRE_KOP_RELU: Y = max(X, 0). Slots X, Y [m x n] (since 0.4). */
+	SPYRE_KOP_RELU = 16,
 	SPYRE_KOP_COUNT
 };
 

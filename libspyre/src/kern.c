@@ -34,6 +34,7 @@ const struct kg_op kg_ops[SPYRE_KOP_COUNT] = {
 	[SPYRE_KOP_MUL] = { "mul", kg_gen_eltwise, 0, 0 },
 	[SPYRE_KOP_SILU] = { "silu", kg_gen_eltwise, 0, 0 },
 	[SPYRE_KOP_GELU] = { "gelu", kg_gen_eltwise, 0, 0 },
+	[SPYRE_KOP_RELU] = { "relu", kg_gen_eltwise, 0, 0 },
 	[SPYRE_KOP_ATTENTION] = { "attention", kg_gen_attention, 0, 0 },
 	[SPYRE_KOP_EMBEDDING] = { "embedding", kg_gen_embedding, 0, 0 },
 	[SPYRE_KOP_ARGMAX] = { "argmax", kg_gen_argmax, 0, 0 },

@@ -218,7 +218,7 @@ int kg_gen_softmax(struct kgen *g);
 int kg_gen_rmsnorm(struct kgen *g);
 int kg_gen_layernorm(struct kgen *g);
 int kg_gen_rope(struct kgen *g);
-int kg_gen_eltwise(struct kgen *g);	/* ADD, MUL, SILU, GELU */
+int kg_gen_eltwise(struct kgen *g);	/* ADD, MUL, SILU, GELU, RELU */
 int kg_gen_attention(struct kgen *g);
 int kg_gen_embedding(struct kgen *g);
 int kg_gen_argmax(struct kgen *g);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Elementwise kernels: ADD (Y = A + alpha B), MUL, SILU, GELU. Rows are
+ * Elementwise kernels: ADD (Y = A + alpha B), MUL, SILU, GELU, RELU. Rows are
  * split across cores; each core walks its rows in tiles that fit its
  * scratchpad (columns too, in whole sticks, when one row does not fit).
  */
@@ -103,7 +103,8 @@ int kg_gen_eltwise(struct kgen *g)
 					break;
 				default:
 					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
-						.op = d->op == SPYRE_KOP_SILU ? SPYRE_ISA_OP_SILU : SPYRE_ISA_OP_GELU,
+						.op = d->op == SPYRE_KOP_SILU ? SPYRE_ISA_OP_SILU :
+						      d->op == SPYRE_KOP_RELU ? SPYRE_ISA_OP_RELU : SPYRE_ISA_OP_GELU,
 						.dt = dt, .dt2 = dt, .d = y, .a = a, .rows = (uint32_t)rows,
 						.cols = (uint32_t)w });
 					break;

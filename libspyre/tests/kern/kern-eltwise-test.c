@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Description: the kernel library's elementwise kernels (ADD with alpha,
- * MUL, SILU, GELU) on the engine against a CPU reference: the edge shapes
+ * MUL, SILU, GELU, RELU) on the engine against a CPU reference: the edge shapes
  * (rows and columns 1, 7, 8, 9, 63, 64, 65, 127, 128, 129), every dtype,
  * 1, 7 and 32 cores, both addressing forms. Reference from the rounded
  * inputs in double; tolerance one rounding of the output (kh_tol) + 1e-6,
@@ -23,6 +23,8 @@ static double ref1(uint32_t op, double a, double b, double alpha)
 		return a * b;
 	case SPYRE_KOP_SILU:
 		return a / (1 + exp(-a));
+	case SPYRE_KOP_RELU:
+		return a > 0 ? a : 0;
 	default:
 		return 0.5 * a * (1 + erf(a / sqrt(2.0)));
 	}
@@ -70,6 +72,7 @@ static void test_add_alpha(void) { run_op(SPYRE_KOP_ADD, 0.22f); }
 static void test_mul(void) { run_op(SPYRE_KOP_MUL, 0); }
 static void test_silu(void) { run_op(SPYRE_KOP_SILU, 0); }
 static void test_gelu(void) { run_op(SPYRE_KOP_GELU, 0); }
+static void test_relu(void) { run_op(SPYRE_KOP_RELU, 0); }
 
 /* a row wider than the scratchpad holds is tiled in whole sticks */
 static void test_wide_rows(void)
@@ -128,6 +131,7 @@ static const struct tap_case cases[] = {
 	{ "mul", test_mul },
 	{ "silu", test_silu },
 	{ "gelu", test_gelu },
+	{ "relu", test_relu },
 	{ "wide_rows", test_wide_rows },
 };
 
