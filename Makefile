@@ -134,6 +134,18 @@ $(B)/bin/spyre-trace-check: tools/spyre-trace-check/spyre-trace-check.c tools/sp
 	$(CC) $(CFLAGS) $(WARNFLAGS) -Itools/spyre-trace-check -Imodel $< tools/spyre-trace-check/trace-check.c \
 		-o $@ $(MODEL_LIB) -lm
 
+# Test helpers, not installed (build/bin goes into the VM): values out of JSON
+# with the model's strict parser, for guest tests (selftests/guest/spyre-smi-test).
+tools: $(B)/bin/spyre-json-get
+$(B)/bin/spyre-json-get: tools/tests/json-get.c model/json.c model/json.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=c11 $(WARNFLAGS) -D_POSIX_C_SOURCE=200809L -Imodel $< model/json.c -o $@ -lm
+# A workload with known memory, utilization and one fault, for the same test.
+tools: $(B)/bin/spyre-busy-load
+$(B)/bin/spyre-busy-load: tools/tests/busy-load.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Wno-format-nonliteral -D_GNU_SOURCE -Iselftests -Iuapi $(DRM_CFLAGS) $< -o $@
+
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 

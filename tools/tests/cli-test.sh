@@ -2,7 +2,8 @@
 # Description: the command-line tools on the host, no card needed: spyre-run
 # and spyre-smi refuse bad arguments (a stray argument, an unknown activation,
 # example or launch path, a number that is not one or out of range, NAME=FILE
-# without a name) with exit status 2 and a message naming the problem, and
+# without a name, spyre-smi's -c without -l and -q with --json) with exit
+# status 2 and a message naming the problem, and
 # with no card exit 1 saying why (spyre-smi: no device, and which of driver,
 # card, binding is missing); spyre-as and spyre-objdump take programs with 17,
 # 64 and 256 symbols (the container's limit; counts read from the text and the
@@ -49,8 +50,17 @@ tap_expect "spyre-smi: -d 1x" 2 "-d: '1x' is not a device index" "$smi" -d 1x
 tap_expect "spyre-smi: -d 99999999999" 2 "-d: '99999999999' is not a device index" "$smi" -d 99999999999
 tap_expect "spyre-smi: a stray argument" 2 "unexpected argument 'extra'" "$smi" extra
 tap_expect "spyre-smi: an unknown option" 2 "usage: spyre-smi" "$smi" -x
-tap_expect "spyre-smi: -h documents the exit status" 0 "exit status: 0 devices listed, 1 no spyre device" \
+tap_expect "spyre-smi: -h documents the exit status" 0 "exit status: 0 devices shown, 1 no spyre device" \
 	"$smi" -h
+tap_expect "spyre-smi: -h names exit status 3, permission denied" 0 "3 permission denied" "$smi" -h
+tap_expect "spyre-smi: -l 0" 2 "-l: '0' is not a number of seconds from 0.1 to 86400" "$smi" -l 0
+tap_expect "spyre-smi: -l abc" 2 "-l: 'abc' is not a number of seconds" "$smi" -l abc
+tap_expect "spyre-smi: -l 1x" 2 "-l: '1x' is not a number of seconds" "$smi" -l 1x
+tap_expect "spyre-smi: -c without -l" 2 "-c needs -l" "$smi" -c 3
+tap_expect "spyre-smi: -c 0" 2 "-c: '0' is not a count" "$smi" -l 1 -c 0
+tap_expect "spyre-smi: -s -1" 2 "-s: '-1' is not a number of milliseconds from 0 to 60000" "$smi" -s -1
+tap_expect "spyre-smi: -s 60001" 2 "-s: '60001' is not a number of milliseconds" "$smi" -s 60001
+tap_expect "spyre-smi: -q with --json" 2 "-q goes with neither --json nor -l" "$smi" -q --json
 if [ "$("$smi" -q 2>/dev/null)" = 0 ]; then
 	tap_expect "spyre-smi without a card: exit 1, no device found" 1 "^spyre-smi: no spyre device found:$" \
 		"$smi"
