@@ -75,6 +75,7 @@ debug-kernel:
 include isa/isa.mk
 include qemu-device/engine/engine.mk
 include model/model.mk
+include frameworks/pytorch/pytorch.mk
 
 # ---- kernel module -------------------------------------------------------
 module:

@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: MIT
+/*
+ * runtime.cpp - the card as PyTorch's PrivateUse1 device: devices opened on
+ * first use, the allocator (libspyre's caching allocator; tensors stay
+ * resident), the device guard (current device and stream per thread,
+ * events), copies in every direction, and the spyre:: ops the Python module
+ * calls (streams, events, memory statistics, counters).
+ */
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#include "spyre_torch.h"
+
+namespace spyre_torch {
+
+[[noreturn]] void fail(const std::string &what, int rc)
+{
+	const char *detail = spyre_last_error();
+
+	TORCH_CHECK(false, "spyre: ", what, ": ", (detail && *detail) ? detail : spyre_strerror(rc));
+}
+
+/* ---- devices and streams --------------------------------------------------- */
+
+namespace {
+
+struct Dev {
+	std::once_flag once;
+	spyre_device_t *dev = nullptr;
+	spyre_kcache_t *kc = nullptr;
+	std::mutex mu;
+	std::vector<spyre_stream_t *> streams;	/* id 0: the default stream */
+};
+
+Dev g_devs[kMaxDevices];
+thread_local int t_dev = 0;
+thread_local int64_t t_stream[kMaxDevices];
+
+void check_index(int index)
+{
+	int n = device_count();
+
+	TORCH_CHECK(index >= 0 && index < n, "spyre: device index ", index, " is out of range (",
+		    n, n == 1 ? " device" : " devices", ": privateuseone:0..", n - 1, ")");
+}
+
+Dev &dev_state(int index)
+{
+	check_index(index);
+	Dev &d = g_devs[index];
+
+	std::call_once(d.once, [&d, index] {
+		spyre_stream_t *s = nullptr;
+
+		SPYRE_CHECK(spyre_device_open(index, &d.dev), "cannot open device " + std::to_string(index));
+		SPYRE_CHECK(spyre_kcache_create(d.dev, 256, &d.kc), "cannot create the kernel cache");
+		SPYRE_CHECK(spyre_stream_create(d.dev, SPYRE_STREAM_PRIORITY_NORMAL, &s),
+			    "cannot create the default stream");
+		d.streams.push_back(s);
+	});
+	TORCH_CHECK(d.dev, "spyre: device ", index, " failed to open earlier");
+	return d;
+}
+
+}  // namespace
+
+int device_count()
+{
+	static int n = -1;
+	static std::once_flag once;
+
+	std::call_once(once, [] {
+		int c = spyre_device_count();
+
+		n = c < 0 ? 0 : std::min(c, kMaxDevices);
+	});
+	return n;
+}
+
+int current_device()
+{
+	return t_dev;
+}
+
+spyre_device_t *device(int index)
+{
+	return dev_state(index).dev;
+}
+
+spyre_kcache_t *kcache(int index)
+{
+	return dev_state(index).kc;
+}
+
+spyre_stream_t *stream_of(int index, int64_t id)
+{
+	Dev &d = dev_state(index);
+	std::lock_guard<std::mutex> g(d.mu);
+
+	TORCH_CHECK(id >= 0 && id < (int64_t)d.streams.size(), "spyre: no stream ", id, " on device ", index);
+	return d.streams[id];
+}
+
+spyre_stream_t *current_stream(int index)
+{
+	return stream_of(index, t_stream[index]);
+}
+
+/* ---- copies ------------------------------------------------------------------ */
+
+static uint64_t down(uint64_t a)
+{
+	return a & ~(kStick - 1);
+}
+
+static uint64_t up(uint64_t a)
+{
+	return (a + kStick - 1) & ~(kStick - 1);
+}
+
+void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes)
+{
+	spyre_stream_t *s = current_stream(dev);
+
+	if (!bytes)
+		return;
+	if (src % kStick) {
+		/* whole sticks from the aligned start, then the part asked for */
+		std::vector<uint8_t> tmp(up(src + bytes) - down(src));
+
+		copy_d2h(dev, tmp.data(), down(src), tmp.size());
+		memcpy(dst, tmp.data() + (src - down(src)), bytes);
+		return;
+	}
+	SPYRE_CHECK(spyre_memcpy_async(s, (uint64_t)(uintptr_t)dst, src, bytes, SPYRE_MEMCPY_D2H),
+		    "copy of " + std::to_string(bytes) + " bytes from the device");
+	SPYRE_CHECK(spyre_stream_synchronize(s), "copy from the device");
+}
+
+void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes)
+{
+	spyre_stream_t *s = current_stream(dev);
+
+	if (!bytes)
+		return;
+	if (dst % kStick) {
+		/* read-modify-write of the sticks it touches (allocations are whole sticks) */
+		std::vector<uint8_t> tmp(up(dst + bytes) - down(dst));
+
+		copy_d2h(dev, tmp.data(), down(dst), tmp.size());
+		memcpy(tmp.data() + (dst - down(dst)), src, bytes);
+		copy_h2d(dev, down(dst), tmp.data(), tmp.size());
+		return;
+	}
+	/* pageable host memory is staged: the call returns once @src is consumed */
+	SPYRE_CHECK(spyre_memcpy_async(s, dst, (uint64_t)(uintptr_t)src, bytes, SPYRE_MEMCPY_H2D),
+		    "copy of " + std::to_string(bytes) + " bytes to the device");
+}
+
+void copy_d2d(int dev, uint64_t dst, uint64_t src, size_t bytes)
+{
+	if (!bytes)
+		return;
+	if (dst % kStick == 0 && src % kStick == 0 && bytes % kStick == 0) {
+		SPYRE_CHECK(spyre_memcpy_async(current_stream(dev), dst, src, bytes, SPYRE_MEMCPY_D2D),
+			    "device-to-device copy of " + std::to_string(bytes) + " bytes");
+		return;
+	}
+	std::vector<uint8_t> tmp(bytes);
+
+	copy_d2h(dev, tmp.data(), src, bytes);
+	copy_h2d(dev, dst, tmp.data(), bytes);
+}
+
+/* ---- the allocator ------------------------------------------------------------ */
+
+namespace {
+
+struct Alloc {
+	spyre_dptr_t p;
+	int dev;
+};
+
+void free_alloc(void *ctx)
+{
+	auto *a = static_cast<Alloc *>(ctx);
+
+	if (a) {
+		spyre_free(g_devs[a->dev].dev, a->p);
+		delete a;
+	}
+}
+
+struct SpyreAllocator final : c10::Allocator {
+	at::DataPtr allocate(size_t n) const override
+	{
+		int d = current_device();
+		spyre_device_t *dev = device(d);
+		c10::Device where(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)d);
+		spyre_dptr_t p = 0;
+		int rc;
+
+		if (!n)
+			return at::DataPtr(nullptr, where);
+		/* whole sticks: copies and kernels may touch the last one entirely */
+		rc = spyre_malloc(dev, up(n), &p);
+		if (rc == -ENOMEM) {
+			struct spyre_mem_stats st = {};
+
+			st.size = sizeof(st);
+			spyre_mem_get_stats(dev, &st);
+			TORCH_CHECK(false, "spyre: out of device memory: cannot allocate ", n, " bytes on privateuseone:",
+				    d, " (", st.allocated, " bytes allocated, ", st.reserved,
+				    " reserved); free tensors, then spyre_torch.empty_cache()");
+		}
+		if (rc)
+			fail("cannot allocate " + std::to_string(n) + " bytes on device " + std::to_string(d), rc);
+		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, d }, &free_alloc, where);
+	}
+
+	c10::DeleterFnPtr raw_deleter() const override
+	{
+		return nullptr;	/* the context is not the pointer: no raw_allocate */
+	}
+};
+
+SpyreAllocator g_alloc;
+
+}  // namespace
+
+at::DataPtr alloc_scratch(int dev, size_t bytes)
+{
+	c10::DeviceGuard g(c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)dev));
+
+	return g_alloc.allocate(bytes);
+}
+
+/* ---- the device guard ---------------------------------------------------------- */
+
+namespace {
+
+struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
+	c10::DeviceType type() const override
+	{
+		return c10::DeviceType::PrivateUse1;
+	}
+	c10::Device exchangeDevice(c10::Device d) const override
+	{
+		c10::Device old = getDevice();
+
+		if (d.index() >= 0 && d.index() != old.index())
+			setDevice(d);
+		return old;
+	}
+	c10::Device getDevice() const override
+	{
+		return c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)t_dev);
+	}
+	void setDevice(c10::Device d) const override
+	{
+		check_index(d.index());
+		t_dev = d.index();
+	}
+	void uncheckedSetDevice(c10::Device d) const noexcept override
+	{
+		if (d.index() >= 0 && d.index() < kMaxDevices)
+			t_dev = d.index();
+	}
+	c10::Stream getStream(c10::Device d) const noexcept override
+	{
+		int i = d.index() < 0 ? t_dev : d.index();
+
+		return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)i),
+				   t_stream[i]);
+	}
+	c10::Stream getDefaultStream(c10::Device d) const override
+	{
+		return c10::Stream(c10::Stream::UNSAFE, d, 0);
+	}
+	c10::Stream exchangeStream(c10::Stream s) const noexcept override
+	{
+		c10::Stream old = getStream(s.device());
+
+		t_stream[s.device_index()] = s.id();
+		return old;
+	}
+	c10::DeviceIndex deviceCount() const noexcept override
+	{
+		return (c10::DeviceIndex)device_count();
+	}
+	void record(void **event, const c10::Stream &stream, const c10::DeviceIndex device_index,
+		    const c10::EventFlag) const override
+	{
+		int i = device_index < 0 ? stream.device_index() : device_index;
+		auto **e = reinterpret_cast<spyre_event_t **>(event);
+
+		if (!*e)
+			SPYRE_CHECK(spyre_event_create(device(i), e), "cannot create an event");
+		SPYRE_CHECK(spyre_event_record(*e, stream_of(i, stream.id())), "event record");
+	}
+	void block(void *event, const c10::Stream &stream) const override
+	{
+		if (event)
+			SPYRE_CHECK(spyre_stream_wait_event(stream_of(stream.device_index(), stream.id()),
+							    static_cast<spyre_event_t *>(event)),
+				    "stream wait for an event");
+	}
+	bool queryEvent(void *event) const override
+	{
+		int rc;
+
+		if (!event)
+			return true;
+		rc = spyre_event_query(static_cast<spyre_event_t *>(event));
+		if (rc == -EBUSY)
+			return false;
+		if (rc && rc != -EINVAL)	/* -EINVAL: never recorded, as CUDA: complete */
+			fail("event query", rc);
+		return true;
+	}
+	void destroyEvent(void *event, const c10::DeviceIndex) const noexcept override
+	{
+		if (event)
+			spyre_event_destroy(static_cast<spyre_event_t *>(event));
+	}
+	bool queryStream(const c10::Stream &s) const override
+	{
+		int rc = spyre_stream_query(stream_of(s.device_index(), s.id()));
+
+		if (rc == -EBUSY)
+			return false;
+		if (rc)
+			fail("stream query", rc);
+		return true;
+	}
+	void synchronizeStream(const c10::Stream &s) const override
+	{
+		SPYRE_CHECK(spyre_stream_synchronize(stream_of(s.device_index(), s.id())), "stream synchronize");
+	}
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, SpyreGuardImpl);
+
+/* ---- factories, views, resize ------------------------------------------------ */
+
+namespace {
+
+c10::Device resolve(c10::optional<c10::Device> d)
+{
+	int i = d && d->has_index() ? d->index() : current_device();
+
+	check_index(i);
+	return c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)i);
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
+			       c10::optional<at::Layout> layout, c10::optional<at::Device> dev,
+			       c10::optional<bool> pin, c10::optional<at::MemoryFormat> fmt)
+{
+	TORCH_CHECK(!layout || *layout == at::kStrided, "spyre: only strided tensors");
+	c10::DeviceGuard g(resolve(dev));
+
+	return at::detail::empty_generic(size, &g_alloc, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+					 c10::dtype_or_default(dtype), fmt);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::optional<at::ScalarType> dtype,
+			 c10::optional<at::Layout> layout, c10::optional<at::Device> dev, c10::optional<bool> pin)
+{
+	TORCH_CHECK(!layout || *layout == at::kStrided, "spyre: only strided tensors");
+	c10::DeviceGuard g(resolve(dev));
+
+	return at::detail::empty_strided_generic(size, stride, &g_alloc,
+						 c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+						 c10::dtype_or_default(dtype));
+}
+
+const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size, c10::optional<at::MemoryFormat> fmt)
+{
+	c10::TensorImpl *impl = self.unsafeGetTensorImpl();
+	int d = self.device().index();
+	c10::DeviceGuard g(self.device());
+
+	impl->set_sizes_contiguous(size);
+	if (fmt && *fmt != at::MemoryFormat::Contiguous && *fmt != at::MemoryFormat::Preserve)
+		impl->empty_tensor_restride(*fmt);
+	size_t need = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
+								  self.storage_offset());
+	if (self.numel() && need > self.storage().nbytes()) {
+		c10::StorageImpl *st = self.storage().unsafeGetStorageImpl();
+		at::DataPtr fresh = g_alloc.allocate(need);
+		size_t old = st->nbytes();
+
+		if (old)
+			copy_d2d(d, reinterpret_cast<uint64_t>(fresh.get()), reinterpret_cast<uint64_t>(st->data()),
+				 up(old));
+		st->set_data_ptr_noswap(std::move(fresh));
+		st->set_nbytes(need);
+	}
+	return self;
+}
+
+/* The bytes a strided tensor spans: from its first element to its last. */
+size_t span_bytes(const at::Tensor &t)
+{
+	int64_t last = 0;
+
+	if (!t.numel())
+		return 0;
+	for (int64_t i = 0; i < t.dim(); i++) {
+		TORCH_CHECK(t.stride(i) >= 0, "spyre: negative strides are not supported");
+		last += (t.size(i) - 1) * t.stride(i);
+	}
+	return (size_t)(last + 1) * t.element_size();
+}
+
+/* A CPU tensor with @t's values (any strides). */
+at::Tensor to_host(const at::Tensor &t)
+{
+	c10::DeviceGuard g(t.device());
+	size_t span = span_bytes(t);
+	at::Tensor buf = at::empty({ (int64_t)span }, at::TensorOptions().dtype(at::kByte));
+
+	copy_d2h(t.device().index(), buf.data_ptr(), dptr(t), span);
+	return at::from_blob(buf.data_ptr(), t.sizes(), t.strides(), [buf](void *) {},
+			     at::TensorOptions().dtype(t.dtype()))
+		.clone();
+}
+
+/* Write CPU tensor @src (same shape) into device tensor @dst (any strides). */
+void from_host(const at::Tensor &dst, const at::Tensor &src)
+{
+	c10::DeviceGuard g(dst.device());
+	int d = dst.device().index();
+
+	if (dst.is_contiguous()) {
+		at::Tensor s = src.to(dst.scalar_type()).contiguous();
+
+		copy_h2d(d, dptr(dst), s.data_ptr(), s.nbytes());
+		return;
+	}
+	/* strided: read the span, write the elements into it on the host, write it back */
+	size_t span = span_bytes(dst);
+	at::Tensor buf = at::empty({ (int64_t)span }, at::TensorOptions().dtype(at::kByte));
+
+	copy_d2h(d, buf.data_ptr(), dptr(dst), span);
+	at::from_blob(buf.data_ptr(), dst.sizes(), dst.strides(), at::TensorOptions().dtype(dst.dtype()))
+		.copy_(src);
+	copy_h2d(d, dptr(dst), buf.data_ptr(), span);
+}
+
+at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking)
+{
+	(void)non_blocking;
+	TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
+		    "spyre: copy between mismatched shapes ", self.sizes(), " and ", dst.sizes());
+	if (!self.numel())
+		return dst;
+	if (self.is_cpu() && dst.device().type() == c10::DeviceType::PrivateUse1) {
+		from_host(dst, self.expand_as(dst));
+	} else if (self.device().type() == c10::DeviceType::PrivateUse1 && dst.is_cpu()) {
+		if (self.is_contiguous() && dst.is_contiguous() && self.dtype() == dst.dtype()) {
+			c10::DeviceGuard g(self.device());
+
+			copy_d2h(self.device().index(), dst.data_ptr(), dptr(self), self.nbytes());
+		} else {
+			dst.copy_(to_host(self));
+		}
+	} else if (self.device() == dst.device() && self.dtype() == dst.dtype() && self.is_contiguous() &&
+		   dst.is_contiguous() && self.sizes() == dst.sizes()) {
+		c10::DeviceGuard g(dst.device());
+
+		copy_d2d(dst.device().index(), dptr(dst), dptr(self), self.nbytes());
+	} else {
+		TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1 &&
+				    dst.device().type() == c10::DeviceType::PrivateUse1,
+			    "spyre: copy from ", self.device(), " to ", dst.device(), " is not supported");
+		from_host(dst, to_host(self).expand_as(dst));
+	}
+	return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
+{
+	if (dst.sizes() != self.sizes())
+		resize_(dst, self.sizes(), c10::nullopt);
+	return copy_from(self, dst, false);
+}
+
+at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value)
+{
+	at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU)).fill_(value);
+
+	from_host(self, host);
+	return self;
+}
+
+at::Tensor &zero_(at::Tensor &self)
+{
+	if (self.is_contiguous() && dptr(self) % kStick == 0 && self.nbytes() % kStick == 0) {
+		c10::DeviceGuard g(self.device());
+
+		SPYRE_CHECK(spyre_memset_async(current_stream(self.device().index()), dptr(self), 0, self.nbytes()),
+			    "zero_");
+		return self;
+	}
+	return fill_scalar(self, 0);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor &self)
+{
+	return to_host(self).item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
+{
+	m.impl("empty.memory_format", empty_memory_format);
+	m.impl("empty_strided", empty_strided);
+	m.impl("resize_", resize_);
+	m.impl("_copy_from", copy_from);
+	m.impl("_copy_from_and_resize", copy_from_and_resize);
+	m.impl("fill_.Scalar", fill_scalar);
+	m.impl("zero_", zero_);
+	m.impl("_local_scalar_dense", local_scalar_dense);
+	m.impl("view", at::native::view);
+	m.impl("as_strided", at::native::as_strided_tensorimpl);
+	m.impl("_reshape_alias", at::native::_reshape_alias);
+}
+
+/* ---- the spyre:: ops of the Python module --------------------------------------- */
+
+namespace {
+
+struct EventSlot {
+	spyre_event_t *ev = nullptr;
+	int dev = 0;
+};
+std::mutex g_ev_mu;
+std::vector<EventSlot> g_events;	/* handle h is g_events[h - 1] */
+
+EventSlot event_slot(int64_t h)
+{
+	std::lock_guard<std::mutex> g(g_ev_mu);
+
+	TORCH_CHECK(h >= 1 && h <= (int64_t)g_events.size() && g_events[h - 1].ev, "spyre: no event ", h);
+	return g_events[h - 1];
+}
+
+int64_t stream_create(int64_t dev, int64_t priority)
+{
+	Dev &d = dev_state((int)dev);
+	spyre_stream_t *s = nullptr;
+
+	TORCH_CHECK(priority >= SPYRE_STREAM_PRIORITY_LOW && priority <= SPYRE_STREAM_PRIORITY_HIGH,
+		    "spyre: stream priority ", priority, " is not 0 (low), 1 (normal) or 2 (high)");
+	SPYRE_CHECK(spyre_stream_create(d.dev, (int)priority, &s), "cannot create a stream");
+	std::lock_guard<std::mutex> g(d.mu);
+	d.streams.push_back(s);
+	return (int64_t)d.streams.size() - 1;
+}
+
+int64_t event_create(int64_t dev)
+{
+	spyre_event_t *e = nullptr;
+
+	SPYRE_CHECK(spyre_event_create(device((int)dev), &e), "cannot create an event");
+	std::lock_guard<std::mutex> g(g_ev_mu);
+	g_events.push_back({ e, (int)dev });
+	return (int64_t)g_events.size();
+}
+
+void event_destroy(int64_t h)
+{
+	spyre_event_t *e;
+	{
+		std::lock_guard<std::mutex> g(g_ev_mu);
+
+		if (h < 1 || h > (int64_t)g_events.size() || !g_events[h - 1].ev)
+			return;
+		e = g_events[h - 1].ev;
+		g_events[h - 1].ev = nullptr;
+	}
+	spyre_event_destroy(e);
+}
+
+int64_t mem_stat(int64_t dev, int64_t which)
+{
+	struct spyre_mem_stats st = {};
+
+	st.size = sizeof(st);
+	SPYRE_CHECK(spyre_mem_get_stats(device((int)dev), &st), "memory statistics");
+	return (int64_t)(which == 0 ? st.allocated : which == 1 ? st.peak_allocated : st.reserved);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(spyre, m)
+{
+	m.def("device_count() -> int", [] { return (int64_t)device_count(); });
+	m.def("set_device(int d) -> ()", [](int64_t d) {
+		check_index((int)d);
+		t_dev = (int)d;
+	});
+	m.def("current_device() -> int", [] { return (int64_t)t_dev; });
+	m.def("synchronize(int d) -> ()",
+	      [](int64_t d) { SPYRE_CHECK(spyre_device_synchronize(device((int)d)), "device synchronize"); });
+	m.def("stream_create(int d, int priority) -> int", stream_create);
+	m.def("current_stream(int d) -> int", [](int64_t d) {
+		check_index((int)d);
+		return t_stream[d];
+	});
+	m.def("set_stream(int d, int id) -> ()", [](int64_t d, int64_t id) {
+		stream_of((int)d, id);
+		t_stream[d] = id;
+	});
+	m.def("stream_synchronize(int d, int id) -> ()", [](int64_t d, int64_t id) {
+		SPYRE_CHECK(spyre_stream_synchronize(stream_of((int)d, id)), "stream synchronize");
+	});
+	m.def("stream_query(int d, int id) -> bool", [](int64_t d, int64_t id) {
+		int rc = spyre_stream_query(stream_of((int)d, id));
+
+		if (rc && rc != -EBUSY)
+			fail("stream query", rc);
+		return rc == 0;
+	});
+	m.def("event_create(int d) -> int", event_create);
+	m.def("event_destroy(int h) -> ()", event_destroy);
+	m.def("event_record(int h, int stream) -> ()", [](int64_t h, int64_t id) {
+		EventSlot e = event_slot(h);
+
+		SPYRE_CHECK(spyre_event_record(e.ev, stream_of(e.dev, id)), "event record");
+	});
+	m.def("event_wait(int h, int stream) -> ()", [](int64_t h, int64_t id) {
+		EventSlot e = event_slot(h);
+
+		SPYRE_CHECK(spyre_stream_wait_event(stream_of(e.dev, id), e.ev), "stream wait for an event");
+	});
+	m.def("event_query(int h) -> bool", [](int64_t h) {
+		int rc = spyre_event_query(event_slot(h).ev);
+
+		if (rc && rc != -EBUSY && rc != -EINVAL)
+			fail("event query", rc);
+		return rc != -EBUSY;
+	});
+	m.def("event_synchronize(int h) -> ()",
+	      [](int64_t h) { SPYRE_CHECK(spyre_event_synchronize(event_slot(h).ev), "event synchronize"); });
+	m.def("event_elapsed_ms(int start, int end) -> float", [](int64_t a, int64_t b) {
+		float ms = 0;
+
+		SPYRE_CHECK(spyre_event_elapsed_ms(event_slot(a).ev, event_slot(b).ev, &ms), "elapsed time");
+		return (double)ms;
+	});
+	m.def("memory_stat(int d, int which) -> int", mem_stat);
+	m.def("empty_cache(int d) -> ()",
+	      [](int64_t d) { SPYRE_CHECK(spyre_empty_cache(device((int)d)), "empty_cache"); });
+}
+
+}  // namespace spyre_torch

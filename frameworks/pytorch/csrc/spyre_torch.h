@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/*
+ * spyre_torch.h - the PrivateUse1 backend over libspyre: what runtime.cpp
+ * (devices, allocator, device guard, streams, events, copies) and ops.cpp
+ * (compute through the kernel library, the CPU fallback) share.
+ *
+ * Tensors on the card are PyTorch's own dense layout in device memory (a
+ * device VA in the DataPtr, like CUDA's); kernels of the kernel library read
+ * and write the stick layout (rows padded to 128 bytes), which is the same
+ * bytes when a row is a whole number of sticks. Otherwise the op stages its
+ * operands in stick-layout device buffers (counted: relayouts()).
+ */
+#ifndef SPYRE_TORCH_H
+#define SPYRE_TORCH_H
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <c10/core/Stream.h>
+
+extern "C" {
+#include "spyre.h"
+#include "spyre_isa.h"
+#include "spyre_kernels.h"
+}
+
+namespace spyre_torch {
+
+constexpr int kMaxDevices = 16;
+constexpr uint64_t kStick = 128;
+
+/* An error from libspyre as a RuntimeError naming @what and libspyre's detail. */
+[[noreturn]] void fail(const std::string &what, int rc);
+#define SPYRE_CHECK(call, what)                                 \
+	do {                                                    \
+		int rc_ = (call);                               \
+		if (rc_)                                        \
+			::spyre_torch::fail((what), rc_);       \
+	} while (0)
+
+/* The device of @index, opened on first use (RuntimeError if there is none). */
+spyre_device_t *device(int index);
+spyre_kcache_t *kcache(int index);
+int device_count();
+int current_device();
+
+/* The current stream of device @index (libspyre handle) and its torch id. */
+spyre_stream_t *current_stream(int index);
+spyre_stream_t *stream_of(int index, int64_t id);
+
+/* Device addresses of a tensor on the card. */
+inline uint64_t dptr(const at::Tensor &t)
+{
+	return reinterpret_cast<uint64_t>(t.data_ptr());
+}
+
+/* Copies with any alignment: whole sticks where libspyre needs them. */
+void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes);
+void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes);
+void copy_d2d(int dev, uint64_t dst, uint64_t src, size_t bytes);
+
+/* The allocator's device buffer for scratch use: freed when the DataPtr dies. */
+at::DataPtr alloc_scratch(int dev, size_t bytes);
+
+/* Counters read by the tests: ops that fell back to the CPU, stick relayouts. */
+void count_fallback(const std::string &op);
+void count_relayout();
+
+}  // namespace spyre_torch
+
+#endif
