@@ -62,6 +62,12 @@ uint64_t kg_cyc_dma(uint64_t bytes, uint32_t active)
 	return SPYRE_TM_ISSUE_CYCLES + spyre_timing_dma(tm_default(), bytes, active);
 }
 
+/* LPDDR bytes beyond the data of @rows rows of @row_bytes: the timing model's per-burst overhead. */
+static uint64_t burst_overhead(uint64_t rows, uint64_t row_bytes, bool contiguous)
+{
+	return spyre_timing_dma_demand(tm_default(), rows, row_bytes, contiguous) - rows * row_bytes;
+}
+
 /* Cycles of @macs multiply-accumulates at the PE array's rate for @dt (planner aggregates). */
 static uint64_t mac_cycles(uint32_t dt, uint64_t macs)
 {
@@ -262,6 +268,16 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 	uint64_t bytes = xpass * mr * kg_rup(kp * x->ea, STICK) + wpass * j->k * kg_rup(w * x->eb, STICK) +
 			 mr * kg_rup(w * x->ey, STICK) + bl * kg_rup(nt * 4, STICK);
 	uint64_t dmas = xl + wl + bl * (cmap_dense(&x->nc) ? 1 : 3) + tiles;
+	/* LPDDR time of the bursts: each strided row is its own (isa/spyre_timing.h), a contiguous load one run */
+	{
+		uint64_t xr = kg_rup((p->ord == ORD_X || K == 1 ? kp : kt) * x->ea, STICK);
+		uint64_t xrows = xpass * mr * (p->ord == ORD_X || K == 1 ? 1 : K);
+		uint64_t wr_b = kg_rup(kg_min64(nt, w) * x->eb, STICK), wrow_n = wpass * j->k * N;
+		uint64_t yr = kg_rup(kg_min64(nt, w) * x->ey, STICK), yrows = mr * N;
+
+		bytes += burst_overhead(xrows, xr, xr == j->a.pitch) + burst_overhead(wrow_n, wr_b, N == 1 && wr_b == j->b.pitch) +
+			 burst_overhead(yrows, yr, N == 1 && yr == j->y.pitch);
+	}
 
 	cyc = dmas * (SPYRE_TM_ISSUE_CYCLES + SPYRE_TM_DMA_LATENCY_CYCLES) +
 	      kg_cdiv(bytes * SPYRE_TM_CLOCK_MHZ * (x->active ? x->active : 1), SPYRE_TM_MEM_BW_MBPS);

@@ -199,8 +199,10 @@ static void test_tiled(void)
 }
 
 /*
- * The split over many cores: shapes whose estimate is best on all the cores
- * asked for (the generator uses fewer when that is as fast: small shapes).
+ * The split over many cores: each shape on at least @least cores (all asked
+ * for where that is fastest; the generator uses fewer when that is as fast:
+ * small shapes, and LPDDR-bound ones, where fewer cores read W's column
+ * slices in longer rows, with fewer bursts: 8 of 32 for the first two).
  */
 static void test_many_cores(void)
 {
@@ -212,13 +214,15 @@ static void test_many_cores(void)
 		{ SPYRE_DT_DL16, 7, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 2048, 64, 64, 0, 0, 0 },
 	};
 
+	static const uint32_t least[] = { 8, 8, 32, 7, 7 };
+
 	for (uint32_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		uint32_t used = 0;
 
 		if (run_linear_on(&t[i], &used))
-			TAP_CHECK(used == t[i].cores, "linear %llux%llux%llu %s ran on %u cores, want %u",
+			TAP_CHECK(used >= least[i] && used <= t[i].cores, "linear %llux%llux%llu %s ran on %u cores, want %u..%u",
 				  (unsigned long long)t[i].m, (unsigned long long)t[i].n, (unsigned long long)t[i].k,
-				  stn(t[i].strategy), used, t[i].cores);
+				  stn(t[i].strategy), used, least[i], t[i].cores);
 	}
 }
 
