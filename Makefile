@@ -49,7 +49,7 @@ QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/t
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test
 
-.PHONY: all setup debug-kernel module module-debug lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
+.PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
 
 # module-debug only where the debug kernel is built (`make check` builds both).
 all: module lib tools selftests host-tests $(if $(wildcard $(DEBUG_KBUILD)/.spyre-key),module-debug)
@@ -60,6 +60,7 @@ help:
 	@echo "make setup       install packages, Linux $(KVER), QEMU with the device (idempotent)"
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
+	@echo "make guest-python  install PyTorch, build the guest's Python root filesystem (tools/vm/run --python; cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
 	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
@@ -70,6 +71,9 @@ setup:
 
 debug-kernel:
 	tools/setup/setup.sh debug-kernel
+
+guest-python:
+	tools/setup/setup.sh guest-python
 
 # ---- the ISA library and the compute engine (plain C; their own rules) ----------
 include isa/isa.mk
@@ -337,7 +341,7 @@ demo:
 	tools/demo
 
 check:
-	tools/setup/setup.sh all debug-kernel
+	tools/setup/setup.sh all debug-kernel guest-python
 	$(MAKE) all module-debug
 	tools/check
 

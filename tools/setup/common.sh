@@ -39,6 +39,11 @@ DEBUG_KBUILD=$DEBUG_KCACHE/build
 DEBUG_BZIMAGE=$DEBUG_KBUILD/arch/x86/boot/bzImage
 DEBUG_KCONFIG=$SPYRE_TOP/tools/setup/debug-kernel.config
 DEBUG_KO=$SPYRE_TOP/build/dbg-module/driver/spyre.ko
+# The guest's Python root filesystem (docs/guest-python.md): an ext4 image of
+# python3 and python3-torch with their dependency closure (tools/vm/mkrootfs),
+# and its cache key; tools/vm/run --python boots with it.
+GUEST_PYTHON_CACHE=$SPYRE_CACHE/guest-python
+GUEST_PYTHON_IMG=$GUEST_PYTHON_CACHE/rootfs.ext4
 
 log()  { printf '[spyre] %s\n' "$*" >&2; }
 die()  { printf '[spyre] error: %s\n' "$*" >&2; exit 1; }

@@ -5,10 +5,15 @@
 # spyre device wired in. Idempotent: each step checks before it acts, and the
 # QEMU build is incremental (only device files whose content changed rebuild).
 # The debug kernel (step debug-kernel, docs/debug-kernel.md) is built from the
-# same linux-source-6.12 with tools/setup/debug-kernel.config.
+# same linux-source-6.12 with tools/setup/debug-kernel.config. The guest's
+# Python root filesystem (step guest-python, docs/guest-python.md) is an image
+# of Debian's python3 and python3-torch for tools/vm/run --python.
 #
-# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|debug-kernel|all]...
+# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|debug-kernel|guest-python|all]...
 #   all           packages kver kernel ksrc qemu (what `make demo` needs)
+#   guest-python  install PyTorch and its build dependencies (GUEST_PYTHON_PACKAGES)
+#                 and build the guest's root filesystem image, again only when the
+#                 installed versions of its packages change (what `make check` adds)
 #   kver          resolve the kernel ABI: the pinned KVER, or the newest 6.12 ABI
 #                 the archive offers when Debian dropped it (SPYRE_KVER overrides the pin)
 #   --dry-run     with kver only: print "KVER=<resolved>", change nothing
@@ -24,6 +29,13 @@ PACKAGES=(
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
 	libopenblas-dev clang libclang-rt-14-dev
 	bc libelf-dev
+)
+# Step guest-python: PyTorch for the guest (its root filesystem image is the
+# closure of python3, python3-torch and busybox-static, tools/vm/mkrootfs) and
+# what building an extension against it on the host needs; e2fsprogs makes
+# the image.
+GUEST_PYTHON_PACKAGES=(
+	python3 python3-torch libtorch-dev python3-dev pybind11-dev g++ e2fsprogs busybox-static
 )
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "set-up needs root (apt-get, /var/cache): run as root"; }
@@ -390,6 +402,34 @@ step_debug_kernel() {
 	log "debug kernel: $(cat "$DEBUG_KBUILD/include/config/kernel.release") in $DEBUG_KBUILD ($((SECONDS - start)) s)"
 }
 
+# ---- the guest's Python root filesystem (docs/guest-python.md) ----------------------
+step_guest_python() {
+	local missing key start=$SECONDS
+	missing=$(missing_packages "${GUEST_PYTHON_PACKAGES[@]}")
+	if [ -n "$missing" ]; then
+		need_root
+		log "guest python: installing $(echo $missing)"
+		apt_update_once
+		# shellcheck disable=SC2086
+		run_logged "guest python: apt-get install (PyTorch: ~180 packages, ~650 MB; 1.5-3 min)" \
+			"$SPYRE_CACHE/apt-guest-python.log" apt-get install -y --no-install-recommends $missing
+	fi
+	key=$("$SPYRE_TOP/tools/vm/mkrootfs" --key)
+	if [ -f "$GUEST_PYTHON_IMG" ] && [ "$(cat "$GUEST_PYTHON_CACHE/rootfs.key" 2>/dev/null)" = "$key" ]; then
+		log "guest python: cached in $GUEST_PYTHON_IMG (key $key)"
+		return
+	fi
+	need_root
+	mkdir -p "$GUEST_PYTHON_CACHE"
+	rm -f "$GUEST_PYTHON_CACHE/rootfs.key"
+	run_logged "guest python: build the root filesystem image (~1.2 GB; under 1 min)" \
+		"$GUEST_PYTHON_CACHE/build.log" "$SPYRE_TOP/tools/vm/mkrootfs" "$GUEST_PYTHON_IMG"
+	echo "$key" >"$GUEST_PYTHON_CACHE/rootfs.key.tmp"
+	mv "$GUEST_PYTHON_CACHE/rootfs.key.tmp" "$GUEST_PYTHON_CACHE/rootfs.key"
+	log "guest python: $GUEST_PYTHON_IMG ($(du -m "$GUEST_PYTHON_IMG" | cut -f1) MiB on disk," \
+		"key $key; $((SECONDS - start)) s)"
+}
+
 main() {
 	local steps=() s
 	dry_run=0
@@ -414,8 +454,9 @@ main() {
 		ksrc) step_kver; step_ksrc ;;
 		qemu) step_qemu ;;
 		debug-kernel) step_kver; step_debug_kernel ;;
+		guest-python) step_guest_python ;;
 		all) step_packages; step_kver; step_kernel; step_ksrc; step_qemu ;;
-		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|debug-kernel|all)" ;;
+		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|debug-kernel|guest-python|all)" ;;
 		esac
 	done
 }
