@@ -14,7 +14,8 @@ TORCH_HDR := /usr/include/torch/library.h
 TORCH_SRCS := $(wildcard $(TORCH_DIR)/csrc/*.cpp)
 TORCH_EXT := $(TORCH_OUT)/spyre_torch/_C.so
 TORCH_PY := $(TORCH_OUT)/spyre_torch/__init__.py \
-	$(patsubst $(TORCH_DIR)/tests/%,$(TORCH_OUT)/tests/%,$(wildcard $(TORCH_DIR)/tests/*.py))
+	$(patsubst $(TORCH_DIR)/tests/%,$(TORCH_OUT)/tests/%,$(wildcard $(TORCH_DIR)/tests/*.py)) \
+	$(TORCH_OUT)/tests/spyre-torch-test $(TORCH_OUT)/tests/demo-torch $(TORCH_OUT)/demo.py
 TORCH_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter -D_GLIBCXX_USE_CXX11_ABI=1 \
 	-Ilibspyre/include -Iuapi
 
@@ -40,6 +41,16 @@ $(TORCH_OUT)/spyre_torch/%.py: $(TORCH_DIR)/spyre_torch/%.py
 	@mkdir -p $(@D)
 	cp $< $@
 
-$(TORCH_OUT)/tests/%.py: $(TORCH_DIR)/tests/%.py
+$(TORCH_OUT)/demo.py: $(TORCH_DIR)/demo.py
 	@mkdir -p $(@D)
 	cp $< $@
+
+$(TORCH_OUT)/tests/%: $(TORCH_DIR)/tests/%
+	@mkdir -p $(@D)
+	cp -p $< $@
+
+# make demo-torch: the torch model on the card in the VM (after make demo's set-up)
+.PHONY: demo-torch
+demo-torch: setup
+	$(MAKE) all
+	tools/vm/run --python --timeout 900 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch

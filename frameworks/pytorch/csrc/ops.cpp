@@ -27,7 +27,9 @@
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/layer_norm.h>
+#include <ATen/ops/layer_norm_native.h>
 #include <ATen/ops/linear.h>
+#include <ATen/ops/linear_native.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/native_layer_norm.h>
@@ -284,6 +286,7 @@ at::Tensor linear_kn(const at::Tensor &x2, const at::Tensor &b_kn, const at::Ten
 	Operand xo = operand(x2, m, k, dt), wo = operand(b_kn, k, n, dt), bo;
 	Output yo(y, m, n, dt);
 	std::vector<uint64_t> slots{ xo.ptr, wo.ptr };
+	at::Tensor b32;		/* alive until the launch */
 
 	d.op = SPYRE_KOP_LINEAR;
 	d.dtype = dt;
@@ -291,8 +294,7 @@ at::Tensor linear_kn(const at::Tensor &x2, const at::Tensor &b_kn, const at::Ten
 	d.n = n;
 	d.k = k;
 	if (bias.defined()) {
-		at::Tensor b32 = bias.scalar_type() == at::kFloat ? bias : bias.to(at::kFloat);
-
+		b32 = (bias.scalar_type() == at::kFloat ? bias : bias.to(at::kFloat)).contiguous();
 		bo = operand(b32.reshape({ 1, (int64_t)n }), 1, n, SPYRE_DT_FP32);
 		d.flags |= SPYRE_KF_BIAS;
 		slots.push_back(bo.ptr);
@@ -516,7 +518,7 @@ at::Tensor softmax(const at::Tensor &x, int64_t dim, bool half_to_float)
 	return y;
 }
 
-/* Y = norm(X) * w (+ b) over the last dimension with RMSNORM or LAYERNORM; w, b fp32 [n] on the card. */
+/* Y = norm(X) * w (+ b) over the last dimension with RMSNORM or LAYERNORM; w, b [n] in X's dtype. */
 at::Tensor norm(uint32_t kop, const at::Tensor &x, const at::Tensor &w, const at::Tensor &b, double eps)
 {
 	uint32_t dt = 0;
@@ -525,16 +527,16 @@ at::Tensor norm(uint32_t kop, const at::Tensor &x, const at::Tensor &w, const at
 	c10::DeviceGuard g(x.device());
 	uint64_t n = x.size(-1), m = x.numel() / n;
 	at::Tensor xc = x.contiguous(), y = at::empty_like(xc);
-	at::Tensor w32 = (w.defined() ? w : at::ones({ (int64_t)n }, x.options())).to(at::kFloat).contiguous();
-	Operand xo = operand(xc, m, n, dt), wo = operand(w32.reshape({ 1, (int64_t)n }), 1, n, SPYRE_DT_FP32), bo;
+	at::Tensor wx = (w.defined() ? w : at::ones({ (int64_t)n }, x.options())).to(x.scalar_type()).contiguous();
+	at::Tensor bx = kop == SPYRE_KOP_LAYERNORM ?
+		(b.defined() ? b : at::zeros({ (int64_t)n }, x.options())).to(x.scalar_type()).contiguous() : at::Tensor();
+	Operand xo = operand(xc, m, n, dt), wo = operand(wx.reshape({ 1, (int64_t)n }), 1, n, dt), bo;
 	Output yo(y, m, n, dt);
 	std::vector<uint64_t> slots{ xo.ptr, wo.ptr };
 	struct spyre_kdesc d = {};
 
-	if (kop == SPYRE_KOP_LAYERNORM) {
-		at::Tensor b32 = (b.defined() ? b : at::zeros({ (int64_t)n }, x.options())).to(at::kFloat).contiguous();
-
-		bo = operand(b32.reshape({ 1, (int64_t)n }), 1, n, SPYRE_DT_FP32);
+	if (bx.defined()) {
+		bo = operand(bx.reshape({ 1, (int64_t)n }), 1, n, dt);
 		slots.push_back(bo.ptr);
 	}
 	slots.push_back(yo.o.ptr);
@@ -658,6 +660,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("embedding", embedding);
 }
 
+/*
+ * linear and layer_norm are CompositeImplicitAutograd: with a PrivateUse1
+ * kernel registered, autograd (AutogradPrivateUse1) needs one too. With
+ * gradients possible it is the composite decomposition (matmul, add;
+ * native_layer_norm), which records the graph and reaches the card kernels
+ * above; in inference mode the PrivateUse1 kernels run directly.
+ */
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m)
+{
+	m.impl("linear", at::native::linear);
+	m.impl("layer_norm", at::native::layer_norm);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
 {
 	m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
@@ -667,6 +682,7 @@ TORCH_LIBRARY_FRAGMENT(spyre, m)
 {
 	m.def("rms_norm(Tensor x, Tensor w, float eps) -> Tensor");
 	m.impl("rms_norm", c10::DispatchKey::PrivateUse1, TORCH_FN(rms_norm));
+	m.impl("rms_norm", c10::DispatchKey::AutogradPrivateUse1, TORCH_FN(rms_norm));	/* inference only */
 	m.def("fallback_report() -> str", [] {
 		std::lock_guard<std::mutex> g(g_count_mu);
 		std::string s;

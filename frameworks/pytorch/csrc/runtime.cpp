@@ -216,17 +216,18 @@ struct SpyreAllocator final : c10::Allocator {
 			return at::DataPtr(nullptr, where);
 		/* whole sticks: copies and kernels may touch the last one entirely */
 		rc = spyre_malloc(dev, up(n), &p);
-		if (rc == -ENOMEM) {
+		if (rc) {
 			struct spyre_mem_stats st = {};
+			std::string detail = spyre_last_error() ? spyre_last_error() : "";
 
 			st.size = sizeof(st);
 			spyre_mem_get_stats(dev, &st);
-			TORCH_CHECK(false, "spyre: out of device memory: cannot allocate ", n, " bytes on privateuseone:",
-				    d, " (", st.allocated, " bytes allocated, ", st.reserved,
-				    " reserved); free tensors, then spyre_torch.empty_cache()");
+			TORCH_CHECK(false, "spyre: ", rc == -ENOMEM ? "out of device memory: " : "",
+				    "cannot allocate ", n, " bytes on privateuseone:", d, " (", st.allocated,
+				    " bytes allocated, ", st.reserved, " reserved",
+				    rc == -ENOMEM ? "; free tensors, then spyre_torch.empty_cache()" : "", "): ",
+				    detail.empty() ? spyre_strerror(rc) : detail);
 		}
-		if (rc)
-			fail("cannot allocate " + std::to_string(n) + " bytes on device " + std::to_string(d), rc);
 		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, d }, &free_alloc, where);
 	}
 
