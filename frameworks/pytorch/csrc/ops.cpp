@@ -221,17 +221,26 @@ void ew_shape(const at::Tensor &t, uint64_t *rows, uint64_t *cols)
 /* ---- the transposed-weight cache (W [n, k] -> W^T [k, n]) ----------------------- */
 
 struct WKey {
-	const void *storage;
+	const void *storage, *data;
 	int64_t offset, version, n, k;
 	at::ScalarType dtype;
 	bool operator<(const WKey &o) const
 	{
-		return std::tie(storage, offset, version, n, k, dtype) <
-		       std::tie(o.storage, o.offset, o.version, o.n, o.k, o.dtype);
+		return std::tie(storage, data, offset, version, n, k, dtype) <
+		       std::tie(o.storage, o.data, o.offset, o.version, o.n, o.k, o.dtype);
 	}
 };
+/*
+ * The weak reference keeps the StorageImpl's memory (not its data) while the
+ * entry lives, so no later storage can have its address: an entry whose
+ * storage died is stale and dropped, never matched by a newcomer.
+ */
+struct WEntry {
+	c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+	at::Tensor wt;
+};
 std::mutex g_w_mu;
-std::map<WKey, at::Tensor> g_wt;
+std::map<WKey, WEntry> g_wt;
 
 /*
  * @w [n, k] as the kernel library's W [k x n]: a transposed copy made once
@@ -240,14 +249,18 @@ std::map<WKey, at::Tensor> g_wt;
 at::Tensor weight_kn(const at::Tensor &w, uint32_t dt)
 {
 	int64_t n = w.size(0), k = w.size(1);
-	WKey key{ w.storage().unsafeGetStorageImpl(), w.storage_offset(),
+	c10::StorageImpl *st = w.storage().unsafeGetStorageImpl();
+	WKey key{ st, st->data(), w.storage_offset(),
 		  (int64_t)w.unsafeGetTensorImpl()->version_counter().current_version(), n, k, w.scalar_type() };
 	{
 		std::lock_guard<std::mutex> g(g_w_mu);
 		auto it = g_wt.find(key);
 
-		if (it != g_wt.end())
-			return it->second;
+		if (it != g_wt.end()) {
+			if (!it->second.storage.expired())
+				return it->second.wt;
+			g_wt.erase(it);
+		}
 	}
 	at::Tensor wt = at::empty({ k, n }, w.options());
 	int dev = w.device().index();
@@ -268,9 +281,13 @@ at::Tensor weight_kn(const at::Tensor &w, uint32_t dt)
 		wt.copy_(w.cpu().t().contiguous());
 	}
 	std::lock_guard<std::mutex> g(g_w_mu);
-	if (g_wt.size() > 512)
-		g_wt.clear();
-	g_wt.emplace(key, wt);
+	if (g_wt.size() >= 512) {	/* drop the dead, then everything if still full */
+		for (auto it = g_wt.begin(); it != g_wt.end();)
+			it = it->second.storage.expired() ? g_wt.erase(it) : std::next(it);
+		if (g_wt.size() >= 512)
+			g_wt.clear();
+	}
+	g_wt[key] = WEntry{ c10::weak_intrusive_ptr<c10::StorageImpl>(w.storage().getWeakStorageImpl()), wt };
 	return wt;
 }
 

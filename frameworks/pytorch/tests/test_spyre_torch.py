@@ -125,6 +125,48 @@ def matmuls(c):
 
 
 @case
+def weight_cache(c):
+    # x @ W.t() caches W's transpose per weight version; a new or changed W must never see an old one
+    x = rnd(4, 64)
+    for it in range(6):
+        w = rnd(32, 64)
+        wd = w.to(D)
+        c.close(x.to(D) @ wd.t(), x @ w.t(), 1e-4, 1e-5, f"weight {it}: a fresh W (perhaps at a freed W's address)")
+        wd.mul_(2) if it % 2 else wd.copy_(w * 2)
+        c.close(x.to(D) @ wd.t(), x @ (w * 2).t(), 1e-4, 1e-5, f"weight {it}: W changed in place")
+        del wd
+
+
+@case
+def threads(c):
+    import threading
+    errors, results = [], {}
+
+    def work(t):
+        try:
+            s = spyre_torch.Stream(D)
+            x, w, b = rnd(16, 64), rnd(64, 64), rnd(64)
+            with spyre_torch.stream(s):
+                xd, wd, bd = x.to(D), w.to(D), b.to(D)
+                bad = 0
+                for _ in range(10):
+                    y = torch.relu(torch.addmm(bd, xd, wd))
+                    bad += int(((y.cpu() - torch.relu(x @ w + b)).abs() > 1e-4).sum())
+            results[t] = bad
+        except Exception as e:  # reported below
+            errors.append(f"thread {t}: {e}")
+
+    th = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    c.ok(not errors, f"no errors: {errors}")
+    c.ok(sorted(results) == [0, 1, 2, 3] and not any(results.values()),
+         f"4 threads x 10 addmm+relu on their own streams, every value right: {results}")
+
+
+@case
 def elementwise(c):
     for dt in DTYPES:
         rt, at = TOL[dt]
