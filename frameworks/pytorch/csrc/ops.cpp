@@ -287,7 +287,8 @@ at::Tensor weight_kn(const at::Tensor &w, uint32_t dt)
 		if (g_wt.size() >= 512)
 			g_wt.clear();
 	}
-	g_wt[key] = WEntry{ c10::weak_intrusive_ptr<c10::StorageImpl>(w.storage().getWeakStorageImpl()), wt };
+	g_wt.erase(key);
+	g_wt.emplace(key, WEntry{ w.storage().getWeakStorageImpl(), wt });
 	return wt;
 }
 
