@@ -40,7 +40,7 @@ LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/internal.h \
 	libspyre/src/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
 
-TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check
+TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
@@ -131,6 +131,12 @@ $(B)/bin/spyre-run: tools/spyre-run/spyre-run.c $(B)/lib/libspyre.so libspyre/in
 	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(ISA_LIB) -lm
 
+# Decodes a device coredump (docs/coredump.md).
+$(B)/bin/spyre-coredump: tools/spyre-coredump/spyre-coredump.c uapi/spyre_devcoredump.h uapi/spyre_hw.h \
+		uapi/spyre_accel.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi $(DRM_CFLAGS) $< -o $@
+
 # Checks a trace of libspyre (spyre_trace_start()) with the model's strict JSON parser.
 TRACE_CHECK_HDRS := tools/spyre-trace-check/trace-check.h model/json.h
 $(B)/bin/spyre-trace-check: tools/spyre-trace-check/spyre-trace-check.c tools/spyre-trace-check/trace-check.c \
@@ -154,7 +160,7 @@ $(B)/bin/spyre-busy-load: tools/tests/busy-load.c selftests/spyre_test.h uapi/sp
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 
-$(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h \
+$(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_devcoredump.h \
 		$(ISA_LIB)
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)

@@ -38,6 +38,8 @@ struct spyre_ctx *spyre_ctx_create(struct spyre_device *sdev)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&ctx->ref);
 	ctx->sdev = sdev;
+	ctx->pid = task_tgid_nr(current);
+	get_task_comm(ctx->comm, current);
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->uqueues, XA_FLAGS_ALLOC1);
 	drm_mm_init(&ctx->va_mm, SPYRE_VA_START, SPYRE_MMU_VA_SIZE - SPYRE_VA_START);

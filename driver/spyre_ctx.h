@@ -8,6 +8,7 @@
 
 #include <linux/kref.h>
 #include <linux/mutex.h>
+#include <linux/sched.h>
 #include <linux/types.h>
 #include <linux/xarray.h>
 #include <drm/drm_mm.h>
@@ -32,6 +33,8 @@ struct spyre_pt {
  * @ref: held by the file and by each job of the context
  * @sdev: the device
  * @id: MMU context id
+ * @pid: thread group id of the process that opened the file
+ * @comm: its command name then (for device coredumps)
  * @lock: protects @va_mm and the page tables
  * @va_mm: allocator of device virtual addresses
  * @l0: level-0 table
@@ -57,6 +60,8 @@ struct spyre_ctx {
 	struct kref ref;
 	struct spyre_device *sdev;
 	u32 id;
+	pid_t pid;
+	char comm[TASK_COMM_LEN];
 	/* Protects va_mm and the page tables */
 	struct mutex lock;
 	struct drm_mm va_mm;

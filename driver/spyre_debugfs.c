@@ -4,6 +4,7 @@
  * contexts, memory, the fault log, reset counts, and fault injection.
  */
 #include <linux/debugfs.h>
+#include <linux/pm_runtime.h>
 #include <linux/seq_file.h>
 
 #include <drm/drm_buddy.h>
@@ -26,6 +27,10 @@ static int spyre_queues_show(struct seq_file *m, void *unused)
 
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return -ENODEV;
+	if (pm_runtime_resume_and_get(sdev->drm.dev) < 0) {
+		drm_dev_exit(idx);
+		return -EIO;
+	}
 	seq_puts(m, "hwq prio     head     tail   status error   jobs_done  busy_ms\n");
 	for (i = 0; i < sdev->nr_hwq; i++) {
 		struct spyre_hwq *q = &sdev->hwq[i];
@@ -42,6 +47,8 @@ static int spyre_queues_show(struct seq_file *m, void *unused)
 	}
 	seq_printf(m, "kernel queue %u: tail %u seq %llu\n", sdev->kq.idx, sdev->kq.tail,
 		   sdev->kq.seq);
+	pm_runtime_mark_last_busy(sdev->drm.dev);
+	pm_runtime_put_autosuspend(sdev->drm.dev);
 	drm_dev_exit(idx);
 	return 0;
 }
@@ -87,8 +94,10 @@ static int spyre_faults_show(struct seq_file *m, void *unused)
 	struct spyre_device *sdev = m->private;
 	unsigned int i, n;
 
-	seq_printf(m, "faults %d, resets %d, device waits %d\n", atomic_read(&sdev->faults),
-		   atomic_read(&sdev->resets), atomic_read(&sdev->device_waits));
+	seq_printf(m, "faults %d, resets %d, device waits %d, device resets %d, coredumps %d\n",
+		   atomic_read(&sdev->faults), atomic_read(&sdev->resets),
+		   atomic_read(&sdev->device_waits), atomic_read(&sdev->device_resets),
+		   atomic_read(&sdev->coredumps));
 	seq_puts(m, "ctx hwq error     job_seq               addr       info\n");
 	spin_lock(&sdev->fault_log_lock);
 	n = min_t(unsigned int, sdev->fault_log_next, SPYRE_FAULT_LOG);
@@ -164,7 +173,18 @@ static ssize_t spyre_inject_write(struct file *f, const char __user *ubuf, size_
 		return -EINVAL;
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return -ENODEV;
+	/*
+	 * Awake: leaving D3hot resets the card, which disarms injections, so
+	 * an injection armed now fires if work follows within the autosuspend
+	 * delay.
+	 */
+	if (pm_runtime_resume_and_get(sdev->drm.dev) < 0) {
+		drm_dev_exit(idx);
+		return -EIO;
+	}
 	spyre_hw_reg_write(sdev, SPYRE_REG_INJECT, SPYRE_INJECT(q, kind));
+	pm_runtime_mark_last_busy(sdev->drm.dev);
+	pm_runtime_put_autosuspend(sdev->drm.dev);
 	drm_dev_exit(idx);
 	return len;
 }

@@ -3,6 +3,7 @@
  * spyre_drv.c - PCI probe/remove, DRM accel registration and the ioctl table.
  */
 #include <linux/compat.h>
+#include <linux/devcoredump.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/uaccess.h>
@@ -322,6 +323,12 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_stop;
 	}
 	spyre_debugfs_init(sdev);
+	ret = spyre_sysfs_accel_init(sdev);
+	if (ret) {
+		drm_dev_unregister(&sdev->drm);
+		goto err_stop;
+	}
+	spyre_pm_init(sdev);
 	return 0;
 
 err_stop:
@@ -333,12 +340,33 @@ static void spyre_remove(struct pci_dev *pdev)
 {
 	struct spyre_device *sdev = pci_get_drvdata(pdev);
 
+	/* The PCI core resumed the card for remove; keep it awake from now. */
+	spyre_pm_fini(sdev);
+	spyre_sysfs_accel_fini(sdev);
 	/* Open files keep the drm_device alive; their ioctls now get -ENODEV. */
 	drm_dev_unplug(&sdev->drm);
+	/* Resets and error handling that began before the unplug finish first. */
+	flush_workqueue(sdev->reset_wq);
 	/* Stop the device, then fail whatever was still in flight. */
 	spyre_hw_reg_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
 	spyre_sched_stop(sdev);
+	/* A pending coredump refers to the card: drop it with the driver. */
+	dev_coredump_put(&pdev->dev);
 }
+
+/*
+ * The PCI core's function reset (/sys/bus/pci/devices/<pci>/reset, FLR)
+ * with files open: the card lost its registers; recover as a device reset
+ * does (jobs on the rings fail, the card is programmed again).
+ */
+static void spyre_pci_reset_done(struct pci_dev *pdev)
+{
+	spyre_reset_device(pci_get_drvdata(pdev));
+}
+
+static const struct pci_error_handlers spyre_pci_err_handlers = {
+	.reset_done = spyre_pci_reset_done,
+};
 
 static const struct pci_device_id spyre_pci_ids[] = {
 	{ PCI_DEVICE(SPYRE_PCI_VENDOR_ID, SPYRE_PCI_DEVICE_ID) },
@@ -352,6 +380,8 @@ static struct pci_driver spyre_pci_driver = {
 	.id_table = spyre_pci_ids,
 	.probe = spyre_probe,
 	.remove = spyre_remove,
+	.driver.pm = pm_ptr(&spyre_pm_ops),
+	.err_handler = &spyre_pci_err_handlers,
 };
 module_pci_driver(spyre_pci_driver);
 

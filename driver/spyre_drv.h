@@ -84,6 +84,14 @@ struct spyre_hwq;
  * @fault_log: the last SPYRE_FAULT_LOG faults, for debugfs
  * @fault_log_next: total faults logged (next slot modulo SPYRE_FAULT_LOG)
  * @fault_log_lock: protects @fault_log and @fault_log_next
+ * @state: SPYRE_DEV_STATE_ACTIVE, _RESETTING or _WEDGED (spyre_coredump.h;
+ *	runtime suspension is the PM core's status), docs/driver.md
+ * @reset_wq: ordered: the queues' timeout handlers, the error handler and
+ *	device resets run on it one at a time
+ * @reset_work: a device reset (sysfs "reset")
+ * @reset_ret: the result of the last device reset
+ * @device_resets: device resets since probe
+ * @coredumps: device coredumps taken since probe
  */
 struct spyre_device {
 	struct drm_device drm;
@@ -125,6 +133,13 @@ struct spyre_device {
 	unsigned int fault_log_next;
 	/* Protects fault_log and fault_log_next */
 	spinlock_t fault_log_lock;
+
+	int state;
+	struct workqueue_struct *reset_wq;
+	struct work_struct reset_work;
+	int reset_ret;
+	atomic_t device_resets;
+	atomic_t coredumps;
 };
 
 static inline struct spyre_device *to_spyre_device(struct drm_device *drm)
@@ -150,8 +165,22 @@ void spyre_gem_show_memory_stats(struct drm_printer *p, struct drm_file *file);
 int spyre_gem_init(struct spyre_device *sdev);
 void spyre_gem_fini(struct spyre_device *sdev);
 
+/* spyre_reset.c */
+int spyre_reset_init(struct spyre_device *sdev);
+int spyre_reset_device(struct spyre_device *sdev);
+void spyre_reset_uevent(struct spyre_device *sdev, const char *kind, int hwq,
+			const char *reason);
+int spyre_dev_state(struct spyre_device *sdev);
+const char *spyre_dev_state_name(int state);
+void spyre_hw_restore(struct spyre_device *sdev);
+void spyre_pm_init(struct spyre_device *sdev);
+void spyre_pm_fini(struct spyre_device *sdev);
+extern const struct dev_pm_ops spyre_pm_ops;
+
 /* spyre_debugfs.c, spyre_sysfs.c */
 void spyre_debugfs_init(struct spyre_device *sdev);
 extern const struct attribute_group *spyre_sysfs_groups[];
+int spyre_sysfs_accel_init(struct spyre_device *sdev);
+void spyre_sysfs_accel_fini(struct spyre_device *sdev);
 
 #endif /* __SPYRE_DRV_H__ */

@@ -12,12 +12,14 @@
 #include <linux/dma-fence.h>
 #include <linux/interrupt.h>
 #include <linux/pci.h>
+#include <linux/pm_runtime.h>
 #include <linux/workqueue.h>
 
 #include <drm/drm_drv.h>
 #include <drm/drm_print.h>
 
 #include "spyre_accel.h"
+#include "spyre_coredump.h"
 #include "spyre_ctx.h"
 #include "spyre_drv.h"
 #include "spyre_fault.h"
@@ -30,7 +32,8 @@ static irqreturn_t spyre_error_irq(int irq, void *arg)
 {
 	struct spyre_device *sdev = arg;
 
-	queue_work(system_unbound_wq, &sdev->error_work);
+	/* On the ordered reset queue: never during a timeout or device reset. */
+	queue_work(sdev->reset_wq, &sdev->error_work);
 	return IRQ_HANDLED;
 }
 
@@ -83,11 +86,13 @@ void spyre_fault_log(struct spyre_device *sdev, u32 ctx, u64 seq, u32 hwq, u32 e
 struct spyre_failed_job {
 	struct dma_fence *fence;	/* referenced */
 	struct spyre_uqueue *uq;	/* referenced */
+	struct spyre_ctx *ctxp;		/* referenced */
 	u64 seq;
 	u32 ctx;
 	u64 hw_seqno;
 	u32 npackets;
 	u32 nwaits;
+	u32 ring_start;
 	u32 ring_end;
 };
 
@@ -109,10 +114,12 @@ static bool spyre_take_failed_job(struct spyre_hwq *q, u32 head, struct spyre_fa
 			out->fence = dma_fence_get(job->hw_fence);
 			kref_get(&job->uq->ref);
 			out->uq = job->uq;
+			out->ctxp = spyre_ctx_get(job->ctx);
 			out->seq = job->user_seq;
 			out->ctx = job->ctx->id;
 			out->npackets = job->npackets;
 			out->nwaits = job->nwaits;
+			out->ring_start = job->ring_start;
 			out->ring_end = job->ring_end;
 			out->hw_seqno = job->hw_fence->seqno;
 			found = true;
@@ -177,6 +184,17 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 			.addr = addr, .info = info, .packet = pkt, .core = core, .pc = pc,
 		};
 
+		/* Before the fence: once it signals, the job's BOs may go. */
+		if (error == SPYRE_ERR_ENGINE) {
+			struct spyre_coredump_job cj = {
+				.ctx = job.ctxp, .uqueue = job.uq->id, .rec = rec,
+				.hw_seqno = job.hw_seqno, .npackets = job.npackets,
+				.nwaits = job.nwaits, .ring_start = job.ring_start,
+				.ring_end = job.ring_end,
+			};
+
+			spyre_coredump_capture(sdev, SPYRE_DUMP_REASON_ENGINE_FAULT, q, &cj);
+		}
 		/* Record first: whoever the fence wakes reads the error at once. */
 		spyre_uq_record(job.uq, &rec);
 		dma_fence_set_error(job.fence, -EIO);
@@ -184,6 +202,7 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 		dma_fence_signal(job.fence);
 		dma_fence_put(job.fence);
 		spyre_uqueue_put(job.uq);
+		spyre_ctx_put(job.ctxp);
 	}
 	drm_dbg(&sdev->drm, "hwq %u: job %llu packet %u failed: error %u addr 0x%llx info 0x%x\n",
 		q->idx, job.seq, pkt, error, addr, info);
@@ -204,6 +223,11 @@ static void spyre_error_work(struct work_struct *work)
 
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return;
+	/* Suspended (or suspending): the resume resets the device anyway. */
+	if (pm_runtime_get_if_active(sdev->drm.dev) <= 0) {
+		drm_dev_exit(idx);
+		return;
+	}
 	bits = spyre_hw_reg_read(sdev, SPYRE_REG_ERR_QUEUES_LO) |
 	       (u64)spyre_hw_reg_read(sdev, SPYRE_REG_ERR_QUEUES_HI) << 32;
 	for (i = 0; i < sdev->nr_hwq; i++) {
@@ -215,6 +239,8 @@ static void spyre_error_work(struct work_struct *work)
 	bits &= GENMASK_ULL(sdev->nr_hwq - 1, 0);
 	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_LO, lower_32_bits(bits));
 	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_HI, upper_32_bits(bits));
+	pm_runtime_mark_last_busy(sdev->drm.dev);
+	pm_runtime_put_autosuspend(sdev->drm.dev);
 	drm_dev_exit(idx);
 }
 

@@ -9,6 +9,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/gpu_buddy.h>
 #include <linux/jiffies.h>
+#include <linux/pm_runtime.h>
 
 #include <drm/drm_drv.h>
 #include <drm/drm_print.h>
@@ -20,7 +21,11 @@
 #define SPYRE_ZERO_CHUNK	SZ_2M
 #define SPYRE_ZERO_SGES		128	/* one COPY clears up to 256 MiB */
 
-static void spyre_kq_start(struct spyre_device *sdev)
+/**
+ * spyre_kq_start_locked() - program the kernel queue again, ring empty
+ * @sdev: the device; the caller holds kq->lock
+ */
+void spyre_kq_start_locked(struct spyre_device *sdev)
 {
 	struct spyre_kq *kq = &sdev->kq;
 
@@ -28,17 +33,18 @@ static void spyre_kq_start(struct spyre_device *sdev)
 	spyre_hw_ring_start(sdev, kq->idx, kq->ring_dma, kq->compl_dma, 0);
 }
 
-static int spyre_kq_copy(struct spyre_device *sdev, u64 dst, u64 size)
+/* Put @pkt on the kernel queue (stamped with the next seq) and poll for it. */
+static int spyre_kq_run(struct spyre_device *sdev, const void *pkt)
 {
 	struct spyre_kq *kq = &sdev->kq;
 	u32 base = SPYRE_QREG(kq->idx, 0);
-	struct spyre_pkt_copy *p;
+	struct spyre_pkt_hdr *p;
 	unsigned long end;
 
 	lockdep_assert_held(&kq->lock);
 	p = kq->ring + (kq->tail % SPYRE_RING_PACKETS) * SPYRE_PKT_SIZE;
-	spyre_prep_copy(p, SPYRE_AS_HOST_SGL, kq->sgl_dma, SPYRE_AS_DEVPHYS, dst, size);
-	p->hdr.seq = cpu_to_le64(++kq->seq);
+	memcpy(p, pkt, SPYRE_PKT_SIZE);
+	p->seq = cpu_to_le64(++kq->seq);
 	kq->tail++;
 	spyre_hw_reg_write(sdev, base + SPYRE_Q_TAIL, kq->tail);
 
@@ -51,6 +57,50 @@ static int spyre_kq_copy(struct spyre_device *sdev, u64 dst, u64 size)
 		usleep_range(20, 100);
 	}
 	return 0;
+}
+
+static int spyre_kq_copy(struct spyre_device *sdev, u64 dst, u64 size)
+{
+	u8 pkt[SPYRE_PKT_SIZE];
+
+	spyre_prep_copy(pkt, SPYRE_AS_HOST_SGL, sdev->kq.sgl_dma, SPYRE_AS_DEVPHYS, dst, size);
+	return spyre_kq_run(sdev, pkt);
+}
+
+/**
+ * spyre_kq_read_va() - read a context's memory through its page tables
+ * @sdev: the device, awake
+ * @ctx: MMU context id
+ * @va: context virtual address
+ * @buf: where to put the bytes
+ * @len: bytes, at most SPYRE_KQ_BOUNCE minus two sticks
+ *
+ * A COPY on the kernel queue from the sticks around [@va, @va + @len) into
+ * a bounce buffer, for device coredumps (a job's launch records).
+ *
+ * Return: 0, -EIO when the device faulted (the address is not mapped),
+ * -ETIMEDOUT, -EINVAL for a length too large.
+ */
+int spyre_kq_read_va(struct spyre_device *sdev, u32 ctx, u64 va, void *buf, size_t len)
+{
+	struct spyre_kq *kq = &sdev->kq;
+	u64 start = round_down(va, SPYRE_STICK_BYTES);
+	u64 end = round_up(va + len, SPYRE_STICK_BYTES);
+	u8 pkt[SPYRE_PKT_SIZE];
+	int ret;
+
+	if (end - start > SPYRE_KQ_BOUNCE || end < start)
+		return -EINVAL;
+	spyre_prep_copy(pkt, SPYRE_AS_VIRT, start, SPYRE_AS_HOST, kq->bounce_dma, end - start);
+	((struct spyre_pkt_hdr *)pkt)->ctx = cpu_to_le16(ctx);
+	mutex_lock(&kq->lock);
+	ret = spyre_kq_run(sdev, pkt);
+	if (ret)
+		spyre_kq_start_locked(sdev);
+	else
+		memcpy(buf, kq->bounce + (va - start), len);
+	mutex_unlock(&kq->lock);
+	return ret;
 }
 
 /**
@@ -72,6 +122,11 @@ int spyre_kq_zero(struct spyre_device *sdev, struct list_head *blocks)
 
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return -ENODEV;
+	ret = pm_runtime_resume_and_get(sdev->drm.dev);
+	if (ret < 0) {
+		drm_dev_exit(idx);
+		return ret;
+	}
 	mutex_lock(&kq->lock);
 	list_for_each_entry(block, blocks, link) {
 		u64 off = gpu_buddy_block_offset(block);
@@ -84,9 +139,11 @@ int spyre_kq_zero(struct spyre_device *sdev, struct list_head *blocks)
 	}
 	if (ret) {
 		drm_err(&sdev->drm, "clearing device memory failed: %d\n", ret);
-		spyre_kq_start(sdev);
+		spyre_kq_start_locked(sdev);
 	}
 	mutex_unlock(&kq->lock);
+	pm_runtime_mark_last_busy(sdev->drm.dev);
+	pm_runtime_put_autosuspend(sdev->drm.dev);
 	drm_dev_exit(idx);
 	return ret;
 }
@@ -112,13 +169,16 @@ int spyre_kq_init(struct spyre_device *sdev)
 	kq->zero = dmam_alloc_coherent(dev, SPYRE_ZERO_CHUNK, &kq->zero_dma, GFP_KERNEL);
 	kq->sgl = dmam_alloc_coherent(dev, SPYRE_ZERO_SGES * sizeof(*sge), &kq->sgl_dma,
 				      GFP_KERNEL);
-	if (!kq->ring || !kq->compl || !kq->zero || !kq->sgl)
+	kq->bounce = dmam_alloc_coherent(dev, SPYRE_KQ_BOUNCE, &kq->bounce_dma, GFP_KERNEL);
+	if (!kq->ring || !kq->compl || !kq->zero || !kq->sgl || !kq->bounce)
 		return -ENOMEM;
 	sge = kq->sgl;
 	for (i = 0; i < SPYRE_ZERO_SGES; i++) {
 		sge[i].addr = cpu_to_le64(kq->zero_dma);
 		sge[i].len = cpu_to_le64(SPYRE_ZERO_CHUNK);
 	}
-	spyre_kq_start(sdev);
+	mutex_lock(&kq->lock);
+	spyre_kq_start_locked(sdev);
+	mutex_unlock(&kq->lock);
 	return 0;
 }

@@ -12,6 +12,8 @@
 
 struct spyre_device;
 
+#define SPYRE_KQ_BOUNCE		4096
+
 /**
  * struct spyre_kq - the hardware queue the kernel keeps (clearing memory)
  * @idx: hardware queue index (the last one)
@@ -24,6 +26,8 @@ struct spyre_device;
  * @zero_dma: bus address of @zero
  * @sgl: scatter-gather list repeating @zero
  * @sgl_dma: bus address of @sgl
+ * @bounce: SPYRE_KQ_BOUNCE bytes the device copies into (spyre_kq_read_va())
+ * @bounce_dma: bus address of @bounce
  * @tail: next ring slot
  * @seq: last packet sequence number
  */
@@ -39,11 +43,15 @@ struct spyre_kq {
 	dma_addr_t zero_dma;
 	void *sgl;
 	dma_addr_t sgl_dma;
+	void *bounce;
+	dma_addr_t bounce_dma;
 	u32 tail;
 	u64 seq;
 };
 
 int spyre_kq_init(struct spyre_device *sdev);
 int spyre_kq_zero(struct spyre_device *sdev, struct list_head *blocks);
+int spyre_kq_read_va(struct spyre_device *sdev, u32 ctx, u64 va, void *buf, size_t len);
+void spyre_kq_start_locked(struct spyre_device *sdev);
 
 #endif /* __SPYRE_KQ_H__ */

@@ -49,6 +49,20 @@ void spyre_mmu_invalidate(struct spyre_device *sdev)
 	drm_dev_exit(idx);
 }
 
+/**
+ * spyre_mmu_restore() - give a reset card the context table again
+ * @sdev: the device, awake
+ *
+ * The table and the page tables are in host memory and survive any reset.
+ */
+void spyre_mmu_restore(struct spyre_device *sdev)
+{
+	spyre_hw_reg_write(sdev, SPYRE_REG_MMU_CTX_TABLE_LO, lower_32_bits(sdev->ctx_table_dma));
+	spyre_hw_reg_write(sdev, SPYRE_REG_MMU_CTX_TABLE_HI, upper_32_bits(sdev->ctx_table_dma));
+	spyre_hw_reg_write(sdev, SPYRE_REG_MMU_CTX_COUNT, SPYRE_MMU_MAX_CTX);
+	spyre_mmu_invalidate(sdev);
+}
+
 int spyre_mmu_init(struct spyre_device *sdev)
 {
 	size_t size = SPYRE_MMU_MAX_CTX * sizeof(u64);
@@ -59,10 +73,7 @@ int spyre_mmu_init(struct spyre_device *sdev)
 					     GFP_KERNEL);
 	if (!sdev->ctx_table)
 		return -ENOMEM;
-	spyre_hw_reg_write(sdev, SPYRE_REG_MMU_CTX_TABLE_LO, lower_32_bits(sdev->ctx_table_dma));
-	spyre_hw_reg_write(sdev, SPYRE_REG_MMU_CTX_TABLE_HI, upper_32_bits(sdev->ctx_table_dma));
-	spyre_hw_reg_write(sdev, SPYRE_REG_MMU_CTX_COUNT, SPYRE_MMU_MAX_CTX);
-	spyre_mmu_invalidate(sdev);
+	spyre_mmu_restore(sdev);
 	return 0;
 }
 

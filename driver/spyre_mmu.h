@@ -17,5 +17,6 @@ void spyre_mmu_ctx_fini(struct spyre_ctx *ctx);
 int spyre_mmu_map(struct spyre_ctx *ctx, u64 va, u64 addr, u64 size, u64 flags);
 void spyre_mmu_unmap(struct spyre_ctx *ctx, u64 va, u64 size);
 void spyre_mmu_invalidate(struct spyre_device *sdev);
+void spyre_mmu_restore(struct spyre_device *sdev);
 
 #endif /* __SPYRE_MMU_H__ */

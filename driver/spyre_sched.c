@@ -14,6 +14,8 @@
 #include <linux/dma-fence.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
+#include <linux/iopoll.h>
+#include <linux/pm_runtime.h>
 #include <linux/slab.h>
 
 #include <drm/drm_drv.h>
@@ -22,6 +24,7 @@
 #include <drm/drm_print.h>
 
 #include "spyre_accel.h"
+#include "spyre_coredump.h"
 #include "spyre_ctx.h"
 #include "spyre_drv.h"
 #include "spyre_fault.h"
@@ -67,13 +70,21 @@ static void spyre_hwq_busy_begin_locked(struct spyre_hwq *q, u64 now)
 	spin_unlock(&sdev->busy_lock);
 }
 
-/* The head job leaves the in-flight list (done, failed or canceled). */
+/*
+ * The head job leaves the in-flight list (done, failed or canceled) and
+ * drops the runtime PM reference spyre_run_job() took for it: the card may
+ * autosuspend once no job is in flight.
+ */
 static void spyre_hwq_retire_locked(struct spyre_hwq *q, struct spyre_job *job, u64 now)
 {
+	struct device *dev = q->sdev->drm.dev;
+
 	lockdep_assert_held(&q->lock);
 	list_del_init(&job->link);
 	atomic64_add(now - q->head_since, &job->ctx->busy_ns);
 	q->head_since = now;
+	pm_runtime_mark_last_busy(dev);
+	pm_runtime_put_autosuspend(dev);
 }
 
 static void spyre_hwq_busy_end_locked(struct spyre_hwq *q, u64 now)
@@ -219,6 +230,10 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	}
 	if (sched_job->s_fence->finished.error)
 		return ERR_PTR(sched_job->s_fence->finished.error);
+	if (READ_ONCE(sdev->state) == SPYRE_DEV_STATE_WEDGED) {
+		spyre_uq_fail(job->uq, job->user_seq, DRM_SPYRE_ERROR_RESET);
+		return ERR_PTR(-EIO);
+	}
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return ERR_PTR(-ENODEV);
 
@@ -226,6 +241,12 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	if (!fence) {
 		drm_dev_exit(idx);
 		return ERR_PTR(-ENOMEM);
+	}
+	/* Wake the card; held until the job leaves the ring (retire). */
+	if (pm_runtime_resume_and_get(sdev->drm.dev) < 0) {
+		kfree(fence);
+		drm_dev_exit(idx);
+		return ERR_PTR(-EIO);
 	}
 
 	spin_lock_irqsave(&q->lock, flags);
@@ -304,11 +325,17 @@ static void spyre_free_job(struct drm_sched_job *sched_job)
 	spyre_job_release(to_spyre_job(sched_job));
 }
 
-/*
- * Reset a hardware queue and fail whatever it still had in flight. Takes
- * q->lock; the caller has stopped the queue's scheduler.
+/**
+ * spyre_hwq_reset() - reset a hardware queue, fail what it had in flight
+ * @q: the queue; the caller has stopped its scheduler
+ * @error: the fences' error
+ * @record: DRM_SPYRE_ERROR_* to record for each failed job's user queue,
+ *	or DRM_SPYRE_ERROR_NONE to record nothing (the timeout handler
+ *	records the guilty job itself and runs the others again)
+ *
+ * Takes q->lock. Restarts the queue with an empty ring.
  */
-static void spyre_hwq_reset(struct spyre_hwq *q, int error)
+void spyre_hwq_reset(struct spyre_hwq *q, int error, u32 record)
 {
 	struct spyre_job *job, *tmp;
 	unsigned long flags;
@@ -318,6 +345,8 @@ static void spyre_hwq_reset(struct spyre_hwq *q, int error)
 	spin_lock_irqsave(&q->lock, flags);
 	now = ktime_get_ns();
 	list_for_each_entry_safe(job, tmp, &q->inflight, link) {
+		if (record != DRM_SPYRE_ERROR_NONE)
+			spyre_uq_fail(job->uq, job->user_seq, record);
 		spyre_hwq_retire_locked(q, job, now);
 		dma_fence_set_error(job->hw_fence, error);
 		dma_fence_signal_locked(job->hw_fence);
@@ -372,9 +401,13 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		return DRM_GPU_SCHED_STAT_NOMINAL;
 	}
 
+	/* The card is awake: the hung job holds a reference until the reset. */
+	pm_runtime_get_noresume(sdev->drm.dev);
 	drm_sched_stop(&q->sched, sched_job);
-	spyre_hwq_reset(q, -ECANCELED);
+	spyre_coredump_hang(sdev, job);
+	spyre_hwq_reset(q, -ECANCELED, DRM_SPYRE_ERROR_NONE);
 	atomic_inc(&sdev->resets);
+	spyre_hwq_check_quiet(q);
 
 	/* The job that hung fails; the context is banned after repeated hangs. */
 	job->guilty = true;
@@ -388,8 +421,30 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	/* Everything else that was pending runs again. */
 	drm_sched_resubmit_jobs(&q->sched);
 	drm_sched_start(&q->sched);
+	spyre_reset_uevent(sdev, "queue", q->idx, "timeout");
+	pm_runtime_mark_last_busy(sdev->drm.dev);
+	pm_runtime_put_autosuspend(sdev->drm.dev);
 	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+/*
+ * A queue reset aborts the packet in progress; the device keeps
+ * Q_STATUS.BUSY until it has stopped. If it never does, the queue cannot
+ * be used safely: the device is wedged until a device reset (sysfs
+ * "reset"), and jobs fail meanwhile (spyre_run_job()).
+ */
+void spyre_hwq_check_quiet(struct spyre_hwq *q)
+{
+	struct spyre_device *sdev = q->sdev;
+	u32 st;
+
+	if (!readl_poll_timeout(sdev->regs + SPYRE_QREG(q->idx, SPYRE_Q_STATUS), st,
+				!(st & SPYRE_QSTAT_BUSY), 100, 500 * USEC_PER_MSEC))
+		return;
+	drm_err(&sdev->drm, "hwq %u still busy after its reset: device wedged\n", q->idx);
+	WRITE_ONCE(sdev->state, SPYRE_DEV_STATE_WEDGED);
+	spyre_reset_uevent(sdev, "needed", q->idx, "wedged");
 }
 
 static const struct drm_sched_backend_ops spyre_sched_ops = {
@@ -407,6 +462,8 @@ static int spyre_hwq_init(struct spyre_device *sdev, struct spyre_hwq *q, unsign
 		.credit_limit = SPYRE_RING_PACKETS - 1,
 		.hang_limit = 0,
 		.timeout = msecs_to_jiffies(SPYRE_JOB_TIMEOUT_MS),
+		/* Ordered: one timeout, error or device reset at a time. */
+		.timeout_wq = sdev->reset_wq,
 		.name = "spyre",
 		.dev = sdev->drm.dev,
 	};
@@ -444,6 +501,9 @@ int spyre_sched_init(struct spyre_device *sdev)
 	int ret;
 
 	spin_lock_init(&sdev->busy_lock);
+	ret = spyre_reset_init(sdev);
+	if (ret)
+		return ret;
 	if (sdev->caps.queues < 2) {
 		drm_err(&sdev->drm, "need at least 2 hardware queues, device has %u\n",
 			sdev->caps.queues);
@@ -477,6 +537,21 @@ int spyre_sched_init(struct spyre_device *sdev)
 			return ret;
 	}
 	return 0;
+}
+
+/**
+ * spyre_hwq_restart() - program an idle hardware queue again
+ * @q: the queue, nothing in flight (after a runtime or system resume, whose
+ *	D3hot to D0 transition reset the device)
+ */
+void spyre_hwq_restart(struct spyre_hwq *q)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	q->tail = 0;
+	spin_unlock_irqrestore(&q->lock, flags);
+	spyre_hw_ring_start(q->sdev, q->idx, q->ring_dma, q->compl_dma, q->prio);
 }
 
 /*
@@ -535,4 +610,7 @@ void spyre_sched_fini(struct spyre_device *sdev)
 	kfree(sdev->hwq);
 	sdev->hwq = NULL;
 	sdev->nr_hwq = 0;
+	if (sdev->reset_wq)
+		destroy_workqueue(sdev->reset_wq);
+	sdev->reset_wq = NULL;
 }

@@ -6,6 +6,9 @@
 #include <linux/device.h>
 #include <linux/sysfs.h>
 
+#include <drm/drm_file.h>
+
+#include "spyre_devcoredump.h"
 #include "spyre_drv.h"
 #include "spyre_sched.h"
 
@@ -84,6 +87,62 @@ static ssize_t queue_busy_show(struct device *dev, struct device_attribute *attr
 }
 static DEVICE_ATTR_RO(queue_busy);
 
+/* The device state (docs/driver.md): active, suspended, resetting, wedged. */
+static ssize_t state_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", spyre_dev_state_name(spyre_dev_state(dev_to_sdev(dev))));
+}
+static DEVICE_ATTR_RO(state);
+
+static ssize_t device_resets_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&dev_to_sdev(dev)->device_resets));
+}
+static DEVICE_ATTR_RO(device_resets);
+
+/*
+ * /sys/class/accel/accelN/reset, write 1 (root only, 0200): reset the whole
+ * card with files open. Jobs on the rings fail with DRM_SPYRE_ERROR_RESET;
+ * later work runs. On the accel device, as the reset uevents: the PCI
+ * device's own "reset" is the PCI core's function reset.
+ */
+static ssize_t reset_store(struct device *dev, struct device_attribute *attr,
+			   const char *buf, size_t count)
+{
+	struct drm_minor *minor = dev_get_drvdata(dev);
+	bool on;
+	int ret;
+
+	ret = kstrtobool(buf, &on);
+	if (ret)
+		return ret;
+	if (!on)
+		return -EINVAL;
+	ret = spyre_reset_device(to_spyre_device(minor->dev));
+	return ret ? ret : count;
+}
+static DEVICE_ATTR_WO(reset);
+
+/**
+ * spyre_sysfs_accel_init() - the accel device's "reset" attribute
+ * @sdev: the device, registered
+ *
+ * Return: 0 or a negative errno.
+ */
+int spyre_sysfs_accel_init(struct spyre_device *sdev)
+{
+	return device_create_file(sdev->drm.accel->kdev, &dev_attr_reset);
+}
+
+/**
+ * spyre_sysfs_accel_fini() - remove it, before the unplug
+ * @sdev: the device
+ */
+void spyre_sysfs_accel_fini(struct spyre_device *sdev)
+{
+	device_remove_file(sdev->drm.accel->kdev, &dev_attr_reset);
+}
+
 static struct attribute *spyre_attrs[] = {
 	&dev_attr_cores.attr,
 	&dev_attr_mem_total.attr,
@@ -93,6 +152,8 @@ static struct attribute *spyre_attrs[] = {
 	&dev_attr_faults.attr,
 	&dev_attr_queue_busy.attr,
 	&dev_attr_busy_ns.attr,
+	&dev_attr_state.attr,
+	&dev_attr_device_resets.attr,
 	NULL,
 };
 

@@ -346,10 +346,32 @@ static const MemoryRegionOps spyre_mmio_ops = {
     },
 };
 
+static unsigned spyre_power_state(PCIDevice *pdev)
+{
+    SpyreState *s = SPYRE(pdev);
+
+    return pci_get_word(pdev->config + s->pm_cap + PCI_PM_CTRL) &
+           PCI_PM_CTRL_STATE_MASK;
+}
+
 static void spyre_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
                                int len)
 {
+    unsigned from = spyre_power_state(pdev), to;
+
     pci_default_write_config(pdev, addr, val, len);
+    /*
+     * PMCSR: D0 and D3hot (D1/D2 are not advertised; writing them is
+     * allowed and changes nothing). No_Soft_Reset is 0: leaving D3hot
+     * resets the device as RESET does; device memory keeps its contents.
+     */
+    to = spyre_power_state(pdev);
+    if (from != to) {
+        trace_spyre_power_state(from, to);
+        if (from == 3 && to == 0) {
+            spyre_do_reset(SPYRE(pdev));
+        }
+    }
     /* Device Control "Initiate FLR" resets the function (spyre_qdev_reset). */
     pcie_cap_flr_write_config(pdev, addr, val, len);
 }
@@ -471,6 +493,15 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         return;
     }
     pcie_cap_flr_init(pdev);
+
+    /* PCI power management: D0 and D3hot, software-visible in PMCSR. */
+    s->pm_cap = pci_add_capability(pdev, PCI_CAP_ID_PM, 0, PCI_PM_SIZEOF, errp);
+    if (s->pm_cap < 0) {
+        return;
+    }
+    pci_set_word(pdev->config + s->pm_cap + PCI_PM_PMC, PCI_PM_CAP_VER_1_2);
+    pci_set_word(pdev->config + s->pm_cap + PCI_PM_CTRL, 0); /* D0 */
+    pci_set_word(pdev->wmask + s->pm_cap + PCI_PM_CTRL, PCI_PM_CTRL_STATE_MASK);
 
     {
         struct spyre_engine_config cfg;

@@ -143,6 +143,7 @@ struct SpyreState {
 
     uint32_t scratch;
     uint32_t reset_count;
+    int pm_cap;             /* offset of the PCI PM capability */
     uint32_t window_lo;
     uint64_t window_base;
     int64_t clock_base_ns;

@@ -351,6 +351,10 @@ struct drm_spyre_submit {
 						 */
 #define DRM_SPYRE_ERROR_TIMEOUT		2	/* the job hung and was reset */
 #define DRM_SPYRE_ERROR_CANCELED	3	/* not run: the context is banned */
+#define DRM_SPYRE_ERROR_RESET		4	/* canceled by a device reset (sysfs
+						 * "reset"), or not run: the
+						 * device is wedged
+						 */
 
 /**
  * struct drm_spyre_queue_error - the last error of a queue

@@ -104,6 +104,10 @@ static int check_errors_locked(struct spyre_stream *s)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu hung and was reset (stream poisoned)",
 			 (unsigned long long)e.job_seq);
+	else if (e.error == DRM_SPYRE_ERROR_RESET)
+		snprintf(s->poison, sizeof(s->poison),
+			 "stream job %llu canceled by a device reset (stream poisoned)",
+			 (unsigned long long)e.job_seq);
 	else if (e.error == DRM_SPYRE_ERROR_CANCELED)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu canceled: the context is banned",
