@@ -252,6 +252,8 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 	size_t len;
 	FILE *f;
 
+	if (access("/sys/class/devcoredump", F_OK))
+		SKIP(return, "kernel without CONFIG_DEV_COREDUMP");
 	drop_dumps(self->pci);
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
 	ASSERT_EQ(0, inject_hang_all(self->pci));
@@ -460,6 +462,8 @@ TEST_F(ops, runtime_pm_autosuspends_and_wakes_on_submit)
 	struct sbo dev, host;
 	long t0, t1;
 
+	if (pci_attr(self->pci, "power/runtime_status", st, sizeof(st)))
+		SKIP(return, "kernel without CONFIG_PM");
 	ASSERT_EQ(0, pci_attr(self->pci, "power/autosuspend_delay_ms", delay, sizeof(delay)));
 	ASSERT_EQ(0, pci_attr(self->pci, "power/control", st, sizeof(st)));
 	ASSERT_EQ(0, strcmp(st, "auto"));
