@@ -220,6 +220,11 @@ void ew_shape(const at::Tensor &t, uint64_t *rows, uint64_t *cols)
 
 /* ---- the transposed-weight cache (W [n, k] -> W^T [k, n]) ----------------------- */
 
+int64_t version_of(const at::Tensor &t)
+{
+	return (int64_t)t.unsafeGetTensorImpl()->version_counter().current_version();
+}
+
 struct WKey {
 	const void *storage, *data;
 	int64_t offset, version, n, k;
@@ -245,13 +250,14 @@ std::map<WKey, WEntry> g_wt;
 /*
  * @w [n, k] as the kernel library's W [k x n]: a transposed copy made once
  * per weight version (TRANSPOSE on the card when w is stick-aligned) and kept.
+ * @version is the version counter of the tensor the caller got from autograd
+ * (a view made inside a kernel, below autograd, has a counter of its own).
  */
-at::Tensor weight_kn(const at::Tensor &w, uint32_t dt)
+at::Tensor weight_kn(const at::Tensor &w, uint32_t dt, int64_t version)
 {
 	int64_t n = w.size(0), k = w.size(1);
 	c10::StorageImpl *st = w.storage().unsafeGetStorageImpl();
-	WKey key{ st, st->data(), w.storage_offset(),
-		  (int64_t)w.unsafeGetTensorImpl()->version_counter().current_version(), n, k, w.scalar_type() };
+	WKey key{ st, st->data(), w.storage_offset(), version, n, k, w.scalar_type() };
 	{
 		std::lock_guard<std::mutex> g(g_w_mu);
 		auto it = g_wt.find(key);
@@ -333,7 +339,7 @@ bool matmul_ok(const at::Tensor &a, const at::Tensor &b, uint32_t *dt)
 at::Tensor b_operand(const at::Tensor &b, uint32_t dt)
 {
 	if (b.dim() == 2 && !b.is_contiguous() && b.t().is_contiguous())
-		return weight_kn(b.t(), dt);
+		return weight_kn(b.t(), dt, version_of(b));
 	return b.contiguous();
 }
 
@@ -377,7 +383,7 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &w, const c10::optional<
 	count_card("linear");
 	std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
 	out.back() = w.size(0);
-	at::Tensor y = linear_kn(x.contiguous().reshape({ -1, x.size(-1) }), weight_kn(w.contiguous(), dt), bb, dt);
+	at::Tensor y = linear_kn(x.contiguous().reshape({ -1, x.size(-1) }), weight_kn(w.contiguous(), dt, version_of(w)), bb, dt);
 
 	return y.reshape(out);
 }

@@ -188,20 +188,78 @@ void copy_d2d(int dev, uint64_t dst, uint64_t src, size_t bytes)
 
 namespace {
 
+/*
+ * Stream-ordered reuse, as CUDA's caching allocator: a freed block goes back
+ * to the free list of the stream it was allocated on and is handed out again
+ * only to that stream, whose later work runs after everything that used it
+ * there. Giving it to another stream at once (libspyre's allocator is per
+ * device) would let that stream overwrite data a queued kernel still reads.
+ * Blocks go back to libspyre after a device synchronize (empty_cache, or an
+ * allocation that found the card full). A tensor used on another stream than
+ * its own must be kept alive until that stream's work is done.
+ */
 struct Alloc {
 	spyre_dptr_t p;
+	size_t size;
 	int dev;
+	int64_t stream;
 };
+
+struct Pool {
+	std::mutex mu;
+	std::multimap<std::pair<int64_t, size_t>, spyre_dptr_t> free;	/* (stream, size) */
+	uint64_t in_use = 0, peak = 0, cached = 0;
+};
+Pool g_pools[kMaxDevices];
 
 void free_alloc(void *ctx)
 {
 	auto *a = static_cast<Alloc *>(ctx);
+	Pool &pl = g_pools[a->dev];
+	std::lock_guard<std::mutex> g(pl.mu);
 
-	if (a) {
-		spyre_free(g_devs[a->dev].dev, a->p);
-		delete a;
-	}
+	pl.free.emplace(std::make_pair(a->stream, a->size), a->p);
+	pl.in_use -= a->size;
+	pl.cached += a->size;
+	delete a;
 }
+
+}  // namespace
+
+/* Synchronize device @d, then give every cached block back to libspyre. */
+static void release_cached(int d)
+{
+	Pool &pl = g_pools[d];
+	std::vector<spyre_dptr_t> ptrs;
+
+	spyre_device_synchronize(device(d));
+	{
+		std::lock_guard<std::mutex> g(pl.mu);
+
+		for (auto &kv : pl.free)
+			ptrs.push_back(kv.second);
+		pl.free.clear();
+		pl.cached = 0;
+	}
+	for (spyre_dptr_t p : ptrs)
+		spyre_free(device(d), p);
+}
+
+static uint64_t bytes_in_use(int d, bool peak)
+{
+	Pool &pl = g_pools[d];
+	std::lock_guard<std::mutex> g(pl.mu);
+
+	return peak ? pl.peak : pl.in_use;
+}
+
+static void empty_cache(int d)
+{
+	release_cached(d);
+	SPYRE_CHECK(spyre_empty_cache(device(d)), "empty_cache");
+}
+
+namespace {
 
 struct SpyreAllocator final : c10::Allocator {
 	at::DataPtr allocate(size_t n) const override
@@ -209,26 +267,51 @@ struct SpyreAllocator final : c10::Allocator {
 		int d = current_device();
 		spyre_device_t *dev = device(d);
 		c10::Device where(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)d);
+		/* whole sticks: copies and kernels may touch the last one entirely */
+		size_t sz = up(n);
+		int64_t stream = t_stream[d];
+		Pool &pl = g_pools[d];
 		spyre_dptr_t p = 0;
 		int rc;
 
 		if (!n)
 			return at::DataPtr(nullptr, where);
-		/* whole sticks: copies and kernels may touch the last one entirely */
-		rc = spyre_malloc(dev, up(n), &p);
-		if (rc) {
-			struct spyre_mem_stats st = {};
-			std::string detail = spyre_last_error() ? spyre_last_error() : "";
+		{
+			std::lock_guard<std::mutex> g(pl.mu);
+			auto it = pl.free.find(std::make_pair(stream, sz));
 
-			st.size = sizeof(st);
-			spyre_mem_get_stats(dev, &st);
-			TORCH_CHECK(false, "spyre: ", rc == -ENOMEM ? "out of device memory: " : "",
-				    "cannot allocate ", n, " bytes on privateuseone:", d, " (", st.allocated,
-				    " bytes allocated, ", st.reserved, " reserved",
-				    rc == -ENOMEM ? "; free tensors, then spyre_torch.empty_cache()" : "", "): ",
-				    detail.empty() ? spyre_strerror(rc) : detail);
+			if (it != pl.free.end()) {
+				p = it->second;
+				pl.free.erase(it);
+				pl.cached -= sz;
+			}
 		}
-		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, d }, &free_alloc, where);
+		if (!p) {
+			rc = spyre_malloc(dev, sz, &p);
+			if (rc == -ENOMEM) {	/* the cache may hold what is missing */
+				release_cached(d);
+				rc = spyre_malloc(dev, sz, &p);
+			}
+			if (rc) {
+				struct spyre_mem_stats st = {};
+				std::string detail = spyre_last_error() ? spyre_last_error() : "";
+
+				st.size = sizeof(st);
+				spyre_mem_get_stats(dev, &st);
+				TORCH_CHECK(false, "spyre: ", rc == -ENOMEM ? "out of device memory: " : "",
+					    "cannot allocate ", n, " bytes on privateuseone:", d, " (",
+					    bytes_in_use(d, false), " bytes in tensors, ", st.reserved, " reserved",
+					    rc == -ENOMEM ? "; free tensors, then spyre_torch.empty_cache()" : "", "): ",
+					    detail.empty() ? spyre_strerror(rc) : detail);
+			}
+		}
+		{
+			std::lock_guard<std::mutex> g(pl.mu);
+
+			pl.in_use += sz;
+			pl.peak = std::max(pl.peak, pl.in_use);
+		}
+		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, sz, d, stream }, &free_alloc, where);
 	}
 
 	c10::DeleterFnPtr raw_deleter() const override
@@ -604,9 +687,11 @@ int64_t mem_stat(int64_t dev, int64_t which)
 {
 	struct spyre_mem_stats st = {};
 
+	if (which < 2)	/* bytes in tensors (the stream caches' blocks are not) */
+		return (int64_t)bytes_in_use((int)dev, which == 1);
 	st.size = sizeof(st);
 	SPYRE_CHECK(spyre_mem_get_stats(device((int)dev), &st), "memory statistics");
-	return (int64_t)(which == 0 ? st.allocated : which == 1 ? st.peak_allocated : st.reserved);
+	return (int64_t)st.reserved;
 }
 
 }  // namespace
@@ -668,8 +753,7 @@ TORCH_LIBRARY(spyre, m)
 		return (double)ms;
 	});
 	m.def("memory_stat(int d, int which) -> int", mem_stat);
-	m.def("empty_cache(int d) -> ()",
-	      [](int64_t d) { SPYRE_CHECK(spyre_empty_cache(device((int)d)), "empty_cache"); });
+	m.def("empty_cache(int d) -> ()", [](int64_t d) { empty_cache((int)d); });
 }
 
 }  // namespace spyre_torch
