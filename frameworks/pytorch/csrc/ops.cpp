@@ -702,27 +702,24 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
 	m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
 }
 
+/* "name count" lines of a counter map, for spyre_torch's dicts. */
+static std::string report(const std::map<std::string, int64_t> &counts)
+{
+	std::lock_guard<std::mutex> g(g_count_mu);
+	std::string s;
+
+	for (const auto &kv : counts)
+		s += kv.first + " " + std::to_string(kv.second) + "\n";
+	return s;
+}
+
 TORCH_LIBRARY_FRAGMENT(spyre, m)
 {
 	m.def("rms_norm(Tensor x, Tensor w, float eps) -> Tensor");
 	m.impl("rms_norm", c10::DispatchKey::PrivateUse1, TORCH_FN(rms_norm));
 	m.impl("rms_norm", c10::DispatchKey::AutogradPrivateUse1, TORCH_FN(rms_norm));	/* inference only */
-	m.def("fallback_report() -> str", [] {
-		std::lock_guard<std::mutex> g(g_count_mu);
-		std::string s;
-
-		for (const auto &kv : g_fallbacks)
-			s += kv.first + " " + std::to_string(kv.second) + "\n";
-		return s;
-	});
-	m.def("card_report() -> str", [] {
-		std::lock_guard<std::mutex> g(g_count_mu);
-		std::string s;
-
-		for (const auto &kv : g_on_card)
-			s += kv.first + " " + std::to_string(kv.second) + "\n";
-		return s;
-	});
+	m.def("fallback_report() -> str", [] { return report(g_fallbacks); });
+	m.def("card_report() -> str", [] { return report(g_on_card); });
 	m.def("relayouts() -> int", [] {
 		std::lock_guard<std::mutex> g(g_count_mu);
 
