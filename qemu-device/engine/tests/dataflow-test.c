@@ -368,7 +368,9 @@ static void test_wake_during_sync_dma(void)
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_ADDI, 1, (uint64_t)-1, 1);
 	spyre_pb_ctl(pb, 0, SPYRE_ISA_OP_BNZ, 1, 1, 0);
 	spyre_pb_ring(pb, 0, SPYRE_ISA_OP_SEND, 0, 1, 0, 128);
-	TAP_CHECK(!launch(pb, 3, &r) && r.insns == 3 + 1 + 200 && r.core_end_cycles[1] == D + cfg.dma_latency_cycles + 2 * is,
+	int rc = launch(pb, 3, &r);
+
+	TAP_CHECK(!rc && r.insns == 3 + 1 + 200 && r.core_end_cycles[1] == D + cfg.dma_latency_cycles + 2 * is,
 		  "a message during a synchronous LOAD does not repeat it (%llu instructions, core 1 ends at %llu)",
 		  (unsigned long long)r.insns, (unsigned long long)r.core_end_cycles[1]);
 }
