@@ -314,29 +314,31 @@ bench: setup
 	$(MAKE) bench-run
 
 bench-run: all $(BENCHES) bench-engine
+	@# outputs apart from build/bench, which the VM runs copy in: the same bytes boot every run (timed mode)
+	@mkdir -p $(B)/bench-out
 	@echo "== device COPY bandwidth (qtest, host)"
 	SPYRE_QEMU=$(QEMU_BIN) $(B)/bench/copy-bw
 	@echo "== launch paths (in the VM; functional, then timed: deterministic, docs/timed-mode.md)"
 	for m in "" --timed; do \
-		tools/vm/run -q $$m --timeout 600 --copy $(B)/bench --out $(B)/bench/launch$$m.out -- /spyre/bench/launch-bench || exit $$?; \
-		tr -d '\r' <$(B)/bench/launch$$m.out; \
+		tools/vm/run -q $$m --timeout 600 --copy $(B)/bench --out $(B)/bench-out/launch$$m.out -- /spyre/bench/launch-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench-out/launch$$m.out; \
 	done
 	@echo "== DMA through the whole stack: spyre_memcpy 256 MiB, pinned and pageable (in the VM: functional vs memcpy, timed vs the modeled link)"
 	for m in "" --timed; do \
-		tools/vm/run -q $$m --timeout 900 --copy $(B)/bench --out $(B)/bench/dma$$m.out -- /spyre/bench/dma-bench || exit $$?; \
-		tr -d '\r' <$(B)/bench/dma$$m.out; \
+		tools/vm/run -q $$m --timeout 900 --copy $(B)/bench --out $(B)/bench-out/dma$$m.out -- /spyre/bench/dma-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench-out/dma$$m.out; \
 	done
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
-	$(B)/bench/kernels-bench >$(B)/bench/kernels.out
-	cat $(B)/bench/kernels.out
+	$(B)/bench/kernels-bench >$(B)/bench-out/kernels.out
+	cat $(B)/bench-out/kernels.out
 	@echo "== a real model's dispatch: kernels built every step (a) / cached + patching (b) / cached + patch-free (c); functional, then timed"
 	for m in "" --timed; do \
-		tools/vm/run -q $$m --timeout 900 --dev "mem-size=4G" --out $(B)/bench/dispatch$$m.out -- \
+		tools/vm/run -q $$m --timeout 900 --dev "mem-size=4G" --out $(B)/bench-out/dispatch$$m.out -- \
 			spyre-generate --device 0 --dtype fp16 --dispatch all -q -n 32 || exit $$?; \
 		echo "-- dispatch$$m"; \
-		tr -d '\r' <$(B)/bench/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
+		tr -d '\r' <$(B)/bench-out/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
 	done
-	bench/published $(B)/bench
+	bench/published $(B)/bench-out
 
 # ---- the two commands ------------------------------------------------------------
 # Set-up first, then a fresh make: what the build finds (clang, pkg-config
