@@ -1093,6 +1093,9 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	e->opaque = opaque;
 	e->program_va = program_va;
 	e->mask = e->cfg.cores == SPYRE_MAX_CORES ? core_mask : core_mask & ((1u << e->cfg.cores) - 1);
+	/* a launch that fails before its cores start reports none of the previous launch's figures */
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		e->core[i].running = false;
 	e->active = (uint32_t)__builtin_popcount(e->mask);
 
 	/* fetch: header first (for the size), then the whole image */

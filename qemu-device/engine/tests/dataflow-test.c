@@ -375,6 +375,33 @@ static void test_wake_during_sync_dma(void)
 		  (unsigned long long)r.insns, (unsigned long long)r.core_end_cycles[1]);
 }
 
+static void test_failed_launch_reports_nothing(void)
+{
+	struct spyre_launch_result r;
+	uint64_t good = tiled_loop(64, true), img_va;
+	struct spyre_pb *pb = newpb();
+	void *img = NULL;
+	size_t sz = 0;
+	int rc;
+
+	/* after a launch that ran, one whose argument block cannot be read reports no figures of it */
+	load(pb, 0, 0, 0, 4096, false);
+	if (spyre_pb_finish(pb, &img, &sz))
+		sz = 0;
+	spyre_pb_free(pb);
+	img_va = buf + (2u << 20);
+	memcpy(flatmem_ptr(&M, img_va), img, sz);
+	free(img);
+	M.hole_lo = buf + (3u << 20);
+	M.hole_hi = M.hole_lo + 4096;
+	rc = spyre_engine_launch(E, img_va, M.hole_lo, 1, &flatmem_ops, &M, &r);
+	M.hole_lo = M.hole_hi = 0;
+	TAP_CHECK(good && sz && rc == SPYRE_ENGINE_FAULT_MEM && r.insns == 0 && r.device_cycles == 0 &&
+		  r.core_busy_cycles[0] == 0 && r.cores_run == 0,
+		  "an argument fault after a %llu-cycle launch: %llu instructions, %llu cycles reported",
+		  (unsigned long long)good, (unsigned long long)r.insns, (unsigned long long)r.device_cycles);
+}
+
 static void test_determinism(void)
 {
 	uint64_t a = tiled_loop(64, true), b = tiled_loop(64, true);
@@ -395,6 +422,7 @@ static const struct tap_case cases[] = {
 	{ "queue_full", test_queue_full },
 	{ "token_misuse", test_token_misuse },
 	{ "wake_during_sync_dma", test_wake_during_sync_dma },
+	{ "failed_launch_reports_nothing", test_failed_launch_reports_nothing },
 	{ "determinism", test_determinism },
 };
 
