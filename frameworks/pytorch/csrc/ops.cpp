@@ -220,9 +220,10 @@ void ew_shape(const at::Tensor &t, uint64_t *rows, uint64_t *cols)
 
 /* ---- the transposed-weight cache (W [n, k] -> W^T [k, n]) ----------------------- */
 
+/* The version counter; -1 for an inference tensor, which has none (never cached). */
 int64_t version_of(const at::Tensor &t)
 {
-	return (int64_t)t.unsafeGetTensorImpl()->version_counter().current_version();
+	return t.is_inference() ? -1 : (int64_t)t.unsafeGetTensorImpl()->version_counter().current_version();
 }
 
 struct WKey {
@@ -258,7 +259,7 @@ at::Tensor weight_kn(const at::Tensor &w, uint32_t dt, int64_t version)
 	int64_t n = w.size(0), k = w.size(1);
 	c10::StorageImpl *st = w.storage().unsafeGetStorageImpl();
 	WKey key{ st, st->data(), w.storage_offset(), version, n, k, w.scalar_type() };
-	{
+	if (version >= 0) {
 		std::lock_guard<std::mutex> g(g_w_mu);
 		auto it = g_wt.find(key);
 
@@ -286,15 +287,35 @@ at::Tensor weight_kn(const at::Tensor &w, uint32_t dt, int64_t version)
 		count_relayout();
 		wt.copy_(w.cpu().t().contiguous());
 	}
-	std::lock_guard<std::mutex> g(g_w_mu);
-	if (g_wt.size() >= 512) {	/* drop the dead, then everything if still full */
-		for (auto it = g_wt.begin(); it != g_wt.end();)
-			it = it->second.storage.expired() ? g_wt.erase(it) : std::next(it);
-		if (g_wt.size() >= 512)
+	if (version < 0)	/* an inference tensor may change in place unseen: not cached */
+		return wt;
+	/* other streams may use the entry at once: it must be written */
+	SPYRE_CHECK(spyre_stream_synchronize(current_stream(dev)), "weight transpose");
+	std::vector<at::Tensor> dropped;	/* freed after the lock, once no stream can still read them */
+	{
+		std::lock_guard<std::mutex> g(g_w_mu);
+
+		for (auto it = g_wt.begin(); it != g_wt.end();) {	/* the dead and this weight's old versions */
+			const WKey &o = it->first;
+			bool old_version = o.storage == key.storage && o.data == key.data && o.offset == key.offset &&
+					   o.n == key.n && o.k == key.k && o.dtype == key.dtype;
+
+			if (it->second.storage.expired() || old_version) {
+				dropped.push_back(it->second.wt);
+				it = g_wt.erase(it);
+			} else {
+				++it;
+			}
+		}
+		if (g_wt.size() >= 4096) {
+			for (auto &kv : g_wt)
+				dropped.push_back(kv.second.wt);
 			g_wt.clear();
+		}
+		g_wt.emplace(key, WEntry{ w.storage().getWeakStorageImpl(), wt });
 	}
-	g_wt.erase(key);
-	g_wt.emplace(key, WEntry{ w.storage().getWeakStorageImpl(), wt });
+	if (!dropped.empty())	/* a queued launch on another stream may still read a dropped transpose */
+		SPYRE_CHECK(spyre_device_synchronize(device(dev)), "weight cache");
 	return wt;
 }
 

@@ -109,7 +109,8 @@ spyre_stream_t *stream_of(int index, int64_t id)
 	Dev &d = dev_state(index);
 	std::lock_guard<std::mutex> g(d.mu);
 
-	TORCH_CHECK(id >= 0 && id < (int64_t)d.streams.size(), "spyre: no stream ", id, " on device ", index);
+	TORCH_CHECK(id >= 0 && id < (int64_t)d.streams.size() && d.streams[id], "spyre: no stream ", id,
+		    " on device ", index, id > 0 && id < (int64_t)d.streams.size() ? " (destroyed)" : "");
 	return d.streams[id];
 }
 
@@ -226,13 +227,16 @@ void free_alloc(void *ctx)
 
 }  // namespace
 
-/* Synchronize device @d, then give every cached block back to libspyre. */
+/*
+ * Give every cached block back to libspyre: take them off the free lists
+ * first, then synchronize the device (the work that used them is done), then
+ * free. A block freed by another thread meanwhile stays cached.
+ */
 static void release_cached(int d)
 {
 	Pool &pl = g_pools[d];
 	std::vector<spyre_dptr_t> ptrs;
 
-	spyre_device_synchronize(device(d));
 	{
 		std::lock_guard<std::mutex> g(pl.mu);
 
@@ -241,6 +245,7 @@ static void release_cached(int d)
 		pl.free.clear();
 		pl.cached = 0;
 	}
+	spyre_device_synchronize(device(d));
 	for (spyre_dptr_t p : ptrs)
 		spyre_free(device(d), p);
 }
@@ -364,7 +369,7 @@ struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
 	}
 	c10::Stream getStream(c10::Device d) const noexcept override
 	{
-		int i = d.index() < 0 ? t_dev : d.index();
+		int i = d.index() < 0 || d.index() >= kMaxDevices ? t_dev : d.index();
 
 		return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)i),
 				   t_stream[i]);
@@ -377,7 +382,8 @@ struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
 	{
 		c10::Stream old = getStream(s.device());
 
-		t_stream[s.device_index()] = s.id();
+		if (s.device_index() >= 0 && s.device_index() < kMaxDevices)
+			t_stream[s.device_index()] = s.id();
 		return old;
 	}
 	c10::DeviceIndex deviceCount() const noexcept override
@@ -659,6 +665,41 @@ int64_t stream_create(int64_t dev, int64_t priority)
 	return (int64_t)d.streams.size() - 1;
 }
 
+/* Destroy stream @id of @dev (waits for its work); its cached blocks go back to libspyre. */
+void stream_destroy(int64_t dev, int64_t id)
+{
+	Dev &d = dev_state((int)dev);
+	spyre_stream_t *s;
+
+	TORCH_CHECK(id != 0, "spyre: the default stream cannot be destroyed");
+	{
+		std::lock_guard<std::mutex> g(d.mu);
+
+		TORCH_CHECK(id > 0 && id < (int64_t)d.streams.size() && d.streams[id], "spyre: no stream ", id,
+			    " on device ", dev);
+		s = d.streams[id];
+		d.streams[id] = nullptr;
+	}
+	spyre_stream_destroy(s);
+	Pool &pl = g_pools[dev];
+	std::vector<spyre_dptr_t> ptrs;
+	{
+		std::lock_guard<std::mutex> g(pl.mu);
+
+		for (auto it = pl.free.begin(); it != pl.free.end();) {
+			if (it->first.first == id) {
+				ptrs.push_back(it->second);
+				pl.cached -= it->first.second;
+				it = pl.free.erase(it);
+			} else {
+				++it;
+			}
+		}
+	}
+	for (spyre_dptr_t p : ptrs)
+		spyre_free(d.dev, p);
+}
+
 int64_t event_create(int64_t dev)
 {
 	spyre_event_t *e = nullptr;
@@ -707,6 +748,7 @@ TORCH_LIBRARY(spyre, m)
 	m.def("synchronize(int d) -> ()",
 	      [](int64_t d) { SPYRE_CHECK(spyre_device_synchronize(device((int)d)), "device synchronize"); });
 	m.def("stream_create(int d, int priority) -> int", stream_create);
+	m.def("stream_destroy(int d, int id) -> ()", stream_destroy);
 	m.def("current_stream(int d) -> int", [](int64_t d) {
 		check_index((int)d);
 		return t_stream[d];

@@ -72,7 +72,16 @@ class Stream:
 
     def __init__(self, device=None, priority=1, _id=None):
         self.device_index = _index(device)
+        self._owned = _id is None
         self.id = _ops.stream_create(self.device_index, priority) if _id is None else _id
+
+    def __del__(self):
+        # the driver's queue goes with the last reference to a stream this object created
+        if getattr(self, "_owned", False):
+            try:
+                _ops.stream_destroy(self.device_index, self.id)
+            except Exception:
+                pass
 
     def synchronize(self):
         _ops.stream_synchronize(self.device_index, self.id)
