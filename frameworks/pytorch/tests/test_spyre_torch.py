@@ -135,6 +135,15 @@ def weight_cache(c):
         wd.mul_(2) if it % 2 else wd.copy_(w * 2)
         c.close(x.to(D) @ wd.t(), x @ (w * 2).t(), 1e-4, 1e-5, f"weight {it}: W changed in place")
         del wd
+    with torch.inference_mode():
+        # inference tensors have no version counter: their transposes are made afresh, never cached
+        w = rnd(32, 64)
+        wd = w.to(D)
+        c.close(torch.nn.functional.linear(x.to(D), wd), x @ w.t(), 1e-4, 1e-5, "linear of an inference tensor")
+        wd.mul_(2)
+        c.close(torch.nn.functional.linear(x.to(D), wd), x @ (2 * w).t(), 1e-4, 1e-5,
+                "an inference tensor changed in place")
+        c.close(x.to(D) @ wd.t(), x @ (2 * w).t(), 1e-4, 1e-5, "mm with an inference tensor's transpose")
 
 
 @case
@@ -263,6 +272,15 @@ def streams_events(c):
     ms = a.elapsed_time(b)
     c.ok(ms > 0, f"elapsed_time between events: {ms:.4f} ms")
     c.raises(lambda: spyre_torch.Stream(D, priority=7), RuntimeError, "priority 7", "a bad priority")
+    made = 0
+    for i in range(100):  # more than a file's 64 driver queues: each is destroyed with its object
+        s3 = spyre_torch.Stream(D)
+        with spyre_torch.stream(s3):
+            v = torch.relu(x)
+        s3.synchronize()
+        made += int(torch.equal(v.cpu(), torch.relu(xc)))
+        del s3
+    c.ok(made == 100, f"100 streams made, used and destroyed in turn: {made} right")
     c.ok(spyre_torch.current_stream(D).id == 0, "back on the default stream")
     spyre_torch.synchronize()
 
