@@ -439,28 +439,39 @@ at::Tensor bmm(const at::Tensor &a, const at::Tensor &b)
 
 /* ---- elementwise -------------------------------------------------------------------- */
 
-at::Tensor binary(uint32_t kop, const char *name, const at::Tensor &a, const at::Tensor &b, float alpha)
+/* An elementwise kernel over same-shape inputs @in (1 or 2), seen as rows of one stick or one row. */
+at::Tensor elementwise(uint32_t kop, const char *name, std::initializer_list<at::Tensor> in, float alpha)
 {
 	uint32_t dt = 0;
+	const at::Tensor &x0 = *in.begin();
 
-	c10::DeviceGuard g(a.device());
-	int dev = a.device().index();
-	at::Tensor ac = a.contiguous(), bc = b.contiguous(), y = at::empty_like(ac);
+	c10::DeviceGuard g(x0.device());
+	std::vector<at::Tensor> xs;	/* contiguous inputs, alive until the launch */
+	std::vector<Operand> ops;
+	std::vector<uint64_t> slots;
 	uint64_t rows, cols;
 
-	kernel_dtype(a.scalar_type(), &dt);
-	ew_shape(ac, &rows, &cols);
-	Operand ao = operand(ac, rows, cols, dt), bo = operand(bc, rows, cols, dt);
+	for (const at::Tensor &t : in)
+		xs.push_back(t.contiguous());
+	at::Tensor y = at::empty_like(xs[0]);
+
+	kernel_dtype(x0.scalar_type(), &dt);
+	ew_shape(xs[0], &rows, &cols);
+	for (const at::Tensor &t : xs) {
+		ops.push_back(operand(t, rows, cols, dt));
+		slots.push_back(ops.back().ptr);
+	}
 	Output yo(y, rows, cols, dt);
 	struct spyre_kdesc d = {};
 
+	slots.push_back(yo.o.ptr);
 	count_card(name);
 	d.op = kop;
 	d.dtype = dt;
 	d.m = rows;
 	d.n = cols;
 	d.alpha = alpha;
-	launch(dev, d, { ao.ptr, bo.ptr, yo.o.ptr });
+	launch(x0.device().index(), d, slots);
 	yo.finish();
 	return y;
 }
@@ -479,39 +490,14 @@ at::Tensor add(const at::Tensor &a, const at::Tensor &b, const at::Scalar &alpha
 
 	if (!same_shape_ok(a, b) || al == 0.0)
 		return FALLBACK(add_Tensor, a, b, alpha);
-	return binary(SPYRE_KOP_ADD, "add", a, b, (float)al);
+	return elementwise(SPYRE_KOP_ADD, "add", { a, b }, (float)al);
 }
 
 at::Tensor mul(const at::Tensor &a, const at::Tensor &b)
 {
 	if (!same_shape_ok(a, b))
 		return FALLBACK(mul_Tensor, a, b);
-	return binary(SPYRE_KOP_MUL, "mul", a, b, 0);
-}
-
-at::Tensor unary(uint32_t kop, const char *name, const at::Tensor &x)
-{
-	uint32_t dt = 0;
-
-	c10::DeviceGuard g(x.device());
-	int dev = x.device().index();
-	at::Tensor xc = x.contiguous(), y = at::empty_like(xc);
-	uint64_t rows, cols;
-
-	kernel_dtype(x.scalar_type(), &dt);
-	ew_shape(xc, &rows, &cols);
-	Operand xo = operand(xc, rows, cols, dt);
-	Output yo(y, rows, cols, dt);
-	struct spyre_kdesc d = {};
-
-	count_card(name);
-	d.op = kop;
-	d.dtype = dt;
-	d.m = rows;
-	d.n = cols;
-	launch(dev, d, { xo.ptr, yo.o.ptr });
-	yo.finish();
-	return y;
+	return elementwise(SPYRE_KOP_MUL, "mul", { a, b }, 0);
 }
 
 bool unary_ok(const at::Tensor &x)
@@ -523,17 +509,17 @@ bool unary_ok(const at::Tensor &x)
 
 at::Tensor relu(const at::Tensor &x)
 {
-	return unary_ok(x) ? unary(SPYRE_KOP_RELU, "relu", x) : FALLBACK(relu, x);
+	return unary_ok(x) ? elementwise(SPYRE_KOP_RELU, "relu", { x }, 0) : FALLBACK(relu, x);
 }
 
 at::Tensor silu(const at::Tensor &x)
 {
-	return unary_ok(x) ? unary(SPYRE_KOP_SILU, "silu", x) : FALLBACK(silu, x);
+	return unary_ok(x) ? elementwise(SPYRE_KOP_SILU, "silu", { x }, 0) : FALLBACK(silu, x);
 }
 
 at::Tensor gelu(const at::Tensor &x, c10::string_view approximate)
 {
-	return unary_ok(x) && approximate == "none" ? unary(SPYRE_KOP_GELU, "gelu", x) :
+	return unary_ok(x) && approximate == "none" ? elementwise(SPYRE_KOP_GELU, "gelu", { x }, 0) :
 						      FALLBACK(gelu, x, approximate);
 }
 
