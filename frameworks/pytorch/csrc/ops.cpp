@@ -44,10 +44,11 @@ namespace spyre_torch {
 /* ---- counters ------------------------------------------------------------------ */
 
 namespace {
-std::mutex g_count_mu;
-std::map<std::string, int64_t> g_fallbacks;
+/* Never destroyed (as every global here): tensors freed during interpreter shutdown still find them. */
+std::mutex &g_count_mu = *new std::mutex;
+std::map<std::string, int64_t> &g_fallbacks = *new std::map<std::string, int64_t>;
 int64_t g_relayouts;
-std::map<std::string, int64_t> g_on_card;	/* kernel launches per aten op */
+std::map<std::string, int64_t> &g_on_card = *new std::map<std::string, int64_t>;	/* launches per op */
 }  // namespace
 
 void count_fallback(const std::string &op)
@@ -245,8 +246,8 @@ struct WEntry {
 	c10::weak_intrusive_ptr<c10::StorageImpl> storage;
 	at::Tensor wt;
 };
-std::mutex g_w_mu;
-std::map<WKey, WEntry> g_wt;
+std::mutex &g_w_mu = *new std::mutex;
+std::map<WKey, WEntry> &g_wt = *new std::map<WKey, WEntry>;
 
 /*
  * @w [n, k] as the kernel library's W [k x n]: a transposed copy made once

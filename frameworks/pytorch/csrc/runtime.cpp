@@ -44,7 +44,11 @@ struct Dev {
 	std::vector<spyre_stream_t *> streams;	/* id 0: the default stream */
 };
 
-Dev g_devs[kMaxDevices];
+/*
+ * The globals are never destroyed: at interpreter shutdown Python frees tensors
+ * and streams in no particular order relative to C++ static destructors.
+ */
+Dev *const g_devs = new Dev[kMaxDevices];
 thread_local int t_dev = 0;
 thread_local int64_t t_stream[kMaxDevices];
 
@@ -211,7 +215,7 @@ struct Pool {
 	std::multimap<std::pair<int64_t, size_t>, spyre_dptr_t> free;	/* (stream, size) */
 	uint64_t in_use = 0, peak = 0, cached = 0;
 };
-Pool g_pools[kMaxDevices];
+Pool *const g_pools = new Pool[kMaxDevices];
 
 void free_alloc(void *ctx)
 {
@@ -641,8 +645,8 @@ struct EventSlot {
 	spyre_event_t *ev = nullptr;
 	int dev = 0;
 };
-std::mutex g_ev_mu;
-std::vector<EventSlot> g_events;	/* handle h is g_events[h - 1] */
+std::mutex &g_ev_mu = *new std::mutex;
+std::vector<EventSlot> &g_events = *new std::vector<EventSlot>;	/* handle h is g_events[h - 1] */
 
 EventSlot event_slot(int64_t h)
 {

@@ -77,7 +77,7 @@ class Stream:
 
     def __del__(self):
         # the driver's queue goes with the last reference to a stream this object created
-        if getattr(self, "_owned", False):
+        if getattr(self, "_owned", False) and not sys.is_finalizing():
             try:
                 _ops.stream_destroy(self.device_index, self.id)
             except Exception:
@@ -158,6 +158,8 @@ class Event:
         return _ops.event_elapsed_ms(self.handle, end.handle)
 
     def __del__(self):
+        if sys.is_finalizing():  # the process is going: nothing to give back
+            return
         try:
             _ops.event_destroy(self.handle)
         except Exception:
