@@ -219,12 +219,17 @@ static void spyre_error_work(struct work_struct *work)
 	struct spyre_device *sdev = container_of(work, struct spyre_device, error_work);
 	unsigned int i;
 	u64 bits;
-	int idx;
+	int idx, pm;
 
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return;
-	/* Suspended (or suspending): the resume resets the device anyway. */
-	if (pm_runtime_get_if_active(sdev->drm.dev) <= 0) {
+	/*
+	 * Suspended (or suspending): the resume resets the device anyway. A
+	 * negative value means runtime PM is off (disabled, or a kernel
+	 * without CONFIG_PM): the card is powered, handle the error.
+	 */
+	pm = pm_runtime_get_if_active(sdev->drm.dev);
+	if (!pm) {
 		drm_dev_exit(idx);
 		return;
 	}
@@ -239,8 +244,10 @@ static void spyre_error_work(struct work_struct *work)
 	bits &= GENMASK_ULL(sdev->nr_hwq - 1, 0);
 	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_LO, lower_32_bits(bits));
 	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_HI, upper_32_bits(bits));
-	pm_runtime_mark_last_busy(sdev->drm.dev);
-	pm_runtime_put_autosuspend(sdev->drm.dev);
+	if (pm > 0) {
+		pm_runtime_mark_last_busy(sdev->drm.dev);
+		pm_runtime_put_autosuspend(sdev->drm.dev);
+	}
 	drm_dev_exit(idx);
 }
 
