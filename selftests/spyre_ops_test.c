@@ -20,29 +20,6 @@
 #include "spyre_devcoredump.h"
 #include "spyre_test.h"
 
-static int inject_hang_all(const char *pci)
-{
-	char path[256], cmd[32];
-	int q, ret = 0;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
-	for (q = 0; q < 63 && !ret; q++) {
-		snprintf(cmd, sizeof(cmd), "%d 1", q);
-		ret = write_text(path, cmd);
-		if (ret == -EINVAL)
-			return 0;	/* past the last user queue */
-	}
-	return ret;
-}
-
-static int disarm(const char *pci)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
-	return write_text(path, "0 0");
-}
-
 static int pci_attr(const char *pci, const char *attr, char *buf, size_t len)
 {
 	char path[256];
@@ -228,7 +205,7 @@ FIXTURE_SETUP(ops)
 FIXTURE_TEARDOWN(ops)
 {
 	if (self->fd >= 0) {
-		disarm(self->pci);
+		inject_disarm(self->pci);
 		close(self->fd);
 	}
 	if (self->uev >= 0)
@@ -256,7 +233,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 		SKIP(return, "kernel without CONFIG_DEV_COREDUMP");
 	drop_dumps(self->pci);
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
-	ASSERT_EQ(0, inject_hang_all(self->pci));
+	ASSERT_EQ(0, inject_hang_all(self->pci, 63));
 	spyre_prep_nop(p[0]);
 	spyre_prep_timestamp(p[1], SPYRE_AS_VIRT, t.va);
 	spyre_prep_nop(p[2]);
@@ -265,7 +242,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 	s.out = sync;
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 15000));
-	ASSERT_EQ(0, disarm(self->pci));
+	ASSERT_EQ(0, inject_disarm(self->pci));
 	ASSERT_EQ(0, uevent_wait(self->uev, "SPYRE_RESET=queue", "SPYRE_RESET_REASON=timeout",
 				 5000, ev, sizeof(ev)));
 	ASSERT_NE(NULL, strstr(ev, "SUBSYSTEM=accel"));
@@ -399,7 +376,7 @@ TEST_F(ops, sysfs_reset_recovers_100_hangs_with_files_open)
 		struct drm_syncobj_array r = { .handles = (uintptr_t)&sync, .count_handles = 1 };
 
 		ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SYNCOBJ_RESET, &r));
-		ASSERT_EQ(0, inject_hang_all(self->pci));
+		ASSERT_EQ(0, inject_hang_all(self->pci, 63));
 		s.packets = nop;
 		s.out = sync;
 		ASSERT_EQ(0, ssubmit(self->fd, &s));

@@ -15,29 +15,6 @@
 #include "spyre_test.h"
 
 /* Arm a hang on the hardware queue that user queue @q feeds: all of them. */
-static int inject_hang_all(const char *pci)
-{
-	char path[256], cmd[32];
-	int q, ret = 0;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
-	for (q = 0; q < 15 && !ret; q++) {
-		snprintf(cmd, sizeof(cmd), "%d 1", q);
-		ret = write_text(path, cmd);
-		if (ret == -EINVAL)
-			return 0;	/* past the last user queue */
-	}
-	return ret;
-}
-
-static int disarm(const char *pci)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
-	return write_text(path, "0 0");
-}
-
 FIXTURE(rec) {
 	int fd;
 	uint32_t q;
@@ -71,7 +48,7 @@ TEST_F(rec, hang_times_out_and_queue_recovers)
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resets", self->pci);
 	resets = read_sysfs_long("%s", path);
-	ASSERT_EQ(0, inject_hang_all(self->pci));
+	ASSERT_EQ(0, inject_hang_all(self->pci, 15));
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
 
 	/* job 1 hangs; job 2 (innocent, queued behind) must still run */
@@ -87,7 +64,7 @@ TEST_F(rec, hang_times_out_and_queue_recovers)
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, 10000));
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 10000));
-	ASSERT_EQ(0, disarm(self->pci));
+	ASSERT_EQ(0, inject_disarm(self->pci));
 
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.error);
@@ -108,10 +85,10 @@ TEST_F(rec, repeated_hangs_ban_the_context)
 
 	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
 	for (i = 0; i < 3; i++) {
-		ASSERT_EQ(0, inject_hang_all(self->pci));
+		ASSERT_EQ(0, inject_hang_all(self->pci, 15));
 		ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
 	}
-	ASSERT_EQ(0, disarm(self->pci));
+	ASSERT_EQ(0, inject_disarm(self->pci));
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(3, e.error_count);
 	s.packets = p;

@@ -278,6 +278,35 @@ static inline int write_text(const char *path, const char *s)
 	return ret;
 }
 
+/*
+ * Arm a hang on hardware queues 0 .. @nq - 1 of card @pci (debugfs "inject":
+ * each queue's next job never completes); 0 or -errno. The driver refuses a
+ * queue past the last user queue with -EINVAL, which ends the walk.
+ */
+static inline int inject_hang_all(const char *pci, int nq)
+{
+	char path[256], cmd[32];
+	int q, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
+	for (q = 0; q < nq && !ret; q++) {
+		snprintf(cmd, sizeof(cmd), "%d 1", q);
+		ret = write_text(path, cmd);
+		if (ret == -EINVAL)
+			return 0;	/* past the last user queue */
+	}
+	return ret;
+}
+
+/* Disarm card @pci's injected hangs; 0 or -errno. */
+static inline int inject_disarm(const char *pci)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", pci);
+	return write_text(path, "0 0");
+}
+
 /* PCI name ("0000:00:04.0") of the index-th spyre card; 0 or -errno. */
 static inline int card_pci(int index, char *pci, size_t len)
 {
