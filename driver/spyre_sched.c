@@ -405,14 +405,17 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	pm_runtime_get_noresume(sdev->drm.dev);
 	drm_sched_stop(&q->sched, sched_job);
 	spyre_coredump_hang(sdev, job);
-	spyre_hwq_reset(q, -ECANCELED, DRM_SPYRE_ERROR_NONE);
-	atomic_inc(&sdev->resets);
-	spyre_hwq_check_quiet(q);
-
-	/* The job that hung fails; the context is banned after repeated hangs. */
+	/*
+	 * The job that hung fails; the context is banned after repeated hangs.
+	 * Recorded before the reset signals its fence: whoever that wakes (a
+	 * consumer on another queue, a waiter) reads the error at once.
+	 */
 	job->guilty = true;
 	spyre_uq_fail(job->uq, job->user_seq, DRM_SPYRE_ERROR_TIMEOUT);
 	spyre_fault_log(sdev, job->ctx->id, job->user_seq, q->idx, 0, 0, 0);
+	spyre_hwq_reset(q, -ECANCELED, DRM_SPYRE_ERROR_NONE);
+	atomic_inc(&sdev->resets);
+	spyre_hwq_check_quiet(q);
 	if (atomic_inc_return(&job->ctx->hangs) >= SPYRE_BAN_HANGS)
 		WRITE_ONCE(job->ctx->banned, true);
 	drm_dbg(&sdev->drm, "hwq %u: job %llu of context %u timed out; queue reset\n",

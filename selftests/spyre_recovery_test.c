@@ -14,7 +14,6 @@
 #include "kselftest_harness.h"
 #include "spyre_test.h"
 
-/* Arm a hang on the hardware queue that user queue @q feeds: all of them. */
 FIXTURE(rec) {
 	int fd;
 	uint32_t q;
