@@ -310,7 +310,8 @@ step_qemu() {
 # cached source tree; nothing else in Debian's tree is changed.
 DEBUG_KCONFIG_PROMPTS="drivers/gpu/Kconfig:GPU_BUDDY drivers/gpu/drm/Kconfig:DRM_BUDDY
 drivers/gpu/drm/Kconfig:DRM_SCHED drivers/gpu/drm/Kconfig:DRM_GEM_SHMEM_HELPER
-drivers/gpu/drm/Kconfig:DRM_EXEC drivers/gpu/drm/Kconfig:DRM_GPUVM"
+drivers/gpu/drm/Kconfig:DRM_EXEC drivers/gpu/drm/Kconfig:DRM_GPUVM
+drivers/base/Kconfig:WANT_DEV_COREDUMP"
 
 # Rewrite the bare "bool"/"tristate" line of "config SYM" as one with a prompt.
 # Idempotent: a file is rewritten only when that changes it (so Kconfig's
