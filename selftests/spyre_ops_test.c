@@ -222,7 +222,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 	const struct spyre_dump_pt *pt;
 	const struct spyre_dump_range *rg;
 	const uint8_t *pk;
-	char path[PATH_MAX], ev[2048], cmd[PATH_MAX + 128], line[256];
+	char path[PATH_MAX], ev[2048], cmd[PATH_MAX + 128], line[1024];
 	uint8_t p[3][64], *d;
 	uint32_t sync, size, i, found = 0;
 	struct sbo t;
