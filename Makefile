@@ -49,7 +49,7 @@ QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/t
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test
 
-.PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check lint vm-shell clean help install
+.PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check boot-soak lint vm-shell clean help install
 
 # module-debug only where the debug kernel is built (`make check` builds both).
 all: module lib tools selftests host-tests $(if $(wildcard $(DEBUG_KBUILD)/.spyre-key),module-debug)
@@ -65,6 +65,7 @@ help:
 	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
+	@echo "make boot-soak   boot each kind of test VM N times (N=100 KINDS=... TCG=single|multi), report the failure rate"
 
 setup:
 	tools/setup/setup.sh all
@@ -352,6 +353,15 @@ check:
 	tools/setup/setup.sh all debug-kernel guest-python
 	$(MAKE) all module-debug
 	tools/check
+
+# make boot-soak N=100 KINDS="release python debug timed" TCG=multi: boot each
+# kind N times, report the rate of boots that died (docs/vm.md).
+N ?= 100
+KINDS ?= release python debug timed
+boot-soak:
+	tools/setup/setup.sh all debug-kernel guest-python
+	$(MAKE) all module-debug
+	tools/vm/boot-soak -n $(N) $(if $(TCG),--tcg $(TCG)) $(KINDS)
 
 # make vm-shell VM_KERNEL=debug: the same on the debug kernel.
 VM_KERNEL ?= release

@@ -117,12 +117,30 @@ static int spyre_job_add_bos(struct spyre_job *job, struct drm_file *file,
 	return 0;
 }
 
+/* Unlock what spyre_job_lock() locked and drop its references. */
+static void spyre_job_unlock(struct drm_gem_object **o, u32 n, struct ww_acquire_ctx *acquire)
+{
+	u32 i;
+
+	drm_gem_unlock_reservations(o, n, acquire);
+	for (i = 0; i < n; i++)
+		drm_gem_object_put(o[i]);
+	kvfree(o);
+}
+
 /*
  * Lock the reservation objects of the job's BOs and of its context's job
  * tracker together (one ww acquire context) and reserve a fence slot in
  * each, before the job is armed: once armed it must be pushed, so nothing
- * may fail after. On success the caller unlocks with
- * drm_gem_unlock_reservations(*objs, n, acquire) and frees *objs.
+ * may fail after. On success the caller unlocks with spyre_job_unlock().
+ *
+ * The array holds a reference to each object of its own: once pushed, the
+ * job can run, complete and be freed before the caller unlocks, and when
+ * the BOs' handles were closed meanwhile the job held their last references
+ * (dropping them freed each BO, its dma_resv lock still held, and the unlock
+ * wrote to freed memory: "DEBUG_LOCKS_WARN_ON(mutex_is_locked(lock))" from
+ * drm_gem_object_release() in the free_job worker; selftests/
+ * spyre_submit_test.c's close_racing_submit).
  */
 static int spyre_job_lock(struct spyre_job *job, struct drm_gem_object ***objs, u32 *n,
 			  struct ww_acquire_ctx *acquire)
@@ -137,23 +155,28 @@ static int spyre_job_lock(struct spyre_job *job, struct drm_gem_object ***objs, 
 	for (i = 0; i < job->nbos; i++)
 		o[i] = job->bos[i];
 	o[job->nbos] = job->ctx->jobs;
+	for (i = 0; i < count; i++)
+		drm_gem_object_get(o[i]);
 
 	ret = drm_gem_lock_reservations(o, count, acquire);
-	if (ret) {
-		kvfree(o);
-		return ret;
-	}
+	if (ret)
+		goto err_put;
 	for (i = 0; i < count; i++) {
 		ret = dma_resv_reserve_fences(o[i]->resv, 1);
 		if (ret) {
-			drm_gem_unlock_reservations(o, count, acquire);
-			kvfree(o);
+			spyre_job_unlock(o, count, acquire);
 			return ret;
 		}
 	}
 	*objs = o;
 	*n = count;
 	return 0;
+
+err_put:
+	for (i = 0; i < count; i++)
+		drm_gem_object_put(o[i]);
+	kvfree(o);
+	return ret;
 }
 
 /*
@@ -265,7 +288,9 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 		return -ENOMEM;
 	}
 	INIT_LIST_HEAD(&job->link);
-	job->uq = uq;		/* the job owns this reference now */
+	/* The job's own reference; the ioctl keeps the lookup's until its end. */
+	kref_get(&uq->ref);
+	job->uq = uq;
 	job->ctx = spyre_ctx_get(ctx);
 	job->hwq = uq->hwq;
 
@@ -306,8 +331,7 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	mutex_lock(&uq->submit_lock);
 	if (uq->dead) {
 		mutex_unlock(&uq->submit_lock);
-		drm_gem_unlock_reservations(locked, nlocked, &acquire);
-		kvfree(locked);
+		spyre_job_unlock(locked, nlocked, &acquire);
 		ret = -ENOENT;
 		goto err_job;
 	}
@@ -319,9 +343,10 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 		dma_resv_add_fence(job->bos[i]->resv, finished, DMA_RESV_USAGE_WRITE);
 	dma_resv_add_fence(ctx->jobs->resv, finished, DMA_RESV_USAGE_BOOKKEEP);
 	drm_sched_entity_push_job(&job->base);
+	/* The job may be done and freed from here on: touch only our references. */
 	mutex_unlock(&uq->submit_lock);
-	drm_gem_unlock_reservations(locked, nlocked, &acquire);
-	kvfree(locked);
+	spyre_job_unlock(locked, nlocked, &acquire);
+	spyre_uqueue_put(uq);
 
 	if (out) {
 		if (chain)
@@ -338,5 +363,6 @@ err_job:
 	if (out)
 		drm_syncobj_put(out);
 	spyre_job_release(job);
+	spyre_uqueue_put(uq);
 	return ret;
 }

@@ -247,19 +247,6 @@ static long fz_sysfs(int card, const char *attr)
 	return read_text(path, buf, sizeof(buf)) ? -1 : strtol(buf, NULL, 0);
 }
 
-/* Files are released and jobs freed asynchronously: give them a moment. */
-static void fz_snap_settle(struct spyre_snap *now, const struct spyre_snap *start, int seconds)
-{
-	double end = now_s() + seconds;
-
-	for (;;) {
-		spyre_snap_take(now);
-		if (spyre_snap_same(now, start) || now_s() > end)
-			return;
-		usleep(100000);
-	}
-}
-
 /* host -> device -> host through two COPYs on @card, checked byte for byte */
 static int fz_round_trip(int card, uint64_t size, unsigned int seed)
 {
@@ -291,7 +278,7 @@ static void fz_check_after(struct __test_metadata *_metadata, const struct spyre
 	EXPECT_EQ(0, st->violations);
 	for (i = 0; i < start->ncards; i++)
 		EXPECT_EQ(0, fz_round_trip(i, 1 * MiB, 77 + i)) TH_LOG("card %d: normal COPY job", i);
-	fz_snap_settle(&end, start, 20);
+	spyre_snap_settle(&end, start, 20);
 	ASSERT_EQ(start->ncards, end.ncards);
 	EXPECT_EQ(start->tainted, end.tainted)
 		TH_LOG("kernel taint %#lx -> %#lx: see the console for the splat",
@@ -305,8 +292,9 @@ static void fz_check_after(struct __test_metadata *_metadata, const struct spyre
 		EXPECT_STREQ(start->c[i].bos, end.c[i].bos) TH_LOG("card %d debugfs bos", i);
 	}
 	spyre_diag("after: normal COPY job ok on %d card(s); mem_used, host_mem_used, contexts, bos "
-	       "and taint %s", start->ncards,
-	       spyre_snap_same(&end, start) ? "back at their starting values" : "DIFFER");
+		   "and taint: %s", start->ncards,
+		   spyre_snap_same(&end, start) ? "back at their starting values" :
+		   spyre_snap_diff(start, &end));
 }
 
 /* ---- one fuzzing process --------------------------------------------------- */

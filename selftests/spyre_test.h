@@ -376,6 +376,53 @@ static inline int spyre_snap_same(const struct spyre_snap *a, const struct spyre
 	return 1;
 }
 
+/*
+ * Take @now until it equals @start or @seconds passed: files are released
+ * and jobs freed asynchronously, so give them a moment.
+ */
+static inline void spyre_snap_settle(struct spyre_snap *now, const struct spyre_snap *start,
+				     int seconds)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		spyre_snap_take(now);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (spyre_snap_same(now, start) || t.tv_sec - t0.tv_sec > seconds)
+			return;
+		usleep(100000);
+	}
+}
+
+/* Which parts of two snapshots differ, in words (a static buffer). */
+static inline const char *spyre_snap_diff(const struct spyre_snap *a, const struct spyre_snap *b)
+{
+	static char buf[512];
+	size_t n = 0;
+	int i;
+
+	buf[0] = '\0';
+#define SNAP_SAY(...) (n += snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, __VA_ARGS__))
+	if (a->ncards != b->ncards)
+		SNAP_SAY(" cards %d -> %d", a->ncards, b->ncards);
+	if (a->tainted != b->tainted)
+		SNAP_SAY(" taint %#lx -> %#lx", a->tainted, b->tainted);
+	for (i = 0; i < a->ncards && i < b->ncards; i++) {
+		if (a->c[i].mem_used != b->c[i].mem_used)
+			SNAP_SAY(" card %d mem_used %ld -> %ld", i, a->c[i].mem_used, b->c[i].mem_used);
+		if (a->c[i].host_used != b->c[i].host_used)
+			SNAP_SAY(" card %d host_mem_used %ld -> %ld", i, a->c[i].host_used,
+				 b->c[i].host_used);
+		if (strcmp(a->c[i].contexts, b->c[i].contexts))
+			SNAP_SAY(" card %d contexts", i);
+		if (strcmp(a->c[i].bos, b->c[i].bos))
+			SNAP_SAY(" card %d bos", i);
+	}
+#undef SNAP_SAY
+	return n ? buf + 1 : "nothing";
+}
+
 static inline void fill_pattern(uint8_t *p, size_t n, unsigned int seed)
 {
 	size_t i;

@@ -4,10 +4,12 @@
  * (selftests/guest/spyre-smi-test): holds a device BO and a host BO of the
  * given sizes on card 0 and keeps one hardware queue busy without a gap
  * until STOPFILE exists (at most 60 s): each job WAITs on the device for a
- * semaphore (the host BO's first 8 bytes) the CPU raises 300 ms later, and
- * the next job is submitted 20 ms before the CPU releases the one in front
- * of it (time for the scheduler to put it on the ring), so the queue is never
- * idle (and no job runs into the 2 s hang timeout).
+ * semaphore (the host BO's first 8 bytes) the CPU raises every 300 ms, and
+ * two jobs are always queued: when the CPU releases job k, job k + 1 has been
+ * on the ring for 300 ms and the CPU submits job k + 2. The queue is never
+ * idle however late the guest's CPU runs (a busy TCG host), so utilization
+ * is 100 % by construction, and no job runs into the 2 s hang timeout while
+ * the CPU keeps its 300 ms pace.
  * With -f, first one job that faults (a COPY from an unmapped address):
  * the card's fault counter grows by exactly 1.
  *
@@ -76,7 +78,9 @@ int main(int argc, char **argv)
 		srun(fd, q, p, 1);
 	}
 
+	/* Two jobs queued: the second is on the ring long before the first ends. */
 	ret = submit_wait(fd, q, &host, 1, sync);
+	ret = ret ?: submit_wait(fd, q, &host, 2, sync);
 	if (ret)
 		return fail("submit", ret);
 	printf("ready\n");
@@ -84,17 +88,15 @@ int main(int argc, char **argv)
 
 	end = time(NULL) + 60;
 	for (k = 1; access(argv[a + 2], F_OK) && time(NULL) < end; k++) {
-		usleep(280000);
-		ret = submit_wait(fd, q, &host, k + 1, sync);
+		usleep(300000);
+		*semv = k;	/* job k may go: job k + 1, queued 300 ms ago, runs next */
+		ret = submit_wait(fd, q, &host, k + 2, sync);
 		if (ret) {
-			*semv = k + 1;
+			*semv = k + 2;
 			return fail("submit", ret);
 		}
-		/* The scheduler writes job k + 1 to the ring in its own time. */
-		usleep(20000);
-		*semv = k;	/* job k may go: job k + 1 is queued behind it */
 	}
-	*semv = k;
+	*semv = k + 1;	/* the two jobs still queued, k and k + 1 */
 	ret = ssyncobj_wait(fd, sync, 0, 5000);
 	if (ret)
 		return fail("last job", ret);
