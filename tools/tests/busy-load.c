@@ -3,7 +3,7 @@
  * spyre-busy-load - a workload with known figures for the spyre-smi test
  * (selftests/guest/spyre-smi-test): holds a device BO and a host BO of the
  * given sizes on card 0 and keeps one hardware queue busy without a gap
- * until STOPFILE exists (at most 60 s): each job WAITs on the device for a
+ * until STOPFILE exists (at most 600 s): each job WAITs on the device for a
  * semaphore (the host BO's first 8 bytes) the CPU raises every 300 ms, and
  * two jobs are always queued: when the CPU releases job k, job k + 1 has been
  * on the ring for 300 ms and the CPU submits job k + 2. The queue is never
@@ -14,7 +14,7 @@
  * the card's fault counter grows by exactly 1.
  *
  * Usage: spyre-busy-load [-f] DEV_BYTES HOST_BYTES STOPFILE
- * Prints "ready" once the BOs exist and the first job is queued; exit 0
+ * Prints "ready" once the BOs exist and the card counts the first job busy; exit 0
  * when stopped, 1 on an error.
  */
 #include "spyre_test.h"
@@ -42,7 +42,10 @@ int main(int argc, char **argv)
 	int fd, ret, fault = 0, a = 1;
 	uint64_t k, dev_bytes, host_bytes;
 	uint32_t q, sync;
+	char pci[32];
+	long busy0;
 	time_t end;
+	int i;
 
 	if (argc > 1 && !strcmp(argv[1], "-f")) {
 		fault = 1;
@@ -83,10 +86,16 @@ int main(int argc, char **argv)
 	ret = ret ?: submit_wait(fd, q, &host, 2, sync);
 	if (ret)
 		return fail("submit", ret);
+	/* "ready" once the card counts itself busy: job 1 is on the device. */
+	if (card_pci(0, pci, sizeof(pci)))
+		return fail("card 0's PCI address", -ENODEV);
+	busy0 = read_sysfs_long("/sys/bus/pci/devices/%s/busy_ns", pci);
+	for (i = 0; i < 500 && read_sysfs_long("/sys/bus/pci/devices/%s/busy_ns", pci) == busy0; i++)
+		usleep(10000);
 	printf("ready\n");
 	fflush(stdout);
 
-	end = time(NULL) + 60;
+	end = time(NULL) + 600;
 	for (k = 1; access(argv[a + 2], F_OK) && time(NULL) < end; k++) {
 		usleep(300000);
 		*semv = k;	/* job k may go: job k + 1, queued 300 ms ago, runs next */
