@@ -411,10 +411,13 @@ TEST_F(sub, many_processes_concurrently)
  * "DEBUG_LOCKS_WARN_ON(mutex_is_locked(lock))" from mutex_destroy() in the
  * free_job worker, and a write to freed memory at the unlock (KASAN).
  * CLOSE_RACE_ROUNDS rounds of CLOSE_RACE_BOS fresh BOs each: one thread
- * submits a NOP job naming them all, this one closes them as soon as it
- * starts. A SUBMIT that lost the race fails with ENOENT; one that won must
- * complete. Taint, memory counters and the debugfs listings come back to
- * their starting values.
+ * submits a NOP job naming them all, this one closes them once it started,
+ * after a delay of GET_PARAM calls that adapts (one more after a round the
+ * SUBMIT lost, one less after one it won) so the closes land just after the
+ * lookup, where the race is, about every other round. A SUBMIT that lost
+ * fails with ENOENT; one that won must complete, and at least a quarter must
+ * win (else the test tests nothing). Taint, memory counters and the debugfs
+ * listings come back to their starting values.
  */
 #define CLOSE_RACE_BOS		32
 #define CLOSE_RACE_ROUNDS	200
@@ -443,9 +446,10 @@ static void *close_race_submit(void *arg)
 
 TEST_F(sub, close_racing_submit)
 {
+	struct drm_spyre_get_param gp = { .param = DRM_SPYRE_PARAM_NUM_CORES };
 	struct close_race r = { .fd = self->fd, .q = self->q };
+	int round, i, won = 0, lost = 0, delay = 0;
 	struct spyre_snap start, end;
-	int round, i, won = 0, lost = 0;
 	pthread_t t;
 	struct sbo bo;
 
@@ -460,6 +464,8 @@ TEST_F(sub, close_racing_submit)
 		ASSERT_EQ(0, pthread_create(&t, NULL, close_race_submit, &r));
 		while (!__atomic_load_n(&r.go, __ATOMIC_ACQUIRE))
 			sched_yield();
+		for (i = 0; i < delay; i++)
+			ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_GET_PARAM, &gp));
 		for (i = 0; i < CLOSE_RACE_BOS; i++) {
 			struct drm_gem_close c = { .handle = r.handles[i] };
 
@@ -469,13 +475,16 @@ TEST_F(sub, close_racing_submit)
 		if (r.ret) {
 			ASSERT_EQ(-ENOENT, r.ret);
 			lost++;
+			delay++;
 			continue;
 		}
 		won++;
+		delay -= delay > 0;
 		ASSERT_EQ(0, ssyncobj_wait(self->fd, r.sync, 0, 5000));
 	}
-	spyre_diag("close_racing_submit: %d SUBMITs took their BOs first, %d lost them (ENOENT)",
-		   won, lost);
+	spyre_diag("close_racing_submit: %d SUBMITs took their BOs first, %d lost them (ENOENT); "
+		   "closes after %d GET_PARAMs at the end", won, lost, delay);
+	ASSERT_LE(CLOSE_RACE_ROUNDS / 4, won);
 	spyre_snap_settle(&end, &start, 20);
 	ASSERT_EQ(start.tainted, end.tainted)
 		TH_LOG("kernel taint %#lx -> %#lx: see the console for the splat",
