@@ -322,7 +322,7 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 {
 	struct ssubmit s = { 0 };
 	struct sbo sem, buf;
-	uint64_t b0, b1, b2, d0, d1, t0, t1, e_end;
+	uint64_t b0, b1, b2, d0, d1, t0, t1, e_end, deadline;
 	uint8_t p[64];
 	uint32_t sync;
 
@@ -343,11 +343,17 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 	ASSERT_NE(NO_KEY, d0);
 	t0 = now_ns();
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
-	usleep(20000);
 
 	/* Listed in the job: active until it completes. */
 	EXPECT_MEM(self->fd, "device", 1 * MiB, 0, 1 * MiB, 1 * MiB);
-	b0 = fdinfo_u64(self->fd, "drm-engine-compute");
+	/*
+	 * It counts from when it reaches the device, which a slow or loaded
+	 * machine may take a while to get to: poll for that, not sleep and
+	 * assume. From then on it stays blocked, so the checks below are exact.
+	 */
+	deadline = now_ns() + 5000000000ull;
+	while (!(b0 = fdinfo_u64(self->fd, "drm-engine-compute")) && now_ns() < deadline)
+		usleep(1000);
 	usleep(200000);
 	b1 = fdinfo_u64(self->fd, "drm-engine-compute");
 	TH_LOG("blocked job: drm-engine-compute %" PRIu64 " then %" PRIu64 " ns", b0, b1);

@@ -122,15 +122,41 @@ static int find_dump(const char *pci, char *path, size_t len)
 	return ret;
 }
 
-static void drop_dumps(const char *pci)
+/*
+ * Wait up to @ms for card @pci to have no dump left: 0, or -1. A write to a
+ * dump's data only schedules its deletion, from a work item, which a slow or
+ * loaded machine may run late.
+ */
+static int wait_no_dump(const char *pci, int ms)
 {
 	char path[PATH_MAX];
-	int i;
 
-	for (i = 0; i < 8 && !find_dump(pci, path, sizeof(path)); i++) {
-		write_text(path, "1");
-		usleep(100000);
+	for (;;) {
+		if (find_dump(pci, path, sizeof(path)))
+			return 0;
+		if (ms <= 0)
+			return -1;
+		usleep(10000);
+		ms -= 10;
 	}
+}
+
+/*
+ * Delete card @pci's dumps, writing to each until it is gone (see above):
+ * 0 once none is left, -1 if one still is after 10 s.
+ */
+static int drop_dumps(const char *pci)
+{
+	char path[PATH_MAX];
+	int ms;
+
+	for (ms = 10000; !find_dump(pci, path, sizeof(path)); ms -= 10) {
+		if (ms <= 0)
+			return -1;
+		write_text(path, "1");
+		usleep(10000);
+	}
+	return 0;
 }
 
 static uint8_t *read_dump(const char *path, size_t *len)
@@ -231,7 +257,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 
 	if (access("/sys/class/devcoredump", F_OK))
 		SKIP(return, "kernel without CONFIG_DEV_COREDUMP");
-	drop_dumps(self->pci);
+	ASSERT_EQ(0, drop_dumps(self->pci));
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
 	ASSERT_EQ(0, inject_hang_all(self->pci, 63));
 	spyre_prep_nop(p[0]);
@@ -337,8 +363,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 	free(d);
 	/* Deleting it is a write to data. */
 	ASSERT_EQ(0, write_text(path, "1"));
-	usleep(200000);
-	ASSERT_NE(0, find_dump(self->pci, path, sizeof(path)));
+	ASSERT_EQ(0, wait_no_dump(self->pci, 5000));
 }
 
 TEST_F(ops, sysfs_reset_recovers_100_hangs_with_files_open)

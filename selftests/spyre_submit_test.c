@@ -444,7 +444,7 @@ static void *close_race_submit(void *arg)
 	return NULL;
 }
 
-TEST_F(sub, close_racing_submit)
+TEST_F_TIMEOUT(sub, close_racing_submit, 120)
 {
 	struct drm_spyre_get_param gp = { .param = DRM_SPYRE_PARAM_NUM_CORES };
 	struct close_race r = { .fd = self->fd, .q = self->q };

@@ -25,7 +25,13 @@ static inline void fuzz_run(const char *fuzz, const char *name, const char *dir,
 	char cmd[4 * PATH_MAX];
 	int rc, stats;
 
-	snprintf(cmd, sizeof(cmd), "%s -runs=%u -max_total_time=%u -timeout=10 -rss_limit_mb=2048 "
+	/*
+	 * -timeout is wall-clock seconds per input: one that takes milliseconds
+	 * can take many seconds on a slow or loaded machine (sanitizers, and
+	 * builds or VMs sharing the CPUs), so only 60 s counts as a hang. That
+	 * still fits, with @seconds, in tools/check's 300 s per test.
+	 */
+	snprintf(cmd, sizeof(cmd), "%s -runs=%u -max_total_time=%u -timeout=60 -rss_limit_mb=2048 "
 		 "-print_final_stats=1 -artifact_prefix=%s/ %s > %s/log 2>&1", fuzz, runs, seconds, dir, dir, dir);
 	rc = system(cmd);
 

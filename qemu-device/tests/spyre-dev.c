@@ -224,7 +224,11 @@ bool sdev_wait_status(struct sdev *d, unsigned q, uint32_t bits, unsigned timeou
 
 uint32_t sdev_irq(struct sdev *d, unsigned vector)
 {
-	uint64_t end = now_ns() + 200000000ull;	/* MSI-X is sent from a bottom half */
+	/*
+	 * MSI-X is sent from a bottom half, which a slow or loaded host may
+	 * run late; one that came returns at once, so waiting long is free.
+	 */
+	uint64_t end = now_ns() + 5000000000ull;
 	uint32_t v;
 
 	while (!(v = qtest_readl(&d->qt, d->mailbox + 4 * vector)) && now_ns() < end)

@@ -162,8 +162,12 @@ static void test_inject(void)
 	sdev_wr(&D, SPYRE_REG_INJECT, SPYRE_INJECT(3, SPYRE_INJECT_HANG));
 	pkt_nop(p, 33, 0);
 	sdev_submit(&D, 3, p);
+	/*
+	 * The queue's thread takes the packet (BUSY) whenever the host gets
+	 * to it: poll for that, then it must not finish it.
+	 */
+	TAP_CHECK(sdev_wait_status(&D, 3, SPYRE_QSTAT_BUSY, 5000), "hung queue not BUSY");
 	TAP_EQ(-2, sdev_wait(&D, 3, 100));
-	TAP_CHECK(sdev_qrd(&D, 3, SPYRE_Q_STATUS) & SPYRE_QSTAT_BUSY, "hung queue not BUSY");
 	sdev_qwr(&D, 3, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
 	TAP_EQ(0, sdev_qrd(&D, 3, SPYRE_Q_STATUS));
 	sdev_queue_init(&D, 3, 8, 0);

@@ -389,26 +389,47 @@ static void test_concurrent_queues(void)
 static void test_priority(void)
 {
 	/*
-	 * A 512 MiB low-priority copy is under way when a high-priority queue
+	 * Low-priority 512 MiB copies are under way when a high-priority queue
 	 * submits a small one: the DMA engine serves the high-priority queue
-	 * between chunks, so it finishes while the big copy is still running.
+	 * between chunks, so it finishes while the big copies are still running.
+	 * A TIMESTAMP behind each queue's copies orders the two on the device
+	 * clock, so how late this process gets to look does not matter, and 64
+	 * big copies (seconds of memmove, not one copy's ~100 ms) leave the
+	 * small one ample time to be submitted and picked up on a slow or
+	 * loaded host. Once it is done, the rest is dropped: no slower when it
+	 * passes.
 	 */
+	uint64_t ts = sdev_alloc(&D, 64, 64), hi, lo;
 	uint8_t p[64];
-	int big_busy;
+	unsigned i;
 
-	sdev_queue_init(&D, 12, 4, 0);
+	sdev_queue_init(&D, 12, 128, 0);
 	sdev_queue_init(&D, 13, 4, 3);
-	pkt_copy(p, 60, 0, SPYRE_AS_DEVPHYS, 0, SPYRE_AS_DEVPHYS, 512 * MiB, 512 * MiB);
-	sdev_submit(&D, 12, p);
-	while (!(sdev_qrd(&D, 12, SPYRE_Q_STATUS) & SPYRE_QSTAT_BUSY) &&
-	       sdev_qrd(&D, 12, SPYRE_Q_HEAD) == 0)
-		;
+	for (i = 0; i < 64; i++) {
+		pkt_copy(p, 100 + i, 0, SPYRE_AS_DEVPHYS, 0, SPYRE_AS_DEVPHYS, 512 * MiB,
+			 512 * MiB);
+		sdev_push(&D, 12, p);
+	}
+	pkt_sem(p, SPYRE_PKT_OP_TIMESTAMP, 60, 0, SPYRE_AS_HOST, ts, 0);
+	sdev_push(&D, 12, p);
+	sdev_doorbell(&D, 12);
+	TAP_CHECK(sdev_wait_status(&D, 12, SPYRE_QSTAT_BUSY, 5000),
+		  "the low-priority queue did not start");
 	pkt_copy(p, 61, 0, SPYRE_AS_DEVPHYS, 0, SPYRE_AS_DEVPHYS, 4096, 4096);
-	sdev_submit(&D, 13, p);
+	sdev_push(&D, 13, p);
+	pkt_sem(p, SPYRE_PKT_OP_TIMESTAMP, 62, 0, SPYRE_AS_HOST, ts + 8, 0);
+	sdev_push(&D, 13, p);
+	sdev_doorbell(&D, 13);
 	TAP_EQ(0, sdev_wait(&D, 13, 10000));
-	big_busy = sdev_qrd(&D, 12, SPYRE_Q_HEAD) == 0;
-	TAP_CHECK(big_busy, "the low-priority 512 MiB copy finished first");
-	TAP_EQ(0, sdev_wait(&D, 12, 60000));
+	/* Read in this order: a low-priority TIMESTAMP not written yet is later. */
+	hi = sdev_rd64(&D, ts + 8);
+	lo = sdev_rd64(&D, ts);
+	TAP_CHECK(hi && (!lo || hi < lo),
+		  "the low-priority copies finished first: TIMESTAMP %llu >= %llu ns",
+		  (unsigned long long)hi, (unsigned long long)lo);
+	/* A reset abandons the copy in progress at its next chunk. */
+	sdev_queue_restart(&D, 12);
+	TAP_EQ(0, sdev_wait(&D, 12, 5000));
 }
 
 static void test_window(void)

@@ -15,6 +15,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "spyre-dev.h"
 
@@ -42,6 +43,21 @@ static void zero_compl(unsigned q)
 	sdev_wr64(&D, D.q[q].compl, 0);
 }
 
+/*
+ * The MSI-X mailbox of @vector, watched for up to 200 ms: an interrupt sent
+ * too early (from a bottom half) shows up by then. sdev_irq() waits seconds
+ * for one that is due, all of which a check for none would spend.
+ */
+static uint32_t irq_early(unsigned vector)
+{
+	uint64_t end = now_ns() + 200000000ull;
+	uint32_t v;
+
+	while (!(v = qtest_readl(&D.qt, D.mailbox + 4 * vector)) && now_ns() < end)
+		usleep(100);
+	return v;
+}
+
 /* A COPY of 1 MiB host -> device memory completes at reach + LAT + XFER_1M. */
 static void test_copy_exact(void)
 {
@@ -63,7 +79,7 @@ static void test_copy_exact(void)
 	TAP_EQ(0, sdev_qrd(&D, 0, SPYRE_Q_DONE));
 	TAP_EQ(SPYRE_QSTAT_ENABLED | SPYRE_QSTAT_BUSY, sdev_qrd(&D, 0, SPYRE_Q_STATUS));
 	TAP_EQ(0, sdev_rd64(&D, D.q[0].compl));
-	TAP_EQ(0, sdev_irq(&D, 0));
+	TAP_EQ(0, irq_early(0));
 	step(1);
 	TAP_EQ(1, sdev_qrd(&D, 0, SPYRE_Q_HEAD));
 	TAP_EQ(1, sdev_qrd(&D, 0, SPYRE_Q_DONE));
