@@ -412,12 +412,14 @@ TEST_F(sub, many_processes_concurrently)
  * free_job worker, and a write to freed memory at the unlock (KASAN).
  * CLOSE_RACE_ROUNDS rounds of CLOSE_RACE_BOS fresh BOs each: one thread
  * submits a NOP job naming them all, this one closes them once it started,
- * after a delay of GET_PARAM calls that adapts (one more after a round the
- * SUBMIT lost, one less after one it won) so the closes land just after the
- * lookup, where the race is, about every other round. A SUBMIT that lost
- * fails with ENOENT; one that won must complete, and at least a quarter must
- * win (else the test tests nothing). Taint, memory counters and the debugfs
- * listings come back to their starting values.
+ * after a delay of GET_PARAM calls that adapts (a quarter more after a round
+ * the SUBMIT lost, one less after one it won) so the closes land just after
+ * the lookup, where the race is, about every other round. A SUBMIT that lost
+ * fails with ENOENT; one that won must complete; at least a quarter must win
+ * and at least one close must land while its SUBMIT was still in the ioctl
+ * (else the race was not run). The debug kernel (make check) reports the
+ * bug itself; taint, memory counters and the debugfs listings must also come
+ * back to their starting values.
  */
 #define CLOSE_RACE_BOS		32
 #define CLOSE_RACE_ROUNDS	200
@@ -428,7 +430,16 @@ struct close_race {
 	uint32_t handles[CLOSE_RACE_BOS];
 	int go;
 	int ret;
+	uint64_t done_ns;	/* when the SUBMIT returned */
 };
+
+static uint64_t close_race_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void *close_race_submit(void *arg)
 {
@@ -441,6 +452,7 @@ static void *close_race_submit(void *arg)
 	s.packets = p;
 	__atomic_store_n(&r->go, 1, __ATOMIC_RELEASE);
 	r->ret = ssubmit(r->fd, &s);
+	r->done_ns = close_race_ns();
 	return NULL;
 }
 
@@ -448,8 +460,9 @@ TEST_F_TIMEOUT(sub, close_racing_submit, 120)
 {
 	struct drm_spyre_get_param gp = { .param = DRM_SPYRE_PARAM_NUM_CORES };
 	struct close_race r = { .fd = self->fd, .q = self->q };
-	int round, i, won = 0, lost = 0, delay = 0;
+	int round, i, won = 0, lost = 0, inside = 0, delay = 0;
 	struct spyre_snap start, end;
+	uint64_t first_close_ns = 0;
 	pthread_t t;
 	struct sbo bo;
 
@@ -470,21 +483,27 @@ TEST_F_TIMEOUT(sub, close_racing_submit, 120)
 			struct drm_gem_close c = { .handle = r.handles[i] };
 
 			ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_GEM_CLOSE, &c));
+			if (!i)
+				first_close_ns = close_race_ns();
 		}
 		ASSERT_EQ(0, pthread_join(t, NULL));
 		if (r.ret) {
 			ASSERT_EQ(-ENOENT, r.ret);
 			lost++;
-			delay++;
+			delay += 1 + delay / 4;
 			continue;
 		}
 		won++;
+		/* a handle closed while the SUBMIT that holds its BO was still in */
+		inside += first_close_ns < r.done_ns;
 		delay -= delay > 0;
 		ASSERT_EQ(0, ssyncobj_wait(self->fd, r.sync, 0, 5000));
 	}
-	spyre_diag("close_racing_submit: %d SUBMITs took their BOs first, %d lost them (ENOENT); "
-		   "closes after %d GET_PARAMs at the end", won, lost, delay);
+	spyre_diag("close_racing_submit: %d SUBMITs took their BOs first (%d of them still in the "
+		   "ioctl at the first close), %d lost them (ENOENT); closes after %d GET_PARAMs at "
+		   "the end", won, inside, lost, delay);
 	ASSERT_LE(CLOSE_RACE_ROUNDS / 4, won);
+	ASSERT_LE(1, inside) TH_LOG("no close landed inside a SUBMIT: the race was not run");
 	spyre_snap_settle(&end, &start, 20);
 	ASSERT_EQ(start.tainted, end.tainted)
 		TH_LOG("kernel taint %#lx -> %#lx: see the console for the splat",

@@ -403,7 +403,8 @@ static inline const char *spyre_snap_diff(const struct spyre_snap *a, const stru
 	int i;
 
 	buf[0] = '\0';
-#define SNAP_SAY(...) (n += snprintf(buf + n, n < sizeof(buf) ? sizeof(buf) - n : 0, __VA_ARGS__))
+#define SNAP_SAY(...) (n += snprintf(buf + (n < sizeof(buf) ? n : sizeof(buf) - 1), \
+				     n < sizeof(buf) ? sizeof(buf) - n : 1, __VA_ARGS__))
 	if (a->ncards != b->ncards)
 		SNAP_SAY(" cards %d -> %d", a->ncards, b->ncards);
 	if (a->tainted != b->tainted)

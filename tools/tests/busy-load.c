@@ -84,14 +84,20 @@ int main(int argc, char **argv)
 	/* Two jobs queued: the second is on the ring long before the first ends. */
 	ret = submit_wait(fd, q, &host, 1, sync);
 	ret = ret ?: submit_wait(fd, q, &host, 2, sync);
-	if (ret)
+	if (ret) {
+		*semv = 2;	/* whatever was queued may go */
 		return fail("submit", ret);
+	}
 	/* "ready" once the card counts itself busy: job 1 is on the device. */
 	if (card_pci(0, pci, sizeof(pci)))
 		return fail("card 0's PCI address", -ENODEV);
 	busy0 = read_sysfs_long("/sys/bus/pci/devices/%s/busy_ns", pci);
 	for (i = 0; i < 500 && read_sysfs_long("/sys/bus/pci/devices/%s/busy_ns", pci) == busy0; i++)
 		usleep(10000);
+	if (busy0 < 0 || i == 500) {
+		*semv = 2;
+		return fail("card 0's busy_ns did not move in 5 s", -EIO);
+	}
 	printf("ready\n");
 	fflush(stdout);
 
