@@ -47,7 +47,7 @@ QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
-	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test
+	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test
 
 .PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check boot-soak lint vm-shell clean help install
 
@@ -225,6 +225,10 @@ $(B)/tests/kver-fallback-test: tools/setup/tests/kver-fallback-test.sh
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
 
+$(B)/tests/install-test: libspyre/tests/install-test.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
 # ---- libspyre under sanitizers, linked into the test (not libspyre.so) --------
 # stream-race-test: stream lifetimes against device-wide walks over a fake
 # driver, on the host (AddressSanitizer; the -tsan build: ThreadSanitizer).
@@ -374,7 +378,11 @@ lint:
 # make install [DESTDIR=...] [PREFIX=/usr/local]: libspyre, headers, pkg-config,
 # tools, man pages and the udev rule (spyre.ko: `make -C $(KDIR) M=$$PWD modules_install`).
 PREFIX ?= /usr/local
-install: lib tools
+# What `make install` puts in PREFIX/include: each compiles alone, in C and
+# C++ (libspyre/tests/install-test.sh).
+PUBLIC_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h uapi/spyre_accel.h \
+	uapi/spyre_hw.h uapi/spyre_isa.h
+install: lib tools $(ISA_TOOLS)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man7 \
 		$(DESTDIR)/etc/udev/rules.d
@@ -384,9 +392,8 @@ install: lib tools
 	install -m 0644 $(B)/lib/libspyre.a $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(LIBSPYRE_VERSION)|' libspyre/libspyre.pc.in \
 		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/libspyre.pc
-	install -m 0644 libspyre/include/spyre.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h \
-		$(DESTDIR)$(PREFIX)/include/
-	install -m 0755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(PUBLIC_HDRS) $(DESTDIR)$(PREFIX)/include/
+	install -m 0755 $(TOOLS) $(ISA_TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	if [ -d libspyre/man ]; then \
 		install -m 0644 libspyre/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/; \
 		install -m 0644 libspyre/man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; \

@@ -23,12 +23,21 @@ typedef __le64 spyre_le64;
 #define spyre_cpu_to_le64(x)	cpu_to_le64(x)
 #else
 #include <assert.h>		/* static_assert (C11, C++) */
-#include <endian.h>
 #include <stdint.h>
 #include <string.h>
-#define spyre_cpu_to_le16(x)	htole16(x)
-#define spyre_cpu_to_le32(x)	htole32(x)
-#define spyre_cpu_to_le64(x)	htole64(x)
+/*
+ * The compiler's byte order, not <endian.h>'s htole*(), which strict C
+ * (-std=c11) and C++ builds do not declare: the header compiles alone.
+ */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define spyre_cpu_to_le16(x)	__builtin_bswap16((uint16_t)(x))
+#define spyre_cpu_to_le32(x)	__builtin_bswap32((uint32_t)(x))
+#define spyre_cpu_to_le64(x)	__builtin_bswap64((uint64_t)(x))
+#else
+#define spyre_cpu_to_le16(x)	((uint16_t)(x))
+#define spyre_cpu_to_le32(x)	((uint32_t)(x))
+#define spyre_cpu_to_le64(x)	((uint64_t)(x))
+#endif
 typedef uint16_t spyre_le16;
 typedef uint32_t spyre_le32;
 typedef uint64_t spyre_le64;

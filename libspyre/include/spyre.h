@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spyre_isa.h"	/* SPYRE_DT_*: the dtype of tensors and launch records */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
