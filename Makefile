@@ -47,7 +47,8 @@ QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
-	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test
+	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test \
+	$(B)/tests/docs-figures-test
 
 .PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check boot-soak lint vm-shell clean help install
 
@@ -226,6 +227,10 @@ $(B)/tests/kver-fallback-test: tools/setup/tests/kver-fallback-test.sh
 	install -m 0755 $< $@
 
 $(B)/tests/install-test: libspyre/tests/install-test.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
+$(B)/tests/docs-figures-test: model/tests/docs-figures-test.sh
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
 
