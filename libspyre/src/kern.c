@@ -297,10 +297,11 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
 	memset(info, 0, sizeof(*info));
 	info->size = sizeof(*info);
 	info->strategy = strategy;
-	snprintf(info->name, sizeof(info->name), "%s %s %llux%llux%llu%s%s c%u", kg_ops[d->op].name,
+	/* m x n, and x k for the ops that have a k (elementwise ones do not: no "1x128x0") */
+	snprintf(info->name, sizeof(info->name), "%s %s %llux%llu%s%.0llu%s%s c%u", kg_ops[d->op].name,
 		 spyre_dtype_name(d->dtype), (unsigned long long)d->m, (unsigned long long)d->n,
-		 (unsigned long long)d->k, strategy ? " " : "", strategy ? strategy_names[strategy] : "",
-		 d->cores);
+		 d->k ? "x" : "", (unsigned long long)d->k, strategy ? " " : "",
+		 strategy ? strategy_names[strategy] : "", d->cores);
 	g.info = info;
 	g.pb = spyre_pb_new();
 	if (!g.pb)

@@ -113,10 +113,12 @@ static void test_descriptor_handling(void)
 	d.strategy = 0;
 	TAP_EQ(0, spyre_kernel_build(&d, &img, &sz, &info));
 	TAP_EQ((uint32_t)SPYRE_KSTRAT_UNFUSED, info.strategy);
+	TAP_STREQ("mlp fp16 64x12288x4096 unfused c1", info.name);
 	free(img);
 	d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_ADD, .dtype = SPYRE_DT_FP16, .m = 3, .n = 5,
 				  .alpha = -0.0f };
 	TAP_EQ(0, spyre_kernel_build(&d, &img, &sz, &info));
+	TAP_STREQ("add fp16 3x5 c32", info.name);	/* no k: not "3x5x0" */
 	d.alpha = 0.0f;
 	TAP_EQ(0, spyre_kernel_build(&d, &img2, &sz2, &i2));
 	TAP_CHECK(sz == sz2 && !memcmp(img, img2, sz), "alpha -0.0 builds the image of alpha 0.0");
