@@ -48,7 +48,7 @@ QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uap
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test \
-	$(B)/tests/docs-figures-test
+	$(B)/tests/docs-figures-test $(B)/tests/props-help-test
 
 .PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check boot-soak lint vm-shell clean help install
 
@@ -231,6 +231,10 @@ $(B)/tests/install-test: libspyre/tests/install-test.sh
 	install -m 0755 $< $@
 
 $(B)/tests/docs-figures-test: model/tests/docs-figures-test.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
+$(B)/tests/props-help-test: qemu-device/tests/props-help-test.sh
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
 

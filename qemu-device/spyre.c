@@ -591,6 +591,35 @@ static Property spyre_properties[] = {
     DEFINE_PROP_END_OF_LIST(),
 };
 
+/* What `-device spyre,help` says of each property: unit, range, meaning. */
+static const struct {
+    const char *name, *desc;
+} spyre_property_desc[] = {
+    { "cores", "compute cores on the ring, 1-32" },
+    { "scratchpad-size", "scratchpad bytes per core, a power of two, 64K-16M" },
+    { "mem-size", "device memory (LPDDR5) bytes, a multiple of 2M, 64M-128G; "
+                  "backed sparsely" },
+    { "queues", "hardware queues, one MSI-X vector each, 1-64" },
+    { "clock-mhz", "core clock in MHz, 100-10000 (not published)" },
+    { "timed", "timed mode: packets complete at their modeled virtual time "
+               "(needs -icount)" },
+    { "dma-mbps", "timed mode: COPY bandwidth with a host side, 10^6 B/s, >= 1" },
+    { "dma-latency-ns", "timed mode: fixed cost of a COPY in ns, 0-10^9" },
+    { "mem-copy-mbps", "timed mode: device-to-device COPY bandwidth, "
+                       "10^6 B/s, >= 1" },
+    { "wait-poll-ns", "timed mode: first re-read of a WAIT's semaphore in ns, "
+                      "100-10^6" },
+    { "lpddr-mbps", "engine: LPDDR bandwidth shared by transfers in flight, "
+                    "10^6 B/s, >= 1000" },
+    { "dma-burst-bytes", "engine: DMA burst bytes, a multiple of 128, "
+                         "128-1M" },
+    { "dma-burst-overhead-bytes", "engine: LPDDR time per burst beyond its "
+                                  "data, in bytes, 0-burst" },
+    { "ring-bytes-per-cycle", "engine: bytes per cycle of one ring link, "
+                              "one direction, 1-4096" },
+    { "ring-hop-cycles", "engine: latency per ring hop in cycles, 0-1000" },
+};
+
 static void spyre_class_init(ObjectClass *klass, void *data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
@@ -607,6 +636,10 @@ static void spyre_class_init(ObjectClass *klass, void *data)
     dc->reset = spyre_qdev_reset;
     dc->vmsd = &spyre_vmstate;
     device_class_set_props(dc, spyre_properties);
+    for (size_t i = 0; i < ARRAY_SIZE(spyre_property_desc); i++) {
+        object_class_property_set_description(klass, spyre_property_desc[i].name,
+                                              spyre_property_desc[i].desc);
+    }
     set_bit(DEVICE_CATEGORY_MISC, dc->categories);
 }
 
