@@ -82,14 +82,6 @@ static uint64_t fdinfo_u64(int fd, const char *key)
 	return NO_KEY;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the clock of ktime_get_ns() */
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 static uint64_t sysfs_busy_ns(void)
 {
 	char pci[32], path[128], buf[64];
@@ -285,9 +277,9 @@ TEST_F(fdinfo, engine_time_after_a_launch_and_a_copy)
 	l.record = rec.va;
 	/* Creating BOs ran the kernel's clearing jobs: not this file's time. */
 	EXPECT_EQ(0, fdinfo_u64(self->fd, "drm-engine-compute"));
-	t0 = now_ns();
+	t0 = spyre_now_ns();
 	ASSERT_EQ(0, srun(self->fd, self->q, &l, 1));
-	t1 = now_ns();
+	t1 = spyre_now_ns();
 	ASSERT_EQ(0, ((struct spyre_launch_record *)rec.map)->status);
 	e1 = fdinfo_u64(self->fd, "drm-engine-compute");
 	TH_LOG("LAUNCH: drm-engine-compute %" PRIu64 " ns, wall %" PRIu64 " ns", e1, t1 - t0);
@@ -302,9 +294,9 @@ TEST_F(fdinfo, engine_time_after_a_launch_and_a_copy)
 	ASSERT_EQ(0, sbo_create(self->fd, 16 * MiB, DRM_SPYRE_BO_HOST, &src));
 	ASSERT_EQ(0, sbo_create(self->fd, 16 * MiB, 0, &dst));
 	spyre_prep_copy_va(p, src.va, dst.va, 16 * MiB);
-	t0 = now_ns();
+	t0 = spyre_now_ns();
 	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
-	t1 = now_ns();
+	t1 = spyre_now_ns();
 	e2 = fdinfo_u64(self->fd, "drm-engine-compute");
 	TH_LOG("COPY 16 MiB: drm-engine-compute +%" PRIu64 " ns, wall %" PRIu64 " ns",
 	       e2 - e1, t1 - t0);
@@ -341,7 +333,7 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 	s.out = sync;
 	d0 = sysfs_busy_ns();
 	ASSERT_NE(NO_KEY, d0);
-	t0 = now_ns();
+	t0 = spyre_now_ns();
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
 
 	/* Listed in the job: active until it completes. */
@@ -351,8 +343,8 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 	 * machine may take a while to get to: poll for that, not sleep and
 	 * assume. From then on it stays blocked, so the checks below are exact.
 	 */
-	deadline = now_ns() + 5000000000ull;
-	while (!(b0 = fdinfo_u64(self->fd, "drm-engine-compute")) && now_ns() < deadline)
+	deadline = spyre_now_ns() + 5000000000ull;
+	while (!(b0 = fdinfo_u64(self->fd, "drm-engine-compute")) && spyre_now_ns() < deadline)
 		usleep(1000);
 	usleep(200000);
 	b1 = fdinfo_u64(self->fd, "drm-engine-compute");
@@ -363,7 +355,7 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 	/* Release it; it completes within the device's 1 ms CPU-store poll. */
 	*(volatile uint64_t *)sem.map = 1;
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
-	t1 = now_ns();
+	t1 = spyre_now_ns();
 	d1 = sysfs_busy_ns();
 	b2 = fdinfo_u64(self->fd, "drm-engine-compute");
 	EXPECT_LE(b1, b2);

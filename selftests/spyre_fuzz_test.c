@@ -132,14 +132,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 static uint64_t env_u64(const char *name, uint64_t def)
 {
 	const char *s = getenv(name);
@@ -582,14 +574,14 @@ static uint64_t fz_copy_size(struct fz *z)
 /* One ioctl, its errno into the histogram; 0 or -errno. */
 static int fz_do(struct fz *z, int op, int fd, unsigned long req, uint64_t arg)
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = spyre_now_ns();
 	int err;
 
 	z->st->cur_since[z->id] = t0;
 	__atomic_store_n(&z->st->cur_op[z->id], op, __ATOMIC_RELEASE);
 	err = ioctl(fd, req, (void *)(uintptr_t)arg) ? errno : 0;
 	__atomic_store_n(&z->st->cur_op[z->id], -1, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&z->st->op_ns[op], now_ns() - t0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&z->st->op_ns[op], spyre_now_ns() - t0, __ATOMIC_RELAXED);
 	fz_record(z->st, op, err);
 	return -err;
 }
@@ -1125,7 +1117,7 @@ static void fz_wait_out(struct fz *z, struct fz_file *f)
 	w.handles = (uintptr_t)&h;
 	w.points = (uintptr_t)&pt;
 	w.count_handles = 1;
-	w.timeout_nsec = now_ns() + 3000000000ll;
+	w.timeout_nsec = spyre_now_ns() + 3000000000ll;
 	fz_do(z, OP_SYNCOBJ_TIMELINE_WAIT, f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, (uintptr_t)&w);
 	f->last_out.handle = 0;
 	f->since_wait = 0;
@@ -1561,9 +1553,9 @@ static int64_t fz_deadline(struct fz *z, uint32_t flags)
 		return -1 - rn(z, 1000);
 	case 2:	/* forever, unless it may wait for a point nobody submits: jobs end in 2 s */
 		return flags & (DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT |
-				DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE) ? now_ns() : INT64_MAX;
+				DRM_SYNCOBJ_WAIT_FLAGS_WAIT_AVAILABLE) ? spyre_now_ns() : INT64_MAX;
 	default:
-		return now_ns() + rn(z, 20000000);
+		return spyre_now_ns() + rn(z, 20000000);
 	}
 }
 
@@ -2066,7 +2058,7 @@ static void fz_dump_stuck(const char *what, const struct fz_stats *st, int i, pi
 
 	spyre_diag("%s: process %d (pid %d) stuck at iteration %llu, %s%s for %.1f s; kernel stack:",
 	       what, i, pid, (unsigned long long)st->cur_iter[i], op < 0 ? "between calls" : "in ",
-	       op < 0 ? "" : fz_op_name[op], op < 0 ? 0 : (now_ns() - st->cur_since[i]) / 1e9);
+	       op < 0 ? "" : fz_op_name[op], op < 0 ? 0 : (spyre_now_ns() - st->cur_since[i]) / 1e9);
 	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
 	read_text(path, buf, sizeof(buf));
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))

@@ -430,16 +430,8 @@ struct close_race {
 	uint32_t handles[CLOSE_RACE_BOS];
 	int go;
 	int ret;
-	uint64_t done_ns;	/* when the SUBMIT returned */
+	int64_t done_ns;	/* when the SUBMIT returned */
 };
-
-static uint64_t close_race_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void *close_race_submit(void *arg)
 {
@@ -452,7 +444,7 @@ static void *close_race_submit(void *arg)
 	s.packets = p;
 	__atomic_store_n(&r->go, 1, __ATOMIC_RELEASE);
 	r->ret = ssubmit(r->fd, &s);
-	r->done_ns = close_race_ns();
+	r->done_ns = spyre_now_ns();
 	return NULL;
 }
 
@@ -462,7 +454,7 @@ TEST_F_TIMEOUT(sub, close_racing_submit, 120)
 	struct close_race r = { .fd = self->fd, .q = self->q };
 	int round, i, won = 0, lost = 0, inside = 0, delay = 0;
 	struct spyre_snap start, end;
-	uint64_t first_close_ns = 0;
+	int64_t first_close_ns = 0;
 	pthread_t t;
 	struct sbo bo;
 
@@ -484,7 +476,7 @@ TEST_F_TIMEOUT(sub, close_racing_submit, 120)
 
 			ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_GEM_CLOSE, &c));
 			if (!i)
-				first_close_ns = close_race_ns();
+				first_close_ns = spyre_now_ns();
 		}
 		ASSERT_EQ(0, pthread_join(t, NULL));
 		if (r.ret) {

@@ -56,6 +56,15 @@ static inline int spyre_open(int index)
 }
 
 /* ioctl returning 0 or -errno */
+/* CLOCK_MONOTONIC in ns: the clock of the kernel's ktime_get_ns(). */
+static inline int64_t spyre_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
 static inline int xioctl(int fd, unsigned long req, void *arg)
 {
 	return ioctl(fd, req, arg) ? -errno : 0;
@@ -383,13 +392,11 @@ static inline int spyre_snap_same(const struct spyre_snap *a, const struct spyre
 static inline void spyre_snap_settle(struct spyre_snap *now, const struct spyre_snap *start,
 				     int seconds)
 {
-	struct timespec t0, t;
+	int64_t end = spyre_now_ns() + seconds * 1000000000ll;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		spyre_snap_take(now);
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (spyre_snap_same(now, start) || t.tv_sec - t0.tv_sec > seconds)
+		if (spyre_snap_same(now, start) || spyre_now_ns() > end)
 			return;
 		usleep(100000);
 	}

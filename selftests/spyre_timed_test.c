@@ -37,14 +37,6 @@ static int timed_mode(void)
 	       strstr(buf, "spyre.timed=1") != NULL;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static uint64_t copy_ns(uint64_t bytes, uint64_t mbps)
 {
 	return DMA_LATENCY_NS + (bytes * 1000 + mbps - 1) / mbps;
@@ -199,9 +191,9 @@ TEST_F(timed, copy)
 	TS(p[4], 2);
 	spyre_prep_copy_va(p[5], dev2.va, dst.va, small);
 	TS(p[6], 3);
-	t0 = now_ns();
+	t0 = spyre_now_ns();
 	ASSERT_EQ(0, run(self->fd, self->q, p, 7));
-	e2e = now_ns() - t0;
+	e2e = spyre_now_ns() - t0;
 	ASSERT_EQ(0, memcmp(src.map, dst.map, small));
 	for (i = 0; i < 3; i++) {
 		ASSERT_LE(self->t[i], self->t[i + 1]);
@@ -234,9 +226,9 @@ TEST_F(timed, launch)
 	TS(p[2], 1);
 	spyre_prep_nop(p[3]);
 	TS(p[4], 2);
-	t0 = now_ns();
+	t0 = spyre_now_ns();
 	ASSERT_EQ(0, run(self->fd, self->q, p, 5));
-	e2e = now_ns() - t0;
+	e2e = spyre_now_ns() - t0;
 	ASSERT_EQ(0, ((struct spyre_launch_record *)r.record.map)->status);
 	ASSERT_LT(0, relu_ns(&r));
 	ksft_print_msg("timed: launch %llu ns (record %llu ns), nop %llu ns; job %lld ns in the guest\n",
@@ -318,8 +310,8 @@ TEST_F(timed, wait_for_cpu_store)
 	spyre_prep_sem(p[1], SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, self->ts.va + 8 * 64, 5);
 	TS(p[2], 1);
 	ASSERT_EQ(0, submit(self->fd, self->q, p, 3, &sync));
-	t0 = now_ns();
-	while (now_ns() - t0 < spin)
+	t0 = spyre_now_ns();
+	while (spyre_now_ns() - t0 < spin)
 		;
 	*word = 5;
 	ASSERT_EQ(0, wait_job(self->fd, sync));
@@ -361,11 +353,11 @@ TEST_F(timed, repeatable)
 	spyre_prep_copy_va(p[5], dev.va, src.va, size);
 	TS(p[6], 3);
 	for (rep = 0; rep < 3; rep++) {
-		int64_t t0 = now_ns();
+		int64_t t0 = spyre_now_ns();
 
 		for (j = 0; j < 64; j++)
 			ASSERT_EQ(0, run(self->fd, self->q, p, 7));
-		e2e[rep] = now_ns() - t0;
+		e2e[rep] = spyre_now_ns() - t0;
 		for (i = 0; i < 3; i++)
 			dev_ns[rep][i] = self->t[i + 1] - self->t[i];
 		ksft_print_msg("timed: workload %d: 64 x (H2D 8 MiB %llu ns, launch %llu ns, D2H 8 MiB %llu ns) "

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "spyre_accel.h"
 #include "spyre_hw.h"
@@ -12,6 +13,15 @@
 #include "spyre.h"
 
 #define SPYRE_EXPORT __attribute__((visibility("default")))
+
+/* CLOCK_MONOTONIC in ns: host time of calls, traces and kernel builds. */
+static inline uint64_t spyre_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #define SPYRE_NCLASSES		14	/* 128 B << 0 .. 128 B << 13 = 1 MiB */
 #define SPYRE_CHUNK_SIZE	(2u << 20)

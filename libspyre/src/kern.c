@@ -520,14 +520,6 @@ SPYRE_EXPORT int spyre_kcache_get_stats(spyre_kcache_t *c, struct spyre_kcache_s
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *desc, spyre_kernel_t **out)
 {
 	struct spyre_kernel *k;
@@ -568,7 +560,7 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 	c->stats.misses++;
 	pthread_mutex_unlock(&c->lock);
 
-	t0 = now_ns();
+	t0 = spyre_now_ns();
 	k = calloc(1, sizeof(*k));
 	if (!k)
 		return spyre_error(-ENOMEM, "spyre_kernel_get");
@@ -587,7 +579,7 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 	k->refs = 1;
 	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->lock);
-	c->stats.build_ns += now_ns() - t0;
+	c->stats.build_ns += spyre_now_ns() - t0;
 	if (c->capacity && c->stats.kernels < c->capacity) {
 		struct spyre_kernel *o;
 

@@ -168,14 +168,6 @@ static __thread struct {
 	uint32_t last_queue;
 } T;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static unsigned int cur_session(void)
 {
 	return __atomic_load_n(&session, __ATOMIC_ACQUIRE);
@@ -283,7 +275,7 @@ SPYRE_EXPORT void spyre_trace_span_begin(const char *name)
 	if (d < MAX_DEPTH) {
 		copy_name(T.stack[d].name, name);
 		T.stack[d].id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
-		T.stack[d].t0 = now_ns();
+		T.stack[d].t0 = spyre_now_ns();
 	}
 }
 
@@ -299,7 +291,7 @@ SPYRE_EXPORT void spyre_trace_span_end(void)
 	if (!T.depth)
 		return;
 	d = --T.depth;
-	t1 = now_ns();
+	t1 = spyre_now_ns();
 	pthread_mutex_lock(&buf.lock);
 	if (d >= MAX_DEPTH)
 		buf.ev.dropped++;
@@ -320,13 +312,13 @@ void spyre_trace_call_begin(struct spyre_trace_call *c, const char *name, const 
 	T.what = what;
 	c->jobs0 = T.jobs;
 	c->session = cur_session();
-	c->t0 = now_ns();
+	c->t0 = spyre_now_ns();
 }
 
 void spyre_trace_call_end(struct spyre_trace_call *c, int ret, const char *k0, uint64_t v0,
 			  const char *k1, uint64_t v1)
 {
-	uint64_t t1 = now_ns();
+	uint64_t t1 = spyre_now_ns();
 	struct hev *h;
 
 	T.what = c->prev_what;
@@ -490,7 +482,7 @@ int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a
 	spyre_prep_timestamp(pk + (size_t)(n + 1) * SPYRE_PKT_SIZE, SPYRE_AS_VIRT, q->bo.va + 16ull * slot + 8);
 	a->packets = (uintptr_t)pk;
 	a->packet_count = n + 2;
-	t = now_ns();
+	t = spyre_now_ns();
 	ret = drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, a);
 	err = errno;
 	a->packets = orig;
@@ -558,7 +550,7 @@ void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done)
 
 	if (!q || !q->count || q->pend[q->head].point > done)
 		return;
-	t_seen = now_ns();
+	t_seen = spyre_now_ns();
 	pthread_mutex_lock(&buf.lock);
 	while (q->count && q->pend[q->head].point <= done) {
 		const struct pend *p = &q->pend[q->head];
@@ -1147,7 +1139,7 @@ SPYRE_EXPORT int spyre_trace_start(const char *path)
 	snprintf(trace_path, sizeof(trace_path), "%s", path);
 	pthread_mutex_lock(&buf.lock);
 	events_free(&buf.ev);
-	buf.ev.t_start = now_ns();
+	buf.ev.t_start = spyre_now_ns();
 	buf.collecting = true;
 	__atomic_store_n(&session, session + 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&buf.lock);
