@@ -139,20 +139,20 @@ $(B)/bin/spyre-coredump: tools/spyre-coredump/spyre-coredump.c uapi/spyre_devcor
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi $(DRM_CFLAGS) $< -o $@
 
-# Checks a trace of libspyre (spyre_trace_start()) with the model's strict JSON parser.
-TRACE_CHECK_HDRS := tools/spyre-trace-check/trace-check.h model/json.h
+# Checks a trace of libspyre (spyre_trace_start()) with the strict JSON parser (util/).
+TRACE_CHECK_HDRS := tools/spyre-trace-check/trace-check.h util/json.h
 $(B)/bin/spyre-trace-check: tools/spyre-trace-check/spyre-trace-check.c tools/spyre-trace-check/trace-check.c \
-		$(TRACE_CHECK_HDRS) $(MODEL_LIB)
+		$(TRACE_CHECK_HDRS) $(B)/util/json.o
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -Itools/spyre-trace-check -Imodel $< tools/spyre-trace-check/trace-check.c \
-		-o $@ $(MODEL_LIB) -lm
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Itools/spyre-trace-check -Iutil $< tools/spyre-trace-check/trace-check.c \
+		-o $@ $(B)/util/json.o -lm
 
 # Test helpers, not installed (build/bin goes into the VM): values out of JSON
-# with the model's strict parser, for guest tests (selftests/guest/spyre-smi-test).
+# with the strict parser (util/), for guest tests (selftests/guest/spyre-smi-test).
 tools: $(B)/bin/spyre-json-get
-$(B)/bin/spyre-json-get: tools/tests/json-get.c model/json.c model/json.h
+$(B)/bin/spyre-json-get: tools/tests/json-get.c util/json.c util/json.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -std=c11 $(WARNFLAGS) -D_POSIX_C_SOURCE=200809L -Imodel $< model/json.c -o $@ -lm
+	$(CC) $(CFLAGS) -std=c11 $(WARNFLAGS) -D_POSIX_C_SOURCE=200809L -Iutil $< util/json.c -o $@ -lm
 # A workload with known memory, utilization and one fault, for the same test.
 tools: $(B)/bin/spyre-busy-load
 $(B)/bin/spyre-busy-load: tools/tests/busy-load.c selftests/spyre_test.h uapi/spyre_accel.h uapi/spyre_hw.h
@@ -270,18 +270,18 @@ $(B)/tests/stream-race-tsan-test: libspyre/tests/stream-race-test.c libspyre/tes
 		$(ISA_LIB) -lpthread -lm
 
 # libspyre's traces over a fake driver, checked as spyre-trace-check does (-tsan: ThreadSanitizer).
-TRACE_TEST_SRCS := tools/spyre-trace-check/trace-check.c model/json.c
+TRACE_TEST_SRCS := tools/spyre-trace-check/trace-check.c util/json.c
 host-tests: $(B)/tests/trace-test $(B)/tests/trace-tsan-test
 $(B)/tests/trace-test: libspyre/tests/trace-test.c libspyre/tests/fake-udev.h $(LIB_ASAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
 		$(TRACE_CHECK_HDRS) tests/tap.h
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Imodel $< \
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_asan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Iutil $< \
 		$(TRACE_TEST_SRCS) $(LIB_ASAN_OBJS) -o $@ $(ISA_LIB) -lpthread -lm
 
 $(B)/tests/trace-tsan-test: libspyre/tests/trace-test.c libspyre/tests/fake-udev.h $(LIB_TSAN_OBJS) $(LIB_HDRS) $(ISA_LIB) $(TRACE_TEST_SRCS) \
 		$(TRACE_CHECK_HDRS) tests/tap.h
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Imodel $< \
+	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Iutil $< \
 		$(TRACE_TEST_SRCS) $(LIB_TSAN_OBJS) -o $@ $(ISA_LIB) -lpthread -lm
 
 $(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LIB_ASAN_OBJS) \

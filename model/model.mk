@@ -6,17 +6,19 @@
 # (isa/spyre_dtype.h): whatever links MODEL_LIB links ISA_LIB after it, and libm.
 
 MODEL_DIR := model
-MODEL_SRCS := $(addprefix $(MODEL_DIR)/,json.c config.c safetensors.c weights.c ref.c)
-MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h)
-MODEL_OBJS := $(patsubst $(MODEL_DIR)/%.c,$(B)/model/%.o,$(MODEL_SRCS))
+# The strict JSON parser is a small library of its own (util/), used here too.
+UTIL_DIR := util
+MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c)
+MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h) $(UTIL_DIR)/json.h
+MODEL_OBJS := $(patsubst %.c,$(B)/%.o,$(MODEL_SRCS))
 MODEL_LIB := $(B)/model/libspyre-model.a
 # What the model library uses of the ISA library: its headers, and the sources
 # that the sanitizer and fuzz builds (which compile everything from source) add.
 MODEL_ISA_HDRS := $(ISA_DIR)/spyre_dtype.h uapi/spyre_isa.h
 MODEL_ISA_SRCS := $(ISA_DIR)/dtype.c
 MODEL_LIBS := $(MODEL_LIB) $(ISA_LIB) -lm
-MODEL_CFLAGS := $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi
-MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi
+MODEL_CFLAGS := $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(MODEL_DIR) -I$(UTIL_DIR) -I$(ISA_DIR) -Iuapi
+MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_DIR) -I$(UTIL_DIR) -I$(ISA_DIR) -Iuapi
 MODEL_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 MODEL_TEST_HDRS := $(MODEL_DIR)/tests/test-util.h tests/tap.h
 
@@ -37,6 +39,10 @@ model-all: $(MODEL_LIB) $(MODEL_TOOLS) $(MODEL_TESTS) $(MODEL_SAN_TESTS) $(MODEL
 $(B)/model/%.o: $(MODEL_DIR)/%.c $(MODEL_HDRS) $(MODEL_ISA_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(MODEL_CFLAGS) -c $< -o $@
+
+$(B)/util/%.o: $(UTIL_DIR)/%.c $(UTIL_DIR)/%.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=c11 $(WARNFLAGS) -I$(UTIL_DIR) -c $< -o $@
 
 $(MODEL_LIB): $(MODEL_OBJS)
 	rm -f $@ && ar rcs $@ $^
@@ -65,7 +71,7 @@ $(MODEL_FUZZ): $(MODEL_DIR)/tests/model-fuzz.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) $
 		$(MODEL_DIR)/tests/test-util.h
 	@mkdir -p $(@D)
 	clang -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-I$(MODEL_DIR) -I$(ISA_DIR) -Iuapi $< $(MODEL_SRCS) $(MODEL_ISA_SRCS) -lm -o $@
+		-I$(MODEL_DIR) -I$(UTIL_DIR) -I$(ISA_DIR) -Iuapi $< $(MODEL_SRCS) $(MODEL_ISA_SRCS) -lm -o $@
 
 $(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
 		$(MODEL_TEST_HDRS) tests/fuzz-run.h

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Description: the strict JSON parser (model/json.h) and the config.json
+ * Description: the strict JSON parser (util/json.h) and the config.json
  * reader (model/config.h): the shipped configs equal the presets (tiny, and
  * Granite 3.3 8B's shape with its parameter count), defaults, the writer's
  * output reads back bit-exact, and every class of bad input is refused with

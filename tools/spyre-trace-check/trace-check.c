@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * trace-check.c - the checks of trace-check.h over model/json.h's strict parser.
+ * trace-check.c - the checks of trace-check.h over the strict JSON parser of util/json.h.
  */
 #include <errno.h>
 #include <inttypes.h>

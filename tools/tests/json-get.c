@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * spyre-json-get - read values out of a JSON document with the project's
- * strict parser (model/json.c), for tests in the guest, which has no python
+ * strict parser (util/json.c), for tests in the guest, which has no python
  * or jq.
  *
  * Usage: spyre-json-get FILE|- PATH...

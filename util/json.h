@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * json.h - a small, strict JSON parser (RFC 8259) for config.json and the
- * safetensors header.
+ * json.h - a small, strict JSON parser (RFC 8259): util/, the home of small
+ * libraries that several rooms share and that depend on nothing of the
+ * project. Used by the model runner (config.json, the safetensors header),
+ * spyre-trace-check and spyre-json-get.
  *
  * Strict: one value with optional whitespace around it; no comments, trailing
  * commas, NaN/Infinity, leading zeros or '+'; strings must be valid UTF-8
