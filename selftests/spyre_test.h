@@ -55,7 +55,6 @@ static inline int spyre_open(int index)
 	return open(path, O_RDWR | O_CLOEXEC);
 }
 
-/* ioctl returning 0 or -errno */
 /* CLOCK_MONOTONIC in ns: the clock of the kernel's ktime_get_ns(). */
 static inline int64_t spyre_now_ns(void)
 {
@@ -65,6 +64,7 @@ static inline int64_t spyre_now_ns(void)
 	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+/* ioctl returning 0 or -errno */
 static inline int xioctl(int fd, unsigned long req, void *arg)
 {
 	return ioctl(fd, req, arg) ? -errno : 0;
