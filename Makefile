@@ -28,17 +28,20 @@ UDEV_LIBS = $(shell pkg-config --libs libudev)
 
 LIBSPYRE_VERSION := 0.3.0
 LIBSPYRE_SONAME := libspyre.so.0
-LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Iuapi -Iisa $(DRM_CFLAGS)
+LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
 
-LIB_SRCS := $(wildcard libspyre/src/*.c)
+# Two wings (docs/libspyre.md): the runtime (device, memory, programs,
+# streams, tracing) and the kernel library, which sees the runtime only
+# through the public spyre.h; libspyre/src/common.h is what both share.
+LIB_SRCS := $(wildcard libspyre/src/runtime/*.c libspyre/src/kernels/*.c)
 LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 # The ISA library (isa/isa.mk) is inside libspyre: its position-independent,
 # hidden objects, ISA_PIC_LIB in the .so's link (what libspyre uses: the
 # container parser, the kernel library's builder and dtype conversions) and
 # every one of them in libspyre.a.
-LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/internal.h \
-	libspyre/src/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
+LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/common.h \
+	libspyre/src/runtime/internal.h libspyre/src/kernels/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
@@ -215,7 +218,7 @@ $(B)/tests/api-errors-test: libspyre/tests/api-errors-test.c $(B)/lib/libspyre.s
 
 $(B)/tests/patch-test: libspyre/tests/patch-test.c $(B)/lib/libspyre.a $(ISA_LIB) $(LIB_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -I$(ISA_DIR) $< -o $@ $(B)/lib/libspyre.a $(ISA_LIB) \
+	$(CC) $(APP_CFLAGS) -Ilibspyre/src -I$(ISA_DIR) $< -o $@ $(B)/lib/libspyre.a $(ISA_LIB) \
 		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
 
 $(B)/tests/man-pages-test: libspyre/tests/man-pages-test.sh

@@ -271,6 +271,9 @@ struct spyre_slot_info {
 	uint32_t pad;
 };
 
+/** Slots and scalars of one program together, at most (one launch's argument block). */
+#define SPYRE_LAUNCH_MAX_ARGS 200
+
 struct spyre_program_info {
 	uint32_t size;			/**< In: sizeof(struct spyre_program_info). */
 	uint32_t path;			/**< enum spyre_launch_path */

@@ -16,7 +16,7 @@
 
 #include "spyre_isa.h"
 #include "spyre_progbuild.h"
-#include "../src/internal.h"
+#include "../src/runtime/internal.h"
 #include "../../tests/tap.h"
 
 /* 4 cores x 6 DMA instructions over 3 slots with varying offsets. */

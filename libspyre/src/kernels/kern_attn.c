@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "common.h"
 #include "kern.h"
 #include "spyre_dtype.h"
 

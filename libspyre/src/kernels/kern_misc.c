@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "internal.h"
+#include "common.h"
 #include "kern.h"
 
 #define F32 SPYRE_DT_FP32
@@ -18,7 +18,7 @@
 #define STICK SPYRE_STICK_BYTES
 
 /* EMBEDDING: the argument block holds the 2 slot addresses, then one scalar per token */
-#define EMB_MAX_TOKENS (SPYRE_ARG_WORDS - 2)
+#define EMB_MAX_TOKENS (SPYRE_LAUNCH_MAX_ARGS - 2)
 
 /* any tensor op with explicit row strides (sticks) */
 static void op_ld(struct kgen *g, uint32_t c, unsigned opc, unsigned dt, unsigned dt2, unsigned flags, uint32_t d,

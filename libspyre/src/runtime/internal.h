@@ -11,17 +11,7 @@
 #include "spyre_hw.h"
 
 #include "spyre.h"
-
-#define SPYRE_EXPORT __attribute__((visibility("default")))
-
-/* CLOCK_MONOTONIC in ns: host time of calls, traces and kernel builds. */
-static inline uint64_t spyre_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "common.h"
 
 #define SPYRE_NCLASSES		14	/* 128 B << 0 .. 128 B << 13 = 1 MiB */
 #define SPYRE_CHUNK_SIZE	(2u << 20)
@@ -115,7 +105,7 @@ struct spyre_device {
  * stream's totals (struct spyre_stream.stats) before a record is reused.
  */
 #define SPYRE_ARG_SLOTS		32
-#define SPYRE_ARG_WORDS		200
+#define SPYRE_ARG_WORDS		SPYRE_LAUNCH_MAX_ARGS
 #define SPYRE_ARG_SLOT_BYTES	(SPYRE_ARG_WORDS * 8)
 #define SPYRE_ARG_RECORDS	256
 #define SPYRE_ARG_RECORDS_OFF	(SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES)
@@ -165,13 +155,6 @@ struct spyre_stream {
 	struct spyre_trace_queue *trace;	/* trace.c's; NULL unless traced (spyre_trace_start()) */
 };
 
-
-/* Record a detail for spyre_last_error() and return @status. */
-int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* The name of code @i in the table @names, or @unknown past its end or in a gap. */
-#define SPYRE_NAME_OF(names, i, unknown)						\
-	((i) < sizeof(names) / sizeof((names)[0]) && (names)[i] ? (names)[i] : (unknown))
 
 /* patch.c: the program container and relocation patching (host-tested). */
 struct spyre_reloc_site {

@@ -6,13 +6,14 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "common.h"
 #include "kern.h"
 #include "spyre_dtype.h"
 #include "spyre_isa_codec.h"
@@ -434,6 +435,7 @@ struct spyre_kernel {
  */
 struct spyre_kcache {
 	spyre_device_t *dev;
+	struct spyre_device_props props;	/* the device's, read at creation */
 	uint32_t capacity;
 	unsigned int refs;		/* atomic: the owner's + one per live kernel */
 	pthread_mutex_t lock;
@@ -452,12 +454,19 @@ static void kcache_put(struct spyre_kcache *c)
 SPYRE_EXPORT int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spyre_kcache_t **cache)
 {
 	struct spyre_kcache *c;
+	int ret;
 
 	if (!dev || !cache)
 		return spyre_error(-EINVAL, "spyre_kcache_create: NULL argument");
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return spyre_error(-ENOMEM, "spyre_kcache_create");
+	c->props.size = sizeof(c->props);
+	ret = spyre_device_get_props(dev, &c->props);
+	if (ret) {
+		free(c);
+		return ret;
+	}
 	c->dev = dev;
 	c->capacity = capacity;
 	c->refs = 1;
@@ -536,16 +545,16 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 		return ret;
 	/* resolve against the device: its cores and scratchpad */
 	if (!desc->cores)
-		d.cores = c->dev->props.num_cores;
-	if (d.cores > c->dev->props.num_cores)
+		d.cores = c->props.num_cores;
+	if (d.cores > c->props.num_cores)
 		return spyre_error(-EINVAL, "%s: %u cores requested, the device has %u", kg_ops[d.op].name,
-				   d.cores, c->dev->props.num_cores);
+				   d.cores, c->props.num_cores);
 	if (!desc->sp_bytes)
-		d.sp_bytes = c->dev->props.scratchpad_bytes;
-	if (d.sp_bytes > c->dev->props.scratchpad_bytes || d.sp_bytes % SPYRE_STICK_BYTES ||
+		d.sp_bytes = c->props.scratchpad_bytes;
+	if (d.sp_bytes > c->props.scratchpad_bytes || d.sp_bytes % SPYRE_STICK_BYTES ||
 	    d.sp_bytes < 16 * SPYRE_STICK_BYTES)
 		return spyre_error(-EINVAL, "%s: a scratchpad of %u bytes; the device has %u per core",
-				   kg_ops[d.op].name, d.sp_bytes, c->dev->props.scratchpad_bytes);
+				   kg_ops[d.op].name, d.sp_bytes, c->props.scratchpad_bytes);
 
 	pthread_mutex_lock(&c->lock);
 	for (k = c->head; k; k = k->next) {

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef LIBSPYRE_COMMON_H
+#define LIBSPYRE_COMMON_H
+
+/*
+ * What both wings of libspyre share: the runtime (runtime/, the device,
+ * memory, programs and streams) and the kernel library (kernels/, which
+ * otherwise sees only the public spyre.h). The error detail and the export
+ * attribute live here, nothing that needs the runtime's structures.
+ */
+#include <stdint.h>
+#include <time.h>
+
+#define SPYRE_EXPORT __attribute__((visibility("default")))
+
+/* CLOCK_MONOTONIC in ns: host time of calls, traces and kernel builds. */
+static inline uint64_t spyre_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Record a detail for spyre_last_error() and return @status. */
+int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The name of code @i in the table @names, or @unknown past its end or in a gap. */
+#define SPYRE_NAME_OF(names, i, unknown)						\
+	((i) < sizeof(names) / sizeof((names)[0]) && (names)[i] ? (names)[i] : (unknown))
+
+#endif
