@@ -26,6 +26,12 @@
  * computed in fp32 inside the core (matmuls accumulate in fp32); each
  * kernel's output is rounded once to the dtype.
  *
+ * Weights: LINEAR reads W as [k x n] (the transpose of a PyTorch / Hugging
+ * Face weight) or, with SPYRE_KF_WEIGHT_NK, as the framework keeps it,
+ * W [n x k]; spyre_kernel_pack_weight() writes any weight slot (LINEAR's W
+ * and bias, the MLP's Wg, Wu, Wd) in the layout its kernel reads, from a
+ * host matrix in either orientation and any float dtype.
+ *
  * Threads: a cache may be used from several threads; a kernel may be
  * launched on several streams at once (kernels keep no state on the device
  * besides their program; ops that need device scratch memory take it as
@@ -51,8 +57,11 @@ enum spyre_kop {
 	 * @in_group if set), W [k x n] (the transpose of a Hugging Face
 	 * weight), bias [n] fp32 if SPYRE_KF_BIAS, Y [m x n]. With
 	 * @out_group, Y, W and bias are grouped by it (so a head's columns
-	 * start on a stick in all three). Strategy: SPYRE_KSTRAT_SPLIT_M /
-	 * _SPLIT_N.
+	 * start on a stick in all three). With SPYRE_KF_WEIGHT_NK, W is
+	 * [n x k] instead (nn.Linear's weight: row j holds output j's k
+	 * inputs, its columns grouped by @in_group like X's; @out_group then
+	 * groups Y and bias only); the kernel transposes W's tiles in the
+	 * scratchpad. Strategy: SPYRE_KSTRAT_SPLIT_M / _SPLIT_N.
 	 */
 	SPYRE_KOP_LINEAR = 1,
 	/** @SPYRE_KOP_BMM: Y[b] = A[b] B[b]. Slots A [batch*m x k], B [batch*k x n], Y [batch*m x n]. */
@@ -154,6 +163,7 @@ enum spyre_kstrategy {
 #define SPYRE_KF_BIAS		(1u << 1)	/**< LINEAR: + bias */
 #define SPYRE_KF_GELU		(1u << 2)	/**< MLP: GELU MLP instead of SwiGLU */
 #define SPYRE_KF_DECODE		(1u << 3)	/**< ATTENTION: one token at a position given at launch */
+#define SPYRE_KF_WEIGHT_NK	(1u << 4)	/**< LINEAR: W is [n x k], as nn.Linear keeps it (since 0.4) */
 
 /**
  * struct spyre_kdesc - what to generate. Zero every field you do not use
@@ -266,6 +276,30 @@ void spyre_kernel_pack(void *dev_layout, const float *host, uint64_t rows, uint6
 		       uint64_t group, uint32_t dtype);
 void spyre_kernel_unpack(float *host, const void *dev_layout, uint64_t rows, uint64_t cols,
 			 uint64_t group, uint32_t dtype);
+
+/** Orientations of a host weight for spyre_kernel_pack_weight(). */
+enum spyre_kweight_layout {
+	SPYRE_KW_OUT_IN = 0,	/**< [out x in]: nn.Linear.weight, a Hugging Face checkpoint */
+	SPYRE_KW_IN_OUT = 1,	/**< [in x out]: its transpose */
+};
+
+/**
+ * spyre_kernel_pack_weight() - write weight slot @slot of the op @desc in
+ * the device layout its kernel reads, from a dense row-major host matrix
+ * @src of @src_dtype (SPYRE_DT_FP32, _FP16, _BF16 or _DL16), converted to
+ * @desc->dtype (rounding to nearest even). The weight slots: LINEAR 1 (W:
+ * out = n, in = k; either orientation of @desc's flags) and 2 (the fp32
+ * bias [n] with SPYRE_KF_BIAS; @layout ignored); MLP (out x in) 1 Wg and
+ * 2 Wu [n x k], 3 Wd [k x n] (SwiGLU) or 1 Wu, 2 Wd (SPYRE_KF_GELU).
+ * Groups (@in_group, @out_group) and the padding of every row are written
+ * too (padding as zeros). With @dst NULL, *@dst_bytes gets the bytes the
+ * slot takes (as spyre_kernel_info.slot_bytes[@slot]); else *@dst_bytes
+ * must be at least that (since 0.4).
+ * Return: 0, or -EINVAL (with a detail) for a slot that is not a weight, an
+ * unknown @layout or @src_dtype, or too small a @dst.
+ */
+int spyre_kernel_pack_weight(const struct spyre_kdesc *desc, uint32_t slot, uint32_t layout, const void *src,
+			     uint32_t src_dtype, void *dst, size_t *dst_bytes);
 
 /** spyre_kernel_rope_tables() - fill cos/sin [max_pos x head_dim] fp32 stick-layout tables. */
 void spyre_kernel_rope_tables(void *cos_tab, void *sin_tab, uint32_t max_pos, uint32_t head_dim,

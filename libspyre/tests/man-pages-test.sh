@@ -3,7 +3,7 @@
 # render cleanly: every symbol exported by libspyre.map has a page
 # <symbol>.3 (the group page itself or a one-line ".so man3/<group>.3" alias)
 # whose group page names it and shows its prototype exactly as spyre.h
-# declares it, spyre.7 refers to every group page, and every page renders
+# (or spyre_kernels.h, the kernel library's) declares it, spyre.7 refers to every group page, and every page renders
 # with groff (or man) without a single warning. TAP, three points; the two
 # that render skip when there is no groff or man to render with.
 
@@ -11,10 +11,11 @@ top=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 . "$top/tests/tap.sh"
 map=$top/libspyre/libspyre.map
 hdr=$top/libspyre/include/spyre.h
+khdr=$top/libspyre/include/spyre_kernels.h
 man=$top/libspyre/man
 
 tap_plan 3
-for f in "$map" "$hdr" "$man/spyre.7"; do
+for f in "$map" "$hdr" "$khdr" "$man/spyre.7"; do
 	[ -f "$f" ] || tap_bail "$f is missing"
 done
 
@@ -143,7 +144,7 @@ function emit(text,    i, st, m) {
 	}
 }'
 
-# Declarations of spyre.h, comments and preprocessor lines dropped.
+# Declarations of spyre.h and spyre_kernels.h, comments and preprocessor lines dropped.
 awk "$normalize"'
 {
 	s = $0; out = ""
@@ -161,7 +162,7 @@ awk "$normalize"'
 	if (out ~ /^[ \t]*#/)
 		next
 	emit(out)
-}' "$hdr" >"$tmp/header.protos"
+}' "$hdr" "$khdr" >"$tmp/header.protos"
 
 render_text() {
 	if [ "$fmt" = groff ]; then

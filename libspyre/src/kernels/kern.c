@@ -284,8 +284,10 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 		return spyre_error(-EINVAL, "%s: reserved fields must be zero", kg_ops[d->op].name);
 	if (d->strategy && (d->strategy >= 32 || !(kg_ops[d->op].strategies & BIT(d->strategy))))
 		return spyre_error(-EINVAL, "%s: strategy %u does not apply", kg_ops[d->op].name, d->strategy);
-	if (d->flags & ~(SPYRE_KF_RELOC | SPYRE_KF_BIAS | SPYRE_KF_GELU | SPYRE_KF_DECODE))
+	if (d->flags & ~(SPYRE_KF_RELOC | SPYRE_KF_BIAS | SPYRE_KF_GELU | SPYRE_KF_DECODE | SPYRE_KF_WEIGHT_NK))
 		return spyre_error(-EINVAL, "%s: unknown flags 0x%x", kg_ops[d->op].name, d->flags);
+	if ((d->flags & SPYRE_KF_WEIGHT_NK) && d->op != SPYRE_KOP_LINEAR)
+		return spyre_error(-EINVAL, "%s: SPYRE_KF_WEIGHT_NK applies to linear only", kg_ops[d->op].name);
 	return 0;
 }
 
@@ -299,10 +301,10 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
 	info->size = sizeof(*info);
 	info->strategy = strategy;
 	/* m x n, and x k for the ops that have a k (elementwise ones do not: no "1x128x0") */
-	snprintf(info->name, sizeof(info->name), "%s %s %llux%llu%s%.0llu%s%s c%u", kg_ops[d->op].name,
+	snprintf(info->name, sizeof(info->name), "%s %s %llux%llu%s%.0llu%s%s%s c%u", kg_ops[d->op].name,
 		 spyre_dtype_name(d->dtype), (unsigned long long)d->m, (unsigned long long)d->n,
-		 d->k ? "x" : "", (unsigned long long)d->k, strategy ? " " : "",
-		 strategy ? strategy_names[strategy] : "", d->cores);
+		 d->k ? "x" : "", (unsigned long long)d->k, (d->flags & SPYRE_KF_WEIGHT_NK) ? " w-nk" : "",
+		 strategy ? " " : "", strategy ? strategy_names[strategy] : "", d->cores);
 	g.info = info;
 	g.pb = spyre_pb_new();
 	if (!g.pb)
@@ -678,6 +680,99 @@ SPYRE_EXPORT void spyre_kernel_pack(void *dev_layout, const float *host, uint64_
 		for (uint64_t j = 0; j < cols; j++)
 			spyre_store_f32((uint8_t *)dev_layout + r * pitch + elem_off(j, group, dtype), dtype, 0,
 					host[r * cols + j]);
+}
+
+/*
+ * The device layout of weight slot @slot of @d: rows x cols of @dt grouped
+ * by @group, and whether row r, column j is the weight's (out j, in r)
+ * (@out_cols) or (out r, in j). -EINVAL for a slot that is not a weight.
+ */
+static int weight_layout(const struct spyre_kdesc *d, uint32_t slot, uint64_t *rows, uint64_t *cols,
+			 uint64_t *group, uint32_t *dt, bool *out_cols)
+{
+	bool nk = d->flags & SPYRE_KF_WEIGHT_NK, gelu = d->flags & SPYRE_KF_GELU;
+
+	*dt = d->dtype;
+	*group = 0;
+	if (d->op == SPYRE_KOP_LINEAR && slot == 1) {
+		*rows = nk ? d->n : d->k;
+		*cols = nk ? d->k : d->n;
+		*group = nk ? d->in_group : d->out_group;
+		*out_cols = !nk;
+		return 0;
+	}
+	if (d->op == SPYRE_KOP_LINEAR && slot == 2 && (d->flags & SPYRE_KF_BIAS)) {
+		*rows = 1;
+		*cols = d->n;
+		*group = d->out_group;
+		*dt = SPYRE_DT_FP32;
+		*out_cols = true;
+		return 0;
+	}
+	if (d->op == SPYRE_KOP_MLP && slot >= 1 && slot <= (gelu ? 2u : 3u)) {
+		bool down = slot == (gelu ? 2u : 3u);
+
+		/* Wg, Wu [k x n] (in = hidden = k rows), Wd [n x k] (in = ffn = n rows): out in the columns */
+		*rows = down ? d->n : d->k;
+		*cols = down ? d->k : d->n;
+		*out_cols = true;
+		return 0;
+	}
+	return spyre_error(-EINVAL, "spyre_kernel_pack_weight: slot %u of %s is not a weight", slot,
+			   spyre_kernel_op_name(d->op));
+}
+
+SPYRE_EXPORT int spyre_kernel_pack_weight(const struct spyre_kdesc *desc, uint32_t slot, uint32_t layout,
+					  const void *src, uint32_t src_dtype, void *dst, size_t *dst_bytes)
+{
+	struct spyre_kdesc d;
+	uint64_t rows = 0, cols = 0, group = 0, pitch, bytes;
+	uint32_t dt = 0;
+	bool out_cols = false, src_out_rows;
+	int ret;
+
+	if (!dst_bytes || (dst && !src))
+		return spyre_error(-EINVAL, "spyre_kernel_pack_weight: NULL argument");
+	ret = normalize(desc, &d);
+	if (ret)
+		return ret;
+	ret = weight_layout(&d, slot, &rows, &cols, &group, &dt, &out_cols);
+	if (ret)
+		return ret;
+	if (layout != SPYRE_KW_OUT_IN && layout != SPYRE_KW_IN_OUT)
+		return spyre_error(-EINVAL, "spyre_kernel_pack_weight: layout %u", layout);
+	if (src_dtype != SPYRE_DT_FP32 && src_dtype != SPYRE_DT_FP16 && src_dtype != SPYRE_DT_BF16 &&
+	    src_dtype != SPYRE_DT_DL16)
+		return spyre_error(-EINVAL, "spyre_kernel_pack_weight: source dtype %u is not fp32, fp16, bf16 or dl16",
+				   src_dtype);
+	if (!rows || !cols)
+		return spyre_error(-EINVAL, "spyre_kernel_pack_weight: %s with an empty weight",
+				   spyre_kernel_op_name(d.op));
+	if (group >= cols)
+		group = 0;
+	pitch = spyre_kernel_grouped_pitch(cols, group, dt);
+	bytes = rows * pitch;
+	if (!dst) {
+		*dst_bytes = bytes;
+		return 0;
+	}
+	if (*dst_bytes < bytes)
+		return spyre_error(-EINVAL, "spyre_kernel_pack_weight: slot %u of %s takes %llu bytes, %zu given",
+				   slot, spyre_kernel_op_name(d.op), (unsigned long long)bytes, *dst_bytes);
+	/* the source's rows: out ([out x in]) or in; a vector (the bias) reads the same either way */
+	src_out_rows = layout == SPYRE_KW_OUT_IN;
+	memset(dst, 0, bytes);
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t j = 0; j < cols; j++) {
+			/* device (r, j) is (out j, in r) or (out r, in j); the host matrix is [out x in] or [in x out] */
+			uint64_t o = out_cols ? j : r, i = out_cols ? r : j, nout = out_cols ? cols : rows,
+				 nin = out_cols ? rows : cols;
+			uint64_t idx = src_out_rows ? o * nin + i : i * nout + o;
+
+			spyre_store_f32((uint8_t *)dst + r * pitch + elem_off(j, group, dt), dt, 0,
+					spyre_load_f32(src, src_dtype, idx));
+		}
+	return 0;
 }
 
 SPYRE_EXPORT void spyre_kernel_unpack(float *host, const void *dev_layout, uint64_t rows, uint64_t cols,

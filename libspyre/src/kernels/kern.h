@@ -178,6 +178,13 @@ struct kg_gemm {
 	int bias;		/* fp32 bias slot, -1: none */
 	uint64_t m, n, k;
 	uint64_t k_group, n_group;
+	/*
+	 * B given as [n x k] (nn.Linear's weight): row j holds column j's k
+	 * elements, laid out like a row of A (k grouped alike; one dtype
+	 * with A); its n rows are real (not grouped). Tiles are transposed in
+	 * the scratchpad.
+	 */
+	bool b_nk;
 };
 
 /*

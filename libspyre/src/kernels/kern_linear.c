@@ -28,6 +28,12 @@
  * elements (at most one per group) gets its own matmul, so padding is
  * neither computed on nor mixed into sums. With groups that fill whole
  * sticks the layout is dense and a tile is one run.
+ *
+ * B as [n x k] (kg_gemm.b_nk, LINEAR's SPYRE_KF_WEIGHT_NK): a B tile is
+ * loaded as its nt rows of W (one DMA per run of real columns, each to its
+ * physical place) into a staging buffer and TRANSPOSEd into the B buffer,
+ * whose rows are then physical k (W's rows are laid out like A's). The
+ * plan counts the staging buffer, the transposes and W's row-wise bursts.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -183,7 +189,7 @@ struct gctx {
 	struct cmap nc, kc;
 	uint32_t ea, eb, ey, ec;	/* element bytes of A, B, Y, and of B as the matmul reads it */
 	uint32_t cdt;			/* the matmul's input dtype */
-	bool castb, bias;
+	bool castb, bias, nk;
 	uint32_t active, sp_bytes, max_insns;
 	struct {
 		uint64_t mr, w, max_insns;
@@ -210,6 +216,9 @@ static int gctx_init(struct kgen *g, struct gctx *x, const struct kg_gemm *j)
 			       spyre_dtype_name(j->b.dt));
 	}
 	x->ec = SPYRE_DT_SIZE(x->cdt);
+	x->nk = j->b_nk;
+	if (x->nk && x->castb)
+		return kg_fail(g, "gemm: B as [n x k] needs A and B in one dtype");
 	if (j->n_group && j->n_group < j->n && j->b.dt != j->y.dt)
 		return kg_fail(g, "gemm: grouped columns need B and Y in one dtype");
 	/* column granule: a stick of the narrowest of B, Y (and the fp32 bias) */
@@ -239,7 +248,14 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 		      ((x->ey == 4 || !direct) ? mt * acc_row : 0) + (x->ey != 4 ? mt * kg_rup(nt * x->ey, STICK) : 0) +
 		      (x->bias ? acc_row : 0);
 	uint64_t xl, wl, xpass, wpass, bl, cyc, insns, mm, tiles = M * N;
+	/* B as [n x k]: the B buffer holds physical k rows, beside a staging buffer of nt rows of W */
+	uint64_t kcols = p->ord == ORD_W ? kp : kg_min64(kt, kp), srow = kg_rup(kcols * x->eb, STICK);
 
+	if (x->nk) {
+		sp += (kcols - wrows) * wrow + nt * srow;
+		if (kcols > 0xffff || srow / STICK > 0xffff)
+			return 0;
+	}
 	if (sp > x->sp_bytes || xrow / STICK > 0xffff || wrow / STICK > 0xffff)
 		return 0;
 	switch (p->ord) {
@@ -265,9 +281,11 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 	/* bias tiles; grouped: a partial first group, the whole ones (strided), a partial last */
 	bl = !x->bias ? 0 : (p->ord == ORD_W || N == 1) ? N : M * N;
 	/* bytes through LPDDR */
-	uint64_t bytes = xpass * mr * kg_rup(kp * x->ea, STICK) + wpass * j->k * kg_rup(w * x->eb, STICK) +
+	uint64_t wbytes = x->nk ? wpass * wr * kg_rup(kp * x->eb, STICK) : wpass * j->k * kg_rup(w * x->eb, STICK);
+	uint64_t bytes = xpass * mr * kg_rup(kp * x->ea, STICK) + wbytes +
 			 mr * kg_rup(w * x->ey, STICK) + bl * kg_rup(nt * 4, STICK);
-	uint64_t dmas = xl + wl + bl * (cmap_dense(&x->nc) ? 1 : 3) + tiles;
+	/* B as [n x k]: a DMA per run of real columns of each B tile */
+	uint64_t dmas = xl + wl * (x->nk ? runs_in(&x->nc, nt) : 1) + bl * (cmap_dense(&x->nc) ? 1 : 3) + tiles;
 	/* LPDDR time of the bursts: each strided row is its own (isa/spyre_timing.h), a contiguous load one run */
 	{
 		uint64_t xr = kg_rup((p->ord == ORD_X || K == 1 ? kp : kt) * x->ea, STICK);
@@ -275,7 +293,12 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 		uint64_t wr_b = kg_rup(kg_min64(nt, w) * x->eb, STICK), wrow_n = wpass * j->k * N;
 		uint64_t yr = kg_rup(kg_min64(nt, w) * x->ey, STICK), yrows = mr * N;
 
-		bytes += burst_overhead(xrows, xr, xr == j->a.pitch) + burst_overhead(wrow_n, wr_b, N == 1 && wr_b == j->b.pitch) +
+		if (x->nk) {	/* W's rows: nt of them per tile, kcols wide */
+			wr_b = srow;
+			wrow_n = wpass * wr * (p->ord == ORD_W || K == 1 ? 1 : K);
+		}
+		bytes += burst_overhead(xrows, xr, xr == j->a.pitch) +
+			 burst_overhead(wrow_n, wr_b, (x->nk || N == 1) && wr_b == j->b.pitch) +
 			 burst_overhead(yrows, yr, N == 1 && yr == j->y.pitch);
 	}
 
@@ -294,9 +317,11 @@ static uint64_t plan_cost(const struct gctx *x, uint64_t mr, uint64_t w, uint64_
 	/* casts of B tiles, the epilogue (bias add / cast) */
 	if (x->castb)
 		cyc += wl * kg_cyc_sfu(kt_real * nt, 1, kt_real * nt * (x->eb + 4));
+	if (x->nk)
+		cyc += wl * kg_cyc_sfu(kcols * nt, 1, 2 * kcols * nt * x->eb);
 	if (!direct && (x->bias || x->ey != 4))
 		cyc += tiles * kg_cyc_sfu(mt * nt, 1, mt * nt * ((x->bias ? 8 : 4) + x->ey));
-	insns = dmas + mm + (x->castb ? wl : 0) + (!direct && (x->bias || x->ey != 4) ? tiles : 0);
+	insns = dmas + mm + (x->castb ? wl : 0) + (x->nk ? wl : 0) + (!direct && (x->bias || x->ey != 4) ? tiles : 0);
 	if (insns > x->max_insns)
 		return 0;
 	p->cyc = cyc;
@@ -400,13 +425,15 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 	uint64_t wrows = p->ord == ORD_W ? j->k : kg_min64(kt, j->k);
 	uint64_t wld = kg_rup(nt * x->eb, STICK) / STICK, cld = kg_rup(nt * x->ec, STICK) / STICK;
 	uint64_t accld = kg_rup(nt * 4, STICK) / STICK, outld = kg_rup(nt * x->ey, STICK) / STICK;
-	uint32_t xb, wb, wcb = 0, acc = 0, out = 0, bb = 0;
+	uint32_t xb, wb, wcb = 0, acc = 0, out = 0, bb = 0, stg = 0;
 	int64_t cur_x = -1, cur_w = -1, cur_b = -1;
-	uint64_t wk0 = 0;	/* real k of the B buffer's first row */
+	uint64_t wk0 = 0;	/* real k (B as [n x k]: physical k) of the B buffer's first row */
+	/* B as [n x k]: physical k per B tile, the staging buffer's row in sticks */
+	uint64_t kcols = p->ord == ORD_W ? kp : kg_min64(kt, kp), sld = kg_rup(kcols * x->eb, STICK) / STICK;
 
 	kg_sp_reset(g, c);
 	xb = kg_sp_alloc(g, c, mt * xld * STICK);
-	wb = kg_sp_alloc(g, c, wrows * wld * STICK);
+	wb = kg_sp_alloc(g, c, (x->nk ? kcols : wrows) * wld * STICK);
 	if (x->castb)
 		wcb = kg_sp_alloc(g, c, wrows * cld * STICK);
 	if (x->ey == 4 || !direct)
@@ -417,6 +444,8 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 		out = acc;
 	if (x->bias)
 		bb = kg_sp_alloc(g, c, accld * STICK);
+	if (x->nk)
+		stg = kg_sp_alloc(g, c, nt * sld * STICK);
 	if (g->failed)
 		return;
 
@@ -447,6 +476,23 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 					dma(g, c, SPYRE_ISA_OP_LOAD, xb, &j->a, rs * j->a.pitch + xk0 * x->ea, rows,
 					    kg_rup((xk1 - xk0) * x->ea, STICK), j->a.pitch, xld * STICK);
 					cur_x = xid;
+				}
+				/* B as [n x k]: W's rows of the tile's columns, transposed */
+				if (x->nk && cur_w != wid) {
+					uint64_t kc0 = p->ord == ORD_W ? 0 : kp0, kc1 = p->ord == ORD_W ? kp : kp1;
+					struct run_it nit = runs(&x->nc, np0, np1);
+					struct run nr;
+
+					while (run_next(&nit, &nr))
+						dma(g, c, SPYRE_ISA_OP_LOAD, (uint32_t)(stg + (nr.p - np0) * sld * STICK), &j->b,
+						    nr.r * j->b.pitch + kc0 * x->eb, nr.len, kg_rup((kc1 - kc0) * x->eb, STICK),
+						    j->b.pitch, sld * STICK);
+					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
+						.op = SPYRE_ISA_OP_TRANSPOSE, .dt = j->b.dt, .dt2 = j->b.dt, .d = wb, .a = stg,
+						.rows = (uint32_t)nw, .cols = (uint32_t)(kc1 - kc0), .ldd = (uint32_t)wld,
+						.lda = (uint32_t)sld });
+					wk0 = kc0;
+					cur_w = wid;
 				}
 				/* B tile (cast to fp32 if A is) */
 				if (cur_w != wid) {
@@ -485,7 +531,8 @@ static void emit_block(struct kgen *g, struct gctx *x, uint32_t c, uint64_t r0, 
 							.d = (uint32_t)((direct ? out : acc) +
 									(nr.p - np0) * (direct ? x->ey : 4)),
 							.a = (uint32_t)(xb + (kr.p - xk0) * x->ea),
-							.b = (uint32_t)(bsrc + (kr.r - wk0) * bld * STICK + (nr.p - np0) * x->ec),
+							.b = (uint32_t)(bsrc + ((x->nk ? kr.p : kr.r) - wk0) * bld * STICK +
+									(nr.p - np0) * x->ec),
 							.rows = (uint32_t)rows, .cols = (uint32_t)nr.len, .k = (uint32_t)kr.len,
 							.ldd = (uint32_t)(direct ? outld : accld), .lda = (uint32_t)xld,
 							.ldb = (uint32_t)bld });
@@ -664,9 +711,10 @@ int kg_gen_linear(struct kgen *g)
 {
 	const struct spyre_kdesc *d = g->d;
 	uint32_t dt = d->dtype;
-	uint64_t ig = d->in_group, og = d->out_group;
+	uint64_t ig = d->in_group, og = d->out_group, wpitch;
 	struct kg_gemm j;
 	int sx, sw, sb = -1, sy;
+	bool nk;
 
 	if (check_dims(g, d))
 		return -EINVAL;
@@ -674,8 +722,11 @@ int kg_gen_linear(struct kgen *g)
 		return kg_fail(g, "flags 0x%x do not apply to linear", d->flags & (SPYRE_KF_GELU | SPYRE_KF_DECODE));
 	if (d->batch > 1 || d->heads || d->kv_heads || d->head_dim || d->max_pos)
 		return kg_fail(g, "batch, heads, head_dim and max_pos do not apply to linear");
+	nk = d->flags & SPYRE_KF_WEIGHT_NK;
+	wpitch = nk ? spyre_kernel_grouped_pitch(d->k, ig, dt) : spyre_kernel_grouped_pitch(d->n, og, dt);
 	sx = kg_slot(g, "x", dt, d->m, d->k, spyre_kernel_grouped_pitch(d->k, ig, dt), SPYRE_SYM_IN);
-	sw = kg_slot(g, "w", dt, d->k, d->n, spyre_kernel_grouped_pitch(d->n, og, dt), SPYRE_SYM_IN);
+	sw = nk ? kg_slot(g, "w", dt, d->n, d->k, wpitch, SPYRE_SYM_IN) :
+		  kg_slot(g, "w", dt, d->k, d->n, wpitch, SPYRE_SYM_IN);
 	if (d->flags & SPYRE_KF_BIAS)
 		sb = kg_slot(g, "bias", SPYRE_DT_FP32, 1, d->n, spyre_kernel_grouped_pitch(d->n, og, SPYRE_DT_FP32),
 			     SPYRE_SYM_IN);
@@ -684,9 +735,9 @@ int kg_gen_linear(struct kgen *g)
 		return -EINVAL;
 	j = (struct kg_gemm){
 		.a = { .slot = sx, .dt = dt, .pitch = spyre_kernel_grouped_pitch(d->k, ig, dt) },
-		.b = { .slot = sw, .dt = dt, .pitch = spyre_kernel_grouped_pitch(d->n, og, dt) },
+		.b = { .slot = sw, .dt = dt, .pitch = wpitch },
 		.y = { .slot = sy, .dt = dt, .pitch = spyre_kernel_grouped_pitch(d->n, og, dt) },
-		.bias = sb, .m = d->m, .n = d->n, .k = d->k, .k_group = ig, .n_group = og,
+		.bias = sb, .m = d->m, .n = d->n, .k = d->k, .k_group = ig, .n_group = og, .b_nk = nk,
 	};
 	g->info->macs = d->m * d->n * d->k;
 	return kg_gemm_split(g, &j, g->strategy, 0, MAX_INSNS, 1, NULL, NULL);

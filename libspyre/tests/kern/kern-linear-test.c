@@ -9,6 +9,11 @@
  * shapes tiled through a 64 KiB and a 16 KiB scratchpad, k and n beyond a
  * tile op's 65535; shapes split over all of 7 and 32 cores; BMM with batch 1,
  * 3 and 8; what AUTO picks for decode and prefill shapes; descriptor errors.
+ * SPYRE_KF_WEIGHT_NK (W given as [n x k]) over the same edge sizes, dtypes,
+ * strategies and 1, 7, 32 cores, grouped and tiled shapes, with W written
+ * by the harness or by spyre_kernel_pack_weight() from a host W [n, k] or
+ * [k, n] in fp32, fp16, bf16 or dl16 (both flags; the bias too); the
+ * helper's sizes and errors.
  *
  * Tolerance, per element: the reference is computed in double from the
  * rounded inputs (kh_round), so the kernel's error is its fp32 accumulation,
@@ -18,11 +23,14 @@
  * |y| (fp16 2^-10, bf16 2^-7, dl16 2^-9, fp32 2^-20), plus 1e-6 for dl16's
  * flush of magnitudes below 2^-31.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
+#include "spyre_dtype.h"
 
 static const char *stn(uint32_t s)
 {
@@ -72,37 +80,85 @@ struct lcase {
 	uint32_t in_group, out_group, sp_bytes;
 };
 
+/* W (and the bias) by spyre_kernel_pack_weight() from a host W in @layout and dtype @dt1 - 1 (0: by the harness) */
+struct wsrc {
+	uint32_t dt1, layout;
+};
+
+/*
+ * Slot @slot of @d packed by spyre_kernel_pack_weight() from @w (the
+ * weight as [out x in] fp32 values exact in @src_dt), given to the helper
+ * as [out x in] or [in x out] (@layout) in @src_dt: a KH_RAW slot. *@buf
+ * is the host copy to free; false after a failed check.
+ */
+static bool packed_slot(const struct spyre_kdesc *d, uint32_t slot, const float *w, uint64_t out, uint64_t in,
+			uint32_t layout, uint32_t src_dt, struct kh_slot *sl, void **buf)
+{
+	uint8_t *src = kh_alloc(4 * out * in);
+	size_t need = 0, got;
+	bool ok;
+
+	for (uint64_t o = 0; o < out; o++)
+		for (uint64_t i = 0; i < in; i++)
+			spyre_store_f32(src, src_dt, layout == SPYRE_KW_OUT_IN ? o * in + i : i * out + o, w[o * in + i]);
+	ok = TAP_CHECK(spyre_kernel_pack_weight(d, slot, layout, src, src_dt, NULL, &need) == 0 && need,
+		       "pack_weight size of slot %u: %s", slot, spyre_last_error());
+	*buf = kh_alloc(need + 1);
+	got = need;
+	if (ok)
+		ok = TAP_CHECK(spyre_kernel_pack_weight(d, slot, layout, src, src_dt, *buf, &got) == 0,
+			       "pack_weight slot %u: %s", slot, spyre_last_error());
+	free(src);
+	*sl = (struct kh_slot)KH_RAW(*buf, need);
+	return ok;
+}
+
 /* Run one LINEAR case; returns false if it failed. @cores_used (optional): the cores it ran on. */
-static bool run_linear_on(const struct lcase *c, uint32_t *cores_used)
+static bool run_linear_src(const struct lcase *c, struct wsrc ws, uint32_t *cores_used)
 {
 	uint64_t m = c->m, n = c->n, k = c->k;
-	bool bias = c->flags & SPYRE_KF_BIAS;
+	bool bias = c->flags & SPYRE_KF_BIAS, nk = c->flags & SPYRE_KF_WEIGHT_NK;
 	float *x = kh_alloc(4 * m * k), *w = kh_alloc(4 * k * n), *b = kh_alloc(4 * n), *y = kh_alloc(4 * m * n);
+	float *wnk = kh_alloc(4 * k * n);	/* W as [n x k]: the weight as [out x in] */
 	double *ref = kh_alloc(8 * m * n), *s = kh_alloc(8 * m * n);
 	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = c->dt, .cores = c->cores,
 				 .strategy = c->strategy, .flags = c->flags, .m = m, .n = n, .k = k,
 				 .in_group = c->in_group, .out_group = c->out_group, .sp_bytes = c->sp_bytes };
 	struct kh_slot sl[4] = {
-		KH_IN_G(x, m, k, c->in_group), KH_IN_G(w, k, n, c->out_group),
+		KH_IN_G(x, m, k, c->in_group),
+		nk ? (struct kh_slot)KH_IN_G(wnk, n, k, c->in_group) : (struct kh_slot)KH_IN_G(w, k, n, c->out_group),
 	};
-	uint32_t ns = 2;
+	uint32_t ns = 2, src_dt = ws.dt1 ? ws.dt1 - 1 : SPYRE_DT_FP32;
 	struct spyre_kernel_info info;
-	char what[160];
-	bool ok = false;
+	void *wbuf = NULL, *bbuf = NULL;
+	char what[192];
+	bool ok = false, packed = true;
 
-	if (bias)
-		sl[ns++] = (struct kh_slot){ .kind = KH_KIND_IN, .data = b, .rows = 1, .cols = n,
-					     .group = c->out_group, .dtype = SPYRE_DT_FP32 };
-	sl[ns++] = (struct kh_slot)KH_OUT_G(y, m, n, c->out_group);
 	kh_fill(x, m * k, -1, 1);
 	kh_fill(w, k * n, -1, 1);
 	kh_fill(b, n, -2, 2);
+	for (uint64_t p = 0; p < k; p++)
+		for (uint64_t j = 0; j < n; j++) {
+			w[p * n + j] = kh_round(w[p * n + j], src_dt);	/* exact in the source dtype */
+			wnk[j * k + p] = w[p * n + j];
+		}
+	if (ws.dt1)
+		packed &= packed_slot(&d, 1, wnk, n, k, ws.layout, src_dt, &sl[1], &wbuf);
+	if (bias) {
+		sl[ns++] = (struct kh_slot){ .kind = KH_KIND_IN, .data = b, .rows = 1, .cols = n,
+					     .group = c->out_group, .dtype = SPYRE_DT_FP32 };
+		if (ws.dt1)
+			packed &= packed_slot(&d, 2, b, n, 1, ws.layout, SPYRE_DT_FP32, &sl[2], &bbuf);
+	}
+	sl[ns++] = (struct kh_slot)KH_OUT_G(y, m, n, c->out_group);
 	reference(x, w, bias ? b : NULL, m, n, k, c->dt, ref, s);
-	snprintf(what, sizeof(what), "linear %s %llux%llux%llu c%u %s%s%s ig%u og%u sp%u", spyre_dtype_name(c->dt),
-		 (unsigned long long)m, (unsigned long long)n, (unsigned long long)k, c->cores, stn(c->strategy),
-		 bias ? " bias" : "", (c->flags & SPYRE_KF_RELOC) ? " reloc" : "", c->in_group, c->out_group,
-		 c->sp_bytes);
-	if (kh_run(&d, sl, ns, NULL, 0, &info) == 0) {
+	snprintf(what, sizeof(what), "linear %s %llux%llux%llu c%u %s%s%s%s ig%u og%u sp%u%s%s%s",
+		 spyre_dtype_name(c->dt), (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+		 c->cores, stn(c->strategy), bias ? " bias" : "", (c->flags & SPYRE_KF_RELOC) ? " reloc" : "",
+		 nk ? " w-nk" : "", c->in_group, c->out_group, c->sp_bytes, ws.dt1 ? " packed from " : "",
+		 ws.dt1 ? spyre_dtype_name(src_dt) : "",
+		 ws.dt1 ? (ws.layout == SPYRE_KW_OUT_IN ? " [out, in]" : " [in, out]") : "");
+	if (packed && kh_run(&d, sl, ns, NULL, 0, &info) == 0) {
 		ok = check(what, y, ref, s, m * n, c->dt);
 		if (cores_used)
 			*cores_used = info.cores;
@@ -111,11 +167,19 @@ static bool run_linear_on(const struct lcase *c, uint32_t *cores_used)
 	}
 	free(x);
 	free(w);
+	free(wnk);
 	free(b);
 	free(y);
 	free(ref);
 	free(s);
+	free(wbuf);
+	free(bbuf);
 	return ok;
+}
+
+static bool run_linear_on(const struct lcase *c, uint32_t *cores_used)
+{
+	return run_linear_src(c, (struct wsrc){ 0, 0 }, cores_used);
 }
 
 static bool run_linear(const struct lcase *c)
@@ -224,6 +288,191 @@ static void test_many_cores(void)
 				  (unsigned long long)t[i].m, (unsigned long long)t[i].n, (unsigned long long)t[i].k,
 				  stn(t[i].strategy), used, least[i], t[i].cores);
 	}
+}
+
+/*
+ * SPYRE_KF_WEIGHT_NK: every edge value in each of m, n, k per dtype and
+ * strategy as test_edges, cores 1, 7, 32 cycling; every other case packs W
+ * (and the bias) with spyre_kernel_pack_weight() from each source dtype and
+ * both orientations in turn.
+ */
+static void test_weight_nk_edges(void)
+{
+	for (uint32_t di = 0; di < 4; di++)
+		for (uint32_t si = 0; si < 3; si++)
+			for (uint32_t i = 0; i < 10; i++) {
+				struct lcase c = {
+					.dt = kh_dtypes[di], .cores = kh_cores[(i + 2 * si + di) % 3],
+					.strategy = strategies[si],
+					.flags = SPYRE_KF_WEIGHT_NK | ((i + di + si) & 1 ? SPYRE_KF_BIAS : 0) |
+						 ((i / 2 + di) & 1 ? SPYRE_KF_RELOC : 0),
+					.m = kh_edge[(i + si) % 10], .n = kh_edge[(3 * i + si + 2) % 10],
+					.k = kh_edge[(7 * i + 2 * si + 4) % 10],
+				};
+				struct wsrc ws = { i & 1 ? 1 + kh_dtypes[(i / 2 + si) % 4] : 0,
+						   (i / 2) & 1 ? SPYRE_KW_IN_OUT : SPYRE_KW_OUT_IN };
+
+				run_linear_src(&c, ws, NULL);
+			}
+}
+
+/* SPYRE_KF_WEIGHT_NK with grouped layouts (W's k grouped like X's), tiled through small scratchpads, many cores. */
+static void test_weight_nk_shapes(void)
+{
+	static const struct {
+		struct lcase c;
+		struct wsrc ws;
+	} t[] = {
+		/* { dt, cores, strategy, flags, m, n, k, in_group, out_group, sp_bytes }, { src dtype + 1, layout } */
+		{ { SPYRE_DT_FP16, 7, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS, 9, 3 * 32, 65, 0, 32, 0 }, { 0, 0 } },
+		{ { SPYRE_DT_FP32, 1, SPYRE_KSTRAT_SPLIT_M, 0, 17, 40, 3 * 32, 32, 0, 0 },
+		  { 1 + SPYRE_DT_FP32, SPYRE_KW_OUT_IN } },
+		{ { SPYRE_DT_BF16, 32, SPYRE_KSTRAT_AUTO, SPYRE_KF_RELOC, 65, 7 * 32, 3 * 64, 64, 32, 0 },
+		  { 1 + SPYRE_DT_BF16, SPYRE_KW_IN_OUT } },
+		{ { SPYRE_DT_DL16, 7, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS, 5, 2 * 32 + 16, 2 * 32 + 16, 32, 32, 0 },
+		  { 1 + SPYRE_DT_FP16, SPYRE_KW_OUT_IN } },
+		{ { SPYRE_DT_FP32, 32, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 129, 9 * 24, 9 * 24, 24, 24, 0 },
+		  { 0, 0 } },
+		/* tiled: k, n and m through 64 KiB and 32 KiB (16 KiB cannot hold W's staging tile beside its transpose) */
+		{ { SPYRE_DT_FP16, 1, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 129, 300, 700, 0, 0, 64 << 10 }, { 0, 0 } },
+		{ { SPYRE_DT_FP16, 7, SPYRE_KSTRAT_SPLIT_N, 0, 129, 300, 700, 0, 0, 64 << 10 },
+		  { 1 + SPYRE_DT_FP32, SPYRE_KW_OUT_IN } },
+		{ { SPYRE_DT_BF16, 2, SPYRE_KSTRAT_AUTO, SPYRE_KF_BIAS | SPYRE_KF_RELOC, 200, 129, 1000, 0, 0, 64 << 10 },
+		  { 0, 0 } },
+		{ { SPYRE_DT_FP32, 3, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS, 65, 257, 513, 0, 0, 64 << 10 }, { 0, 0 } },
+		{ { SPYRE_DT_DL16, 1, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 63, 200, 600, 0, 0, 32 << 10 }, { 0, 0 } },
+		{ { SPYRE_DT_FP16, 5, SPYRE_KSTRAT_SPLIT_N, SPYRE_KF_BIAS | SPYRE_KF_RELOC, 40, 11 * 32, 9 * 32, 32, 32,
+		    32 << 10 }, { 0, 0 } },
+		/* decode and prefill shapes over all cores */
+		{ { SPYRE_DT_FP16, 32, SPYRE_KSTRAT_AUTO, SPYRE_KF_BIAS, 1, 2048, 1024, 0, 0, 0 },
+		  { 1 + SPYRE_DT_BF16, SPYRE_KW_OUT_IN } },
+		{ { SPYRE_DT_BF16, 32, SPYRE_KSTRAT_AUTO, 0, 64, 512, 768, 0, 0, 0 }, { 0, 0 } },
+		/* the old layout packed by the helper from either orientation */
+		{ { SPYRE_DT_FP16, 7, SPYRE_KSTRAT_AUTO, SPYRE_KF_BIAS, 9, 3 * 32, 65, 0, 32, 0 },
+		  { 1 + SPYRE_DT_FP32, SPYRE_KW_OUT_IN } },
+		{ { SPYRE_DT_BF16, 32, SPYRE_KSTRAT_SPLIT_N, 0, 7, 129, 63, 0, 0, 0 },
+		  { 1 + SPYRE_DT_DL16, SPYRE_KW_IN_OUT } },
+		{ { SPYRE_DT_FP32, 1, SPYRE_KSTRAT_SPLIT_M, SPYRE_KF_BIAS, 8, 40, 3 * 32, 32, 0, 0 },
+		  { 1 + SPYRE_DT_FP16, SPYRE_KW_IN_OUT } },
+	};
+
+	for (uint32_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct lcase c = t[i].c;
+
+		if (i < 13)
+			c.flags |= SPYRE_KF_WEIGHT_NK;
+		run_linear_src(&c, t[i].ws, NULL);
+	}
+	/* the estimate: W [n x k] costs its transposes, a few per cent on a decode shape */
+	for (uint32_t si = 1; si < 3; si++) {
+		struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = SPYRE_DT_FP16, .cores = 32,
+					 .strategy = strategies[si], .m = 1, .n = 4096, .k = 4096 };
+		struct spyre_kernel_info a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+		void *img;
+		size_t sz;
+
+		if (spyre_kernel_build(&d, &img, &sz, &a) == 0)
+			free(img);
+		d.flags = SPYRE_KF_WEIGHT_NK;
+		if (TAP_CHECK(spyre_kernel_build(&d, &img, &sz, &b) == 0, "build %s: %s", b.name, spyre_last_error()))
+			free(img);
+		tap_diag("linear fp16 1x4096x4096 %s c32: est %llu ns with W [k x n], %llu ns with W [n x k] (%s)",
+			 stn(si == 1 ? SPYRE_KSTRAT_SPLIT_M : SPYRE_KSTRAT_SPLIT_N), (unsigned long long)a.est_ns,
+			 (unsigned long long)b.est_ns, b.name);
+	}
+	/* the engine's modeled time, both layouts, AUTO (docs/kernels.md) */
+	static const struct {
+		uint64_t m, n, k;
+	} sh[] = { { 1, 1024, 1024 }, { 64, 1024, 1024 }, { 256, 256, 1024 } };
+
+	for (uint32_t i = 0; i < sizeof(sh) / sizeof(sh[0]); i++) {
+		uint64_t ns[2] = { 0, 0 };
+		uint32_t strat[2] = { 0, 0 };
+
+		for (uint32_t f = 0; f < 2; f++) {
+			struct lcase c = { .dt = SPYRE_DT_FP16, .cores = 32, .flags = f ? SPYRE_KF_WEIGHT_NK : 0,
+					   .m = sh[i].m, .n = sh[i].n, .k = sh[i].k };
+			struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = c.dt, .cores = 32,
+						 .flags = c.flags, .m = c.m, .n = c.n, .k = c.k };
+			struct spyre_kernel_info info = { .size = sizeof(info) };
+			void *img;
+			size_t sz;
+
+			if (!run_linear(&c) || spyre_kernel_build(&d, &img, &sz, &info))
+				continue;
+			free(img);
+			ns[f] = kh_last_device_ns;
+			strat[f] = info.strategy;
+		}
+		tap_diag("linear fp16 %llux%llux%llu auto c32: %llu ns (%s) with W [k x n], %llu ns (%s) with W [n x k]",
+			 (unsigned long long)sh[i].m, (unsigned long long)sh[i].n, (unsigned long long)sh[i].k,
+			 (unsigned long long)ns[0], stn(strat[0]), (unsigned long long)ns[1], stn(strat[1]));
+	}
+}
+
+/* spyre_kernel_pack_weight(): sizes as the kernel's slots, the MLP's weights, errors. */
+static void test_pack_weight(void)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = SPYRE_DT_FP16, .cores = 7,
+				 .flags = SPYRE_KF_BIAS, .m = 3, .n = 100, .k = 70, .out_group = 32 };
+	float src[8 * 8] = { 0 };
+	uint8_t dst[64];
+	size_t need;
+
+	for (uint32_t f = 0; f < 2; f++) {
+		struct spyre_kernel_info info = { .size = sizeof(info) };
+		void *img;
+		size_t sz;
+
+		d.flags = SPYRE_KF_BIAS | (f ? SPYRE_KF_WEIGHT_NK : 0);
+		if (!TAP_CHECK(spyre_kernel_build(&d, &img, &sz, &info) == 0, "build: %s", spyre_last_error()))
+			continue;
+		free(img);
+		for (uint32_t slot = 1; slot <= 2; slot++)
+			TAP_CHECK(spyre_kernel_pack_weight(&d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, NULL, &need) == 0 &&
+				  need == info.slot_bytes[slot], "%s: slot %u takes %zu bytes, the kernel %llu", info.name,
+				  slot, need, (unsigned long long)info.slot_bytes[slot]);
+	}
+	{
+		struct spyre_kdesc m = { .size = sizeof(m), .op = SPYRE_KOP_MLP, .dtype = SPYRE_DT_BF16, .cores = 7,
+					 .m = 5, .n = 200, .k = 72 };
+		struct spyre_kernel_info info = { .size = sizeof(info) };
+		void *img;
+		size_t sz;
+
+		for (uint32_t gelu = 0; gelu < 2; gelu++) {
+			m.flags = gelu ? SPYRE_KF_GELU : 0;
+			if (!TAP_CHECK(spyre_kernel_build(&m, &img, &sz, &info) == 0, "build: %s", spyre_last_error()))
+				continue;
+			free(img);
+			for (uint32_t slot = 1; slot <= (gelu ? 2u : 3u); slot++)
+				TAP_CHECK(spyre_kernel_pack_weight(&m, slot, SPYRE_KW_IN_OUT, src, SPYRE_DT_FP16, NULL,
+								   &need) == 0 && need == info.slot_bytes[slot],
+					  "%s: slot %u takes %zu bytes, the kernel %llu", info.name, slot, need,
+					  (unsigned long long)info.slot_bytes[slot]);
+			TAP_CHECK(spyre_kernel_pack_weight(&m, gelu ? 3 : 4, 0, src, SPYRE_DT_FP32, NULL, &need) == -EINVAL &&
+				  strstr(spyre_last_error(), "is not a weight"), "mlp y is not a weight: %s",
+				  spyre_last_error());
+		}
+	}
+	d.flags = 0;
+	TAP_CHECK(spyre_kernel_pack_weight(&d, 0, 0, src, SPYRE_DT_FP32, NULL, &need) == -EINVAL &&
+		  strstr(spyre_last_error(), "slot 0 of linear is not a weight"), "x is not a weight: %s", spyre_last_error());
+	TAP_CHECK(spyre_kernel_pack_weight(&d, 2, 0, src, SPYRE_DT_FP32, NULL, &need) == -EINVAL,
+		  "no bias slot without SPYRE_KF_BIAS");
+	TAP_CHECK(spyre_kernel_pack_weight(&d, 1, 2, src, SPYRE_DT_FP32, NULL, &need) == -EINVAL &&
+		  strstr(spyre_last_error(), "layout 2"), "layout 2: %s", spyre_last_error());
+	TAP_CHECK(spyre_kernel_pack_weight(&d, 1, 0, src, SPYRE_DT_INT8, NULL, &need) == -EINVAL &&
+		  strstr(spyre_last_error(), "source dtype"), "int8 source: %s", spyre_last_error());
+	need = sizeof(dst);
+	TAP_CHECK(spyre_kernel_pack_weight(&d, 1, 0, src, SPYRE_DT_FP32, dst, &need) == -EINVAL &&
+		  strstr(spyre_last_error(), "64 given"), "small dst: %s", spyre_last_error());
+	d.flags = SPYRE_KF_WEIGHT_NK;
+	d.sp_bytes = 16 << 10;	/* a 64 x 64 staging tile and its transpose take all of it */
+	kh_expect_einval(&d, "no tiling fits a scratchpad of 16384 bytes");
+	d.sp_bytes = 0;
+	d.op = SPYRE_KOP_BMM;
+	kh_expect_einval(&d, "applies to linear only");
 }
 
 /* BMM @d on random inputs against the reference; true when it ran and matched. */
@@ -406,6 +655,9 @@ static const struct tap_case cases[] = {
 	{ "auto_choice", test_auto_choice },
 	{ "modeled", test_modeled },
 	{ "errors", test_errors },
+	{ "weight_nk_edges", test_weight_nk_edges },
+	{ "weight_nk_shapes", test_weight_nk_shapes },
+	{ "pack_weight", test_pack_weight },
 };
 
 int main(int argc, char **argv)

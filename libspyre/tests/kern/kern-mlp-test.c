@@ -9,7 +9,9 @@
  * cores, both addressing forms; shapes tiled through small
  * scratchpads of 32 and 64 KiB (row tiles, k tiles, sub-blocks of the FFN block in rounds,
  * chunks sent in several messages); descriptor errors; the modeled time and
- * engine utilization of both strategies.
+ * engine utilization of both strategies; Wg, Wu and Wd written by
+ * spyre_kernel_pack_weight() from a checkpoint's [out x in] (or [in x out])
+ * in fp32 or the kernel's dtype.
  *
  * Tolerance, per output element, from the reference's own intermediates
  * (double, from the rounded inputs): G and U are fp32 sums of k products,
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "spyre_dtype.h"
 
 static const char *stn(uint32_t s)
 {
@@ -174,6 +177,36 @@ static bool agree(const char *what, const float *a, const float *b, const struct
 
 static uint32_t last_cores;
 
+/* Weights by spyre_kernel_pack_weight() (when on) from a host matrix in @layout and @dt. */
+static struct {
+	bool on;
+	uint32_t layout, dt;
+} packed;
+
+/*
+ * @w [rows x cols] (a kernel-layout weight: [in x out]) given to
+ * spyre_kernel_pack_weight() as slot @slot of @d; a KH_RAW slot in *@sl, its
+ * buffer in *@buf (to free).
+ */
+static void pack_slot(const struct spyre_kdesc *d, uint32_t slot, const float *w, uint64_t in, uint64_t out,
+		      struct kh_slot *sl, void **buf)
+{
+	uint8_t *src = kh_alloc(4 * in * out);
+	size_t need = 0;
+
+	for (uint64_t i = 0; i < in; i++)
+		for (uint64_t o = 0; o < out; o++)
+			spyre_store_f32(src, packed.dt, packed.layout == SPYRE_KW_OUT_IN ? o * in + i : i * out + o,
+					w[i * out + o]);
+	TAP_CHECK(spyre_kernel_pack_weight(d, slot, packed.layout, src, packed.dt, NULL, &need) == 0,
+		  "pack_weight size: %s", spyre_last_error());
+	*buf = kh_alloc(need + 1);
+	TAP_CHECK(spyre_kernel_pack_weight(d, slot, packed.layout, src, packed.dt, *buf, &need) == 0,
+		  "pack_weight: %s", spyre_last_error());
+	*sl = (struct kh_slot)KH_RAW(*buf, need);
+	free(src);
+}
+
 /* Run @c with @strategy on @in into y; 0 or -1. */
 static int run(const struct mcase *c, uint32_t strategy, const struct minputs *in, float *y,
 	       struct spyre_kernel_info *info)
@@ -194,10 +227,20 @@ static int run(const struct mcase *c, uint32_t strategy, const struct minputs *i
 	sl[ns++] = (struct kh_slot)KH_OUT(y, m, k);
 	if (strategy == SPYRE_KSTRAT_UNFUSED)
 		sl[ns++] = (struct kh_slot)KH_WORK();
+	void *bufs[3] = { NULL, NULL, NULL };
+
+	if (packed.on) {	/* Wg, Wu [k x n] and Wd [n x k] of the kernel: [in x out] */
+		if (!ge)
+			pack_slot(&d, 1, in->wg, k, n, &sl[1], &bufs[0]);
+		pack_slot(&d, ge ? 1 : 2, in->wu, k, n, &sl[ge ? 1 : 2], &bufs[1]);
+		pack_slot(&d, ge ? 2 : 3, in->wd, n, k, &sl[ge ? 2 : 3], &bufs[2]);
+	}
 	struct spyre_kernel_info tmp;
 	int rc = kh_run(&d, sl, ns, NULL, 0, info ? info : &tmp);
 
 	last_cores = (info ? info : &tmp)->cores;
+	for (int i = 0; i < 3; i++)
+		free(bufs[i]);
 	return rc;
 }
 
@@ -253,6 +296,30 @@ static void edges(uint32_t act)
 			};
 
 			run_case(&c, i % 3 == 0);
+		}
+}
+
+/*
+ * The weights by spyre_kernel_pack_weight() from [out x in] and [in x out],
+ * in fp32 and in the kernel's dtype (exact: the reference rounds the fp32
+ * values once to it, as the helper does), every dtype, 1, 7, 32 cores, odd shapes.
+ */
+static void test_packed_weights(void)
+{
+	for (uint32_t di = 0; di < 4; di++)
+		for (uint32_t i = 0; i < 4; i++) {
+			struct mcase c = {
+				.dt = kh_dtypes[di], .cores = kh_cores[(i + di) % 3],
+				.flags = (i & 1 ? SPYRE_KF_GELU : 0) | ((i + di) & 2 ? SPYRE_KF_RELOC : 0),
+				.m = kh_edge[(i + di) % 10], .k = kh_edge[(3 * i + di + 2) % 10],
+				.n = kh_edge[(7 * i + 2 * di + 3) % 10],
+			};
+
+			packed.on = true;
+			packed.layout = i & 2 ? SPYRE_KW_IN_OUT : SPYRE_KW_OUT_IN;
+			packed.dt = (i + di) & 1 ? c.dt : SPYRE_DT_FP32;
+			run_case(&c, i == 0);
+			packed.on = false;
 		}
 }
 
@@ -387,6 +454,7 @@ static const struct tap_case cases[] = {
 	{ "many_cores", test_many_cores },
 	{ "modeled", test_modeled },
 	{ "errors", test_errors },
+	{ "packed_weights", test_packed_weights },
 };
 
 int main(int argc, char **argv)
