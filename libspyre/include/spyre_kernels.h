@@ -34,8 +34,11 @@
  *
  * Threads: a cache may be used from several threads; a kernel may be
  * launched on several streams at once (kernels keep no state on the device
- * besides their program; ops that need device scratch memory take it as
- * their last slot, "work", whose size spyre_kernel_get_info() reports).
+ * besides their program). Ops that need device scratch memory have a last
+ * slot, "work" (spyre_kernel_info.work_bytes): spyre_kernel_launch() binds
+ * it itself when the caller passes the other slots only (since 0.4), from a
+ * buffer the cache keeps per stream and reuses; a caller may still pass its
+ * own work buffer as the last slot.
  */
 #ifndef LIBSPYRE_SPYRE_KERNELS_H
 #define LIBSPYRE_SPYRE_KERNELS_H
@@ -201,6 +204,7 @@ struct spyre_kernel_info {
 	uint64_t est_ns;		/**< the cost model's estimate of the device time */
 	uint64_t macs;			/**< multiply-accumulates of the op (useful work) */
 	char name[64];			/**< e.g. "linear fp16 1x4096x4096 split-n c32" */
+	uint64_t work_bytes;		/**< bytes of the "work" slot (the last), 0: none (since 0.4) */
 };
 
 /**
@@ -256,6 +260,12 @@ spyre_program_t *spyre_kernel_program(const spyre_kernel_t *kernel);
  * spyre_kernel_launch() - run @kernel on @stream with @slots (device
  * pointers, in the op's slot order) and @scalars. Asynchronous, as
  * spyre_launch(); -EINVAL with a detail naming the slot for a wrong binding.
+ * For a kernel with a work slot (spyre_kernel_info.work_bytes), @slots may
+ * leave it out (@nslots one less than num_slots): the library binds a
+ * buffer of its cache's, one per stream, allocated on first use, grown when
+ * a kernel needs more and freed with the cache; launches that use it are
+ * serialized against each other on the host (not on the device). Passing
+ * the work slot explicitly works as before.
  */
 int spyre_kernel_launch(spyre_stream_t *stream, spyre_kernel_t *kernel, const spyre_dptr_t *slots,
 			uint32_t nslots, const uint64_t *scalars, uint32_t nscalars);

@@ -5,12 +5,16 @@
  * at once; hits and misses add up), a cache of capacity 0 that builds and
  * unloads every time, one kernel launched on four streams at once with every
  * result checked against the CPU, both addressing forms (patch and patch-free
- * path) giving the same bytes, a cache destroyed while a caller still holds a
+ * path) giving the same bytes, kernels with a work slot launched without it
+ * from four threads on four streams (the cache's per-stream buffer, grown
+ * between a smaller and a larger kernel) and with a work buffer of the
+ * caller's, a cache destroyed while a caller still holds a
  * kernel, and descriptors a careless framework would pass (unknown op,
  * reserved bits, more cores than the card has, NULLs) refused with -EINVAL
  * and a detail naming the problem.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -182,6 +186,124 @@ TEST_F(kc, one_kernel_on_four_streams_patch_free)
 TEST_F(kc, one_kernel_on_four_streams_patched)
 {
 	four_streams(_metadata, self->dev, self->cache, SPYRE_KF_RELOC);
+}
+
+/* Row-wise softmax of @m rows of @n, fp32, the naive strategy: its passes go through the work slot. */
+static struct spyre_kdesc softmax_desc(uint64_t m, uint64_t n)
+{
+	return (struct spyre_kdesc){ .size = sizeof(struct spyre_kdesc), .op = SPYRE_KOP_SOFTMAX,
+				     .dtype = SPYRE_DT_FP32, .cores = 4, .strategy = SPYRE_KSTRAT_NAIVE,
+				     .m = m, .n = n };
+}
+
+struct work_launcher {
+	spyre_device_t *dev;
+	spyre_kernel_t *k[2];	/* a smaller and a larger work slot */
+	uint32_t m[2], n, seed;
+	bool own_work;		/* pass a work buffer of our own (the convention before 0.4) */
+	int ok;
+};
+
+/* Softmax of the rows of x by kernel @k on @s (the work slot left out, or @work); mismatches against the CPU. */
+static int softmax_on(struct work_launcher *l, spyre_stream_t *s, int which, spyre_dptr_t dx, spyre_dptr_t dy,
+		      spyre_dptr_t work, void *px, void *py, float *x, float *y)
+{
+	uint32_t m = l->m[which], n = l->n;
+	uint64_t bytes = m * spyre_kernel_pitch(n, SPYRE_DT_FP32);
+	int bad = 0;
+
+	for (uint32_t i = 0; i < m * n; i++)
+		x[i] = (float)((i * 7 + l->seed * 13 + (uint32_t)which) % 101) / 17.0f - 3.0f;
+	spyre_kernel_pack(px, x, m, n, 0, SPYRE_DT_FP32);
+	if (spyre_memcpy_async(s, dx, (uint64_t)(uintptr_t)px, bytes, SPYRE_MEMCPY_H2D) ||
+	    spyre_kernel_launch(s, l->k[which], (spyre_dptr_t[]){ dx, dy, work }, work ? 3 : 2, NULL, 0) ||
+	    spyre_memcpy_async(s, (uint64_t)(uintptr_t)py, dy, bytes, SPYRE_MEMCPY_D2H) || spyre_stream_synchronize(s))
+		return -1;
+	spyre_kernel_unpack(y, py, m, n, 0, SPYRE_DT_FP32);
+	for (uint32_t r = 0; r < m; r++) {
+		double mx = x[r * n], sum = 0;
+
+		for (uint32_t j = 1; j < n; j++)
+			mx = fmax(mx, x[r * n + j]);
+		for (uint32_t j = 0; j < n; j++)
+			sum += exp(x[r * n + j] - mx);
+		for (uint32_t j = 0; j < n; j++) {
+			double want = exp(x[r * n + j] - mx) / sum;
+
+			bad += !(fabs(y[r * n + j] - want) <= 1e-5 * want + 1e-7);
+		}
+	}
+	return bad;
+}
+
+static void *launch_with_work(void *arg)
+{
+	struct work_launcher *l = arg;
+	uint64_t bytes = l->m[1] * spyre_kernel_pitch(l->n, SPYRE_DT_FP32);
+	struct spyre_kernel_info info = { .size = sizeof(info) };
+	float *x = malloc(bytes), *y = malloc(bytes);
+	void *px = malloc(bytes), *py = malloc(bytes);
+	spyre_dptr_t dx = 0, dy = 0, work = 0;
+	spyre_stream_t *s = NULL;
+	int bad = 0;
+
+	spyre_kernel_get_info(l->k[1], &info);
+	if (!x || !y || !px || !py || spyre_stream_create(l->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s) ||
+	    spyre_malloc(l->dev, bytes, &dx) || spyre_malloc(l->dev, bytes, &dy) ||
+	    (l->own_work && spyre_malloc(l->dev, info.work_bytes, &work)))
+		goto out;
+	for (int rep = 0; rep < 6; rep++)
+		for (int which = 0; which < 2; which++) {
+			int b = softmax_on(l, s, which, dx, dy, work, px, py, x, y);
+
+			if (b < 0)
+				goto out;
+			bad += b;
+		}
+	l->ok = !bad;
+out:
+	if (s)
+		spyre_stream_destroy(s);
+	spyre_free(l->dev, dx);
+	spyre_free(l->dev, dy);
+	spyre_free(l->dev, work);
+	free(x);
+	free(y);
+	free(px);
+	free(py);
+	return NULL;
+}
+
+/*
+ * Kernels with a work slot on four streams at once: three leave it to the cache
+ * (the larger needs more than its first 1 MiB), one passes its own.
+ */
+TEST_F(kc, work_slot_from_the_cache_on_four_streams)
+{
+	struct spyre_kdesc ds = softmax_desc(5, 3000), dl = softmax_desc(100, 3000);
+	struct spyre_kernel_info is = { .size = sizeof(is) }, il = { .size = sizeof(il) };
+	struct work_launcher l[4];
+	spyre_kernel_t *ks, *kl;
+	pthread_t t[4];
+
+	ASSERT_EQ(0, spyre_kernel_get(self->cache, &ds, &ks)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_kernel_get(self->cache, &dl, &kl)) TH_LOG("%s", spyre_last_error());
+	spyre_kernel_get_info(ks, &is);
+	spyre_kernel_get_info(kl, &il);
+	ASSERT_EQ(3, il.num_slots);
+	ASSERT_EQ(il.slot_bytes[2], il.work_bytes);
+	ASSERT_LT(is.work_bytes, il.work_bytes);
+	for (int i = 0; i < 4; i++) {
+		l[i] = (struct work_launcher){ .dev = self->dev, .k = { ks, kl }, .m = { 5, 100 }, .n = 3000,
+					       .seed = (uint32_t)i, .own_work = i == 3 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, launch_with_work, &l[i]));
+	}
+	for (int i = 0; i < 4; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(1, l[i].ok) TH_LOG("stream %d: %s", i, spyre_last_error());
+	}
+	spyre_kernel_put(ks);
+	spyre_kernel_put(kl);
 }
 
 TEST_F(kc, capacity_zero_builds_every_time)

@@ -111,6 +111,8 @@ int kg_slot(struct kgen *g, const char *name, uint32_t dt, uint64_t rows, uint64
 	if (s < 0 || (uint32_t)s >= sizeof(g->info->slot_bytes) / sizeof(g->info->slot_bytes[0]))
 		return kg_fail(g, "slot %s: cannot add", name), -1;
 	g->info->slot_bytes[s] = rows * pitch;
+	/* the op's device scratch: always its last slot, bound by spyre_kernel_launch() if left out */
+	g->info->work_bytes = strcmp(name, "work") ? 0 : rows * pitch;
 	g->info->num_slots = (uint32_t)s + 1;
 	return s;
 }
@@ -429,11 +431,23 @@ struct spyre_kernel {
 	struct spyre_kernel *next;
 };
 
+/* A stream's work buffer: the "work" slot of the kernels launched on it without one. */
+struct kwork {
+	spyre_stream_t *stream;
+	spyre_dptr_t ptr;
+	uint64_t bytes;
+};
+
+/* Streams with a work buffer before the cache drops them all (after a device synchronize). */
+#define KWORK_MAX 32
+
 /*
  * Lifetimes: a kernel holds a reference on its cache (so a put after
  * spyre_kcache_destroy() still finds the cache's memory), the cache holds
  * one on each kernel in its list. The cache is freed when its owner
- * destroyed it and its last kernel is gone.
+ * destroyed it and its last kernel is gone: then no launch can still use a
+ * work buffer (each kernel's unload waited for its launches), and they are
+ * freed too.
  */
 struct spyre_kcache {
 	spyre_device_t *dev;
@@ -443,11 +457,22 @@ struct spyre_kcache {
 	pthread_mutex_t lock;
 	struct spyre_kernel *head;
 	struct spyre_kcache_stats stats;
+	/*
+	 * Held from choosing a work buffer until its launch is queued, so a
+	 * buffer is only replaced or freed when every launch using it is
+	 * ordered before (on its stream) what waits for them.
+	 */
+	pthread_mutex_t work_lock;
+	struct kwork work[KWORK_MAX];
+	uint32_t nwork;
 };
 
 static void kcache_put(struct spyre_kcache *c)
 {
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		for (uint32_t i = 0; i < c->nwork; i++)
+			spyre_free(c->dev, c->work[i].ptr);
+		pthread_mutex_destroy(&c->work_lock);
 		pthread_mutex_destroy(&c->lock);
 		free(c);
 	}
@@ -474,6 +499,7 @@ SPYRE_EXPORT int spyre_kcache_create(spyre_device_t *dev, uint32_t capacity, spy
 	c->refs = 1;
 	c->stats.size = sizeof(c->stats);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->work_lock, NULL);
 	*cache = c;
 	return 0;
 }
@@ -638,12 +664,78 @@ SPYRE_EXPORT spyre_program_t *spyre_kernel_program(const spyre_kernel_t *k)
 	return k ? k->prog : NULL;
 }
 
+/*
+ * The work buffer of stream @s, at least @bytes: the stream's (grown if
+ * needed; the old one is freed once the stream's earlier launches are
+ * done), or a new one. Under c->work_lock.
+ */
+static int stream_work(struct spyre_kcache *c, spyre_stream_t *s, uint64_t bytes, spyre_dptr_t *out)
+{
+	struct kwork *w = NULL;
+	int ret;
+
+	for (uint32_t i = 0; i < c->nwork; i++)
+		if (c->work[i].stream == s)
+			w = &c->work[i];
+	if (w && w->bytes >= bytes) {
+		*out = w->ptr;
+		return 0;
+	}
+	if (w) {
+		/* launches queued on the stream may still read it; none on another stream does */
+		ret = spyre_stream_synchronize(s);
+		if (ret)
+			return ret;
+		spyre_free(c->dev, w->ptr);
+		*w = c->work[--c->nwork];
+	} else if (c->nwork == KWORK_MAX) {
+		/* streams come and go (a destroyed one waited for its work): start over */
+		ret = spyre_device_synchronize(c->dev);
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < c->nwork; i++)
+			spyre_free(c->dev, c->work[i].ptr);
+		c->nwork = 0;
+	}
+	w = &c->work[c->nwork];
+	w->stream = s;
+	w->bytes = kg_max64(bytes, 1ull << 20);
+	ret = spyre_malloc(c->dev, w->bytes, &w->ptr);
+	if (ret)
+		return ret;
+	c->nwork++;
+	*out = w->ptr;
+	return 0;
+}
+
 SPYRE_EXPORT int spyre_kernel_launch(spyre_stream_t *s, spyre_kernel_t *k, const spyre_dptr_t *slots,
 				     uint32_t nslots, const uint64_t *scalars, uint32_t nscalars)
 {
+	spyre_dptr_t all[SPYRE_LAUNCH_MAX_ARGS];
+	struct spyre_kcache *c;
+	int ret;
+
 	if (!s || !k)
 		return spyre_error(-EINVAL, "spyre_kernel_launch: NULL argument");
-	return spyre_launch(s, k->prog, k->info.core_mask, slots, nslots, scalars, nscalars);
+	if (!k->info.work_bytes || nslots + 1 != k->info.num_slots || (nslots && !slots))
+		return spyre_launch(s, k->prog, k->info.core_mask, slots, nslots, scalars, nscalars);
+	/* the work slot left out: the cache's buffer for this stream */
+	c = k->cache;
+	memcpy(all, slots, nslots * sizeof(*slots));
+	all[nslots] = 0;
+	pthread_mutex_lock(&c->work_lock);
+	ret = stream_work(c, s, k->info.work_bytes, &all[nslots]);
+	if (!ret)
+		ret = spyre_launch(s, k->prog, k->info.core_mask, all, nslots + 1, scalars, nscalars);
+	pthread_mutex_unlock(&c->work_lock);
+	if (ret && !all[nslots]) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", spyre_last_error());
+		spyre_error(ret, "%s: work memory of %llu bytes: %s", k->info.name,
+			    (unsigned long long)k->info.work_bytes, why);
+	}
+	return ret;
 }
 
 /* ---- layout helpers ------------------------------------------------------ */
