@@ -32,9 +32,8 @@ struct spyre_dmodel {
 	/* weights */
 	spyre_dptr_t embed, final_norm, lm_head, rope_cos, rope_sin;
 	struct layer_buf *layer;
-	/* activations, for up to max_pos rows */
-	spyre_dptr_t x, h, q, k, v, a, t, logits, token, work;
-	uint64_t work_bytes;
+	/* activations, for up to max_pos rows (kernels with a work slot get it from the kernel library) */
+	spyre_dptr_t x, h, q, k, v, a, t, logits, token;
 	/* pinned host buffers the results come back in */
 	int32_t *host_token;
 	void *host_logits;
@@ -268,16 +267,7 @@ static int emit_kernel(void *ctx, struct call *c)
 		return fail(dm, -EINVAL, "%s takes %u scalars, the model passes %u (at most %zu)", info.name,
 			    info.num_scalars, c->nscalars, sizeof(c->scalars) / sizeof(c->scalars[0]));
 	}
-	/* a kernel with a work slot gets the model's work buffer as its last slot */
-	if (info.num_slots == c->nslots + 1) {
-		if (info.slot_bytes[c->nslots] > dm->work_bytes) {
-			spyre_kernel_put(k);
-			return fail(dm, -ENOMEM, "%s needs %llu bytes of work memory, %llu reserved",
-				    info.name, (unsigned long long)info.slot_bytes[c->nslots],
-				    (unsigned long long)dm->work_bytes);
-		}
-		c->slots[c->nslots++] = dm->work;
-	}
+	/* a kernel with a work slot (an unfused MLP) gets it from the kernel library */
 	ret = spyre_kernel_launch(dm->stream, k, c->slots, c->nslots, c->scalars, c->nscalars);
 	if (ret) {
 		spyre_kernel_put(k);
@@ -467,36 +457,48 @@ static int dalloc(struct spyre_dmodel *dm, uint64_t bytes, spyre_dptr_t *p)
 	return 0;
 }
 
-/* Upload a host fp32 matrix (optionally transposed from [cols x rows]) in the stick layout. */
-static int upload(struct spyre_dmodel *dm, spyre_dptr_t *p, const float *src, uint64_t rows, uint64_t cols,
-		  uint64_t group, bool transpose, uint32_t dt)
+/* Copy @bytes at @buf (freed) to a new device allocation *@p. */
+static int upload_bytes(struct spyre_dmodel *dm, spyre_dptr_t *p, void *buf, uint64_t bytes)
 {
-	uint64_t bytes = rows * spyre_kernel_grouped_pitch(cols, group, dt);
-	float *tmp = NULL;
-	void *buf;
-	int ret;
+	int ret = dalloc(dm, bytes, p);
 
-	if ((ret = dalloc(dm, bytes, p)))
-		return ret;
-	if (transpose) {
-		tmp = malloc(rows * cols * sizeof(float));
-		if (!tmp)
-			return fail(dm, -ENOMEM, "host memory");
-		for (uint64_t r = 0; r < rows; r++)
-			for (uint64_t c = 0; c < cols; c++)
-				tmp[r * cols + c] = src[c * rows + r];
-		src = tmp;
-	}
-	buf = malloc(bytes);
-	if (!buf) {
-		free(tmp);
-		return fail(dm, -ENOMEM, "host memory");
-	}
-	spyre_kernel_pack(buf, src, rows, cols, group, dt);
-	ret = spyre_memcpy(dm->dev, *p, (uint64_t)(uintptr_t)buf, bytes, SPYRE_MEMCPY_H2D);
+	ret = ret ?: spyre_memcpy(dm->dev, *p, (uint64_t)(uintptr_t)buf, bytes, SPYRE_MEMCPY_H2D);
 	free(buf);
-	free(tmp);
-	return ret ? fail(dm, ret, "uploading weights") : 0;
+	if (ret && !dm->err[0])
+		fail(dm, ret, "uploading weights");
+	return ret;
+}
+
+/* Upload a host fp32 matrix [rows x cols] (a vector: one row) in the stick layout. */
+static int upload(struct spyre_dmodel *dm, spyre_dptr_t *p, const float *src, uint64_t rows, uint64_t cols)
+{
+	uint64_t bytes = rows * spyre_kernel_pitch(cols, dm->dt);
+	void *buf = malloc(bytes);
+
+	if (!buf)
+		return fail(dm, -ENOMEM, "host memory");
+	spyre_kernel_pack(buf, src, rows, cols, 0, dm->dt);
+	return upload_bytes(dm, p, buf, bytes);
+}
+
+/*
+ * Upload weight slot @slot of the kernel @d (its projections) from the
+ * checkpoint's fp32 [out x in]: the kernel library writes its layout.
+ */
+static int upload_weight(struct spyre_dmodel *dm, spyre_dptr_t *p, const struct spyre_kdesc *d, uint32_t slot,
+			 const float *src)
+{
+	size_t bytes = 0;
+	void *buf;
+	int ret = spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, NULL, &bytes);
+
+	if (ret)
+		return fail(dm, ret, "%s weight", spyre_kernel_op_name(d->op));
+	buf = malloc(bytes);
+	if (!buf)
+		return fail(dm, -ENOMEM, "host memory");
+	spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
+	return upload_bytes(dm, p, buf, bytes);
 }
 
 /* Device bytes the model needs (weights, caches, activations), for the fit check. */
@@ -517,7 +519,7 @@ static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uin
 	       2ull * c->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32) + work + slack;
 }
 
-/* Device scratch memory kernels with a work slot share. */
+/* Device scratch memory for kernels with a work slot (the kernel library allocates it): the fit check's reserve. */
 static uint64_t work_bytes(uint64_t mem_size)
 {
 	return (64ull << 20) < mem_size / 8 ? 64ull << 20 : mem_size / 8;
@@ -575,7 +577,6 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		ret = fail(dm, -EINVAL, "%u cores requested, the device has %u", dm->cores, props.num_cores);
 		goto out;
 	}
-	dm->work_bytes = work_bytes(props.mem_size);
 	ret = spyre_dmodel_check_fit(dev, cfg, dm->dt, dm->err, sizeof(dm->err));
 	if (ret)
 		goto out;
@@ -592,25 +593,37 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		ret = fail(dm, -ENOMEM, "host memory");
 		goto out;
 	}
-	/* weights: projections transposed to [in x out]; q/k/v grouped by head on the output side */
-	if ((ret = upload(dm, &dm->embed, w->embed, cfg->vocab, cfg->hidden, 0, false, dm->dt)) ||
-	    (ret = upload(dm, &dm->final_norm, w->final_norm, 1, cfg->hidden, 0, false, dm->dt)) ||
-	    (ret = upload(dm, &dm->lm_head, w->lm_head, cfg->hidden, cfg->vocab, 0, true, dm->dt)))
+	/*
+	 * weights: the projections as the kernels that use them read them (step()'s descriptors),
+	 * written by the kernel library from the checkpoint's [out x in]
+	 */
+	struct graph g = { .cfg = cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes };
+	struct spyre_kdesc dq = kd(&g, SPYRE_KOP_LINEAR, 1, qd, cfg->hidden);
+	struct spyre_kdesc dkv = kd(&g, SPYRE_KOP_LINEAR, 1, kvd, cfg->hidden);
+	struct spyre_kdesc dout = kd(&g, SPYRE_KOP_LINEAR, 1, cfg->hidden, qd);
+	struct spyre_kdesc dmlp = kd(&g, SPYRE_KOP_MLP, 1, cfg->ffn, cfg->hidden);
+	struct spyre_kdesc dlm = kd(&g, SPYRE_KOP_LINEAR, 1, cfg->vocab, cfg->hidden);
+
+	dq.out_group = dkv.out_group = hd;
+	dout.in_group = hd;
+	if ((ret = upload(dm, &dm->embed, w->embed, cfg->vocab, cfg->hidden)) ||
+	    (ret = upload(dm, &dm->final_norm, w->final_norm, 1, cfg->hidden)) ||
+	    (ret = upload_weight(dm, &dm->lm_head, &dlm, 1, w->lm_head)))
 		goto out;
 	for (uint32_t l = 0; l < cfg->layers; l++) {
 		const struct spyre_layer_weights *lw = &w->layer[l];
 		struct layer_buf *lb = &dm->layer[l];
 		uint64_t cache = (uint64_t)cfg->kv_heads * cfg->max_pos * spyre_kernel_pitch(hd, dm->dt);
 
-		if ((ret = upload(dm, &lb->attn_norm, lw->attn_norm, 1, cfg->hidden, 0, false, dm->dt)) ||
-		    (ret = upload(dm, &lb->wq, lw->wq, cfg->hidden, qd, hd, true, dm->dt)) ||
-		    (ret = upload(dm, &lb->wk, lw->wk, cfg->hidden, kvd, hd, true, dm->dt)) ||
-		    (ret = upload(dm, &lb->wv, lw->wv, cfg->hidden, kvd, hd, true, dm->dt)) ||
-		    (ret = upload(dm, &lb->wo, lw->wo, qd, cfg->hidden, 0, true, dm->dt)) ||
-		    (ret = upload(dm, &lb->mlp_norm, lw->mlp_norm, 1, cfg->hidden, 0, false, dm->dt)) ||
-		    (ret = upload(dm, &lb->wg, lw->w_gate, cfg->hidden, cfg->ffn, 0, true, dm->dt)) ||
-		    (ret = upload(dm, &lb->wu, lw->w_up, cfg->hidden, cfg->ffn, 0, true, dm->dt)) ||
-		    (ret = upload(dm, &lb->wd, lw->w_down, cfg->ffn, cfg->hidden, 0, true, dm->dt)) ||
+		if ((ret = upload(dm, &lb->attn_norm, lw->attn_norm, 1, cfg->hidden)) ||
+		    (ret = upload_weight(dm, &lb->wq, &dq, 1, lw->wq)) ||
+		    (ret = upload_weight(dm, &lb->wk, &dkv, 1, lw->wk)) ||
+		    (ret = upload_weight(dm, &lb->wv, &dkv, 1, lw->wv)) ||
+		    (ret = upload_weight(dm, &lb->wo, &dout, 1, lw->wo)) ||
+		    (ret = upload(dm, &lb->mlp_norm, lw->mlp_norm, 1, cfg->hidden)) ||
+		    (ret = upload_weight(dm, &lb->wg, &dmlp, 1, lw->w_gate)) ||
+		    (ret = upload_weight(dm, &lb->wu, &dmlp, 2, lw->w_up)) ||
+		    (ret = upload_weight(dm, &lb->wd, &dmlp, 3, lw->w_down)) ||
 		    (ret = dalloc(dm, cache, &lb->kc)) || (ret = dalloc(dm, cache, &lb->vc)))
 			goto out;
 	}
@@ -646,8 +659,7 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		    (ret = dalloc(dm, mp * spyre_kernel_grouped_pitch(kvd, hd, dm->dt), &dm->k)) ||
 		    (ret = dalloc(dm, mp * spyre_kernel_grouped_pitch(kvd, hd, dm->dt), &dm->v)) ||
 		    (ret = dalloc(dm, spyre_kernel_pitch(cfg->vocab, dm->dt), &dm->logits)) ||
-		    (ret = dalloc(dm, SPYRE_STICK_BYTES, &dm->token)) ||
-		    (ret = dalloc(dm, dm->work_bytes, &dm->work)))
+		    (ret = dalloc(dm, SPYRE_STICK_BYTES, &dm->token)))
 			goto out;
 	}
 	ret = spyre_malloc_host(dev, SPYRE_STICK_BYTES, (void **)&dm->host_token);
