@@ -187,6 +187,21 @@ static bool run_linear(const struct lcase *c)
 	return run_linear_on(c, NULL);
 }
 
+/* Run @c (kh_last_device_ns: the engine's time) and give its kernel's info; false if it failed. */
+static bool run_modeled(const struct lcase *c, struct spyre_kernel_info *info)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = c->dt, .cores = c->cores,
+				 .strategy = c->strategy, .flags = c->flags, .m = c->m, .n = c->n, .k = c->k };
+	void *img;
+	size_t sz;
+
+	*info = (struct spyre_kernel_info){ .size = sizeof(*info) };
+	if (!run_linear(c) || spyre_kernel_build(&d, &img, &sz, info))
+		return false;
+	free(img);
+	return true;
+}
+
 static const uint32_t strategies[3] = { SPYRE_KSTRAT_AUTO, SPYRE_KSTRAT_SPLIT_M, SPYRE_KSTRAT_SPLIT_N };
 
 /*
@@ -392,15 +407,10 @@ static void test_weight_nk_shapes(void)
 		for (uint32_t f = 0; f < 2; f++) {
 			struct lcase c = { .dt = SPYRE_DT_FP16, .cores = 32, .flags = f ? SPYRE_KF_WEIGHT_NK : 0,
 					   .m = sh[i].m, .n = sh[i].n, .k = sh[i].k };
-			struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = c.dt, .cores = 32,
-						 .flags = c.flags, .m = c.m, .n = c.n, .k = c.k };
-			struct spyre_kernel_info info = { .size = sizeof(info) };
-			void *img;
-			size_t sz;
+			struct spyre_kernel_info info;
 
-			if (!run_linear(&c) || spyre_kernel_build(&d, &img, &sz, &info))
+			if (!run_modeled(&c, &info))
 				continue;
-			free(img);
 			ns[f] = kh_last_device_ns;
 			strat[f] = info.strategy;
 		}
@@ -595,15 +605,10 @@ static void test_modeled(void)
 		for (uint32_t si = 1; si < 3; si++) {
 			struct lcase c = { .dt = SPYRE_DT_FP16, .cores = 32, .strategy = strategies[si],
 					   .m = s[i].m, .n = s[i].n, .k = s[i].k };
-			struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_LINEAR, .dtype = c.dt, .cores = 32,
-						 .strategy = c.strategy, .m = c.m, .n = c.n, .k = c.k };
-			struct spyre_kernel_info info = { .size = sizeof(info) };
-			void *img;
-			size_t sz;
+			struct spyre_kernel_info info;
 
-			if (!run_linear(&c) || spyre_kernel_build(&d, &img, &sz, &info))
+			if (!run_modeled(&c, &info))
 				continue;
-			free(img);
 			tap_diag("linear fp16 %llux%llux%llu %s: %llu ns (est %llu) on %u cores, utilization %.1f %%",
 				 (unsigned long long)c.m, (unsigned long long)c.n, (unsigned long long)c.k,
 				 stn(c.strategy), (unsigned long long)kh_last_device_ns, (unsigned long long)info.est_ns,
