@@ -10,6 +10,9 @@
  * whole number of sticks is bound as it is; another is staged (relayouts()).
  * Elementwise ops see a contiguous tensor as rows of one stick, or as one row
  * (the allocation is whole sticks, so the padding of its last stick is ours).
+ * Weight layout and device scratch are the kernel library's: LINEAR reads
+ * nn.Linear's W [n, k] as it is (SPYRE_KF_WEIGHT_NK) and kernels with a work
+ * slot get it from spyre_kernel_launch().
  */
 #include <cmath>
 #include <cstring>
@@ -178,31 +181,26 @@ struct Output {
 	}
 };
 
-/* Get the kernel of @d on @dev's cache and launch it with @slots (+ its work buffer). */
-void launch(int dev, struct spyre_kdesc d, std::vector<uint64_t> slots, const uint64_t *scalars = nullptr,
+/*
+ * Get the kernel of @d on @dev's cache and launch it with @slots; a kernel
+ * that needs device scratch ("work") gets it from the kernel library.
+ */
+void launch(int dev, struct spyre_kdesc d, const std::vector<uint64_t> &slots, const uint64_t *scalars = nullptr,
 	    uint32_t nscalars = 0)
 {
 	spyre_kernel_t *k = nullptr;
 	struct spyre_kernel_info info = {};
-	at::DataPtr work;
 
 	d.size = sizeof(d);
 	SPYRE_CHECK(spyre_kernel_get(kcache(dev), &d, &k), std::string("kernel ") + spyre_kernel_op_name(d.op));
 	info.size = sizeof(info);
 	spyre_kernel_get_info(k, &info);
-	if (info.num_slots > slots.size()) {	/* the op's device scratch ("work") */
-		work = alloc_scratch(dev, info.slot_bytes[slots.size()]);
-		slots.push_back(reinterpret_cast<uint64_t>(work.get()));
-	}
 	int rc = spyre_kernel_launch(current_stream(dev), k, slots.data(), (uint32_t)slots.size(), scalars,
 				     nscalars);
 
 	spyre_kernel_put(k);
 	if (rc)
 		fail(std::string("launch of ") + info.name, rc);
-	/* work stays allocated until the launch is done (stream order): later allocations follow it */
-	if (work)
-		SPYRE_CHECK(spyre_stream_synchronize(current_stream(dev)), info.name);
 }
 
 /* An elementwise view of contiguous @t: rows of one stick, or one row. */
@@ -219,117 +217,20 @@ void ew_shape(const at::Tensor &t, uint64_t *rows, uint64_t *cols)
 	}
 }
 
-/* ---- the transposed-weight cache (W [n, k] -> W^T [k, n]) ----------------------- */
-
-/* The version counter; -1 for an inference tensor, which has none (never cached). */
-int64_t version_of(const at::Tensor &t)
-{
-	return t.is_inference() ? -1 : (int64_t)t.unsafeGetTensorImpl()->version_counter().current_version();
-}
-
-struct WKey {
-	const void *storage, *data;
-	int64_t offset, version, n, k;
-	at::ScalarType dtype;
-	bool operator<(const WKey &o) const
-	{
-		return std::tie(storage, data, offset, version, n, k, dtype) <
-		       std::tie(o.storage, o.data, o.offset, o.version, o.n, o.k, o.dtype);
-	}
-};
-/*
- * The weak reference keeps the StorageImpl's memory (not its data) while the
- * entry lives, so no later storage can have its address: an entry whose
- * storage died is stale and dropped, never matched by a newcomer.
- */
-struct WEntry {
-	c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-	at::Tensor wt;
-};
-std::mutex &g_w_mu = *new std::mutex;
-std::map<WKey, WEntry> &g_wt = *new std::map<WKey, WEntry>;
-
-/*
- * @w [n, k] as the kernel library's W [k x n]: a transposed copy made once
- * per weight version (TRANSPOSE on the card when w is stick-aligned) and kept.
- * @version is the version counter of the tensor the caller got from autograd
- * (a view made inside a kernel, below autograd, has a counter of its own).
- */
-at::Tensor weight_kn(const at::Tensor &w, uint32_t dt, int64_t version)
-{
-	int64_t n = w.size(0), k = w.size(1);
-	c10::StorageImpl *st = w.storage().unsafeGetStorageImpl();
-	WKey key{ st, st->data(), w.storage_offset(), version, n, k, w.scalar_type() };
-	if (version >= 0) {
-		std::lock_guard<std::mutex> g(g_w_mu);
-		auto it = g_wt.find(key);
-
-		if (it != g_wt.end()) {
-			if (!it->second.storage.expired())
-				return it->second.wt;
-			g_wt.erase(it);
-		}
-	}
-	at::Tensor wt = at::empty({ k, n }, w.options());
-	int dev = w.device().index();
-
-	if (w.is_contiguous() && dptr(w) % kStick == 0 &&
-	    spyre_kernel_pitch(k, dt) == (uint64_t)k * w.element_size() &&
-	    spyre_kernel_pitch(n, dt) == (uint64_t)n * w.element_size()) {
-		struct spyre_kdesc d = {};
-
-		d.op = SPYRE_KOP_TRANSPOSE;
-		d.dtype = dt;
-		d.m = n;
-		d.n = k;
-		launch(dev, d, { dptr(w), dptr(wt) });
-		count_card("transpose");
-	} else {
-		count_relayout();
-		wt.copy_(w.cpu().t().contiguous());
-	}
-	if (version < 0)	/* an inference tensor may change in place unseen: not cached */
-		return wt;
-	/* other streams may use the entry at once: it must be written */
-	SPYRE_CHECK(spyre_stream_synchronize(current_stream(dev)), "weight transpose");
-	std::vector<at::Tensor> dropped;	/* freed after the lock, once no stream can still read them */
-	{
-		std::lock_guard<std::mutex> g(g_w_mu);
-
-		for (auto it = g_wt.begin(); it != g_wt.end();) {	/* the dead and this weight's old versions */
-			const WKey &o = it->first;
-			bool old_version = o.storage == key.storage && o.data == key.data && o.offset == key.offset &&
-					   o.n == key.n && o.k == key.k && o.dtype == key.dtype;
-
-			if (it->second.storage.expired() || old_version) {
-				dropped.push_back(it->second.wt);
-				it = g_wt.erase(it);
-			} else {
-				++it;
-			}
-		}
-		if (g_wt.size() >= 4096) {
-			for (auto &kv : g_wt)
-				dropped.push_back(kv.second.wt);
-			g_wt.clear();
-		}
-		g_wt.emplace(key, WEntry{ w.storage().getWeakStorageImpl(), wt });
-	}
-	if (!dropped.empty())	/* a queued launch on another stream may still read a dropped transpose */
-		SPYRE_CHECK(spyre_device_synchronize(device(dev)), "weight cache");
-	return wt;
-}
-
 /* ---- matmuls --------------------------------------------------------------------- */
 
-/* Y [m, n] = X [m, k] B [k, n] (+ bias [n]) with the LINEAR kernel; B given as a [k x n] operand. */
-at::Tensor linear_kn(const at::Tensor &x2, const at::Tensor &b_kn, const at::Tensor &bias, uint32_t dt)
+/*
+ * Y [m, n] = X [m, k] B (+ bias [n]) with the LINEAR kernel; B given as
+ * @w [k, n], or with @nk as W [n, k] (nn.Linear's weight, B = W^T: the
+ * kernel reads it as it is, SPYRE_KF_WEIGHT_NK).
+ */
+at::Tensor linear_w(const at::Tensor &x2, const at::Tensor &w, bool nk, const at::Tensor &bias, uint32_t dt)
 {
 	int dev = x2.device().index();
-	uint64_t m = x2.size(0), k = x2.size(1), n = b_kn.size(1);
+	uint64_t m = x2.size(0), k = x2.size(1), n = nk ? w.size(0) : w.size(1);
 	at::Tensor y = at::empty({ (int64_t)m, (int64_t)n }, x2.options());
 	struct spyre_kdesc d = {};
-	Operand xo = operand(x2, m, k, dt), wo = operand(b_kn, k, n, dt), bo;
+	Operand xo = operand(x2, m, k, dt), wo = nk ? operand(w, n, k, dt) : operand(w, k, n, dt), bo;
 	Output yo(y, m, n, dt);
 	std::vector<uint64_t> slots{ xo.ptr, wo.ptr };
 	at::Tensor b32;		/* alive until the launch */
@@ -339,6 +240,8 @@ at::Tensor linear_kn(const at::Tensor &x2, const at::Tensor &b_kn, const at::Ten
 	d.m = m;
 	d.n = n;
 	d.k = k;
+	if (nk)
+		d.flags |= SPYRE_KF_WEIGHT_NK;
 	if (bias.defined()) {
 		b32 = (bias.scalar_type() == at::kFloat ? bias : bias.to(at::kFloat)).contiguous();
 		bo = operand(b32.reshape({ 1, (int64_t)n }), 1, n, SPYRE_DT_FP32);
@@ -357,12 +260,10 @@ bool matmul_ok(const at::Tensor &a, const at::Tensor &b, uint32_t *dt)
 	       kernel_dtype(a.scalar_type(), dt) && a.numel() && b.numel();
 }
 
-/* @b [k, n] as a [k x n] operand tensor: itself, or via the weight cache when it is W^T of a W [n, k]. */
-at::Tensor b_operand(const at::Tensor &b, uint32_t dt)
+/* @b [k, n] as the B of linear_w(): W [n, k] itself when @b is W.t(), else @b made contiguous. */
+bool b_is_wt(const at::Tensor &b)
 {
-	if (b.dim() == 2 && !b.is_contiguous() && b.t().is_contiguous())
-		return weight_kn(b.t(), dt, version_of(b));
-	return b.contiguous();
+	return b.dim() == 2 && !b.is_contiguous() && b.t().is_contiguous();
 }
 
 at::Tensor mm(const at::Tensor &a, const at::Tensor &b)
@@ -373,7 +274,9 @@ at::Tensor mm(const at::Tensor &a, const at::Tensor &b)
 		return FALLBACK(mm, a, b);
 	c10::DeviceGuard g(a.device());
 	count_card("mm");
-	return linear_kn(a.contiguous(), b_operand(b, dt), at::Tensor(), dt);
+	bool nk = b_is_wt(b);
+
+	return linear_w(a.contiguous(), nk ? b.t() : b.contiguous(), nk, at::Tensor(), dt);
 }
 
 at::Tensor addmm(const at::Tensor &bias, const at::Tensor &a, const at::Tensor &b, const at::Scalar &beta,
@@ -387,7 +290,9 @@ at::Tensor addmm(const at::Tensor &bias, const at::Tensor &a, const at::Tensor &
 		return FALLBACK(addmm, bias, a, b, beta, alpha);
 	c10::DeviceGuard g(a.device());
 	count_card("addmm");
-	return linear_kn(a.contiguous(), b_operand(b, dt), bias.reshape({ -1 }), dt);
+	bool nk = b_is_wt(b);
+
+	return linear_w(a.contiguous(), nk ? b.t() : b.contiguous(), nk, bias.reshape({ -1 }), dt);
 }
 
 at::Tensor linear(const at::Tensor &x, const at::Tensor &w, const c10::optional<at::Tensor> &bias)
@@ -405,7 +310,8 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &w, const c10::optional<
 	count_card("linear");
 	std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
 	out.back() = w.size(0);
-	at::Tensor y = linear_kn(x.contiguous().reshape({ -1, x.size(-1) }), weight_kn(w.contiguous(), dt, version_of(w)), bb, dt);
+	/* W [n, k] as nn.Linear keeps it: the kernel reads it as it is */
+	at::Tensor y = linear_w(x.contiguous().reshape({ -1, x.size(-1) }), w.contiguous(), true, bb, dt);
 
 	return y.reshape(out);
 }

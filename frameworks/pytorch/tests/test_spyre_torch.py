@@ -125,9 +125,20 @@ def matmuls(c):
 
 
 @case
-def weight_cache(c):
-    # x @ W.t() caches W's transpose per weight version; a new or changed W must never see an old one
+def weight_layout(c):
+    # LINEAR reads W [n, k] as it is (SPYRE_KF_WEIGHT_NK): nothing transposed, nothing cached, so a new or
+    # changed W is always the one used, and a stick-aligned W needs no relayout
     x = rnd(4, 64)
+    for dt in DTYPES:
+        rt, at = TOL[dt]
+        xs, w = rnd(3, 128, dtype=dt), rnd(64, 128, dtype=dt)
+        xd, wd = xs.to(D), w.to(D)
+        r0, t0 = spyre_torch.relayouts(), on_card("transpose")
+        with torch.inference_mode():
+            c.close(torch.nn.functional.linear(xd, wd), xs.float() @ w.float().t(), rt, at, f"linear {dt} W [64, 128]")
+        c.close(xd @ wd.t(), xs.float() @ w.float().t(), rt, at, f"mm {dt} with W.t()")
+        c.ok(spyre_torch.relayouts() == r0 and on_card("transpose") == t0,
+             f"{dt}: W bound as it is (relayouts {spyre_torch.relayouts() - r0}, transposes {on_card('transpose') - t0})")
     for it in range(6):
         w = rnd(32, 64)
         wd = w.to(D)
@@ -136,7 +147,7 @@ def weight_cache(c):
         c.close(x.to(D) @ wd.t(), x @ (w * 2).t(), 1e-4, 1e-5, f"weight {it}: W changed in place")
         del wd
     with torch.inference_mode():
-        # inference tensors have no version counter: their transposes are made afresh, never cached
+        # inference tensors (no version counter) likewise: read where they are
         w = rnd(32, 64)
         wd = w.to(D)
         c.close(torch.nn.functional.linear(x.to(D), wd), x @ w.t(), 1e-4, 1e-5, "linear of an inference tensor")
