@@ -382,18 +382,31 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct spyre_job *job = to_spyre_job(sched_job);
 	struct spyre_hwq *q = job->hwq;
 	struct spyre_device *sdev = q->sdev;
+	unsigned long flags;
+	bool on_ring;
 	int idx;
 
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		return DRM_GPU_SCHED_STAT_ENODEV;
 
 	/*
-	 * A job that completed while the timeout fired is not hung; a job
-	 * blocked on the device behind a producer of another queue is not
-	 * hung itself: the producer's own timeout decides. Put it back on the
-	 * pending list (the scheduler took it off) and re-arm.
+	 * The scheduler arms the timeout before it calls run_job(), so a job
+	 * whose run_job() has not yet put it on the ring (the card waking
+	 * from runtime suspend, the worker preempted on a loaded host) has no
+	 * hardware fence yet; run_job() sets it under q->lock.
 	 */
-	if (dma_fence_is_signaled(job->hw_fence) || spyre_job_waiting_on_producer(job)) {
+	spin_lock_irqsave(&q->lock, flags);
+	on_ring = job->hw_fence && !dma_fence_is_signaled_locked(job->hw_fence);
+	spin_unlock_irqrestore(&q->lock, flags);
+
+	/*
+	 * A job not on the ring yet, or that completed while the timeout
+	 * fired, is not hung; a job blocked on the device behind a producer
+	 * of another queue is not hung itself: the producer's own timeout
+	 * decides. Put it back on the pending list (the scheduler took it
+	 * off) and re-arm.
+	 */
+	if (!on_ring || spyre_job_waiting_on_producer(job)) {
 		spin_lock(&q->sched.job_list_lock);
 		list_add(&sched_job->list, &q->sched.pending_list);
 		spin_unlock(&q->sched.job_list_lock);
