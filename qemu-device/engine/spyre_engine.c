@@ -31,7 +31,7 @@
 #include "spyre_engine.h"
 #include "spyre_timing.h"
 #include "spyre_isa_codec.h"
-#include "spyre_kernels.h"
+#include "spyre_gemm.h"
 
 
 struct msg {

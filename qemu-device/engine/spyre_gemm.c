@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "spyre_kernels.h"
+#include "spyre_gemm.h"
 
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* spyre_kernels.h - the engine's fast inner kernels (internal). */
-#ifndef SPYRE_KERNELS_H
-#define SPYRE_KERNELS_H
+/*
+ * spyre_gemm.h - the engine's fast inner kernels (internal): the fp32 and
+ * int8 GEMMs behind MATMUL. Named apart from libspyre's public
+ * spyre_kernels.h (the kernel library), which it has nothing to do with.
+ */
+#ifndef SPYRE_GEMM_H
+#define SPYRE_GEMM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,4 +31,4 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 void spyre_igemm(size_t m, size_t n, size_t k, const int8_t *a, size_t lda,
 		 const int8_t *b, size_t ldb, int32_t *c, size_t ldc, int acc);
 
-#endif /* SPYRE_KERNELS_H */
+#endif /* SPYRE_GEMM_H */
