@@ -6,7 +6,7 @@
 # set (ENGINE_QEMU_WARN), checked by the engine-qemu-flags target.
 
 ENGINE_DIR := qemu-device/engine
-ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_gemm.c)
+ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_exec.c spyre_lpddr.c spyre_gemm.c)
 ENGINE_HDRS := $(wildcard $(ENGINE_DIR)/*.h) $(ISA_HDRS)
 ENGINE_OBJS := $(patsubst $(ENGINE_DIR)/%.c,$(B)/engine/%.o,$(ENGINE_SRCS))
 ENGINE_LIB := $(B)/engine/libspyre-engine.a

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spyre_engine_int.h - the engine's internal state, shared by its three
+ * files (internal; the public interface is spyre_engine.h):
+ *
+ *   spyre_engine.c  the interface, a launch (program and argument fetch, the
+ *                   cores' set-up, the result) and the scheduler: the
+ *                   discrete-event loop that picks the next core or memory
+ *                   event;
+ *   spyre_exec.c    one instruction of one core: decode, check, execute
+ *                   (control, DMA issue, tensor ops, ring, synchronisation);
+ *   spyre_lpddr.c   the memory system: LPDDR shared by the DMA queues' heads,
+ *                   and the data of each LOAD/STORE moved when it completes.
+ *
+ * Calls go one way: spyre_engine.c -> spyre_exec.c -> spyre_lpddr.c (and
+ * spyre_engine.c -> spyre_lpddr.c); the small helpers below serve all three.
+ * The numerics of MATMUL are spyre_gemm.c's.
+ */
+#ifndef SPYRE_ENGINE_INT_H
+#define SPYRE_ENGINE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spyre_engine.h"
+#include "spyre_isa_codec.h"
+#include "spyre_timing.h"
+
+struct msg {
+	struct msg *next;
+	uint32_t tag, bytes;
+	uint64_t arrival;	/* modeled cycle the last byte lands */
+	uint8_t data[];
+};
+
+/* A LOAD or STORE in a core's DMA queue, addresses resolved at issue. */
+struct dma_op {
+	uint64_t va;		/* first row in device memory */
+	uint64_t len;		/* bytes per access (rows coalesced when contiguous) */
+	uint64_t left;		/* LPDDR service still owed, bytes x clock_mhz */
+	uint64_t issue;		/* cycle it was issued */
+	uint64_t done;		/* cycle it completes (set when its data phase ends) */
+	uint32_t spo, rows, mem_stride, sp_stride, pc;
+	bool store, async;
+};
+
+struct core {
+	const uint8_t *code;
+	uint32_t num_insns, pc;
+	bool running, done, at_barrier, send_blocked;
+	bool blocked;		/* not runnable until something wakes it */
+	bool dma_wait;		/* blocked on its own synchronous LOAD/STORE */
+	/* DMA queue: [dq_head, dq_svc) in latency, [dq_svc, dq_tail) waiting for LPDDR (the first in service) */
+	struct dma_op dq[SPYRE_DMA_QUEUE_DEPTH];
+	uint32_t dq_head, dq_svc, dq_tail;
+	uint32_t barrier_mask;
+	uint64_t r[SPYRE_NUM_REGS];
+	uint64_t clock, busy, insns;
+	uint32_t tok[SPYRE_NUM_TOKENS];
+	uint64_t tok_time[SPYRE_NUM_TOKENS];
+	/* inbox: one FIFO per sending core */
+	struct msg *head[SPYRE_MAX_CORES], *tail[SPYRE_MAX_CORES];
+	uint64_t inbox_bytes;
+	uint64_t inbox_freed;	/* clock of the RECV that last made room */
+	uint64_t sp_dirty;	/* bytes of scratchpad that may be non-zero */
+};
+
+struct spyre_engine {
+	struct spyre_engine_config cfg;
+	struct spyre_timing tm;		/* cfg's timing properties, for spyre_insn_cycles() */
+	uint8_t *sp;			/* cores * scratchpad_bytes */
+	struct core core[SPYRE_MAX_CORES];
+	float *ws[3];			/* matmul workspaces (converted A, B, C) */
+	size_t ws_len[3];		/* floats */
+	float *pack;
+	size_t pack_len;
+	/* per launch */
+	const struct spyre_engine_mem_ops *ops;
+	void *opaque;
+	struct spyre_prog_view prog;
+	uint8_t *image;
+	uint64_t program_va;
+	uint64_t *args;			/* slots then scalars */
+	uint32_t mask;			/* launched cores (within cfg.cores) */
+	uint32_t active;		/* popcount(mask): cores sharing LPDDR */
+	struct spyre_launch_result *res;
+	uint64_t mem_now;		/* cycle up to which LPDDR service is accounted */
+	uint64_t link_free[2][SPYRE_MAX_CORES];	/* ring link [direction][from core] free from this cycle */
+};
+
+#define DQ(c, i) (&(c)->dq[(i) % SPYRE_DMA_QUEUE_DEPTH])
+#define NEVER UINT64_MAX
+
+enum step { STEP_NEXT, STEP_BLOCK, STEP_HALT, STEP_FAULT };
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static inline uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static inline uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static inline uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Record the launch's first fault (later ones are dropped); STEP_FAULT. */
+static inline int fault(struct spyre_engine *e, uint32_t cause, uint32_t core, uint32_t pc, uint64_t addr)
+{
+	struct spyre_launch_result *r = e->res;
+
+	if (r->status)
+		return STEP_FAULT;
+	r->status = cause;
+	r->fault_core = core;
+	r->fault_pc = pc;
+	r->fault_addr = addr;
+	return STEP_FAULT;
+}
+
+/* Core @core's scratchpad; NULL if core is out of range. */
+static inline uint8_t *core_sp(struct spyre_engine *e, uint32_t core)
+{
+	if (!e || core >= e->cfg.cores)
+		return NULL;
+	return e->sp + (size_t)core * e->cfg.scratchpad_bytes;
+}
+
+static inline bool launched(const struct spyre_engine *e, uint32_t core)
+{
+	return core < e->cfg.cores && (e->mask >> core & 1);
+}
+
+/*
+ * Something a blocked core may wait for happened at cycle now: it retries its
+ * instruction (and may block again). A core in its own synchronous DMA goes
+ * on only when that completes (spyre_lpddr_events()).
+ */
+static inline void wake(struct core *c, uint64_t now)
+{
+	if (c->blocked && !c->dma_wait) {
+		c->blocked = false;
+		c->clock = max64(c->clock, now);
+	}
+}
+
+/* spyre_exec.c: execute core id's next instruction (STEP_*). */
+int spyre_exec_step(struct spyre_engine *e, uint32_t id);
+
+/*
+ * spyre_lpddr.c: account LPDDR service up to cycle t; the next memory event
+ * (NEVER if none); process the events at cycle now (STEP_NEXT or STEP_FAULT).
+ */
+void spyre_lpddr_advance(struct spyre_engine *e, uint64_t t);
+uint64_t spyre_lpddr_next(const struct spyre_engine *e);
+int spyre_lpddr_events(struct spyre_engine *e, uint64_t now);
+
+#endif /* SPYRE_ENGINE_INT_H */

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The engine's memory system (docs/spyre-isa.md §6): each core has a DMA
+ * queue served in order; the transfers at the heads of all queues share
+ * LPDDR bandwidth equally at every moment (processor sharing); a transfer
+ * occupies LPDDR for its bytes plus a per-burst overhead and completes a
+ * fixed latency after its data phase; its data moves when it completes.
+ * spyre_exec.c queues the transfers (LOAD/STORE); the scheduler in
+ * spyre_engine.c asks for the next memory event and has it processed here.
+ * Calls nothing else of the engine's (spyre_engine_int.h).
+ */
+#include "spyre_engine_int.h"
+
+/* ---- the memory system: LPDDR shared by the DMA queues' heads --------------- */
+
+static uint32_t mem_active(const struct spyre_engine *e)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		n += e->core[i].dq_svc != e->core[i].dq_tail;
+	return n;
+}
+
+/*
+ * Account LPDDR service up to cycle t (>= mem_now, never past the next data
+ * phase's end): each of the n transfers in service got mem_bw_mbps / n
+ * units (bytes x clock_mhz) per cycle.
+ */
+void spyre_lpddr_advance(struct spyre_engine *e, uint64_t t)
+{
+	uint32_t n;
+
+	if (t <= e->mem_now)
+		return;
+	n = mem_active(e);
+	if (n) {
+		uint64_t share = (t - e->mem_now) * e->cfg.mem_bw_mbps / n;
+
+		for (uint32_t i = 0; i < e->cfg.cores; i++) {
+			struct core *c = &e->core[i];
+
+			if (c->dq_svc != c->dq_tail) {
+				struct dma_op *op = DQ(c, c->dq_svc);
+
+				op->left = op->left > share ? op->left - share : 0;
+			}
+		}
+	}
+	e->mem_now = t;
+}
+
+/* The next memory event: a data phase ending or a DMA completing; NEVER if none. */
+uint64_t spyre_lpddr_next(const struct spyre_engine *e)
+{
+	uint32_t n = mem_active(e);
+	uint64_t t = NEVER;
+
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		const struct core *c = &e->core[i];
+
+		if (c->dq_svc != c->dq_tail)
+			t = min64(t, e->mem_now + div_up(DQ(c, c->dq_svc)->left * n, e->cfg.mem_bw_mbps));
+		if (c->dq_head != c->dq_svc)
+			t = min64(t, DQ(c, c->dq_head)->done);
+	}
+	return t;
+}
+
+/* Move the data of a completed LOAD/STORE. */
+static int dma_copy(struct spyre_engine *e, uint32_t id, const struct dma_op *op)
+{
+	uint8_t *sp = core_sp(e, id);
+
+	for (uint32_t r = 0; r < op->rows; r++) {
+		uint64_t a = op->va + (uint64_t)r * op->mem_stride, fva = a;
+		uint8_t *s = sp + op->spo + (uint64_t)r * op->sp_stride;
+		int rc = op->store ? e->ops->write(e->opaque, a, s, op->len, &fva) :
+				     e->ops->read(e->opaque, a, s, op->len, &fva);
+
+		if (rc) {
+			e->res->fault_detail = rc;
+			return fault(e, SPYRE_ENGINE_FAULT_MEM, id, op->pc, fva);
+		}
+	}
+	return STEP_NEXT;
+}
+
+/*
+ * Process the memory events at cycle now (== spyre_lpddr_next(),
+ * spyre_lpddr_advance()d to it): data phases that ended start their latency
+ * and let the next transfer of their queue in; DMAs that complete move their
+ * data, then add to the DMA token (asynchronous) or let their core go on
+ * (synchronous).
+ */
+int spyre_lpddr_events(struct spyre_engine *e, uint64_t now)
+{
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+
+		if (c->dq_svc != c->dq_tail && !DQ(c, c->dq_svc)->left) {
+			DQ(c, c->dq_svc)->done = now + e->cfg.dma_latency_cycles;
+			c->dq_svc++;
+		}
+	}
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		struct core *c = &e->core[i];
+
+		while (c->dq_head != c->dq_svc && DQ(c, c->dq_head)->done <= now) {
+			const struct dma_op *op = DQ(c, c->dq_head);
+
+			if (dma_copy(e, i, op) == STEP_FAULT)
+				return STEP_FAULT;
+			c->dq_head++;
+			if (op->async) {
+				c->tok[SPYRE_TOKEN_DMA]++;
+				c->tok_time[SPYRE_TOKEN_DMA] = max64(c->tok_time[SPYRE_TOKEN_DMA], op->done);
+				wake(c, now);	/* a WAIT or a full queue */
+				if (c->done)	/* the launch ends when its DMA does */
+					c->clock = max64(c->clock, op->done);
+			} else {
+				/* the synchronous DMA at the queue's end: the core was busy for it */
+				c->dma_wait = false;
+				c->busy += op->done - op->issue + e->cfg.issue_cycles;
+				c->clock = max64(c->clock, op->done + e->cfg.issue_cycles);
+				c->blocked = false;
+				c->pc++;
+				c->insns++;
+			}
+		}
+	}
+	return STEP_NEXT;
+}
