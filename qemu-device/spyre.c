@@ -3,14 +3,19 @@
  *
  * The device's programming interface is specified in docs/spyre-device.md of
  * the spyre project; every number comes from spyre_hw.h, shared with the
- * driver. It implements identification and capability registers, whole-
- * device reset (register and PCIe FLR), MSI-X, device memory behind a BAR2
- * window (sparse host backing, spyre_mem), hardware command queues run by
- * worker threads off the vCPU thread (spyre_queue.c: COPY, LAUNCH, SIGNAL,
- * WAIT, TIMESTAMP, NOP, completion words and interrupts, errors), the device
- * MMU (spyre_mmu.c: context table, page-table walks, TLB), the compute engine
- * LAUNCH runs (engine/), and fault injection. With timed=on (and -icount),
- * every packet completes at a modeled virtual time (docs/timed-mode.md).
+ * driver. This file is the PCI function: its properties and their checks,
+ * realize and exit, PCI configuration (PCIe FLR, power management), device
+ * memory behind a BAR2 window (sparse host backing, spyre_mem), whole-device
+ * reset, and the register file's decoding: identification, capability and
+ * MMU registers here, each queue's registers in spyre_queue.c.
+ *
+ * The rest of the device: spyre_queue.c (hardware command queues run by
+ * worker threads off the vCPU thread: COPY, LAUNCH on the compute engine in
+ * engine/, SIGNAL, WAIT, TIMESTAMP, NOP, completion words, errors, fault
+ * injection, and timed mode, where every packet completes at a modeled
+ * virtual time, docs/timed-mode.md), spyre_mmu.c (the device MMU: context
+ * table, page-table walks, TLB) and spyre_irq.c (MSI-X and the device
+ * clock), which calls none of the others.
  *
  * Guest misuse never aborts QEMU: it is logged with SPYRE_GUEST_ERR (a trace
  * event plus LOG_GUEST_ERROR) and the access is ignored.
@@ -32,8 +37,6 @@
 #include "trace.h"
 
 #include "qemu/atomic.h"
-#include "qemu/main-loop.h"
-#include "qemu/timer.h"
 #include "sysemu/cpu-timers.h"
 #include "sysemu/qtest.h"
 #include "spyre_int.h"
@@ -159,23 +162,6 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
     return val;
 }
 
-int64_t spyre_vclock_ns(void)
-{
-    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-}
-
-/* The device clock: host time, or in timed mode the virtual timeline. */
-static int64_t spyre_clock_now(SpyreState *s)
-{
-    return s->params.timed ? spyre_vclock_ns() :
-           qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
-}
-
-int64_t spyre_clock_ns(SpyreState *s)
-{
-    return spyre_clock_now(s) - s->clock_base_ns;
-}
-
 static void spyre_set_window(SpyreState *s, uint64_t base)
 {
     if (base % SPYRE_MEM_WINDOW_SIZE || base >= s->params.mem_size) {
@@ -208,45 +194,6 @@ static void spyre_do_reset(SpyreState *s)
     s->t_dma_free = s->t_engine_free = spyre_clock_now(s);
     s->reset_count++;
     trace_spyre_reset(s->reset_count);
-}
-
-/*
- * Called from queue workers: MSI-X is sent from the main loop, under the BQL.
- * In timed mode the caller holds the BQL on the vCPU's timeline and sends the
- * pending vectors itself with spyre_irq_flush(), once it holds no queue lock:
- * a bottom half would run at a host-dependent point of the guest's execution.
- */
-void spyre_raise_irq(SpyreState *s, unsigned vector)
-{
-    qatomic_or(&s->irq_pending[vector / 64], 1ULL << (vector % 64));
-    if (!s->params.timed) {
-        qemu_bh_schedule(s->irq_bh);
-    }
-}
-
-static void spyre_irq_bh(void *opaque)
-{
-    spyre_irq_flush(opaque);
-}
-
-/* Send the pending MSI-X vectors. Under the BQL, no queue lock held. */
-void spyre_irq_flush(SpyreState *s)
-{
-    PCIDevice *pdev = PCI_DEVICE(s);
-    unsigned w, v;
-
-    for (w = 0; w < ARRAY_SIZE(s->irq_pending); w++) {
-        uint64_t bits = qatomic_xchg(&s->irq_pending[w], 0);
-
-        while (bits) {
-            v = ctz64(bits);
-            bits &= bits - 1;
-            trace_spyre_irq(w * 64 + v);
-            if (msix_enabled(pdev)) {
-                msix_notify(pdev, w * 64 + v);
-            }
-        }
-    }
 }
 
 static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
@@ -522,7 +469,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         }
         qemu_mutex_init(&s->engine_lock);
     }
-    s->irq_bh = qemu_bh_new(spyre_irq_bh, s);
+    spyre_irq_init(s);
     s->clock_base_ns = spyre_clock_now(s);
     s->t_dma_free = s->t_engine_free = spyre_clock_now(s);
     spyre_queues_init(s);
@@ -537,7 +484,7 @@ static void spyre_exit(PCIDevice *pdev)
     SpyreState *s = SPYRE(pdev);
 
     spyre_queues_fini(s);
-    qemu_bh_delete(s->irq_bh);
+    spyre_irq_fini(s);
     spyre_engine_free(s->engine);
     qemu_mutex_destroy(&s->engine_lock);
     msix_uninit_exclusive_bar(pdev);

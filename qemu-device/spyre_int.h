@@ -186,12 +186,6 @@ struct SpyreState {
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
 
-/* spyre.c */
-void spyre_raise_irq(SpyreState *s, unsigned vector);
-void spyre_irq_flush(SpyreState *s);
-int64_t spyre_clock_ns(SpyreState *s);
-int64_t spyre_vclock_ns(void);
-
 /* spyre_queue.c */
 void spyre_queues_init(SpyreState *s);
 void spyre_queues_fini(SpyreState *s);
@@ -207,5 +201,14 @@ uint32_t spyre_inject_armed(SpyreState *s);
 bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
                          unsigned access, unsigned source, SpyreSeg *seg,
                          SpyreFault *f);
+
+/* spyre_irq.c: called by spyre.c and spyre_queue.c */
+void spyre_irq_init(SpyreState *s);
+void spyre_irq_fini(SpyreState *s);
+void spyre_raise_irq(SpyreState *s, unsigned vector);
+void spyre_irq_flush(SpyreState *s);
+int64_t spyre_clock_now(SpyreState *s);
+int64_t spyre_clock_ns(SpyreState *s);
+int64_t spyre_vclock_ns(void);
 
 #endif
