@@ -9,13 +9,20 @@
  * reset, and the register file's decoding: identification, capability and
  * MMU registers here, each queue's registers in spyre_queue.c.
  *
- * The rest of the device: spyre_queue.c (hardware command queues run by
- * worker threads off the vCPU thread: COPY, LAUNCH on the compute engine in
- * engine/, SIGNAL, WAIT, TIMESTAMP, NOP, completion words, errors, fault
- * injection, and timed mode, where every packet completes at a modeled
- * virtual time, docs/timed-mode.md), spyre_mmu.c (the device MMU: context
- * table, page-table walks, TLB) and spyre_irq.c (MSI-X and the device
- * clock), which calls none of the others.
+ * The rest of the device, by concern; calls go one way, down this list
+ * (spyre_int.h):
+ *   spyre_queue.c   hardware queues: the worker threads, queue registers,
+ *                   queue reset;
+ *   spyre_timed.c   timed mode (timed=on, -icount): packets complete at a
+ *                   modeled virtual time (docs/timed-mode.md);
+ *   spyre_packet.c  packet validation and execution (COPY, LAUNCH on the
+ *                   compute engine in engine/, SIGNAL, WAIT, TIMESTAMP, NOP),
+ *                   completion words and queue errors;
+ *   spyre_dma.c     host DMA, operand cursors, the shared DMA engine's
+ *                   arbitration;
+ *   spyre_mmu.c     the device MMU: context table, page-table walks, TLB;
+ *   spyre_inject.c  fault injection;
+ *   spyre_irq.c     MSI-X and the device clock.
  *
  * Guest misuse never aborts QEMU: it is logged with SPYRE_GUEST_ERR (a trace
  * event plus LOG_GUEST_ERROR) and the access is ignored.

@@ -1,11 +1,23 @@
 /*
- * spyre: internal state shared by the device's source files.
+ * spyre: internal state shared by the device's source files, and what each
+ * file offers the others. The files by concern, each calling only those
+ * below it (spyre.c's header comment says what each holds):
+ *
+ *   spyre.c          PCI function, properties, register file, reset
+ *   spyre_queue.c    queue threads, queue registers, queue reset
+ *   spyre_timed.c    timed mode
+ *   spyre_packet.c   packet validation and execution, completion, errors
+ *   spyre_dma.c      host DMA, operand cursors, DMA engine arbitration
+ *   spyre_mmu.c      device MMU
+ *   spyre_inject.c   fault injection
+ *   spyre_irq.c      MSI-X and the device clock
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef HW_MISC_SPYRE_INT_H
 #define HW_MISC_SPYRE_INT_H
 
+#include "qemu/atomic.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "hw/pci/pci.h"
@@ -16,6 +28,9 @@
 OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
 
 #define SPYRE_TLB_ENTRIES 64
+
+/* The DMA engine's turn: a queue's COPY moves at most this much at once. */
+#define SPYRE_DMA_CHUNK     (256 * 1024)
 
 #define SPYRE_GUEST_ERR(fmt, ...) do {                                      \
         char *msg_ = g_strdup_printf(fmt, ##__VA_ARGS__);                   \
@@ -73,6 +88,19 @@ typedef struct SpyreFault {
     uint32_t core;          /* SPYRE_ERR_ENGINE */
     uint32_t pc;
 } SpyreFault;
+
+/* One operand of a packet: an address in one of the SPYRE_AS_* spaces. */
+typedef struct SpyreCursor {
+    uint8_t space;
+    uint16_t ctx;
+    uint64_t addr;          /* next address (VIRT/DEVPHYS/HOST) */
+    unsigned access;
+    unsigned source;
+    /* SPYRE_AS_HOST_SGL */
+    uint64_t sge_addr;      /* next list entry */
+    uint64_t sge_cur;       /* host address inside the current entry */
+    uint64_t sge_left;      /* bytes left in the current entry */
+} SpyreCursor;
 
 typedef struct SpyreQueue {
     struct SpyreState *s;
@@ -186,23 +214,59 @@ struct SpyreState {
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
 
-/* spyre_queue.c */
+/* spyre_queue.c: called by spyre.c */
 void spyre_queues_init(SpyreState *s);
 void spyre_queues_fini(SpyreState *s);
 void spyre_queue_reset(SpyreQueue *q);
 uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg);
 uint64_t spyre_queue_engine_read(SpyreQueue *q, unsigned reg);
 void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val);
-void spyre_inject(SpyreState *s, uint32_t val);
-void spyre_timed_kick(SpyreQueue *q);
-uint32_t spyre_inject_armed(SpyreState *s);
 
-/* spyre_mmu.c */
+/* spyre_timed.c: called by spyre_queue.c */
+void spyre_timed_init(SpyreQueue *q);
+void spyre_timed_fini(SpyreQueue *q);
+void spyre_timed_reset_locked(SpyreQueue *q);
+void spyre_timed_kick(SpyreQueue *q);
+
+/* spyre_packet.c: called by spyre_queue.c and spyre_timed.c */
+uint32_t spyre_packet_validate(const uint8_t *raw);
+bool spyre_packet_execute(SpyreQueue *q, const uint8_t *raw, uint32_t epoch,
+                          unsigned prio, SpyreFault *f);
+bool spyre_sem_access(SpyreQueue *q, const struct spyre_pkt_sem *p,
+                      uint64_t *val, bool write, SpyreFault *f);
+void spyre_sem_kick(SpyreState *s);
+bool spyre_queue_may_fetch_locked(SpyreQueue *q);
+bool spyre_queue_write_completion(SpyreQueue *q, uint64_t compl, uint64_t seq,
+                                  SpyreFault *f);
+void spyre_queue_finish_locked(SpyreQueue *q, bool ok, uint32_t head,
+                               uint64_t seq, uint16_t flags,
+                               const SpyreFault *f);
+void spyre_queue_fail_locked(SpyreQueue *q, uint64_t seq, const SpyreFault *f);
+
+/* spyre_dma.c: called by spyre_packet.c, spyre_timed.c, spyre_queue.c */
+bool spyre_host_dma(SpyreQueue *q, uint64_t addr, void *buf, uint64_t len,
+                    bool write, unsigned source, SpyreFault *f);
+void spyre_cursor_init(SpyreCursor *c, uint8_t space, uint16_t ctx,
+                       uint64_t addr, unsigned access, unsigned source);
+bool spyre_cursor_peek(SpyreQueue *q, SpyreCursor *c, uint64_t want,
+                       SpyreSeg *seg, SpyreFault *f);
+void spyre_cursor_advance(SpyreCursor *c, uint64_t n);
+void spyre_arb_acquire(SpyreState *s, unsigned prio);
+void spyre_arb_release(SpyreState *s, unsigned prio);
+bool spyre_dma_move(SpyreQueue *q, SpyreSeg *src, SpyreSeg *dst, uint64_t n,
+                    uint8_t **bounce, SpyreFault *f);
+
+/* spyre_mmu.c: called by spyre_dma.c and spyre_packet.c */
 bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
                          unsigned access, unsigned source, SpyreSeg *seg,
                          SpyreFault *f);
 
-/* spyre_irq.c: called by spyre.c and spyre_queue.c */
+/* spyre_inject.c: called by spyre.c, spyre_packet.c and spyre_dma.c */
+void spyre_inject(SpyreState *s, uint32_t val);
+uint32_t spyre_inject_armed(SpyreState *s);
+bool spyre_inject_take(SpyreQueue *q, unsigned kind);
+
+/* spyre_irq.c: called by spyre.c, spyre_timed.c and spyre_packet.c */
 void spyre_irq_init(SpyreState *s);
 void spyre_irq_fini(SpyreState *s);
 void spyre_raise_irq(SpyreState *s, unsigned vector);
@@ -210,5 +274,11 @@ void spyre_irq_flush(SpyreState *s);
 int64_t spyre_clock_now(SpyreState *s);
 int64_t spyre_clock_ns(SpyreState *s);
 int64_t spyre_vclock_ns(void);
+
+/* A reset of @q since @epoch was read: its work in flight is stale. */
+static inline bool spyre_queue_stale(SpyreQueue *q, uint32_t epoch)
+{
+    return qatomic_read(&q->epoch) != epoch;
+}
 
 #endif

@@ -5,8 +5,8 @@
  * vectors are sent under the BQL (spyre_irq_flush(): a bottom half in
  * functional mode, the caller itself in timed mode). The device clock
  * (CLOCK_LO/HI, TIMESTAMP) counts ns from the last reset: host time, or in
- * timed mode the virtual timeline. Called by spyre.c and spyre_queue.c;
- * calls neither.
+ * timed mode the virtual timeline. Called by spyre.c, spyre_timed.c and
+ * spyre_packet.c; calls no other file of the device.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
