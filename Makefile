@@ -208,8 +208,12 @@ $(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ISA_
 	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ISA_DIR) \
 		$< $(QTEST_LIB) -o $@ $(ISA_LIB) -lm
 
-$(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h
+# The uapi headers are C++-clean too (no C++ keywords or alternative tokens).
+$(B)/tests/uapi-abi-test: uapi/tests/uapi-abi-test.c uapi/spyre_accel.h uapi/spyre_hw.h \
+		uapi/spyre_devcoredump.h uapi/spyre_isa.h
 	@mkdir -p $(@D)
+	printf '#include "%s"\n' spyre_accel.h spyre_hw.h spyre_isa.h spyre_devcoredump.h | \
+		$(CXX) -std=c++11 -Wall -Wextra -pedantic -Werror -fsyntax-only -Iuapi $(DRM_CFLAGS) -x c++ -
 	$(CC) $(CFLAGS) $(WARNFLAGS) -Iuapi $(DRM_CFLAGS) $< -o $@
 
 $(B)/tests/api-errors-test: libspyre/tests/api-errors-test.c $(B)/lib/libspyre.so libspyre/include/spyre.h

@@ -106,7 +106,7 @@ static void spyre_dump_queues(struct spyre_device *sdev, struct spyre_dump_buf *
 			d->kernel = 1;
 			d->sw_tail = sdev->kq.tail;
 			d->seqno = sdev->kq.seq;
-			d->compl = le64_to_cpu(READ_ONCE(*sdev->kq.compl));
+			d->completion = le64_to_cpu(READ_ONCE(*sdev->kq.compl));
 		} else if (i < sdev->nr_hwq) {
 			struct spyre_hwq *q = &sdev->hwq[i];
 			struct spyre_job *job;
@@ -114,7 +114,7 @@ static void spyre_dump_queues(struct spyre_device *sdev, struct spyre_dump_buf *
 			spin_lock_irqsave(&q->lock, flags);
 			d->sw_tail = q->tail;
 			d->seqno = q->seqno;
-			d->compl = le64_to_cpu(READ_ONCE(*q->compl));
+			d->completion = le64_to_cpu(READ_ONCE(*q->compl));
 			list_for_each_entry(job, &q->inflight, link)
 				d->inflight++;
 			spin_unlock_irqrestore(&q->lock, flags);
@@ -299,20 +299,15 @@ void spyre_coredump_capture(struct spyre_device *sdev, u32 reason, struct spyre_
 		j->nwaits = job->nwaits;
 		j->ring_start = job->ring_start;
 		j->ring_end = job->ring_end;
-		j->error = job->rec.error;
-		j->hw_error = job->rec.hw_error;
-		j->fault_addr = job->rec.addr;
-		j->fault_info = job->rec.info;
-		j->packet = job->rec.packet;
-		j->core = job->rec.core;
-		j->pc = job->rec.pc;
+		j->fault = job->rec.fault;
 		memcpy(j->comm, job->ctx->comm, sizeof(j->comm));
 		j->comm[sizeof(j->comm) - 1] = '\0';
 	}
 	spyre_dump_packets(sdev, &b, q, job);
 	spyre_dump_pt(&b, job->ctx);
-	if (job->rec.hw_error == SPYRE_ERR_FAULT || job->rec.hw_error == SPYRE_ERR_ENGINE)
-		spyre_dump_walk(&b, job->ctx, job->rec.addr);
+	if (job->rec.fault.hw_error == SPYRE_ERR_FAULT ||
+	    job->rec.fault.hw_error == SPYRE_ERR_ENGINE)
+		spyre_dump_walk(&b, job->ctx, job->rec.fault.addr);
 	h->sections = b.sections;
 	h->total_size = b.len;
 
@@ -332,8 +327,9 @@ void spyre_coredump_hang(struct spyre_device *sdev, struct spyre_job *job)
 {
 	struct spyre_coredump_job cj = {
 		.ctx = job->ctx, .uqueue = job->uq->id,
-		.rec = { .seq = job->user_seq, .error = DRM_SPYRE_ERROR_TIMEOUT,
-			 .packet = ~0u, .core = ~0u, .pc = ~0u },
+		.rec = { .seq = job->user_seq,
+			 .fault = { .error = DRM_SPYRE_ERROR_TIMEOUT, .packet = ~0u, .core = ~0u,
+				    .pc = ~0u } },
 		.hw_seqno = job->hw_fence ? job->hw_fence->seqno : 0,
 		.npackets = job->npackets, .nwaits = job->nwaits,
 		.ring_start = job->ring_start, .ring_end = job->ring_end,

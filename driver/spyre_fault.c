@@ -60,7 +60,9 @@ void spyre_uq_record(struct spyre_uqueue *uq, const struct spyre_fault_record *r
  */
 void spyre_uq_fail(struct spyre_uqueue *uq, u64 seq, u32 error)
 {
-	struct spyre_fault_record rec = { .seq = seq, .error = error, .core = ~0u, .pc = ~0u };
+	struct spyre_fault_record rec = {
+		.seq = seq, .fault = { .error = error, .core = ~0u, .pc = ~0u },
+	};
 
 	spyre_uq_record(uq, &rec);
 }
@@ -180,8 +182,9 @@ static void spyre_hwq_handle_error(struct spyre_hwq *q)
 	spyre_fault_log(sdev, job.ctx, job.seq, q->idx, error, addr, info);
 	if (found) {
 		struct spyre_fault_record rec = {
-			.seq = job.seq, .error = DRM_SPYRE_ERROR_FAULT, .hw_error = error,
-			.addr = addr, .info = info, .packet = pkt, .core = core, .pc = pc,
+			.seq = job.seq,
+			.fault = { .error = DRM_SPYRE_ERROR_FAULT, .hw_error = error, .addr = addr,
+				   .info = info, .packet = pkt, .core = core, .pc = pc },
 		};
 
 		/* Before the fence: once it signals, the job's BOs may go. */

@@ -8,29 +8,19 @@
 
 #include <linux/types.h>
 
+#include "spyre_accel.h"
+
 struct spyre_device;
 struct spyre_uqueue;
 
 /**
- * struct spyre_fault_record - why a job failed (DRM_IOCTL_SPYRE_QUEUE_ERROR)
+ * struct spyre_fault_record - a failed job and why (DRM_IOCTL_SPYRE_QUEUE_ERROR)
  * @seq: the job's sequence number on its queue
- * @error: DRM_SPYRE_ERROR_*
- * @hw_error: SPYRE_ERR_* from the device, 0 if none
- * @addr: faulting address
- * @info: SPYRE_FAULT_INFO()
- * @packet: index of the failing packet in the job
- * @core: faulting core of a LAUNCH, or ~0
- * @pc: faulting instruction of a LAUNCH, or ~0
+ * @fault: why it failed, as the uapi reports it
  */
 struct spyre_fault_record {
 	u64 seq;
-	u32 error;
-	u32 hw_error;
-	u64 addr;
-	u32 info;
-	u32 packet;
-	u32 core;
-	u32 pc;
+	struct drm_spyre_fault fault;
 };
 
 int spyre_fault_init(struct spyre_device *sdev);

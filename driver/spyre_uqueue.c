@@ -102,8 +102,8 @@ int spyre_queue_create_ioctl(struct drm_device *dev, void *data, struct drm_file
 	atomic_inc(&uq->hwq->nr_uqueues);
 	mutex_init(&uq->submit_lock);
 	spin_lock_init(&uq->err_lock);
-	uq->last_error.core = ~0u;
-	uq->last_error.pc = ~0u;
+	uq->last_error.fault.core = ~0u;
+	uq->last_error.fault.pc = ~0u;
 	sched = &uq->hwq->sched;
 	ret = drm_sched_entity_init(&uq->entity, prio_map[args->priority], &sched, 1, NULL);
 	if (ret)
@@ -182,13 +182,7 @@ int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file 
 	rec = uq->last_error;
 	spin_unlock_irqrestore(&uq->err_lock, flags);
 	args->job_seq = rec.seq;
-	args->error = rec.error;
-	args->hw_error = rec.hw_error;
-	args->fault_addr = rec.addr;
-	args->fault_info = rec.info;
-	args->packet = rec.packet;
-	args->core = rec.core;
-	args->pc = rec.pc;
+	args->fault = rec.fault;
 	spyre_uqueue_put(uq);
 	return 0;
 }

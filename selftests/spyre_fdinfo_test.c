@@ -384,7 +384,7 @@ TEST_F(fdinfo, a_failed_job_stops_counting)
 	spyre_prep_copy_va(p, 0x1000, h.va, 128);
 	srun(self->fd, self->q, p, 1);
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
-	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error);
 	e1 = fdinfo_u64(self->fd, "drm-engine-compute");
 	d1 = sysfs_busy_ns();
 	EXPECT_LT(0, e1);	/* the failed job ran */

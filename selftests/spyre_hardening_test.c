@@ -226,7 +226,7 @@ TEST(gem_close_waits_for_jobs_on_every_queue)
 		ASSERT_EQ(0, squeue_error(fd, q1, &e));
 		EXPECT_EQ(0, e.error_count) {
 			TH_LOG("round %d: the copy failed (error %u, hw %u, addr %#llx)", round,
-			       e.error, e.hw_error, (unsigned long long)e.fault_addr);
+			       e.fault.error, e.fault.hw_error, (unsigned long long)e.fault.addr);
 		}
 		ASSERT_EQ(0, sbo_close(fd, &src));
 	}
@@ -625,9 +625,9 @@ TEST(consumer_of_a_failed_producer_is_not_blamed)
 		ASSERT_EQ(0, ssyncobj_wait(fd, s2, 0, 10000));
 		ASSERT_EQ(0, squeue_error(fd, q1, &e));
 		EXPECT_EQ(round + 1, e.error_count);
-		EXPECT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+		EXPECT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error);
 		ASSERT_EQ(0, squeue_error(fd, q2, &e));
-		EXPECT_EQ(0, e.error_count) TH_LOG("round %d: consumer error %u", round, e.error);
+		EXPECT_EQ(0, e.error_count) TH_LOG("round %d: consumer error %u", round, e.fault.error);
 	}
 	EXPECT_EQ(resets0, read_sysfs_long("/sys/bus/pci/devices/%s/resets", pci));
 	close(fd);

@@ -296,7 +296,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 	ASSERT_EQ(getpid(), job->pid);
 	ASSERT_EQ(self->q, job->uqueue);
 	ASSERT_EQ(3, job->npackets);
-	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, job->error);
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, job->fault.error);
 	ASSERT_EQ(0, strncmp(job->comm, "spyre_ops_test", 14));
 
 	/* The job's packets as the device saw them: ours, stamped by the driver. */
@@ -411,7 +411,7 @@ TEST_F(ops, sysfs_reset_recovers_100_hangs_with_files_open)
 		ASSERT_EQ(0, write_text(self->reset, "1"));
 		ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
 		ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
-		ASSERT_EQ(DRM_SPYRE_ERROR_RESET, e.error);
+		ASSERT_EQ(DRM_SPYRE_ERROR_RESET, e.fault.error);
 		ASSERT_EQ(s.job_seq, e.job_seq);
 		ASSERT_EQ(++errors, e.error_count);
 		ASSERT_EQ(0, uevent_wait(self->uev, "SPYRE_RESET=device", "SPYRE_RESET_REASON=user",

@@ -66,7 +66,7 @@ TEST_F(rec, hang_times_out_and_queue_recovers)
 	ASSERT_EQ(0, inject_disarm(self->pci));
 
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
-	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.error);
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.fault.error);
 	ASSERT_EQ(1, e.job_seq);
 	ASSERT_EQ(1, e.error_count);
 	ASSERT_LT(0, ((uint64_t *)t.map)[0]);	/* the innocent job ran */
@@ -135,7 +135,7 @@ TEST_F(rec, hung_producer_releases_device_side_waiter)
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 10000));
 	ASSERT_LT(0, ((uint64_t *)t.map)[0]);
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
-	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.error);
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.fault.error);
 	/* Only the producer is blamed. */
 	ASSERT_EQ(0, squeue_error(self->fd, q2, &e));
 	ASSERT_EQ(0, e.error_count);

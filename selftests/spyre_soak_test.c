@@ -261,8 +261,8 @@ static void soak_worker(int id, int card, int jobs, struct soak_result *r)
 		if (squeue_error(fd, q[i], &e) || e.error_count) {
 			r->queue_errors += e.error_count ? e.error_count : 1;
 			note(r, "queue %u: %llu errors, the last: job %llu error %u hw %u at %#llx", q[i],
-			     (unsigned long long)e.error_count, (unsigned long long)e.job_seq, e.error,
-			     e.hw_error, (unsigned long long)e.fault_addr);
+			     (unsigned long long)e.error_count, (unsigned long long)e.job_seq, e.fault.error,
+			     e.fault.hw_error, (unsigned long long)e.fault.addr);
 		}
 	}
 	close(fd);

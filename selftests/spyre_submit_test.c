@@ -320,7 +320,7 @@ TEST_F(sub, page_fault_fails_only_that_job)
 
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(0, e.error_count);
-	ASSERT_EQ(DRM_SPYRE_ERROR_NONE, e.error);
+	ASSERT_EQ(DRM_SPYRE_ERROR_NONE, e.fault.error);
 	ASSERT_EQ(0, sbo_create(self->fd, 8192, 0, &b));
 
 	/* packet 1 reads 4 KiB past the end of the BO: an unmapped address */
@@ -330,13 +330,13 @@ TEST_F(sub, page_fault_fails_only_that_job)
 	ASSERT_EQ(0, srun(self->fd, self->q, p, 3));
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(1, e.error_count);
-	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
-	ASSERT_EQ(SPYRE_ERR_FAULT, e.hw_error);
-	ASSERT_EQ(b.va + 8192, e.fault_addr);
-	ASSERT_EQ(SPYRE_MMU_FAULT_NOT_PRESENT, SPYRE_FAULT_CAUSE(e.fault_info));
-	ASSERT_EQ(SPYRE_SOURCE_COPY_SRC, SPYRE_FAULT_SOURCE(e.fault_info));
-	ASSERT_EQ(SPYRE_ACCESS_READ, SPYRE_FAULT_ACCESS(e.fault_info));
-	ASSERT_EQ(1, e.packet);
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error);
+	ASSERT_EQ(SPYRE_ERR_FAULT, e.fault.hw_error);
+	ASSERT_EQ(b.va + 8192, e.fault.addr);
+	ASSERT_EQ(SPYRE_MMU_FAULT_NOT_PRESENT, SPYRE_FAULT_CAUSE(e.fault.info));
+	ASSERT_EQ(SPYRE_SOURCE_COPY_SRC, SPYRE_FAULT_SOURCE(e.fault.info));
+	ASSERT_EQ(SPYRE_ACCESS_READ, SPYRE_FAULT_ACCESS(e.fault.info));
+	ASSERT_EQ(1, e.fault.packet);
 	ASSERT_EQ(1, e.job_seq);
 
 	/* the queue goes on: the next job works */
@@ -366,7 +366,7 @@ TEST_F(sub, other_files_memory_is_unreachable)
 		spyre_prep_copy_va(p, secret.va + 4096, mine.va, 4096);
 	ASSERT_EQ(0, srun(fd2, q2, p, 1));
 	ASSERT_EQ(0, squeue_error(fd2, q2, &e));
-	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.error);
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error);
 	ASSERT_EQ(0, ((uint8_t *)mine.map)[0]);
 	/* Writing there from the second file faults too; the owner is unaffected. */
 	spyre_prep_copy_va(p, mine.va, secret.va == mine.va ? secret.va + 4096 : secret.va, 4096);

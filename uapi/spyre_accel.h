@@ -266,6 +266,48 @@ struct drm_spyre_sync {
 	__u64 point;
 };
 
+/* drm_spyre_fault.error */
+#define DRM_SPYRE_ERROR_NONE		0
+#define DRM_SPYRE_ERROR_FAULT		1	/* the device reported a packet error;
+						 * SPYRE_ERR_ENGINE: the program faulted
+						 */
+#define DRM_SPYRE_ERROR_TIMEOUT		2	/* the job hung and was reset */
+#define DRM_SPYRE_ERROR_CANCELED	3	/* not run: the context is banned */
+#define DRM_SPYRE_ERROR_RESET		4	/* canceled by a device reset (sysfs
+						 * "reset"), or not run: the
+						 * device is wedged
+						 */
+
+/**
+ * struct drm_spyre_fault - why a job failed
+ *
+ * The one record of a failed job: DRM_IOCTL_SPYRE_QUEUE_ERROR reports it,
+ * and a device coredump carries it (struct spyre_dump_job in
+ * spyre_devcoredump.h). 32 bytes.
+ */
+struct drm_spyre_fault {
+	/** @error: %DRM_SPYRE_ERROR_*. */
+	__u32 error;
+
+	/** @hw_error: The device's packet error (SPYRE_ERR_* in spyre_hw.h), 0 if none. */
+	__u32 hw_error;
+
+	/** @addr: Faulting device virtual address, if any. */
+	__u64 addr;
+
+	/** @info: SPYRE_FAULT_INFO() fields: access, source, cause. */
+	__u32 info;
+
+	/** @packet: Index of the failing packet within the job, if known. */
+	__u32 packet;
+
+	/** @core: For a LAUNCH that faulted: the faulting core, else ~0. */
+	__u32 core;
+
+	/** @pc: For a LAUNCH that faulted: the instruction index, else ~0. */
+	__u32 pc;
+};
+
 /** Largest number of packets in one job. */
 #define DRM_SPYRE_MAX_JOB_PACKETS	256
 /** Largest number of BO handles in one job. */
@@ -344,18 +386,6 @@ struct drm_spyre_submit {
 	__u64 job_seq;
 };
 
-/* drm_spyre_queue_error.error */
-#define DRM_SPYRE_ERROR_NONE		0
-#define DRM_SPYRE_ERROR_FAULT		1	/* the device reported a packet error;
-						 * SPYRE_ERR_ENGINE: the program faulted
-						 */
-#define DRM_SPYRE_ERROR_TIMEOUT		2	/* the job hung and was reset */
-#define DRM_SPYRE_ERROR_CANCELED	3	/* not run: the context is banned */
-#define DRM_SPYRE_ERROR_RESET		4	/* canceled by a device reset (sysfs
-						 * "reset"), or not run: the
-						 * device is wedged
-						 */
-
 /**
  * struct drm_spyre_queue_error - the last error of a queue
  *
@@ -374,26 +404,8 @@ struct drm_spyre_queue_error {
 	/** @job_seq: Out. The failed job (its @job_seq from SUBMIT). */
 	__u64 job_seq;
 
-	/** @error: Out. %DRM_SPYRE_ERROR_*. */
-	__u32 error;
-
-	/** @hw_error: Out. The device's packet error (SPYRE_ERR_* in spyre_hw.h). */
-	__u32 hw_error;
-
-	/** @fault_addr: Out. Faulting device virtual address, if any. */
-	__u64 fault_addr;
-
-	/** @fault_info: Out. SPYRE_FAULT_INFO() fields: access, source, cause. */
-	__u32 fault_info;
-
-	/** @packet: Out. Index of the failing packet within the job, if known. */
-	__u32 packet;
-
-	/** @core: Out. For a LAUNCH that faulted: the faulting core, else ~0. */
-	__u32 core;
-
-	/** @pc: Out. For a LAUNCH that faulted: the instruction index, else ~0. */
-	__u32 pc;
+	/** @fault: Out. Why it failed; all zero but core and pc (~0) if none did. */
+	struct drm_spyre_fault fault;
 };
 
 #if defined(__cplusplus)

@@ -16,6 +16,7 @@
 
 #include <linux/types.h>
 
+#include "spyre_accel.h"
 #include "spyre_hw.h"
 
 #if defined(__cplusplus)
@@ -138,8 +139,8 @@ struct spyre_dump_queue {
 	__u32 inflight;
 	/** @seqno: the last job number the driver handed out on this queue. */
 	__u64 seqno;
-	/** @compl: the completion word: (job number << 16) | packet. */
-	__u64 compl;
+	/** @completion: the completion word: (job number << 16) | packet. */
+	__u64 completion;
 };
 
 /**
@@ -166,20 +167,13 @@ struct spyre_dump_job {
 	__u32 ring_start;
 	/** @ring_end: one past its last packet. */
 	__u32 ring_end;
-	/** @error: DRM_SPYRE_ERROR_* recorded for the job. */
-	__u32 error;
-	/** @hw_error: Q_ERROR (SPYRE_ERR_*), 0 for a hang. */
-	__u32 hw_error;
-	/** @fault_addr: Q_FAULT_HI:LO. */
-	__u64 fault_addr;
-	/** @fault_info: Q_FAULT_INFO. */
-	__u32 fault_info;
-	/** @packet: index of the failing packet among the job's own, ~0 if unknown. */
-	__u32 packet;
-	/** @core: faulting core of a LAUNCH, ~0 if none. */
-	__u32 core;
-	/** @pc: faulting instruction index of a LAUNCH, ~0 if none. */
-	__u32 pc;
+	/**
+	 * @fault: the error recorded for the job (as QUEUE_ERROR reports it):
+	 * hw_error is Q_ERROR (SPYRE_ERR_*), 0 for a hang; addr Q_FAULT_HI:LO;
+	 * info Q_FAULT_INFO; packet the failing one among the job's own, ~0
+	 * if unknown; core and pc those of a faulting LAUNCH, ~0 if none.
+	 */
+	struct drm_spyre_fault fault;
 	/** @comm: that process's command name, NUL-terminated. */
 	char comm[16];
 };

@@ -205,9 +205,9 @@ int drmIoctl(int fd, unsigned long request, void *arg)
 			e->error_count = queue_errors[q];
 			if (queue_errors[q]) {
 				e->job_seq = queue_fail_seq[q];
-				e->hw_error = SPYRE_ERR_FAULT;
-				e->fault_addr = FAULT_VA;
-				e->fault_info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ,
+				e->fault.hw_error = SPYRE_ERR_FAULT;
+				e->fault.addr = FAULT_VA;
+				e->fault.info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ,
 								 SPYRE_SOURCE_COPY_SRC,
 								 SPYRE_MMU_FAULT_NOT_PRESENT);
 			}

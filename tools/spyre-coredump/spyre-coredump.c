@@ -107,7 +107,7 @@ static int print_section(uint32_t type, const void *p, uint32_t size, const stru
 		       q->regs[SPYRE_Q_STATUS / 4] & SPYRE_QSTAT_WAITING ? " WAITING" : "",
 		       q->regs[SPYRE_Q_STATUS / 4] & SPYRE_QSTAT_ERROR ? " ERROR" : "",
 		       NAME(err_names, q->regs[SPYRE_Q_ERROR / 4]), q->regs[SPYRE_Q_DONE / 4],
-		       q->sw_tail, q->inflight, (uint64_t)(q->seqno), (uint64_t)(q->compl));
+		       q->sw_tail, q->inflight, (uint64_t)(q->seqno), (uint64_t)(q->completion));
 		if (q->regs[SPYRE_Q_STATUS / 4] & (SPYRE_QSTAT_BUSY | SPYRE_QSTAT_ERROR)) {
 			for (i = 0; i < 16; i++)
 				printf("    %-10s %#010x\n", qreg_names[i], q->regs[i]);
@@ -117,6 +117,7 @@ static int print_section(uint32_t type, const void *p, uint32_t size, const stru
 	}
 	case SPYRE_DUMP_SEC_JOB: {
 		const struct spyre_dump_job *j = p;
+		const struct drm_spyre_fault *f = &j->fault;
 
 		if (size < sizeof(*j))
 			return 1;
@@ -127,12 +128,12 @@ static int print_section(uint32_t type, const void *p, uint32_t size, const stru
 		printf("  %u packets (+%u driver WAITs), ring %u..%u\n", j->npackets, j->nwaits,
 		       j->ring_start, j->ring_end);
 		printf("  error %u (%s), device error %s, packet %d, fault address %#" PRIx64
-		       " info %#x (access %u source %u cause %u), core %d pc %d\n", j->error,
-		       j->error == DRM_SPYRE_ERROR_TIMEOUT ? "timeout" :
-		       j->error == DRM_SPYRE_ERROR_FAULT ? "fault" : "other",
-		       NAME(err_names, j->hw_error), (int)j->packet, (uint64_t)(j->fault_addr), j->fault_info,
-		       SPYRE_FAULT_ACCESS(j->fault_info), SPYRE_FAULT_SOURCE(j->fault_info),
-		       SPYRE_FAULT_CAUSE(j->fault_info), (int)j->core, (int)j->pc);
+		       " info %#x (access %u source %u cause %u), core %d pc %d\n", f->error,
+		       f->error == DRM_SPYRE_ERROR_TIMEOUT ? "timeout" :
+		       f->error == DRM_SPYRE_ERROR_FAULT ? "fault" : "other",
+		       NAME(err_names, f->hw_error), (int)f->packet, (uint64_t)(f->addr), f->info,
+		       SPYRE_FAULT_ACCESS(f->info), SPYRE_FAULT_SOURCE(f->info),
+		       SPYRE_FAULT_CAUSE(f->info), (int)f->core, (int)f->pc);
 		return 0;
 	}
 	case SPYRE_DUMP_SEC_PACKETS:

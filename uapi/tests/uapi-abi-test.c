@@ -3,12 +3,14 @@
  * Description: the uapi headers compile stand-alone in userspace against
  * libdrm's drm.h, and the ABI structures have the documented sizes, field
  * offsets and ioctl numbers (an accidental layout change fails here before it
- * reaches a kernel).
+ * reaches a kernel). The same headers compile as C++ too (the Makefile's
+ * rule for this test checks that with -pedantic).
  */
 #include <stddef.h>
 #include <stdio.h>
 
 #include "spyre_accel.h"
+#include "spyre_devcoredump.h"
 #include "spyre_hw.h"
 #include "../../tests/tap.h"
 
@@ -20,6 +22,59 @@ static void test_get_param_layout(void)
 	TAP_EQ(8, offsetof(struct drm_spyre_get_param, value));
 	/* _IOWR('d', 0x40, 16 bytes) */
 	TAP_EQ(0xc0106440, DRM_IOCTL_SPYRE_GET_PARAM);
+}
+
+/* The one fault record: 32 bytes, embedded at the offsets its fields had. */
+static void test_fault_layout(void)
+{
+	TAP_EQ(32, sizeof(struct drm_spyre_fault));
+	TAP_EQ(0, offsetof(struct drm_spyre_fault, error));
+	TAP_EQ(4, offsetof(struct drm_spyre_fault, hw_error));
+	TAP_EQ(8, offsetof(struct drm_spyre_fault, addr));
+	TAP_EQ(16, offsetof(struct drm_spyre_fault, info));
+	TAP_EQ(20, offsetof(struct drm_spyre_fault, packet));
+	TAP_EQ(24, offsetof(struct drm_spyre_fault, core));
+	TAP_EQ(28, offsetof(struct drm_spyre_fault, pc));
+}
+
+static void test_queue_error_layout(void)
+{
+	TAP_EQ(56, sizeof(struct drm_spyre_queue_error));
+	TAP_EQ(0, offsetof(struct drm_spyre_queue_error, queue_id));
+	TAP_EQ(4, offsetof(struct drm_spyre_queue_error, pad));
+	TAP_EQ(8, offsetof(struct drm_spyre_queue_error, error_count));
+	TAP_EQ(16, offsetof(struct drm_spyre_queue_error, job_seq));
+	/* error, hw_error, fault_addr, fault_info, packet, core, pc: 24..55 as before */
+	TAP_EQ(24, offsetof(struct drm_spyre_queue_error, fault));
+	TAP_EQ(32, offsetof(struct drm_spyre_queue_error, fault.addr));
+	TAP_EQ(52, offsetof(struct drm_spyre_queue_error, fault.pc));
+	/* _IOWR('d', 0x47, 56 bytes) */
+	TAP_EQ(0xc0386447, DRM_IOCTL_SPYRE_QUEUE_ERROR);
+}
+
+/* The coredump's byte layout (docs/coredump.md), version 1. */
+static void test_devcoredump_layout(void)
+{
+	TAP_EQ(80, sizeof(struct spyre_dump_header));
+	TAP_EQ(8, sizeof(struct spyre_dump_section));
+	TAP_EQ(64, sizeof(struct spyre_dump_device));
+	TAP_EQ(104, sizeof(struct spyre_dump_queue));
+	TAP_EQ(88, offsetof(struct spyre_dump_queue, seqno));
+	TAP_EQ(96, offsetof(struct spyre_dump_queue, completion));
+	TAP_EQ(96, sizeof(struct spyre_dump_job));
+	TAP_EQ(16, offsetof(struct spyre_dump_job, job_seq));
+	TAP_EQ(24, offsetof(struct spyre_dump_job, hw_seqno));
+	TAP_EQ(44, offsetof(struct spyre_dump_job, ring_end));
+	/* error, hw_error, fault_addr, fault_info, packet, core, pc: 48..79 as before */
+	TAP_EQ(48, offsetof(struct spyre_dump_job, fault));
+	TAP_EQ(56, offsetof(struct spyre_dump_job, fault.addr));
+	TAP_EQ(64, offsetof(struct spyre_dump_job, fault.info));
+	TAP_EQ(76, offsetof(struct spyre_dump_job, fault.pc));
+	TAP_EQ(80, offsetof(struct spyre_dump_job, comm));
+	TAP_EQ(320, sizeof(struct spyre_dump_launch));
+	TAP_EQ(48, sizeof(struct spyre_dump_pt));
+	TAP_EQ(32, sizeof(struct spyre_dump_range));
+	TAP_EQ(40, sizeof(struct spyre_dump_walk));
 }
 
 /* Register map invariants the driver and device rely on. */
@@ -37,6 +92,9 @@ static void test_register_map(void)
 
 static const struct tap_case cases[] = {
 	{ "get_param_layout", test_get_param_layout },
+	{ "fault_layout", test_fault_layout },
+	{ "queue_error_layout", test_queue_error_layout },
+	{ "devcoredump_layout", test_devcoredump_layout },
 	{ "register_map", test_register_map },
 };
 

@@ -97,41 +97,41 @@ static int check_errors_locked(struct spyre_stream *s)
 	if (e.error_count == s->errors_seen)
 		return 0;
 	s->poisoned = 1;
-	cause = SPYRE_FAULT_CAUSE(e.fault_info);
+	cause = SPYRE_FAULT_CAUSE(e.fault.info);
 	if (s->trace)
-		e.packet = spyre_trace_packet_locked(s, e.job_seq, e.packet);
-	if (e.error == DRM_SPYRE_ERROR_TIMEOUT)
+		e.fault.packet = spyre_trace_packet_locked(s, e.job_seq, e.fault.packet);
+	if (e.fault.error == DRM_SPYRE_ERROR_TIMEOUT)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu hung and was reset (stream poisoned)",
 			 (unsigned long long)e.job_seq);
-	else if (e.error == DRM_SPYRE_ERROR_RESET)
+	else if (e.fault.error == DRM_SPYRE_ERROR_RESET)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu canceled by a device reset (stream poisoned)",
 			 (unsigned long long)e.job_seq);
-	else if (e.error == DRM_SPYRE_ERROR_CANCELED)
+	else if (e.fault.error == DRM_SPYRE_ERROR_CANCELED)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu canceled: the context is banned",
 			 (unsigned long long)e.job_seq);
-	else if (e.hw_error == SPYRE_ERR_ENGINE)
+	else if (e.fault.hw_error == SPYRE_ERR_ENGINE)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu: program fault on core %u at instruction %u: %s "
 			 "(engine fault %u), address 0x%llx (stream poisoned)",
-			 (unsigned long long)e.job_seq, e.core, e.pc,
+			 (unsigned long long)e.job_seq, e.fault.core, e.fault.pc,
 			 spyre_engine_fault_name(cause), cause,
-			 (unsigned long long)e.fault_addr);
-	else if (e.fault_info)
+			 (unsigned long long)e.fault.addr);
+	else if (e.fault.info)
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu failed at packet %u: %s at device address 0x%llx"
 			 " (%s, %s: %s) (stream poisoned)",
-			 (unsigned long long)e.job_seq, e.packet,
-			 hw_error_name(e.hw_error), (unsigned long long)e.fault_addr,
-			 SPYRE_FAULT_ACCESS(e.fault_info) == SPYRE_ACCESS_WRITE ? "write" : "read",
-			 fault_source_name(SPYRE_FAULT_SOURCE(e.fault_info)),
+			 (unsigned long long)e.job_seq, e.fault.packet,
+			 hw_error_name(e.fault.hw_error), (unsigned long long)e.fault.addr,
+			 SPYRE_FAULT_ACCESS(e.fault.info) == SPYRE_ACCESS_WRITE ? "write" : "read",
+			 fault_source_name(SPYRE_FAULT_SOURCE(e.fault.info)),
 			 mmu_fault_name(cause));
 	else
 		snprintf(s->poison, sizeof(s->poison),
 			 "stream job %llu failed at packet %u: %s (stream poisoned)",
-			 (unsigned long long)e.job_seq, e.packet, hw_error_name(e.hw_error));
+			 (unsigned long long)e.job_seq, e.fault.packet, hw_error_name(e.fault.hw_error));
 	return spyre_error(-EIO, "%s", s->poison);
 }
 
