@@ -256,6 +256,25 @@ static int spyre_job_copy_packets(struct spyre_job *job, struct drm_spyre_submit
 	return 0;
 }
 
+/*
+ * DRM_SPYRE_SUBMIT_QUEUE_ERROR: report the queue's errors as QUEUE_ERROR
+ * does, and refuse the job when some failed that the caller has not seen.
+ */
+static int spyre_submit_check_errors(struct spyre_ctx *ctx, struct drm_spyre_submit *args)
+{
+	struct spyre_fault_record rec;
+	int ret;
+
+	ret = spyre_uqueue_errors(ctx, args->queue_id, &args->error_count, &rec);
+	if (ret)
+		return ret;
+	args->error_job_seq = rec.seq;
+	args->fault = rec.fault;
+	if (args->errors_seen > args->error_count)
+		return -EINVAL;
+	return args->errors_seen == args->error_count ? 0 : -EIO;
+}
+
 int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
 {
 	struct drm_spyre_submit *args = data;
@@ -270,12 +289,18 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	u32 i, credits, nlocked;
 	int ret;
 
-	if (args->flags || !args->packet_count ||
+	if ((args->flags & ~DRM_SPYRE_SUBMIT_FLAGS) || !args->packet_count ||
 	    args->packet_count > DRM_SPYRE_MAX_JOB_PACKETS ||
 	    args->bo_count > DRM_SPYRE_MAX_JOB_BOS ||
 	    args->in_sync_count > DRM_SPYRE_MAX_JOB_IN_SYNCS ||
-	    (!args->out_sync_handle && args->out_sync_point))
+	    (!args->out_sync_handle && args->out_sync_point) ||
+	    (!(args->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) && args->errors_seen))
 		return -EINVAL;
+	if (args->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) {
+		ret = spyre_submit_check_errors(ctx, args);
+		if (ret)
+			return ret;
+	}
 	if (READ_ONCE(ctx->banned))
 		return -ECANCELED;
 	uq = spyre_uqueue_get(ctx, args->queue_id);

@@ -164,25 +164,47 @@ void spyre_ctx_queues_fini(struct spyre_ctx *ctx)
 	}
 }
 
-int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+/**
+ * spyre_uqueue_errors() - a queue's error count and last failed job
+ * @ctx: the file's context
+ * @id: the queue's id
+ * @count: jobs of the queue that failed so far
+ * @rec: the last failed job's record
+ *
+ * What DRM_IOCTL_SPYRE_QUEUE_ERROR and SUBMIT with
+ * %DRM_SPYRE_SUBMIT_QUEUE_ERROR report.
+ *
+ * Return: 0, or -ENOENT for an unknown queue.
+ */
+int spyre_uqueue_errors(struct spyre_ctx *ctx, u32 id, u64 *count,
+			struct spyre_fault_record *rec)
 {
-	struct drm_spyre_queue_error *args = data;
-	struct spyre_ctx *ctx = file->driver_priv;
-	struct spyre_fault_record rec;
 	struct spyre_uqueue *uq;
 	unsigned long flags;
 
-	if (args->pad)
-		return -EINVAL;
-	uq = spyre_uqueue_get(ctx, args->queue_id);
+	uq = spyre_uqueue_get(ctx, id);
 	if (!uq)
 		return -ENOENT;
 	spin_lock_irqsave(&uq->err_lock, flags);
-	args->error_count = uq->error_count;
-	rec = uq->last_error;
+	*count = uq->error_count;
+	*rec = uq->last_error;
 	spin_unlock_irqrestore(&uq->err_lock, flags);
+	spyre_uqueue_put(uq);
+	return 0;
+}
+
+int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+{
+	struct drm_spyre_queue_error *args = data;
+	struct spyre_fault_record rec;
+	int ret;
+
+	if (args->pad)
+		return -EINVAL;
+	ret = spyre_uqueue_errors(file->driver_priv, args->queue_id, &args->error_count, &rec);
+	if (ret)
+		return ret;
 	args->job_seq = rec.seq;
 	args->fault = rec.fault;
-	spyre_uqueue_put(uq);
 	return 0;
 }

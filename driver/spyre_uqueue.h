@@ -56,6 +56,8 @@ void spyre_uqueue_put(struct spyre_uqueue *uq);
 void spyre_ctx_queues_fini(struct spyre_ctx *ctx);
 int spyre_queue_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_queue_destroy_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
+int spyre_uqueue_errors(struct spyre_ctx *ctx, u32 id, u64 *count,
+			struct spyre_fault_record *rec);
 int spyre_queue_error_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 
 #endif /* __SPYRE_UQUEUE_H__ */

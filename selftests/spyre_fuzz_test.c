@@ -1233,6 +1233,10 @@ static void fz_submit(struct fz *z, struct fz_file *f)
 	}
 	if (rn(z, 25) == 0)
 		a.flags = fz_u32(z);
+	else if (rn(z, 8) == 0)
+		a.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR;
+	if (rn(z, 25) == 0)
+		a.errors_seen = rn(z, 2) ? rn(z, 3) : fz_u64(z);
 	if (rn(z, 30) == 0)
 		a.job_seq = fz_u64(z);
 	ret = fz_call(z, OP_SUBMIT, f->fd, DRM_IOCTL_SPYRE_SUBMIT, &a, sizeof(a), &clean);

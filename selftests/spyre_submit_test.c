@@ -4,12 +4,14 @@
  * data checked from one stick to 64 MiB, syncobjs (binary, timeline, in-sync
  * chains across queues), device-side SIGNAL/WAIT between queues, BO_WAIT on a
  * busy BO, TIMESTAMP, every malformed SUBMIT with its errno, page faults that
- * fail only their job with a precise error record, isolation between files,
+ * fail only their job with a precise error record (from QUEUE_ERROR and from
+ * SUBMIT with DRM_SPYRE_SUBMIT_QUEUE_ERROR), isolation between files,
  * many processes submitting at once with every result checked, and GEM_CLOSE
  * of a job's BOs racing its SUBMIT.
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <sys/wait.h>
 
 #include "kselftest_harness.h"
@@ -249,7 +251,9 @@ TEST_F(sub, malformed_submits)
 	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
 
 #define EXPECT_SUBMIT(err) ASSERT_EQ(err, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
-	a.flags = 1;
+	a.flags = ~DRM_SPYRE_SUBMIT_FLAGS;
+	EXPECT_SUBMIT(-EINVAL);
+	a.flags = 2;
 	EXPECT_SUBMIT(-EINVAL);
 	a.flags = 0;
 	a.packet_count = 0;
@@ -511,6 +515,102 @@ TEST_F(sub, queue_error_invalid)
 	e.queue_id = self->q;
 	e.pad = 1;
 	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e));
+}
+
+/*
+ * SUBMIT with DRM_SPYRE_SUBMIT_QUEUE_ERROR reports what QUEUE_ERROR does and
+ * refuses a job while failures the caller has not seen are pending; an old
+ * caller (the 64-byte struct) is unaffected.
+ */
+TEST_F(sub, submit_reports_queue_errors)
+{
+	const unsigned long old_submit =
+		(DRM_IOCTL_SPYRE_SUBMIT & ~((unsigned long)_IOC_SIZEMASK << _IOC_SIZESHIFT)) |
+		(64ul << _IOC_SIZESHIFT);
+	struct drm_spyre_submit a = { 0 };
+	struct drm_spyre_queue_error e;
+	uint8_t old[64 + 64], guard[64];
+	uint8_t nop[64], p[64];
+	struct sbo b;
+
+	ASSERT_EQ(64, offsetof(struct drm_spyre_submit, errors_seen));
+	ASSERT_EQ(120, sizeof(a));
+	ASSERT_EQ(0, sbo_create(self->fd, 8192, 0, &b));
+	spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
+	a.queue_id = self->q;
+	a.packets = (uintptr_t)nop;
+	a.packet_count = 1;
+
+	/* A healthy queue: the job runs, no error; every out field is written. */
+	a.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR;
+	a.error_count = 77;
+	a.error_job_seq = 77;
+	memset(&a.fault, 0x77, sizeof(a.fault));
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	ASSERT_EQ(1, a.job_seq);
+	ASSERT_EQ(0, a.error_count);
+	ASSERT_EQ(0, a.error_job_seq);
+	ASSERT_EQ(DRM_SPYRE_ERROR_NONE, a.fault.error);
+	ASSERT_EQ(0, a.fault.hw_error);
+	ASSERT_EQ(0, a.fault.addr);
+	ASSERT_EQ(0, a.fault.info);
+	ASSERT_EQ(0, a.fault.packet);
+	ASSERT_EQ(~0u, a.fault.core);
+	ASSERT_EQ(~0u, a.fault.pc);
+
+	/* Garbage in the new fields: more errors seen than happened, or no flag. */
+	a.errors_seen = 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.flags = 0;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.errors_seen = ~0ull;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.errors_seen = 0;
+	a.queue_id = 99;
+	ASSERT_EQ(-ENOENT, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.queue_id = self->q;
+
+	/* Job 2 reads 4 KiB past the end of the BO and faults. */
+	spyre_prep_copy_va(p, b.va + 4096, b.va, 8192);
+	ASSERT_EQ(0, srun(self->fd, self->q, p, 1));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(1, e.error_count);
+	ASSERT_EQ(2, e.job_seq);
+
+	/* Not seen yet: -EIO, QUEUE_ERROR's record, and the job is not submitted. */
+	ASSERT_EQ(-EIO, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	ASSERT_EQ(1, a.error_count);
+	ASSERT_EQ(2, a.error_job_seq);
+	ASSERT_EQ(0, memcmp(&a.fault, &e.fault, sizeof(e.fault)));
+	/* job 2's fault (page_fault_fails_only_that_job checks every field of one) */
+	ASSERT_EQ(SPYRE_ERR_FAULT, a.fault.hw_error);
+	ASSERT_EQ(b.va + 8192, a.fault.addr);
+	ASSERT_EQ(0, a.fault.packet);
+
+	/* Seen: the job runs (number 3: the refused one took none), same record. */
+	a.errors_seen = 1;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	ASSERT_EQ(3, a.job_seq);
+	ASSERT_EQ(1, a.error_count);
+	ASSERT_EQ(2, a.error_job_seq);
+	ASSERT_EQ(0, memcmp(&a.fault, &e.fault, sizeof(e.fault)));
+	a.errors_seen = 2;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+
+	/* An old caller: its 64 bytes in and out, nothing past them, no check. */
+	memset(old, 0x5a, sizeof(old));
+	memset(guard, 0x5a, sizeof(guard));
+	a.flags = 0;
+	a.errors_seen = 0;
+	memcpy(old, &a, 64);
+	ASSERT_EQ(0, xioctl(self->fd, old_submit, old));
+	memcpy(&a, old, 64);
+	ASSERT_EQ(4, a.job_seq);
+	ASSERT_EQ(0, memcmp(old + 64, guard, sizeof(guard)));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(1, e.error_count);
 }
 
 TEST_HARNESS_MAIN

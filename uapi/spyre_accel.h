@@ -281,9 +281,9 @@ struct drm_spyre_sync {
 /**
  * struct drm_spyre_fault - why a job failed
  *
- * The one record of a failed job: DRM_IOCTL_SPYRE_QUEUE_ERROR reports it,
- * and a device coredump carries it (struct spyre_dump_job in
- * spyre_devcoredump.h). 32 bytes.
+ * The one record of a failed job: DRM_IOCTL_SPYRE_QUEUE_ERROR and SUBMIT
+ * (%DRM_SPYRE_SUBMIT_QUEUE_ERROR) report it, and a device coredump carries
+ * it (struct spyre_dump_job in spyre_devcoredump.h). 32 bytes.
  */
 struct drm_spyre_fault {
 	/** @error: %DRM_SPYRE_ERROR_*. */
@@ -315,6 +315,10 @@ struct drm_spyre_fault {
 /** Largest number of in-syncs of one job. */
 #define DRM_SPYRE_MAX_JOB_IN_SYNCS	64
 
+/* drm_spyre_submit.flags */
+#define DRM_SPYRE_SUBMIT_QUEUE_ERROR	0x00000001	/* report errors, refuse on unseen ones */
+#define DRM_SPYRE_SUBMIT_FLAGS		DRM_SPYRE_SUBMIT_QUEUE_ERROR
+
 /**
  * struct drm_spyre_submit - submit a job: a list of packets
  *
@@ -326,6 +330,19 @@ struct drm_spyre_fault {
  * signaled (replaced for a binary syncobj, @out_point added to a timeline).
  * A job that faults or times out completes with an error: its fences carry
  * it, and DRM_IOCTL_SPYRE_QUEUE_ERROR describes it.
+ *
+ * With %DRM_SPYRE_SUBMIT_QUEUE_ERROR, SUBMIT also does what QUEUE_ERROR
+ * does, so a caller that stops at a queue's first failure needs no second
+ * ioctl per job: it passes in @errors_seen the queue's error count it has
+ * seen (0 for a new queue), and SUBMIT returns in @error_count,
+ * @error_job_seq and @fault what QUEUE_ERROR would return as its
+ * @error_count, @job_seq and @fault, read as the call starts. When jobs
+ * failed that the caller has not seen (@error_count differs from
+ * @errors_seen), the job is not submitted and SUBMIT fails with -EIO; the
+ * out fields then describe the last failure. A job that fails after the
+ * check is reported by the next SUBMIT or by QUEUE_ERROR. Without the flag
+ * (old callers: the fields after @job_seq are zero) nothing changes and the
+ * out fields are not written.
  *
  * A packet is malformed when its opcode or version is unknown, an address
  * space is not %SPYRE_AS_VIRT, a driver-owned header field is set, or any
@@ -346,13 +363,17 @@ struct drm_spyre_fault {
  * job was being submitted; -EFAULT for bad user pointers; -ECANCELED when
  * this file's context has been banned for repeated hangs; -ENOMEM when
  * memory for the job or its fence slots runs out; -EINTR/-ERESTARTSYS when a
- * signal arrives while the job's BOs are being locked.
+ * signal arrives while the job's BOs are being locked. With
+ * %DRM_SPYRE_SUBMIT_QUEUE_ERROR: -EIO when jobs of the queue failed that
+ * @errors_seen does not count (checked before the ban: a banned context's
+ * canceled jobs are such failures); -EINVAL when @errors_seen is above the
+ * queue's error count, or non-zero without the flag.
  */
 struct drm_spyre_submit {
 	/** @queue_id: In. Queue from DRM_IOCTL_SPYRE_QUEUE_CREATE. */
 	__u32 queue_id;
 
-	/** @flags: In. Must be zero. */
+	/** @flags: In. %DRM_SPYRE_SUBMIT_QUEUE_ERROR or zero. */
 	__u32 flags;
 
 	/** @packets: In. Pointer to @packet_count packets of 64 bytes. */
@@ -384,6 +405,31 @@ struct drm_spyre_submit {
 
 	/** @job_seq: Out. The job's sequence number on its queue (1, 2, ...). */
 	__u64 job_seq;
+
+	/**
+	 * @errors_seen: In. With %DRM_SPYRE_SUBMIT_QUEUE_ERROR: the queue's
+	 * error count the caller has seen (its last @error_count). Without
+	 * the flag: must be zero.
+	 */
+	__u64 errors_seen;
+
+	/**
+	 * @error_count: Out, with %DRM_SPYRE_SUBMIT_QUEUE_ERROR: jobs of the
+	 * queue that failed so far (QUEUE_ERROR's @error_count).
+	 */
+	__u64 error_count;
+
+	/**
+	 * @error_job_seq: Out, with %DRM_SPYRE_SUBMIT_QUEUE_ERROR: the last
+	 * failed job, 0 if none (QUEUE_ERROR's @job_seq).
+	 */
+	__u64 error_job_seq;
+
+	/**
+	 * @fault: Out, with %DRM_SPYRE_SUBMIT_QUEUE_ERROR: why the last failed
+	 * job failed (QUEUE_ERROR's @fault).
+	 */
+	struct drm_spyre_fault fault;
 };
 
 /**

@@ -52,6 +52,31 @@ static void test_queue_error_layout(void)
 	TAP_EQ(0xc0386447, DRM_IOCTL_SPYRE_QUEUE_ERROR);
 }
 
+/* SUBMIT grew at its end: the first 64 bytes are what old callers pass. */
+static void test_submit_layout(void)
+{
+	TAP_EQ(120, sizeof(struct drm_spyre_submit));
+	TAP_EQ(0, offsetof(struct drm_spyre_submit, queue_id));
+	TAP_EQ(4, offsetof(struct drm_spyre_submit, flags));
+	TAP_EQ(8, offsetof(struct drm_spyre_submit, packets));
+	TAP_EQ(16, offsetof(struct drm_spyre_submit, packet_count));
+	TAP_EQ(20, offsetof(struct drm_spyre_submit, bo_count));
+	TAP_EQ(24, offsetof(struct drm_spyre_submit, bo_handles));
+	TAP_EQ(32, offsetof(struct drm_spyre_submit, in_syncs));
+	TAP_EQ(40, offsetof(struct drm_spyre_submit, in_sync_count));
+	TAP_EQ(44, offsetof(struct drm_spyre_submit, out_sync_handle));
+	TAP_EQ(48, offsetof(struct drm_spyre_submit, out_sync_point));
+	TAP_EQ(56, offsetof(struct drm_spyre_submit, job_seq));
+	TAP_EQ(64, offsetof(struct drm_spyre_submit, errors_seen));
+	TAP_EQ(72, offsetof(struct drm_spyre_submit, error_count));
+	TAP_EQ(80, offsetof(struct drm_spyre_submit, error_job_seq));
+	TAP_EQ(88, offsetof(struct drm_spyre_submit, fault));
+	TAP_EQ(1, DRM_SPYRE_SUBMIT_QUEUE_ERROR);
+	TAP_EQ(DRM_SPYRE_SUBMIT_QUEUE_ERROR, DRM_SPYRE_SUBMIT_FLAGS);
+	/* _IOWR('d', 0x46, 120 bytes); old callers' number had 64 (0xc0406446) */
+	TAP_EQ(0xc0786446, DRM_IOCTL_SPYRE_SUBMIT);
+}
+
 /* The coredump's byte layout (docs/coredump.md), version 1. */
 static void test_devcoredump_layout(void)
 {
@@ -94,6 +119,7 @@ static const struct tap_case cases[] = {
 	{ "get_param_layout", test_get_param_layout },
 	{ "fault_layout", test_fault_layout },
 	{ "queue_error_layout", test_queue_error_layout },
+	{ "submit_layout", test_submit_layout },
 	{ "devcoredump_layout", test_devcoredump_layout },
 	{ "register_map", test_register_map },
 };
