@@ -16,6 +16,8 @@
  *     syncobj are released after the walk let go of it;
  *  2. a synchronous copy holds the internal stream while another thread's
  *     failing copy replaces (destroys) it;
+ * then a fault is reported by the next SUBMIT itself, with the detail
+ * QUEUE_ERROR gives and no second ioctl per job;
  * then 3 - 4 threads create, use and destroy streams, events, programs and
  * copies for a fixed number of iterations while others call
  * spyre_device_synchronize() and spyre_program_unload() (both walk every
@@ -63,6 +65,7 @@ static struct {
 static uint64_t timeline[MAX_OBJS];	/* signaled point of each syncobj */
 static uint64_t queue_errors[MAX_OBJS], queue_fail_seq[MAX_OBJS];
 static unsigned int stale;		/* calls naming a handle that is not alive */
+static unsigned int submits, queue_errors_asked;	/* SUBMIT and QUEUE_ERROR calls */
 
 /* Held waits: a thread with hold_waits set blocks in its waits while the hold is on. */
 static __thread bool hold_waits;
@@ -123,14 +126,43 @@ static int fail_errno(int e)
 	return -1;
 }
 
+/* QUEUE_ERROR's record of queue @q, as the driver keeps it. */
+static void fake_queue_error(uint32_t q, struct drm_spyre_queue_error *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->queue_id = q;
+	e->error_count = queue_errors[q];
+	if (queue_errors[q]) {
+		e->job_seq = queue_fail_seq[q];
+		e->fault.hw_error = SPYRE_ERR_FAULT;
+		e->fault.addr = FAULT_VA;
+		e->fault.info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC,
+						 SPYRE_MMU_FAULT_NOT_PRESENT);
+	}
+}
+
 static int fake_submit(struct drm_spyre_submit *a)
 {
 	const struct spyre_pkt_copy *p = (const void *)(uintptr_t)a->packets;
 	const struct drm_spyre_sync *in = (const void *)(uintptr_t)a->in_syncs;
+	struct drm_spyre_queue_error e;
 	uint32_t i;
 
 	if (!obj_ok(&queues, a->queue_id) || !obj_ok(&syncobjs, a->out_sync_handle))
 		return fail_errno(ENOENT);
+	if (a->flags & ~DRM_SPYRE_SUBMIT_FLAGS ||
+	    (!(a->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) && a->errors_seen))
+		return fail_errno(EINVAL);
+	if (a->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) {
+		fake_queue_error(a->queue_id, &e);
+		a->error_count = e.error_count;
+		a->error_job_seq = e.job_seq;
+		a->fault = e.fault;
+		if (a->errors_seen > e.error_count)
+			return fail_errno(EINVAL);
+		if (a->errors_seen != e.error_count)
+			return fail_errno(EIO);
+	}
 	for (i = 0; i < a->in_sync_count; i++)
 		if (!obj_ok(&syncobjs, in[i].handle))
 			return fail_errno(ENOENT);
@@ -191,27 +223,16 @@ int drmIoctl(int fd, unsigned long request, void *arg)
 		if (!obj_del(&queues, q->queue_id))
 			ret = fail_errno(ENOENT);
 	} else if (request == DRM_IOCTL_SPYRE_SUBMIT) {
+		submits++;
 		ret = fake_submit(arg);
 	} else if (request == DRM_IOCTL_SPYRE_QUEUE_ERROR) {
+		queue_errors_asked++;
 		struct drm_spyre_queue_error *e = arg;
 
-		if (!obj_ok(&queues, e->queue_id)) {
+		if (!obj_ok(&queues, e->queue_id))
 			ret = fail_errno(ENOENT);
-		} else {
-			uint32_t q = e->queue_id;
-
-			memset(e, 0, sizeof(*e));
-			e->queue_id = q;
-			e->error_count = queue_errors[q];
-			if (queue_errors[q]) {
-				e->job_seq = queue_fail_seq[q];
-				e->fault.hw_error = SPYRE_ERR_FAULT;
-				e->fault.addr = FAULT_VA;
-				e->fault.info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ,
-								 SPYRE_SOURCE_COPY_SRC,
-								 SPYRE_MMU_FAULT_NOT_PRESENT);
-			}
-		}
+		else
+			fake_queue_error(e->queue_id, e);
 	} else {
 		ret = fail_errno(ENOTTY);
 	}
@@ -377,6 +398,47 @@ static void race_internal_replaced(void)
 	spyre_free(dev, c.b);
 }
 
+/*
+ * A failed job is reported by the next SUBMIT (refused, -EIO) with the text
+ * QUEUE_ERROR's record gives at synchronize; a job costs one ioctl.
+ */
+static void submit_reports_fault(void)
+{
+	static const char detail[] = "stream job 2 failed at packet 0: page fault at device "
+		"address 0x1fc0000000 (read, copy source: no translation) (stream poisoned) "
+		"(Input/output error)";
+	unsigned int sub0, qe0;
+	char first[512];
+	spyre_stream_t *s;
+	spyre_dptr_t d;
+	int ret;
+
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s",
+		  spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &d), "%s", spyre_last_error());
+	pthread_mutex_lock(&mk);
+	sub0 = submits;
+	qe0 = queue_errors_asked;
+	pthread_mutex_unlock(&mk);
+	TAP_CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memcpy_async(s, d, FAULT_VA, 4096, SPYRE_MEMCPY_D2D), "%s",
+		  spyre_last_error());
+	ret = spyre_memset_async(s, d, 2, 4096);
+	TAP_CHECK(ret == -EIO, "the submit after the fault returned %d", ret);
+	TAP_CHECK(!strcmp(spyre_last_error(), detail), "detail: %s", spyre_last_error());
+	pthread_mutex_lock(&mk);
+	TAP_CHECK(submits - sub0 == 3 && queue_errors_asked == qe0,
+		  "3 submits took %u SUBMIT and %u QUEUE_ERROR calls", submits - sub0,
+		  queue_errors_asked - qe0);
+	pthread_mutex_unlock(&mk);
+	snprintf(first, sizeof(first), "%s", spyre_last_error());
+	TAP_CHECK(spyre_stream_synchronize(s) == -EIO, "synchronize of a poisoned stream");
+	TAP_CHECK(!strcmp(spyre_last_error(), first), "detail: %s", spyre_last_error());
+	TAP_CHECK(spyre_memset_async(s, d, 3, 4096) == -EIO, "a poisoned stream takes no work");
+	spyre_free(dev, d);
+	TAP_CHECK(!spyre_stream_destroy(s), "%s", spyre_last_error());
+}
+
 /* ---- the storm ---- */
 
 #define CHURNERS	3
@@ -520,6 +582,7 @@ static void close_leaves_nothing(void)
 static const struct tap_case cases[] = {
 	{ "sync", race_sync_destroy },
 	{ "internal", race_internal_replaced },
+	{ "submit_fault", submit_reports_fault },
 	{ "storm", storm },
 	{ "close", close_leaves_nothing },
 };

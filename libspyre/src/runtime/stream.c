@@ -84,18 +84,11 @@ static const char *mmu_fault_name(uint32_t cause)
 	return SPYRE_NAME_OF(names, cause, "unknown cause");
 }
 
-/* Poison the stream if the driver recorded a new failure on its queue. */
-static int check_errors_locked(struct spyre_stream *s)
+/* Poison the stream with the failure @e the driver recorded on its queue. */
+static int poison_locked(struct spyre_stream *s, struct drm_spyre_queue_error e)
 {
-	struct drm_spyre_queue_error e = { .queue_id = s->queue };
 	uint32_t cause;
 
-	if (s->poisoned)
-		return spyre_error(-EIO, "%s", s->poison);
-	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
-		return spyre_error(-errno, "querying queue %u failed", s->queue);
-	if (e.error_count == s->errors_seen)
-		return 0;
 	s->poisoned = 1;
 	cause = SPYRE_FAULT_CAUSE(e.fault.info);
 	if (s->trace)
@@ -133,6 +126,20 @@ static int check_errors_locked(struct spyre_stream *s)
 			 "stream job %llu failed at packet %u: %s (stream poisoned)",
 			 (unsigned long long)e.job_seq, e.fault.packet, hw_error_name(e.fault.hw_error));
 	return spyre_error(-EIO, "%s", s->poison);
+}
+
+/* Poison the stream if the driver recorded a new failure on its queue. */
+static int check_errors_locked(struct spyre_stream *s)
+{
+	struct drm_spyre_queue_error e = { .queue_id = s->queue };
+
+	if (s->poisoned)
+		return spyre_error(-EIO, "%s", s->poison);
+	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
+		return spyre_error(-errno, "querying queue %u failed", s->queue);
+	if (e.error_count == s->errors_seen)
+		return 0;
+	return poison_locked(s, e);
 }
 
 /* ---- host callbacks ----------------------------------------------------------- */
@@ -212,27 +219,39 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 
 static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns);
 
+/*
+ * One ioctl per job: SUBMIT itself refuses the job while the queue has a
+ * failure this stream has not seen, and returns QUEUE_ERROR's record of it.
+ */
 static int submit_locked(struct spyre_stream *s, const void *packets, uint32_t count)
 {
 	struct drm_spyre_submit a = {
 		.queue_id = s->queue,
+		.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR,
 		.packets = (uintptr_t)packets,
 		.packet_count = count,
 		.in_syncs = (uintptr_t)s->waits,
 		.in_sync_count = s->nwaits,
 		.out_sync_handle = s->timeline,
 		.out_sync_point = s->point + 1,
+		.errors_seen = s->errors_seen,
 	};
-	int ret;
 
-	ret = check_errors_locked(s);
-	if (ret)
-		return ret;
+	if (s->poisoned)
+		return spyre_error(-EIO, "%s", s->poison);
 	wait_callbacks_locked(s);
 	if (SPYRE_TRACE_ON() ? spyre_trace_submit_locked(s, &a) :
-	    drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
+	    drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a)) {
+		struct drm_spyre_queue_error e = {
+			.queue_id = s->queue, .error_count = a.error_count,
+			.job_seq = a.error_job_seq, .fault = a.fault,
+		};
+
+		if (errno == EIO && a.error_count != s->errors_seen)
+			return poison_locked(s, e);
 		return spyre_error(-errno, "%s: submitting %u packets failed",
 				   s->dev->props.devnode, count);
+	}
 	s->point++;
 	s->nwaits = 0;
 	return 0;
