@@ -41,12 +41,7 @@ MODULE_PARM_DESC(autosuspend_ms,
 
 #define SPYRE_SUSPEND_WAIT_MS	5000	/* jobs in flight get this long to finish */
 
-static const char * const spyre_state_names[] = {
-	[SPYRE_DEV_STATE_ACTIVE] = "active",
-	[SPYRE_DEV_STATE_SUSPENDED] = "suspended",
-	[SPYRE_DEV_STATE_RESETTING] = "resetting",
-	[SPYRE_DEV_STATE_WEDGED] = "wedged",
-};
+static const char * const spyre_state_names[] = SPYRE_DEV_STATE_NAMES;
 
 /**
  * spyre_dev_state() - the device's state

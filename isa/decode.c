@@ -51,15 +51,8 @@ static const struct {
 	{ SPYRE_ISA_OP_BARRIER, SPYRE_CLS_RING, "barrier" },
 };
 
-static const char *const dtnames[SPYRE_DT_COUNT] = {
-	"fp32", "fp16", "bf16", "dl16", "int8", "int32",
-};
-
-static const char *const faultnames[SPYRE_ENGINE_FAULT_COUNT] = {
-	"none", "bad-program", "bad-opcode", "bad-operand", "bad-dtype", "align",
-	"sp-range", "mem-range", "mem", "bad-peer", "ring-mismatch", "deadlock",
-	"budget", "bad-slot",
-};
+static const char *const dtnames[SPYRE_DT_COUNT] = SPYRE_DT_NAMES;
+static const char *const faultnames[SPYRE_ENGINE_FAULT_COUNT] = SPYRE_ENGINE_FAULT_NAMES;
 
 enum spyre_opclass spyre_opclass(uint32_t opcode)
 {

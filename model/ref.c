@@ -15,6 +15,7 @@
 
 #include "ref.h"
 #include "spyre_dtype.h"
+#include "spyre_isa.h"
 
 struct spyre_ref {
 	struct spyre_model_config cfg;
@@ -63,9 +64,13 @@ spyre_round_fn spyre_ref_round_fn(unsigned int act_dtype)
 
 const char *spyre_ref_dtype_name(unsigned int act_dtype)
 {
-	static const char *const names[] = { "fp32", "fp16", "bf16", "dl16" };
+	/* The activation dtypes are the device's first four. */
+	static const char *const names[SPYRE_DT_COUNT] = SPYRE_DT_NAMES;
+	_Static_assert(SPYRE_REF_FP32 == SPYRE_DT_FP32 && SPYRE_REF_FP16 == SPYRE_DT_FP16 &&
+		       SPYRE_REF_BF16 == SPYRE_DT_BF16 && SPYRE_REF_DL16 == SPYRE_DT_DL16,
+		       "SPYRE_REF_* are SPYRE_DT_*");
 
-	return act_dtype < 4 ? names[act_dtype] : "?";
+	return act_dtype <= SPYRE_REF_DL16 ? names[act_dtype] : "?";
 }
 
 /* ---- kernels ---- */

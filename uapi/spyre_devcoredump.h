@@ -37,6 +37,13 @@ extern "C" {
 #define SPYRE_DEV_STATE_SUSPENDED	1	/* runtime suspended (D3hot); wakes on submit */
 #define SPYRE_DEV_STATE_RESETTING	2	/* a device reset is in progress */
 #define SPYRE_DEV_STATE_WEDGED		3	/* a reset failed: jobs fail until sysfs reset */
+/* Their names (sysfs "state", spyre-coredump), the only copy: an array initializer. */
+#define SPYRE_DEV_STATE_NAMES {						\
+	[SPYRE_DEV_STATE_ACTIVE] = "active",				\
+	[SPYRE_DEV_STATE_SUSPENDED] = "suspended",			\
+	[SPYRE_DEV_STATE_RESETTING] = "resetting",			\
+	[SPYRE_DEV_STATE_WEDGED] = "wedged",				\
+}
 
 /* spyre_dump_section.type */
 #define SPYRE_DUMP_SEC_DEVICE		1	/* struct spyre_dump_device */

@@ -224,6 +224,45 @@ typedef uint64_t spyre_le64;
 #define SPYRE_ERR_COUNT			14	/* one past the last: tables of names check it */
 
 /*
+ * The names of the SPYRE_ERR_* codes, the only copy: array initializers,
+ * indexed by code. SPYRE_ERR_NAMES are the symbols (spyre-coredump),
+ * SPYRE_ERR_TEXTS the words of an error message (libspyre).
+ */
+#define SPYRE_ERR_NAMES {							\
+	[SPYRE_ERR_NONE] = "none",						\
+	[SPYRE_ERR_BAD_OPCODE] = "BAD_OPCODE",					\
+	[SPYRE_ERR_BAD_VERSION] = "BAD_VERSION",				\
+	[SPYRE_ERR_RESERVED] = "RESERVED",					\
+	[SPYRE_ERR_ALIGN] = "ALIGN",						\
+	[SPYRE_ERR_SIZE] = "SIZE",						\
+	[SPYRE_ERR_SPACE] = "SPACE",						\
+	[SPYRE_ERR_FAULT] = "FAULT",						\
+	[SPYRE_ERR_DMA] = "DMA",						\
+	[SPYRE_ERR_RING_OVERFLOW] = "RING_OVERFLOW",				\
+	[SPYRE_ERR_RING_CONFIG] = "RING_CONFIG",				\
+	[SPYRE_ERR_NO_ENGINE] = "NO_ENGINE",					\
+	[SPYRE_ERR_SGL] = "SGL",						\
+	[SPYRE_ERR_ENGINE] = "ENGINE",						\
+}
+
+#define SPYRE_ERR_TEXTS {							\
+	[SPYRE_ERR_NONE] = "none",						\
+	[SPYRE_ERR_BAD_OPCODE] = "bad opcode",					\
+	[SPYRE_ERR_BAD_VERSION] = "bad version",				\
+	[SPYRE_ERR_RESERVED] = "reserved field set",				\
+	[SPYRE_ERR_ALIGN] = "misaligned address",				\
+	[SPYRE_ERR_SIZE] = "bad size",						\
+	[SPYRE_ERR_SPACE] = "bad address space",				\
+	[SPYRE_ERR_FAULT] = "page fault",					\
+	[SPYRE_ERR_DMA] = "DMA error",						\
+	[SPYRE_ERR_RING_OVERFLOW] = "ring overflow",				\
+	[SPYRE_ERR_RING_CONFIG] = "ring configuration",				\
+	[SPYRE_ERR_NO_ENGINE] = "no compute engine",				\
+	[SPYRE_ERR_SGL] = "bad scatter-gather list",				\
+	[SPYRE_ERR_ENGINE] = "program fault",					\
+}
+
+/*
  * Engine faults of queue q: the core and instruction index that faulted.
  * Q_FAULT_LO/HI hold the address, Q_FAULT_INFO the cause (SPYRE_FAULT_*
  * of spyre_isa.h) with source SPYRE_SOURCE_PROGRAM.

@@ -113,6 +113,13 @@ struct spyre_prog_reloc {
 #define SPYRE_DT_INT8			4
 #define SPYRE_DT_INT32			5
 #define SPYRE_DT_COUNT			6
+
+/* The names of the SPYRE_DT_* (assembler syntax, tools, messages), the only copy. */
+#define SPYRE_DT_NAMES {							\
+	[SPYRE_DT_FP32] = "fp32", [SPYRE_DT_FP16] = "fp16", [SPYRE_DT_BF16] = "bf16",	\
+	[SPYRE_DT_DL16] = "dl16", [SPYRE_DT_INT8] = "int8", [SPYRE_DT_INT32] = "int32",	\
+}
+
 #define SPYRE_DT_SIZE(dt)		((dt) == SPYRE_DT_INT8 ? 1u : \
 					 ((dt) == SPYRE_DT_FP32 || (dt) == SPYRE_DT_INT32) ? 4u : 2u)
 #define SPYRE_DT_IS_FLOAT(dt)		((dt) <= SPYRE_DT_DL16)
@@ -349,6 +356,46 @@ union spyre_insn {
 #define SPYRE_ENGINE_FAULT_BUDGET		12	/* instruction budget exhausted */
 #define SPYRE_ENGINE_FAULT_BAD_SLOT		13	/* slot index >= num_syms */
 #define SPYRE_ENGINE_FAULT_COUNT		14
+
+/*
+ * The names of the causes, the only copy: array initializers indexed by
+ * cause. SPYRE_ENGINE_FAULT_NAMES are short words (the ISA tools and the
+ * engine's tests), SPYRE_ENGINE_FAULT_TEXTS the words of an error message
+ * (libspyre's spyre_engine_fault_name()).
+ */
+#define SPYRE_ENGINE_FAULT_NAMES {						\
+	[SPYRE_ENGINE_FAULT_NONE] = "none",					\
+	[SPYRE_ENGINE_FAULT_BAD_PROGRAM] = "bad-program",			\
+	[SPYRE_ENGINE_FAULT_BAD_OPCODE] = "bad-opcode",				\
+	[SPYRE_ENGINE_FAULT_BAD_OPERAND] = "bad-operand",			\
+	[SPYRE_ENGINE_FAULT_BAD_DTYPE] = "bad-dtype",				\
+	[SPYRE_ENGINE_FAULT_ALIGN] = "align",					\
+	[SPYRE_ENGINE_FAULT_SP_RANGE] = "sp-range",				\
+	[SPYRE_ENGINE_FAULT_MEM_RANGE] = "mem-range",				\
+	[SPYRE_ENGINE_FAULT_MEM] = "mem",					\
+	[SPYRE_ENGINE_FAULT_BAD_PEER] = "bad-peer",				\
+	[SPYRE_ENGINE_FAULT_RING_MISMATCH] = "ring-mismatch",			\
+	[SPYRE_ENGINE_FAULT_DEADLOCK] = "deadlock",				\
+	[SPYRE_ENGINE_FAULT_BUDGET] = "budget",					\
+	[SPYRE_ENGINE_FAULT_BAD_SLOT] = "bad-slot",				\
+}
+
+#define SPYRE_ENGINE_FAULT_TEXTS {						\
+	[SPYRE_ENGINE_FAULT_NONE] = "no fault",					\
+	[SPYRE_ENGINE_FAULT_BAD_PROGRAM] = "malformed program",			\
+	[SPYRE_ENGINE_FAULT_BAD_OPCODE] = "bad opcode",				\
+	[SPYRE_ENGINE_FAULT_BAD_OPERAND] = "bad operand",			\
+	[SPYRE_ENGINE_FAULT_BAD_DTYPE] = "data type not valid for the opcode",	\
+	[SPYRE_ENGINE_FAULT_ALIGN] = "operand not on a stick boundary",		\
+	[SPYRE_ENGINE_FAULT_SP_RANGE] = "scratchpad access out of range",	\
+	[SPYRE_ENGINE_FAULT_MEM_RANGE] = "memory access outside its slot",	\
+	[SPYRE_ENGINE_FAULT_MEM] = "memory access failed",			\
+	[SPYRE_ENGINE_FAULT_BAD_PEER] = "ring peer not launched",		\
+	[SPYRE_ENGINE_FAULT_RING_MISMATCH] = "ring message tag or size mismatch", \
+	[SPYRE_ENGINE_FAULT_DEADLOCK] = "deadlock",				\
+	[SPYRE_ENGINE_FAULT_BUDGET] = "instruction budget exhausted",		\
+	[SPYRE_ENGINE_FAULT_BAD_SLOT] = "no such slot",				\
+}
 
 #define SPYRE_ENGINE_FAULT_CORE_NONE		0xffffffffu	/* fault not tied to a core */
 #define SPYRE_ENGINE_FAULT_PC_NONE		0xffffffffu

@@ -23,11 +23,8 @@
 #include "spyre_hw.h"
 
 static const char *const op_names[] = { "NOP", "COPY", "LAUNCH", "SIGNAL", "WAIT", "TIMESTAMP" };
-static const char *const err_names[SPYRE_ERR_COUNT] = {
-	"none", "BAD_OPCODE", "BAD_VERSION", "RESERVED", "ALIGN", "SIZE", "SPACE", "FAULT",
-	"DMA", "RING_OVERFLOW", "RING_CONFIG", "NO_ENGINE", "SGL", "ENGINE",
-};
-static const char *const state_names[] = { "active", "suspended", "resetting", "wedged" };
+static const char *const err_names[SPYRE_ERR_COUNT] = SPYRE_ERR_NAMES;
+static const char *const state_names[] = SPYRE_DEV_STATE_NAMES;
 static const char *const qreg_names[16] = {
 	"BASE_LO", "BASE_HI", "SIZE", "CTRL", "HEAD", "TAIL", "COMPL_LO", "COMPL_HI",
 	"STATUS", "ERROR", "ERR_SEQ_LO", "ERR_SEQ_HI", "FAULT_LO", "FAULT_HI", "FAULT_INFO", "DONE",

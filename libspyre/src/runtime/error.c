@@ -39,23 +39,8 @@ SPYRE_EXPORT const char *spyre_strerror(int status)
 
 SPYRE_EXPORT const char *spyre_engine_fault_name(uint32_t cause)
 {
-	/* The SPYRE_FAULT_* causes of spyre_isa.h, in order. */
-	static const char *const names[] = {
-		[SPYRE_ENGINE_FAULT_NONE] = "no fault",
-		[SPYRE_ENGINE_FAULT_BAD_PROGRAM] = "malformed program",
-		[SPYRE_ENGINE_FAULT_BAD_OPCODE] = "bad opcode",
-		[SPYRE_ENGINE_FAULT_BAD_OPERAND] = "bad operand",
-		[SPYRE_ENGINE_FAULT_BAD_DTYPE] = "data type not valid for the opcode",
-		[SPYRE_ENGINE_FAULT_ALIGN] = "operand not on a stick boundary",
-		[SPYRE_ENGINE_FAULT_SP_RANGE] = "scratchpad access out of range",
-		[SPYRE_ENGINE_FAULT_MEM_RANGE] = "memory access outside its slot",
-		[SPYRE_ENGINE_FAULT_MEM] = "memory access failed",
-		[SPYRE_ENGINE_FAULT_BAD_PEER] = "ring peer not launched",
-		[SPYRE_ENGINE_FAULT_RING_MISMATCH] = "ring message tag or size mismatch",
-		[SPYRE_ENGINE_FAULT_DEADLOCK] = "deadlock",
-		[SPYRE_ENGINE_FAULT_BUDGET] = "instruction budget exhausted",
-		[SPYRE_ENGINE_FAULT_BAD_SLOT] = "no such slot",
-	};
+	/* The SPYRE_ENGINE_FAULT_* causes of spyre_isa.h. */
+	static const char *const names[] = SPYRE_ENGINE_FAULT_TEXTS;
 	_Static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_ENGINE_FAULT_COUNT,
 		       "a name for every engine fault of spyre_isa.h");
 

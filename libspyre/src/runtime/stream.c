@@ -30,22 +30,7 @@ struct spyre_event {
 
 static const char *hw_error_name(uint32_t e)
 {
-	static const char *const names[] = {
-		[SPYRE_ERR_NONE] = "none",
-		[SPYRE_ERR_BAD_OPCODE] = "bad opcode",
-		[SPYRE_ERR_BAD_VERSION] = "bad version",
-		[SPYRE_ERR_RESERVED] = "reserved field set",
-		[SPYRE_ERR_ALIGN] = "misaligned address",
-		[SPYRE_ERR_SIZE] = "bad size",
-		[SPYRE_ERR_SPACE] = "bad address space",
-		[SPYRE_ERR_FAULT] = "page fault",
-		[SPYRE_ERR_DMA] = "DMA error",
-		[SPYRE_ERR_RING_OVERFLOW] = "ring overflow",
-		[SPYRE_ERR_RING_CONFIG] = "ring configuration",
-		[SPYRE_ERR_NO_ENGINE] = "no compute engine",
-		[SPYRE_ERR_SGL] = "bad scatter-gather list",
-		[SPYRE_ERR_ENGINE] = "program fault",
-	};
+	static const char *const names[] = SPYRE_ERR_TEXTS;
 	static_assert(sizeof(names) / sizeof(names[0]) == SPYRE_ERR_COUNT,
 		      "a name for every SPYRE_ERR_* of spyre_hw.h");
 
