@@ -64,7 +64,7 @@ help:
 	@echo "make setup       install packages, Linux $(KVER), QEMU with the device (idempotent)"
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
-	@echo "make guest-python  install PyTorch, build the guest's Python root filesystem (tools/vm/run --python; cached)"
+	@echo "make guest-python  the venv (PyTorch 2.13, frameworks/pytorch/requirements.txt) and the guest's Python root filesystem (tools/vm/run --python; cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
 	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"

@@ -1,23 +1,35 @@
-# frameworks/pytorch/pytorch.mk - the PyTorch device (spyre_torch): a
-# PrivateUse1 backend over libspyre, built with plain g++ against Debian's
-# PyTorch 1.13 headers (libtorch-dev; tools/setup installs it), libspyre
+# frameworks/pytorch/pytorch.mk - the PyTorch device "spyre" (spyre_torch): a
+# PrivateUse1 backend over libspyre for PyTorch 2.13, built with plain g++
+# against the headers of the set-up's venv ($(SPYRE_CACHE)/venv, tools/setup
+# step venv), linked against its libtorch_cpu and libc10 (their directory is
+# the rpath: the guest image carries the venv at the same path), libspyre
 # linked in statically (the guest has no libspyre.so path to find). Included
 # by the top-level Makefile after libspyre's rules; skipped with a note when
-# the headers are absent (make setup installs them).
+# the venv is absent (make guest-python makes it).
 #
-# $(B)/frameworks/pytorch/ is a Python package directory: spyre_torch/
-# (__init__.py, _C.so) and tests/; the VM test puts it on PYTHONPATH.
+# $(B)/frameworks/pytorch/ is a directory for sys.path: spyre_torch/
+# (__init__.py, _C.so), spyre_torch-$(TORCH_PKG_VERSION).dist-info (its
+# torch.backends entry point: `import torch` autoloads the device when the
+# directory is on sys.path), and tests/. The guest image puts /spyre/pytorch,
+# where the VM tests copy it, on the venv's sys.path.
 
 TORCH_DIR := frameworks/pytorch
 TORCH_OUT := $(B)/frameworks/pytorch
-TORCH_HDR := /usr/include/torch/library.h
+TORCH_VENV := $(SPYRE_CACHE)/venv
+TORCH_SITE := $(firstword $(wildcard $(TORCH_VENV)/lib/python3*/site-packages))
+TORCH_HDR := $(TORCH_SITE)/torch/include/torch/library.h
+TORCH_LIB := $(TORCH_SITE)/torch/lib
+TORCH_PKG_VERSION := 0.2.0
 TORCH_SRCS := $(wildcard $(TORCH_DIR)/csrc/*.cpp)
 TORCH_EXT := $(TORCH_OUT)/spyre_torch/_C.so
-TORCH_PY := $(TORCH_OUT)/spyre_torch/__init__.py \
+TORCH_DIST := $(TORCH_OUT)/spyre_torch-$(TORCH_PKG_VERSION).dist-info
+TORCH_PY := $(TORCH_OUT)/spyre_torch/__init__.py $(TORCH_DIST)/METADATA $(TORCH_DIST)/entry_points.txt \
 	$(patsubst $(TORCH_DIR)/tests/%,$(TORCH_OUT)/tests/%,$(wildcard $(TORCH_DIR)/tests/*.py)) \
 	$(TORCH_OUT)/tests/spyre-torch-test $(TORCH_OUT)/tests/demo-torch $(TORCH_OUT)/demo.py
-TORCH_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter -D_GLIBCXX_USE_CXX11_ABI=1 \
-	-Ilibspyre/include -Iuapi
+# The C++ ABI of the wheel's libraries (torch._C._GLIBCXX_USE_CXX11_ABI), read once per torch install.
+TORCH_ABI := $(TORCH_OUT)/abi.flags
+TORCH_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter \
+	-isystem $(TORCH_SITE)/torch/include -Ilibspyre/include -Iuapi
 
 .PHONY: torch-ext
 ifneq ($(wildcard $(TORCH_HDR)),)
@@ -25,19 +37,35 @@ all: torch-ext
 torch-ext: $(TORCH_EXT) $(TORCH_PY)
 else
 torch-ext:
-	@echo "torch-ext: $(TORCH_HDR) is missing (make setup installs libtorch-dev)"; exit 1
+	@echo "torch-ext: no PyTorch in $(TORCH_VENV) (make guest-python, or tools/setup/setup.sh venv, makes it)"; exit 1
 endif
 
-$(TORCH_OUT)/obj/%.o: $(TORCH_DIR)/csrc/%.cpp $(TORCH_DIR)/csrc/spyre_torch.h libspyre/include/spyre.h \
-		libspyre/include/spyre_kernels.h uapi/spyre_isa.h
+$(TORCH_ABI): $(TORCH_SITE)/torch/version.py
 	@mkdir -p $(@D)
-	g++ $(TORCH_CXXFLAGS) -c $< -o $@
+	$(TORCH_VENV)/bin/python3 -c 'import torch; print("-D_GLIBCXX_USE_CXX11_ABI=%d" % torch._C._GLIBCXX_USE_CXX11_ABI)' >$@.tmp
+	mv $@.tmp $@
+
+$(TORCH_OUT)/obj/%.o: $(TORCH_DIR)/csrc/%.cpp $(TORCH_DIR)/csrc/spyre_torch.h libspyre/include/spyre.h \
+		libspyre/include/spyre_kernels.h uapi/spyre_isa.h $(TORCH_ABI)
+	@mkdir -p $(@D)
+	g++ $(TORCH_CXXFLAGS) $$(cat $(TORCH_ABI)) -c $< -o $@
 
 $(TORCH_EXT): $(patsubst $(TORCH_DIR)/csrc/%.cpp,$(TORCH_OUT)/obj/%.o,$(TORCH_SRCS)) $(B)/lib/libspyre.a
 	@mkdir -p $(@D)
-	g++ -shared -o $@ $(filter %.o,$^) $(B)/lib/libspyre.a $(DRM_LIBS) $(UDEV_LIBS) -lc10 -ltorch_cpu -lpthread
+	g++ -shared -o $@ $(filter %.o,$^) $(B)/lib/libspyre.a $(DRM_LIBS) $(UDEV_LIBS) \
+		-L$(TORCH_LIB) -Wl,-rpath,$(TORCH_LIB) -ltorch_cpu -lc10 -lpthread
 
 $(TORCH_OUT)/spyre_torch/%.py: $(TORCH_DIR)/spyre_torch/%.py
+	@mkdir -p $(@D)
+	cp $< $@
+
+# The distribution's metadata: what importlib.metadata (torch's autoload) reads.
+$(TORCH_DIST)/METADATA: $(TORCH_DIR)/pytorch.mk
+	@mkdir -p $(@D)
+	printf 'Metadata-Version: 2.1\nName: spyre_torch\nVersion: %s\nSummary: %s\n' $(TORCH_PKG_VERSION) \
+		'the spyre card as a PyTorch device (frameworks/pytorch)' >$@
+
+$(TORCH_DIST)/entry_points.txt: $(TORCH_DIR)/entry_points.txt
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -52,5 +80,6 @@ $(TORCH_OUT)/tests/%: $(TORCH_DIR)/tests/%
 # make demo-torch: the torch model on the card in the VM (after make demo's set-up)
 .PHONY: demo-torch
 demo-torch: setup
+	tools/setup/setup.sh guest-python
 	$(MAKE) all
 	tools/vm/run --python --timeout 900 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch

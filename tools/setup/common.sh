@@ -39,8 +39,17 @@ DEBUG_KBUILD=$DEBUG_KCACHE/build
 DEBUG_BZIMAGE=$DEBUG_KBUILD/arch/x86/boot/bzImage
 DEBUG_KCONFIG=$SPYRE_TOP/tools/setup/debug-kernel.config
 DEBUG_KO=$SPYRE_TOP/build/dbg-module/driver/spyre.ko
+# The Python environment of the PyTorch device (frameworks/pytorch): a venv of
+# Debian's python3 with the packages of requirements.txt (step venv), and its
+# key: the requirements file and the interpreter. Nothing else may name its
+# path: it follows SPYRE_CACHE (the guest image carries it at the same path).
+VENV=$SPYRE_CACHE/venv
+VENV_REQUIREMENTS=$SPYRE_TOP/frameworks/pytorch/requirements.txt
+venv_key() {
+	{ cat "$VENV_REQUIREMENTS"; /usr/bin/python3 -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16
+}
 # The guest's Python root filesystem (docs/guest-python.md): an ext4 image of
-# python3 and python3-torch with their dependency closure (tools/vm/mkrootfs),
+# Debian's python3 with its dependency closure and the venv (tools/vm/mkrootfs),
 # and its cache key; tools/vm/run --python boots with it.
 GUEST_PYTHON_CACHE=$SPYRE_CACHE/guest-python
 GUEST_PYTHON_IMG=$GUEST_PYTHON_CACHE/rootfs.ext4

@@ -5,15 +5,19 @@
 # spyre device wired in. Idempotent: each step checks before it acts, and the
 # QEMU build is incremental (only device files whose content changed rebuild).
 # The debug kernel (step debug-kernel, docs/debug-kernel.md) is built from the
-# same linux-source-6.12 with tools/setup/debug-kernel.config. The guest's
-# Python root filesystem (step guest-python, docs/guest-python.md) is an image
-# of Debian's python3 and python3-torch for tools/vm/run --python.
+# same linux-source-6.12 with tools/setup/debug-kernel.config. The PyTorch
+# device's Python packages (step venv) go into a venv of Debian's python3 in
+# $SPYRE_CACHE/venv; the guest's Python root filesystem (step guest-python,
+# docs/guest-python.md) is an image of Debian's python3 and that venv for
+# tools/vm/run --python.
 #
-# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|debug-kernel|guest-python|all]...
+# Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|debug-kernel|venv|guest-python|all]...
 #   all           packages kver kernel ksrc qemu (what `make demo` needs)
-#   guest-python  install PyTorch and its build dependencies (GUEST_PYTHON_PACKAGES)
-#                 and build the guest's root filesystem image, again only when the
-#                 installed versions of its packages change (what `make check` adds)
+#   venv          $SPYRE_CACHE/venv: Debian's python3 with the pinned packages of
+#                 frameworks/pytorch/requirements.txt (PyTorch 2.13.0 CPU first),
+#                 re-created only when that file or the interpreter changes
+#   guest-python  venv, then the guest's root filesystem image, again only when
+#                 the installed packages or the venv change (what `make check` adds)
 #   kver          resolve the kernel ABI: the pinned KVER, or the newest 6.12 ABI
 #                 the archive offers when Debian dropped it (SPYRE_KVER overrides the pin)
 #   --dry-run     with kver only: print "KVER=<resolved>", change nothing
@@ -30,13 +34,13 @@ PACKAGES=(
 	libopenblas-dev clang libclang-rt-14-dev
 	bc libelf-dev
 )
-# Step guest-python: PyTorch for the guest (its root filesystem image is the
-# closure of python3, python3-torch and busybox-static, tools/vm/mkrootfs) and
-# what building an extension against it on the host needs; e2fsprogs makes
-# the image.
-GUEST_PYTHON_PACKAGES=(
-	python3 python3-torch libtorch-dev python3-dev pybind11-dev g++ e2fsprogs busybox-static
-)
+# Step venv: the interpreter and its venv module; g++ builds the extension
+# against the venv's PyTorch headers on the host.
+VENV_PACKAGES=(python3 python3-venv g++)
+# Step guest-python: its root filesystem image is the closure of python3,
+# busybox-static and the C++ runtime the venv's wheels link (tools/vm/mkrootfs)
+# plus the venv; e2fsprogs makes the image.
+GUEST_PYTHON_PACKAGES=(python3 e2fsprogs busybox-static)
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "set-up needs root (apt-get, /var/cache): run as root"; }
 
@@ -403,18 +407,78 @@ step_debug_kernel() {
 	log "debug kernel: $(cat "$DEBUG_KBUILD/include/config/kernel.release") in $DEBUG_KBUILD ($((SECONDS - start)) s)"
 }
 
+# ---- the PyTorch device's Python environment (frameworks/pytorch) --------------------
+# apt_install_missing WHAT LOG PACKAGE...: install the ones not installed.
+apt_install_missing() {
+	local what=$1 logf=$2 missing
+	shift 2
+	missing=$(missing_packages "$@")
+	[ -n "$missing" ] || return 0
+	need_root
+	log "$what: installing $(echo $missing)"
+	apt_update_once
+	# shellcheck disable=SC2086
+	run_logged "$what: apt-get install" "$logf" apt-get install -y --no-install-recommends $missing
+}
+
+# vpip LOG WHAT ARGS...: pip of the venv, quiet progress, its downloads cached.
+vpip() {
+	local logf=$1 what=$2
+	shift 2
+	run_logged "venv: $what" "$SPYRE_CACHE/$logf" env PIP_CACHE_DIR="$SPYRE_CACHE/pip-cache" \
+		"$VENV/bin/python3" -m pip install --no-input --progress-bar off "$@"
+}
+
+step_venv() {
+	local key torch_pin start=$SECONDS
+	apt_install_missing venv "$SPYRE_CACHE/apt-venv.log" "${VENV_PACKAGES[@]}"
+	key=$(venv_key)
+	if [ -x "$VENV/bin/python3" ] && [ "$(cat "$VENV/.spyre-key" 2>/dev/null)" = "$key" ]; then
+		log "venv: cached in $VENV (key $key)"
+		return
+	fi
+	need_root
+	# torch alone first, exactly as pinned (a bare or other version would be a CUDA build of GBs)
+	torch_pin=$(grep -xE 'torch==[0-9.]+' "$VENV_REQUIREMENTS") ||
+		die "$VENV_REQUIREMENTS pins no torch==X.Y.Z"
+	rm -rf "$VENV"
+	run_logged "venv: /usr/bin/python3 -m venv $VENV" "$SPYRE_CACHE/venv-create.log" /usr/bin/python3 -m venv "$VENV"
+	vpip venv-torch.log "$torch_pin (the CPU build on disk, 190 MB; ~1 min)" "$torch_pin"
+	vpip venv-install.log "the rest of $(basename "$VENV_REQUIREMENTS"), $torch_pin again (~1.3 GB installed; 2-4 min)" \
+		"$torch_pin" -r "$VENV_REQUIREMENTS"
+	# the CPU build, and every installed distribution pinned in the file at its version
+	"$VENV/bin/python3" - "$VENV_REQUIREMENTS" <<-'EOF' || die "venv: fix $VENV_REQUIREMENTS, then run again"
+		import importlib.metadata as md, re, sys
+		norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+		pins = {}
+		for line in open(sys.argv[1]):
+		    line = line.split("#")[0].strip()
+		    if line:
+		        name, ver = line.split("==")
+		        pins[norm(name)] = ver
+		bad = []
+		for d in md.distributions():
+		    name, ver = norm(d.metadata["Name"]), d.version
+		    if name == "pip":
+		        continue
+		    if pins.get(name) != ver.split("+")[0]:
+		        bad.append(f"{name}=={ver} (pinned: {pins.get(name, 'no')})")
+		import torch
+		if torch.version.cuda or not torch.__version__.endswith("+cpu"):
+		    bad.append(f"torch {torch.__version__} is not the CPU build")
+		for b in bad:
+		    print("[spyre] venv: not as pinned:", b, file=sys.stderr)
+		sys.exit(1 if bad else 0)
+	EOF
+	echo "$key" >"$VENV/.spyre-key.tmp"
+	mv "$VENV/.spyre-key.tmp" "$VENV/.spyre-key"
+	log "venv: $VENV ($(du -sm "$VENV" | cut -f1) MiB, key $key; $((SECONDS - start)) s)"
+}
+
 # ---- the guest's Python root filesystem (docs/guest-python.md) ----------------------
 step_guest_python() {
-	local missing key start=$SECONDS
-	missing=$(missing_packages "${GUEST_PYTHON_PACKAGES[@]}")
-	if [ -n "$missing" ]; then
-		need_root
-		log "guest python: installing $(echo $missing)"
-		apt_update_once
-		# shellcheck disable=SC2086
-		run_logged "guest python: apt-get install (PyTorch: ~180 packages, ~650 MB; 1.5-3 min)" \
-			"$SPYRE_CACHE/apt-guest-python.log" apt-get install -y --no-install-recommends $missing
-	fi
+	local key start=$SECONDS
+	apt_install_missing "guest python" "$SPYRE_CACHE/apt-guest-python.log" "${GUEST_PYTHON_PACKAGES[@]}"
 	key=$("$SPYRE_TOP/tools/vm/mkrootfs" --key)
 	if [ -f "$GUEST_PYTHON_IMG" ] && [ "$(cat "$GUEST_PYTHON_CACHE/rootfs.key" 2>/dev/null)" = "$key" ]; then
 		log "guest python: cached in $GUEST_PYTHON_IMG (key $key)"
@@ -423,7 +487,7 @@ step_guest_python() {
 	need_root
 	mkdir -p "$GUEST_PYTHON_CACHE"
 	rm -f "$GUEST_PYTHON_CACHE/rootfs.key"
-	run_logged "guest python: build the root filesystem image (~1.2 GB; under 1 min)" \
+	run_logged "guest python: build the root filesystem image (~1.8 GB; about 1 min)" \
 		"$GUEST_PYTHON_CACHE/build.log" "$SPYRE_TOP/tools/vm/mkrootfs" "$GUEST_PYTHON_IMG"
 	echo "$key" >"$GUEST_PYTHON_CACHE/rootfs.key.tmp"
 	mv "$GUEST_PYTHON_CACHE/rootfs.key.tmp" "$GUEST_PYTHON_CACHE/rootfs.key"
@@ -455,9 +519,10 @@ main() {
 		ksrc) step_kver; step_ksrc ;;
 		qemu) step_qemu ;;
 		debug-kernel) step_kver; step_debug_kernel ;;
-		guest-python) step_guest_python ;;
+		venv) step_venv ;;
+		guest-python) step_venv; step_guest_python ;;
 		all) step_packages; step_kver; step_kernel; step_ksrc; step_qemu ;;
-		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|debug-kernel|guest-python|all)" ;;
+		*) die "unknown step '$s' (packages|kver|kernel|ksrc|qemu|debug-kernel|venv|guest-python|all)" ;;
 		esac
 	done
 }

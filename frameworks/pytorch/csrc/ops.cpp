@@ -295,7 +295,7 @@ at::Tensor addmm(const at::Tensor &bias, const at::Tensor &a, const at::Tensor &
 	return linear_w(a.contiguous(), nk ? b.t() : b.contiguous(), nk, bias.reshape({ -1 }), dt);
 }
 
-at::Tensor linear(const at::Tensor &x, const at::Tensor &w, const c10::optional<at::Tensor> &bias)
+at::Tensor linear(const at::Tensor &x, const at::Tensor &w, const std::optional<at::Tensor> &bias)
 {
 	uint32_t dt = 0;
 	at::Tensor bb = bias ? *bias : at::Tensor();
@@ -495,8 +495,8 @@ bool norm_ok(const at::Tensor &x, at::IntArrayRef shape, const at::Tensor &w, co
 	       (!b.defined() || (on_card(b) && b.numel() == shape[0]));
 }
 
-at::Tensor layer_norm(const at::Tensor &x, at::IntArrayRef shape, const c10::optional<at::Tensor> &w,
-		      const c10::optional<at::Tensor> &b, double eps, bool cudnn)
+at::Tensor layer_norm(const at::Tensor &x, at::IntArrayRef shape, const std::optional<at::Tensor> &w,
+		      const std::optional<at::Tensor> &b, double eps, bool cudnn)
 {
 	at::Tensor ww = w ? *w : at::Tensor(), bb = b ? *b : at::Tensor();
 
@@ -508,8 +508,8 @@ at::Tensor layer_norm(const at::Tensor &x, at::IntArrayRef shape, const c10::opt
 
 /* With autograd in the way (no inference mode): Y on the card, mean and rstd from the CPU. */
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor &x, at::IntArrayRef shape,
-								 const c10::optional<at::Tensor> &w,
-								 const c10::optional<at::Tensor> &b, double eps)
+								 const std::optional<at::Tensor> &w,
+								 const std::optional<at::Tensor> &b, double eps)
 {
 	at::Tensor ww = w ? *w : at::Tensor(), bb = b ? *b : at::Tensor();
 
@@ -608,7 +608,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m)
 {
 	m.impl("linear", at::native::linear);
-	m.impl("layer_norm", at::native::layer_norm);
+	m.impl("layer_norm", at::native::layer_norm_symint);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m)

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * runtime.cpp - the card as PyTorch's PrivateUse1 device: devices opened on
- * first use, the allocator (libspyre's caching allocator; tensors stay
- * resident), the device guard (current device and stream per thread,
- * events), copies in every direction, and the spyre:: ops the Python module
- * calls (streams, events, memory statistics, counters).
+ * runtime.cpp - the card as PyTorch's PrivateUse1 device "spyre": devices
+ * opened on first use, the allocator (libspyre's caching allocator; tensors
+ * stay resident; a c10::DeviceAllocator, so torch.accelerator's memory
+ * statistics see it), the device guard (current device and stream per
+ * thread, a pool of streams for torch.Stream, events with synchronize and
+ * elapsed time, device synchronize), copies in every direction (from and to
+ * pinned memory asynchronous with non_blocking=True), and the spyre:: ops the
+ * Python module calls (streams, memory statistics, counters).
  */
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -18,6 +22,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
@@ -36,12 +41,17 @@ namespace spyre_torch {
 
 namespace {
 
+/* torch.Stream's streams: a pool per priority (low, normal, high), handed out round robin, as CUDA's. */
+constexpr int kPoolStreams = 4;
+
 struct Dev {
 	std::once_flag once;
 	spyre_device_t *dev = nullptr;
 	spyre_kcache_t *kc = nullptr;
 	std::mutex mu;
 	std::vector<spyre_stream_t *> streams;	/* id 0: the default stream */
+	int64_t pool[3][kPoolStreams] = {};	/* stream ids, 0 until made */
+	unsigned next[3] = {};
 };
 
 /*
@@ -57,7 +67,7 @@ void check_index(int index)
 	int n = device_count();
 
 	TORCH_CHECK(index >= 0 && index < n, "spyre: device index ", index, " is out of range (",
-		    n, n == 1 ? " device" : " devices", ": privateuseone:0..", n - 1, ")");
+		    n, n == 1 ? " device" : " devices", n ? ": spyre:0..spyre:" + std::to_string(n - 1) : "", ")");
 }
 
 Dev &dev_state(int index)
@@ -98,6 +108,17 @@ int current_device()
 	return t_dev;
 }
 
+void set_current_device(int index)
+{
+	check_index(index);
+	t_dev = index;
+}
+
+bool device_opened(int index)
+{
+	return index >= 0 && index < kMaxDevices && g_devs[index].dev;
+}
+
 spyre_device_t *device(int index)
 {
 	return dev_state(index).dev;
@@ -123,6 +144,23 @@ spyre_stream_t *current_stream(int index)
 	return stream_of(index, t_stream[index]);
 }
 
+/* The next stream of priority @prio's pool on device @index (made on first use). */
+static int64_t pool_stream(int index, int prio)
+{
+	Dev &d = dev_state(index);
+	std::lock_guard<std::mutex> g(d.mu);
+	int64_t &id = d.pool[prio][d.next[prio]++ % kPoolStreams];
+
+	if (!id) {
+		spyre_stream_t *s = nullptr;
+
+		SPYRE_CHECK(spyre_stream_create(d.dev, prio, &s), "cannot create a stream");
+		d.streams.push_back(s);
+		id = (int64_t)d.streams.size() - 1;
+	}
+	return id;
+}
+
 /* ---- copies ------------------------------------------------------------------ */
 
 static uint64_t down(uint64_t a)
@@ -135,7 +173,8 @@ static uint64_t up(uint64_t a)
 	return (a + kStick - 1) & ~(kStick - 1);
 }
 
-void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes)
+/* @wait false: return once queued (@dst is pinned memory the caller keeps alive). */
+void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes, bool wait)
 {
 	spyre_stream_t *s = current_stream(dev);
 
@@ -151,7 +190,8 @@ void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes)
 	}
 	SPYRE_CHECK(spyre_memcpy_async(s, (uint64_t)(uintptr_t)dst, src, bytes, SPYRE_MEMCPY_D2H),
 		    "copy of " + std::to_string(bytes) + " bytes from the device");
-	SPYRE_CHECK(spyre_stream_synchronize(s), "copy from the device");
+	if (wait)
+		SPYRE_CHECK(spyre_stream_synchronize(s), "copy from the device");
 }
 
 void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes)
@@ -169,7 +209,10 @@ void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes)
 		copy_h2d(dev, down(dst), tmp.data(), tmp.size());
 		return;
 	}
-	/* pageable host memory is staged: the call returns once @src is consumed */
+	/*
+	 * pageable host memory is staged: the call returns once @src is consumed;
+	 * pinned memory is read in place later (its deleter waits for the device)
+	 */
 	SPYRE_CHECK(spyre_memcpy_async(s, dst, (uint64_t)(uintptr_t)src, bytes, SPYRE_MEMCPY_H2D),
 		    "copy of " + std::to_string(bytes) + " bytes to the device");
 }
@@ -201,19 +244,24 @@ namespace {
  * device) would let that stream overwrite data a queued kernel still reads.
  * Blocks go back to libspyre after a device synchronize (empty_cache, or an
  * allocation that found the card full). A tensor used on another stream than
- * its own must be kept alive until that stream's work is done.
+ * its own is recorded there (Tensor.record_stream): its block waits for that
+ * stream when it is freed.
  */
 struct Alloc {
 	spyre_dptr_t p;
 	size_t size;
 	int dev;
 	int64_t stream;
+	std::vector<int64_t> used_on;	/* other streams (record_stream) */
 };
 
 struct Pool {
 	std::mutex mu;
 	std::multimap<std::pair<int64_t, size_t>, spyre_dptr_t> free;	/* (stream, size) */
 	uint64_t in_use = 0, peak = 0, cached = 0;
+	/* torch.accelerator.memory_stats(): live and peak blocks, bytes ever allocated and freed */
+	int64_t blocks = 0, peak_blocks = 0, allocs = 0, frees = 0, bytes_allocated = 0, bytes_freed = 0;
+	int64_t retries = 0, ooms = 0;
 };
 Pool *const g_pools = new Pool[kMaxDevices];
 
@@ -221,11 +269,27 @@ void free_alloc(void *ctx)
 {
 	auto *a = static_cast<Alloc *>(ctx);
 	Pool &pl = g_pools[a->dev];
+
+	for (int64_t id : a->used_on) {	/* its work there must be done before the block is reused */
+		Dev &d = g_devs[a->dev];
+		spyre_stream_t *s = nullptr;
+		{
+			std::lock_guard<std::mutex> g(d.mu);
+
+			if (id != a->stream && id < (int64_t)d.streams.size())
+				s = d.streams[id];
+		}
+		if (s)
+			spyre_stream_synchronize(s);
+	}
 	std::lock_guard<std::mutex> g(pl.mu);
 
 	pl.free.emplace(std::make_pair(a->stream, a->size), a->p);
 	pl.in_use -= a->size;
 	pl.cached += a->size;
+	pl.blocks--;
+	pl.frees++;
+	pl.bytes_freed += a->size;
 	delete a;
 }
 
@@ -270,8 +334,8 @@ static void empty_cache(int d)
 
 namespace {
 
-struct SpyreAllocator final : c10::Allocator {
-	at::DataPtr allocate(size_t n) const override
+struct SpyreAllocator final : c10::DeviceAllocator {
+	at::DataPtr allocate(size_t n) override
 	{
 		int d = current_device();
 		spyre_device_t *dev = device(d);
@@ -300,6 +364,9 @@ struct SpyreAllocator final : c10::Allocator {
 			if (rc == -ENOMEM) {	/* the cache may hold what is missing */
 				release_cached(d);
 				rc = spyre_malloc(dev, sz, &p);
+				std::lock_guard<std::mutex> g(pl.mu);
+				pl.retries++;
+				pl.ooms += rc == -ENOMEM;
 			}
 			if (rc) {
 				struct spyre_mem_stats st = {};
@@ -308,9 +375,9 @@ struct SpyreAllocator final : c10::Allocator {
 				st.size = sizeof(st);
 				spyre_mem_get_stats(dev, &st);
 				TORCH_CHECK(false, "spyre: ", rc == -ENOMEM ? "out of device memory: " : "",
-					    "cannot allocate ", n, " bytes on privateuseone:", d, " (",
+					    "cannot allocate ", n, " bytes on spyre:", d, " (",
 					    bytes_in_use(d, false), " bytes in tensors, ", st.reserved, " reserved",
-					    rc == -ENOMEM ? "; free tensors, then spyre_torch.empty_cache()" : "", "): ",
+					    rc == -ENOMEM ? "; free tensors, then torch.spyre.empty_cache()" : "", "): ",
 					    detail.empty() ? spyre_strerror(rc) : detail);
 			}
 		}
@@ -319,17 +386,92 @@ struct SpyreAllocator final : c10::Allocator {
 
 			pl.in_use += sz;
 			pl.peak = std::max(pl.peak, pl.in_use);
+			pl.blocks++;
+			pl.peak_blocks = std::max(pl.peak_blocks, pl.blocks);
+			pl.allocs++;
+			pl.bytes_allocated += sz;
 		}
-		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, sz, d, stream }, &free_alloc, where);
+		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, sz, d, stream, {} }, &free_alloc, where);
 	}
 
 	c10::DeleterFnPtr raw_deleter() const override
 	{
 		return nullptr;	/* the context is not the pointer: no raw_allocate */
 	}
+
+	void copy_data(void *dst, const void *src, size_t n) const override
+	{
+		copy_d2d(current_device(), reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src), n);
+	}
+
+	/* ---- c10::DeviceAllocator: torch.accelerator.memory_* and torch.spyre's ---- */
+	bool initialized() override
+	{
+		return true;
+	}
+	void emptyCache(c10::MempoolId_t) override
+	{
+		for (int d = 0; d < device_count(); d++)
+			if (device_opened(d))
+				empty_cache(d);
+	}
+	void recordStream(const c10::DataPtr &ptr, c10::Stream s) override
+	{
+		if (ptr.get_deleter() != &free_alloc || !ptr.get_context())
+			return;
+		std::lock_guard<std::mutex> g(g_pools[s.device_index()].mu);
+		static_cast<Alloc *>(ptr.get_context())->used_on.push_back(s.id());
+	}
+	c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex d) override
+	{
+		c10::CachingDeviceAllocator::DeviceStats ds;
+		struct spyre_mem_stats st = {};
+		Pool &pl = g_pools[d];
+		auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+		check_index(d);
+		if (device_opened(d)) {
+			st.size = sizeof(st);
+			SPYRE_CHECK(spyre_mem_get_stats(device(d), &st), "memory statistics");
+		}
+		std::lock_guard<std::mutex> g(pl.mu);
+		ds.allocation[all] = { pl.blocks, pl.peak_blocks, pl.allocs, pl.frees };
+		ds.active[all] = ds.allocation[all];
+		ds.allocated_bytes[all] = { (int64_t)pl.in_use, (int64_t)pl.peak, pl.bytes_allocated, pl.bytes_freed };
+		ds.active_bytes[all] = ds.allocated_bytes[all];
+		ds.requested_bytes[all] = ds.allocated_bytes[all];
+		ds.reserved_bytes[all].current = (int64_t)st.reserved;
+		ds.reserved_bytes[all].peak = (int64_t)st.reserved;
+		ds.segment[all].current = (int64_t)st.bo_creates;
+		ds.num_alloc_retries = pl.retries;
+		ds.num_ooms = pl.ooms;
+		ds.num_device_alloc = (int64_t)st.alloc_calls;
+		return ds;
+	}
+	void resetAccumulatedStats(c10::DeviceIndex d) override
+	{
+		Pool &pl = g_pools[d];
+		std::lock_guard<std::mutex> g(pl.mu);
+
+		pl.allocs = pl.frees = pl.bytes_allocated = pl.bytes_freed = pl.retries = pl.ooms = 0;
+	}
+	void resetPeakStats(c10::DeviceIndex d) override
+	{
+		Pool &pl = g_pools[d];
+		std::lock_guard<std::mutex> g(pl.mu);
+
+		pl.peak = pl.in_use;
+		pl.peak_blocks = pl.blocks;
+	}
 };
 
 SpyreAllocator g_alloc;
+
+}  // namespace
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_alloc);
+
+namespace {
 
 }  // namespace
 
@@ -443,6 +585,42 @@ struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
 	{
 		SPYRE_CHECK(spyre_stream_synchronize(stream_of(s.device_index(), s.id())), "stream synchronize");
 	}
+	/* torch.Stream(device="spyre", priority=p): p < 0 high, 0 normal, > 0 low (CUDA's sense) */
+	c10::Stream getNewStream(c10::Device d, int priority) const override
+	{
+		int i = d.has_index() ? d.index() : t_dev;
+
+		return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)i),
+				   pool_stream(i, priority < 0 ? SPYRE_STREAM_PRIORITY_HIGH :
+						  priority > 0 ? SPYRE_STREAM_PRIORITY_LOW : SPYRE_STREAM_PRIORITY_NORMAL));
+	}
+	c10::Stream getStreamFromGlobalPool(c10::Device d, bool high) const override
+	{
+		return getNewStream(d, high ? -1 : 0);
+	}
+	void synchronizeEvent(void *event) const override
+	{
+		if (event)
+			SPYRE_CHECK(spyre_event_synchronize(static_cast<spyre_event_t *>(event)), "event synchronize");
+	}
+	void synchronizeDevice(c10::DeviceIndex i) const override
+	{
+		SPYRE_CHECK(spyre_device_synchronize(device(i < 0 ? t_dev : i)), "device synchronize");
+	}
+	/* device time from @a to @b in ms (both recorded and reached; c10::Event checks) */
+	double elapsedTime(void *a, void *b, c10::DeviceIndex) const override
+	{
+		float ms = 0;
+
+		TORCH_CHECK(a && b, "spyre: elapsed time between events that were never recorded");
+		SPYRE_CHECK(spyre_event_elapsed_ms(static_cast<spyre_event_t *>(a), static_cast<spyre_event_t *>(b), &ms),
+			    "elapsed time");
+		return ms;
+	}
+	void recordDataPtrOnStream(const c10::DataPtr &p, const c10::Stream &s) const override
+	{
+		g_alloc.recordStream(p, s);
+	}
 };
 
 }  // namespace
@@ -453,7 +631,7 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, SpyreGuardImpl);
 
 namespace {
 
-c10::Device resolve(c10::optional<c10::Device> d)
+c10::Device resolve(std::optional<c10::Device> d)
 {
 	int i = d && d->has_index() ? d->index() : current_device();
 
@@ -461,9 +639,9 @@ c10::Device resolve(c10::optional<c10::Device> d)
 	return c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)i);
 }
 
-at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
-			       c10::optional<at::Layout> layout, c10::optional<at::Device> dev,
-			       c10::optional<bool> pin, c10::optional<at::MemoryFormat> fmt)
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+			       std::optional<at::Layout> layout, std::optional<at::Device> dev,
+			       std::optional<bool> pin, std::optional<at::MemoryFormat> fmt)
 {
 	TORCH_CHECK(!layout || *layout == at::kStrided, "spyre: only strided tensors");
 	c10::DeviceGuard g(resolve(dev));
@@ -472,8 +650,8 @@ at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarTyp
 					 c10::dtype_or_default(dtype), fmt);
 }
 
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::optional<at::ScalarType> dtype,
-			 c10::optional<at::Layout> layout, c10::optional<at::Device> dev, c10::optional<bool> pin)
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+			 std::optional<at::Layout> layout, std::optional<at::Device> dev, std::optional<bool> pin)
 {
 	TORCH_CHECK(!layout || *layout == at::kStrided, "spyre: only strided tensors");
 	c10::DeviceGuard g(resolve(dev));
@@ -483,7 +661,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::opti
 						 c10::dtype_or_default(dtype));
 }
 
-const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size, c10::optional<at::MemoryFormat> fmt)
+const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt)
 {
 	c10::TensorImpl *impl = self.unsafeGetTensorImpl();
 	int d = self.device().index();
@@ -557,20 +735,30 @@ void from_host(const at::Tensor &dst, const at::Tensor &src)
 	copy_h2d(d, dptr(dst), buf.data_ptr(), span);
 }
 
+/*
+ * Copies that returned before the card was done: non_blocking from or to
+ * pinned memory, contiguous, same dtype (torch.spyre.async_copies()).
+ */
+std::atomic<int64_t> g_async_copies{ 0 };
+
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking)
 {
-	(void)non_blocking;
 	TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
 		    "spyre: copy between mismatched shapes ", self.sizes(), " and ", dst.sizes());
 	if (!self.numel())
 		return dst;
 	if (self.is_cpu() && dst.device().type() == c10::DeviceType::PrivateUse1) {
+		/* from pinned memory libspyre reads in place, later (copy_h2d) */
+		g_async_copies += non_blocking && self.is_contiguous() && dst.is_contiguous() &&
+				  self.dtype() == dst.dtype() && self.sizes() == dst.sizes() && is_pinned(self.data_ptr());
 		from_host(dst, self.expand_as(dst));
 	} else if (self.device().type() == c10::DeviceType::PrivateUse1 && dst.is_cpu()) {
 		if (self.is_contiguous() && dst.is_contiguous() && self.dtype() == dst.dtype()) {
 			c10::DeviceGuard g(self.device());
+			bool async = non_blocking && dptr(self) % kStick == 0 && is_pinned(dst.data_ptr());
 
-			copy_d2h(self.device().index(), dst.data_ptr(), dptr(self), self.nbytes());
+			copy_d2h(self.device().index(), dst.data_ptr(), dptr(self), self.nbytes(), !async);
+			g_async_copies += async;
 		} else {
 			dst.copy_(to_host(self));
 		}
@@ -591,7 +779,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
 at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
 {
 	if (dst.sizes() != self.sizes())
-		resize_(dst, self.sizes(), c10::nullopt);
+		resize_(dst, self.sizes(), std::nullopt);
 	return copy_from(self, dst, false);
 }
 
@@ -744,6 +932,7 @@ int64_t mem_stat(int64_t dev, int64_t which)
 TORCH_LIBRARY(spyre, m)
 {
 	m.def("device_count() -> int", [] { return (int64_t)device_count(); });
+	m.def("device_type_id() -> int", [] { return (int64_t)c10::DeviceType::PrivateUse1; });
 	m.def("set_device(int d) -> ()", [](int64_t d) {
 		check_index((int)d);
 		t_dev = (int)d;
@@ -799,6 +988,7 @@ TORCH_LIBRARY(spyre, m)
 		return (double)ms;
 	});
 	m.def("memory_stat(int d, int which) -> int", mem_stat);
+	m.def("async_copies() -> int", [] { return g_async_copies.load(); });
 	m.def("empty_cache(int d) -> ()", [](int64_t d) { empty_cache((int)d); });
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * spyre_torch.h - the PrivateUse1 backend over libspyre: what runtime.cpp
- * (devices, allocator, device guard, streams, events, copies) and ops.cpp
- * (compute through the kernel library, the CPU fallback) share.
+ * spyre_torch.h - the PrivateUse1 backend "spyre" over libspyre: what
+ * runtime.cpp (devices, allocator, device guard, streams, events, copies),
+ * hooks.cpp (PyTorch's PrivateUse1 hooks: generators, pinned memory) and
+ * ops.cpp (compute through the kernel library, the CPU fallback) share.
  *
  * Tensors on the card are PyTorch's own dense layout in device memory (a
  * device VA in the DataPtr, like CUDA's); kernels of the kernel library read
@@ -17,6 +18,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/core/Generator.h>
 #include <c10/core/Stream.h>
 
 extern "C" {
@@ -43,7 +45,9 @@ constexpr uint64_t kStick = 128;
 spyre_device_t *device(int index);
 spyre_kcache_t *kcache(int index);
 int device_count();
+bool device_opened(int index);
 int current_device();
+void set_current_device(int index);	/* RuntimeError for an index out of range */
 
 /* The current stream of device @index (libspyre handle) and its torch id. */
 spyre_stream_t *current_stream(int index);
@@ -57,11 +61,15 @@ inline uint64_t dptr(const at::Tensor &t)
 
 /* Copies with any alignment: whole sticks where libspyre needs them. */
 void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes);
-void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes);
+void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes, bool wait = true);
 void copy_d2d(int dev, uint64_t dst, uint64_t src, size_t bytes);
 
 /* The allocator's device buffer for scratch use: freed when the DataPtr dies. */
 at::DataPtr alloc_scratch(int dev, size_t bytes);
+
+/* Pinned host memory (spyre_malloc_host), and the device's default generator (hooks.cpp). */
+bool is_pinned(const void *p);
+const at::Generator &default_generator(int index);
 
 /* Counters read by the tests: ops that fell back to the CPU, stick relayouts. */
 void count_fallback(const std::string &op);

@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""spyre_torch: the spyre card as a PyTorch device (PrivateUse1).
+"""spyre_torch: the spyre card as the PyTorch device "spyre" (PrivateUse1).
 
-    import torch, spyre_torch
-    x = torch.randn(4, 64).to(spyre_torch.device(0))   # privateuseone:0
-    y = torch.nn.functional.silu(x @ x.t())            # on the card
-    spyre_torch.synchronize()
+    import torch                                     # autoloads this package
+    x = torch.randn(4, 64, device="spyre")           # spyre:0
+    y = torch.nn.functional.silu(x @ x.t())          # on the card
+    torch.spyre.synchronize()
 
-PyTorch 1.13 names the device "privateuseone"; ``torch.spyre`` is this
-module. Ops the card does not implement run on the CPU with a one-time
-warning; ``fallback_counts()`` says which and how often. Docs:
+`import torch` loads it through the entry point of the group torch.backends
+(spyre_torch-*.dist-info next to this package; TORCH_DEVICE_BACKEND_AUTOLOAD=0
+turns that off): PrivateUse1 renamed "spyre", this module registered as
+``torch.spyre`` (as torch.cuda), ``Tensor.spyre()``, ``Tensor.is_spyre`` and
+``Module.spyre()``. Ops the card does not implement run on the CPU with a
+one-time warning; ``fallback_counts()`` says which and how often. Docs:
 frameworks/pytorch/README.md.
 """
 import os
@@ -16,15 +19,17 @@ import sys
 
 import torch
 
+DEVICE_TYPE = "spyre"
+
 _here = os.path.dirname(os.path.abspath(__file__))
 torch.ops.load_library(os.path.join(_here, "_C.so"))
 _ops = torch.ops.spyre
 
-DEVICE_TYPE = "privateuseone"
-
-__all__ = ["device", "device_count", "set_device", "current_device", "synchronize", "Stream", "Event",
-           "stream", "current_stream", "memory_allocated", "max_memory_allocated", "memory_reserved",
-           "empty_cache", "rms_norm", "fallback_counts", "card_counts", "relayouts", "reset_counters"]
+__all__ = ["device", "device_count", "is_available", "set_device", "current_device", "synchronize", "Stream",
+           "Event", "stream", "current_stream", "manual_seed", "manual_seed_all", "initial_seed", "get_rng_state",
+           "set_rng_state", "memory_allocated", "max_memory_allocated", "memory_reserved", "memory_stats",
+           "reset_peak_memory_stats", "empty_cache", "async_copies", "rms_norm", "fallback_counts", "card_counts",
+           "relayouts", "reset_counters"]
 
 
 def device_count():
@@ -32,12 +37,16 @@ def device_count():
     return _ops.device_count()
 
 
+def is_available():
+    return device_count() > 0
+
+
 def _index(d):
     if d is None:
         return _ops.current_device()
     if isinstance(d, torch.device):
         if d.type != DEVICE_TYPE:
-            raise ValueError(f"spyre: {d} is not a spyre device (privateuseone)")
+            raise ValueError(f"spyre: {d} is not a spyre device")
         return _ops.current_device() if d.index is None else d.index
     if isinstance(d, str):
         return _index(torch.device(d))
@@ -47,7 +56,7 @@ def _index(d):
 
 
 def device(index=0):
-    """torch.device("privateuseone:<index>"), checked against the cards present."""
+    """torch.device("spyre:<index>"), checked against the cards present."""
     n = device_count()
     if not isinstance(index, int) or index < 0 or index >= n:
         raise RuntimeError(f"spyre: device index {index} is out of range ({n} device{'s' if n != 1 else ''})")
@@ -67,123 +76,135 @@ def synchronize(d=None):
     _ops.synchronize(_index(d))
 
 
-class Stream:
-    """An ordered queue of work on a card (a libspyre stream). priority: 0 low, 1 normal, 2 high."""
+# ---- streams and events: torch.Stream / torch.Event on the device guard -------------------
 
-    def __init__(self, device=None, priority=1, _id=None):
-        self.device_index = _index(device)
-        self._owned = _id is None
-        self.id = _ops.stream_create(self.device_index, priority) if _id is None else _id
+class Stream(torch.Stream):
+    """A stream of its own on a card (a libspyre stream), destroyed with the last reference to it.
+
+    priority as torch's: -1 high, 0 normal, 1 low. torch.Stream(device="spyre", priority=p) gives
+    one of a pool of streams instead (never destroyed).
+    """
+
+    def __new__(cls, device=None, priority=0):
+        i = _index(device)
+        if priority not in (-1, 0, 1):
+            raise ValueError(f"spyre: stream priority {priority} is not -1 (high), 0 (normal) or 1 (low)")
+        sid = _ops.stream_create(i, 1 - priority)
+        try:
+            s = super().__new__(cls, stream_id=sid, device_index=i, device_type=_DEVICE_TYPE_ID)
+        except BaseException:
+            _ops.stream_destroy(i, sid)
+            raise
+        s._owned = True
+        return s
+
+    def __init__(self, device=None, priority=0):
+        pass
 
     def __del__(self):
         # the driver's queue goes with the last reference to a stream this object created
         if getattr(self, "_owned", False) and not sys.is_finalizing():
             try:
-                _ops.stream_destroy(self.device_index, self.id)
+                _ops.stream_destroy(self.device_index, self.stream_id)
             except Exception:
                 pass
 
-    def synchronize(self):
-        _ops.stream_synchronize(self.device_index, self.id)
-
-    def query(self):
-        return _ops.stream_query(self.device_index, self.id)
-
-    def wait_event(self, event):
-        event.wait(self)
-
-    def wait_stream(self, other):
-        e = Event(other.device_index)
-        e.record(other)
-        self.wait_event(e)
-
-    def record_event(self, event=None):
-        event = event or Event(self.device_index)
-        event.record(self)
-        return event
-
-    def __eq__(self, other):
-        return isinstance(other, Stream) and (self.device_index, self.id) == (other.device_index, other.id)
-
-    def __hash__(self):
-        return hash((self.device_index, self.id))
-
     def __repr__(self):
-        return f"<spyre_torch.Stream device={self.device_index} id={self.id}>"
+        return f"<torch.spyre.Stream device=spyre:{self.device_index} id={self.stream_id}>"
 
 
 def current_stream(d=None):
-    i = _index(d)
-    return Stream(i, _id=_ops.current_stream(i))
+    """The current stream of the device (a torch.Stream)."""
+    return torch.accelerator.current_stream(_index(d))
 
 
 class stream:
-    """Context manager: make s the current stream of its device."""
+    """Context manager: make s (a torch.Stream on spyre) the current stream of its device."""
 
     def __init__(self, s):
         self.s = s
 
     def __enter__(self):
-        self.prev = _ops.current_stream(self.s.device_index)
-        _ops.set_stream(self.s.device_index, self.s.id)
+        self.prev = torch.accelerator.current_stream(self.s.device_index)
+        _ops.set_stream(self.s.device_index, self.s.stream_id)
         return self.s
 
     def __exit__(self, *exc):
-        _ops.set_stream(self.s.device_index, self.prev)
+        _ops.set_stream(self.prev.device_index, self.prev.stream_id)
 
 
-class Event:
-    """A point in a stream: record, wait (from another stream), query, synchronize, elapsed_time."""
+def Event(device=None, enable_timing=True):
+    """A torch.Event on a card: record, wait (from another stream), query, synchronize, elapsed_time (ms)."""
+    return torch.Event(torch.device(DEVICE_TYPE, _index(device)), enable_timing=enable_timing)
 
-    def __init__(self, device=None):
-        self.device_index = _index(device)
-        self.handle = _ops.event_create(self.device_index)
 
-    def record(self, s=None):
-        s = s or current_stream(self.device_index)
-        _ops.event_record(self.handle, s.id)
+# ---- random numbers: a CPU generator per device inside the spyre generator (hooks.cpp) -----
 
-    def wait(self, s=None):
-        s = s or current_stream(self.device_index)
-        _ops.event_wait(self.handle, s.id)
+def manual_seed(seed, d=None):
+    _ops.manual_seed(_index(d), int(seed))
 
-    def query(self):
-        return _ops.event_query(self.handle)
 
-    def synchronize(self):
-        _ops.event_synchronize(self.handle)
+def manual_seed_all(seed):
+    for i in range(device_count()):
+        _ops.manual_seed(i, int(seed))
 
-    def elapsed_time(self, end):
-        """Device time from this event to end, in ms (both recorded and reached)."""
-        return _ops.event_elapsed_ms(self.handle, end.handle)
 
-    def __del__(self):
-        if sys.is_finalizing():  # the process is going: nothing to give back
-            return
-        try:
-            _ops.event_destroy(self.handle)
-        except Exception:
-            pass
+def initial_seed(d=None):
+    return _ops.initial_seed(_index(d))
 
+
+def get_rng_state(d=None):
+    return _ops.get_rng_state(_index(d))
+
+
+def set_rng_state(state, d=None):
+    _ops.set_rng_state(_index(d), state)
+
+
+def _is_in_bad_fork():
+    return False
+
+
+# ---- memory: libspyre's allocator as a c10::DeviceAllocator (torch.accelerator.memory_*) ---
 
 def memory_allocated(d=None):
-    """Bytes held by tensors (libspyre's allocator)."""
-    return _ops.memory_stat(_index(d), 0)
+    """Bytes held by tensors."""
+    return torch.accelerator.memory_allocated(_index(d))
 
 
 def max_memory_allocated(d=None):
-    return _ops.memory_stat(_index(d), 1)
+    return torch.accelerator.max_memory_allocated(_index(d))
 
 
 def memory_reserved(d=None):
-    """Device memory held by the caching allocator (in use + cached)."""
-    return _ops.memory_stat(_index(d), 2)
+    """Device memory libspyre holds in buffers (in use + cached)."""
+    return torch.accelerator.memory_reserved(_index(d))
+
+
+def memory_stats(d=None):
+    """torch.accelerator.memory_stats() of the device: allocated_bytes.all.current, reserved_bytes..."""
+    return torch.accelerator.memory_stats(_index(d))
+
+
+def reset_peak_memory_stats(d=None):
+    torch.accelerator.reset_peak_memory_stats(_index(d))
 
 
 def empty_cache(d=None):
     """Give cached, unused device memory back to the driver."""
     _ops.empty_cache(_index(d))
 
+
+def async_copies():
+    """Copies that returned before the card was done (non_blocking, from or to pinned memory)."""
+    return _ops.async_copies()
+
+
+def get_amp_supported_dtype():
+    return [torch.float16, torch.bfloat16]
+
+
+# ---- the kernel library's extras and the counters -------------------------------------------
 
 def rms_norm(x, w, eps=1e-6):
     """RMSNorm over the last dimension: on the card for card tensors, else in torch."""
@@ -220,6 +241,21 @@ def reset_counters():
     _ops.reset_counters()
 
 
-# torch.spyre, as torch.cuda (1.13 has no backend renaming: tensors show privateuseone)
-torch.spyre = sys.modules[__name__]
-sys.modules["torch.spyre"] = torch.spyre
+# ---- registration: once per process -------------------------------------------------------
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
+        torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
+    if getattr(torch, DEVICE_TYPE, None) is not sys.modules[__name__]:
+        torch._register_device_module(DEVICE_TYPE, sys.modules[__name__])
+    if not hasattr(torch.Tensor, "is_" + DEVICE_TYPE):
+        torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True,
+                                                             for_packed_sequence=True, for_storage=False)
+
+
+_register()
+_DEVICE_TYPE_ID = _ops.device_type_id()  # c10::DeviceType::PrivateUse1, for torch.Stream(device_type=)
+
+
+def _autoload():
+    """The torch.backends entry point: importing this module registered the device; nothing more to do."""
