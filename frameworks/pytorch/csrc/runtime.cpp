@@ -5,23 +5,17 @@
  * stay resident; a c10::DeviceAllocator, so torch.accelerator's memory
  * statistics see it), the device guard (current device and stream per
  * thread, a pool of streams for torch.Stream, events with synchronize and
- * elapsed time, device synchronize), copies in every direction (from and to
- * pinned memory asynchronous with non_blocking=True), and the spyre:: ops the
- * Python module calls (streams, memory statistics, counters).
+ * elapsed time, device synchronize), the copy primitives (any alignment;
+ * tensors' copies are copy.cpp's), and the spyre:: ops the Python module
+ * calls (devices, streams of its own, the cache).
  */
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
-#include <ATen/EmptyTensor.h>
-#include <ATen/native/Resize.h>
-#include <ATen/ops/as_strided_native.h>
-#include <ATen/ops/view_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -62,6 +56,8 @@ Dev *const g_devs = new Dev[kMaxDevices];
 thread_local int t_dev = 0;
 thread_local int64_t t_stream[kMaxDevices];
 
+}  // namespace
+
 void check_index(int index)
 {
 	int n = device_count();
@@ -69,6 +65,8 @@ void check_index(int index)
 	TORCH_CHECK(index >= 0 && index < n, "spyre: device index ", index, " is out of range (",
 		    n, n == 1 ? " device" : " devices", n ? ": spyre:0..spyre:" + std::to_string(n - 1) : "", ")");
 }
+
+namespace {
 
 Dev &dev_state(int index)
 {
@@ -163,16 +161,6 @@ static int64_t pool_stream(int index, int prio)
 
 /* ---- copies ------------------------------------------------------------------ */
 
-static uint64_t down(uint64_t a)
-{
-	return a & ~(kStick - 1);
-}
-
-static uint64_t up(uint64_t a)
-{
-	return (a + kStick - 1) & ~(kStick - 1);
-}
-
 /* @wait false: return once queued (@dst is pinned memory the caller keeps alive). */
 void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes, bool wait)
 {
@@ -182,10 +170,10 @@ void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes, bool wait)
 		return;
 	if (src % kStick) {
 		/* whole sticks from the aligned start, then the part asked for */
-		std::vector<uint8_t> tmp(up(src + bytes) - down(src));
+		std::vector<uint8_t> tmp(stick_up(src + bytes) - stick_down(src));
 
-		copy_d2h(dev, tmp.data(), down(src), tmp.size());
-		memcpy(dst, tmp.data() + (src - down(src)), bytes);
+		copy_d2h(dev, tmp.data(), stick_down(src), tmp.size());
+		memcpy(dst, tmp.data() + (src - stick_down(src)), bytes);
 		return;
 	}
 	SPYRE_CHECK(spyre_memcpy_async(s, (uint64_t)(uintptr_t)dst, src, bytes, SPYRE_MEMCPY_D2H),
@@ -202,11 +190,11 @@ void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes)
 		return;
 	if (dst % kStick) {
 		/* read-modify-write of the sticks it touches (allocations are whole sticks) */
-		std::vector<uint8_t> tmp(up(dst + bytes) - down(dst));
+		std::vector<uint8_t> tmp(stick_up(dst + bytes) - stick_down(dst));
 
-		copy_d2h(dev, tmp.data(), down(dst), tmp.size());
-		memcpy(tmp.data() + (dst - down(dst)), src, bytes);
-		copy_h2d(dev, down(dst), tmp.data(), tmp.size());
+		copy_d2h(dev, tmp.data(), stick_down(dst), tmp.size());
+		memcpy(tmp.data() + (dst - stick_down(dst)), src, bytes);
+		copy_h2d(dev, stick_down(dst), tmp.data(), tmp.size());
 		return;
 	}
 	/*
@@ -341,7 +329,7 @@ struct SpyreAllocator final : c10::DeviceAllocator {
 		spyre_device_t *dev = device(d);
 		c10::Device where(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)d);
 		/* whole sticks: copies and kernels may touch the last one entirely */
-		size_t sz = up(n);
+		size_t sz = stick_up(n);
 		int64_t stream = t_stream[d];
 		Pool &pl = g_pools[d];
 		spyre_dptr_t p = 0;
@@ -474,6 +462,11 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_alloc);
 namespace {
 
 }  // namespace
+
+c10::Allocator *allocator()
+{
+	return &g_alloc;
+}
 
 at::DataPtr alloc_scratch(int dev, size_t bytes)
 {
@@ -627,223 +620,11 @@ struct SpyreGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, SpyreGuardImpl);
 
-/* ---- factories, views, resize ------------------------------------------------ */
-
-namespace {
-
-c10::Device resolve(std::optional<c10::Device> d)
-{
-	int i = d && d->has_index() ? d->index() : current_device();
-
-	check_index(i);
-	return c10::Device(c10::DeviceType::PrivateUse1, (c10::DeviceIndex)i);
-}
-
-at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-			       std::optional<at::Layout> layout, std::optional<at::Device> dev,
-			       std::optional<bool> pin, std::optional<at::MemoryFormat> fmt)
-{
-	TORCH_CHECK(!layout || *layout == at::kStrided, "spyre: only strided tensors");
-	c10::DeviceGuard g(resolve(dev));
-
-	return at::detail::empty_generic(size, &g_alloc, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-					 c10::dtype_or_default(dtype), fmt);
-}
-
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-			 std::optional<at::Layout> layout, std::optional<at::Device> dev, std::optional<bool> pin)
-{
-	TORCH_CHECK(!layout || *layout == at::kStrided, "spyre: only strided tensors");
-	c10::DeviceGuard g(resolve(dev));
-
-	return at::detail::empty_strided_generic(size, stride, &g_alloc,
-						 c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-						 c10::dtype_or_default(dtype));
-}
-
-const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size, std::optional<at::MemoryFormat> fmt)
-{
-	c10::TensorImpl *impl = self.unsafeGetTensorImpl();
-	int d = self.device().index();
-	c10::DeviceGuard g(self.device());
-
-	impl->set_sizes_contiguous(size);
-	if (fmt && *fmt != at::MemoryFormat::Contiguous && *fmt != at::MemoryFormat::Preserve)
-		impl->empty_tensor_restride(*fmt);
-	size_t need = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
-								  self.storage_offset());
-	if (self.numel() && need > self.storage().nbytes()) {
-		c10::StorageImpl *st = self.storage().unsafeGetStorageImpl();
-		at::DataPtr fresh = g_alloc.allocate(need);
-		size_t old = st->nbytes();
-
-		if (old)
-			copy_d2d(d, reinterpret_cast<uint64_t>(fresh.get()), reinterpret_cast<uint64_t>(st->data()),
-				 up(old));
-		st->set_data_ptr_noswap(std::move(fresh));
-		st->set_nbytes(need);
-	}
-	return self;
-}
-
-/* The bytes a strided tensor spans: from its first element to its last. */
-size_t span_bytes(const at::Tensor &t)
-{
-	int64_t last = 0;
-
-	if (!t.numel())
-		return 0;
-	for (int64_t i = 0; i < t.dim(); i++) {
-		TORCH_CHECK(t.stride(i) >= 0, "spyre: negative strides are not supported");
-		last += (t.size(i) - 1) * t.stride(i);
-	}
-	return (size_t)(last + 1) * t.element_size();
-}
-
-/* A CPU tensor with @t's values (any strides). */
-at::Tensor to_host(const at::Tensor &t)
-{
-	c10::DeviceGuard g(t.device());
-	size_t span = span_bytes(t);
-	at::Tensor buf = at::empty({ (int64_t)span }, at::TensorOptions().dtype(at::kByte));
-
-	copy_d2h(t.device().index(), buf.data_ptr(), dptr(t), span);
-	return at::from_blob(buf.data_ptr(), t.sizes(), t.strides(), [buf](void *) {},
-			     at::TensorOptions().dtype(t.dtype()))
-		.clone();
-}
-
-/* Write CPU tensor @src (same shape) into device tensor @dst (any strides). */
-void from_host(const at::Tensor &dst, const at::Tensor &src)
-{
-	c10::DeviceGuard g(dst.device());
-	int d = dst.device().index();
-
-	if (dst.is_contiguous()) {
-		at::Tensor s = src.to(dst.scalar_type()).contiguous();
-
-		copy_h2d(d, dptr(dst), s.data_ptr(), s.nbytes());
-		return;
-	}
-	/* strided: read the span, write the elements into it on the host, write it back */
-	size_t span = span_bytes(dst);
-	at::Tensor buf = at::empty({ (int64_t)span }, at::TensorOptions().dtype(at::kByte));
-
-	copy_d2h(d, buf.data_ptr(), dptr(dst), span);
-	at::from_blob(buf.data_ptr(), dst.sizes(), dst.strides(), at::TensorOptions().dtype(dst.dtype()))
-		.copy_(src);
-	copy_h2d(d, dptr(dst), buf.data_ptr(), span);
-}
-
-/*
- * Copies that returned before the card was done: non_blocking from or to
- * pinned memory, contiguous, same dtype (torch.spyre.async_copies()).
- */
-std::atomic<int64_t> g_async_copies{ 0 };
-
-at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking)
-{
-	TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
-		    "spyre: copy between mismatched shapes ", self.sizes(), " and ", dst.sizes());
-	if (!self.numel())
-		return dst;
-	if (self.is_cpu() && dst.device().type() == c10::DeviceType::PrivateUse1) {
-		/* from pinned memory libspyre reads in place, later (copy_h2d) */
-		g_async_copies += non_blocking && self.is_contiguous() && dst.is_contiguous() &&
-				  self.dtype() == dst.dtype() && self.sizes() == dst.sizes() && is_pinned(self.data_ptr());
-		from_host(dst, self.expand_as(dst));
-	} else if (self.device().type() == c10::DeviceType::PrivateUse1 && dst.is_cpu()) {
-		if (self.is_contiguous() && dst.is_contiguous() && self.dtype() == dst.dtype()) {
-			c10::DeviceGuard g(self.device());
-			bool async = non_blocking && dptr(self) % kStick == 0 && is_pinned(dst.data_ptr());
-
-			copy_d2h(self.device().index(), dst.data_ptr(), dptr(self), self.nbytes(), !async);
-			g_async_copies += async;
-		} else {
-			dst.copy_(to_host(self));
-		}
-	} else if (self.device() == dst.device() && self.dtype() == dst.dtype() && self.is_contiguous() &&
-		   dst.is_contiguous() && self.sizes() == dst.sizes()) {
-		c10::DeviceGuard g(dst.device());
-
-		copy_d2d(dst.device().index(), dptr(dst), dptr(self), self.nbytes());
-	} else {
-		TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1 &&
-				    dst.device().type() == c10::DeviceType::PrivateUse1,
-			    "spyre: copy from ", self.device(), " to ", dst.device(), " is not supported");
-		from_host(dst, to_host(self).expand_as(dst));
-	}
-	return dst;
-}
-
-at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
-{
-	if (dst.sizes() != self.sizes())
-		resize_(dst, self.sizes(), std::nullopt);
-	return copy_from(self, dst, false);
-}
-
-at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value)
-{
-	at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU)).fill_(value);
-
-	from_host(self, host);
-	return self;
-}
-
-at::Tensor &zero_(at::Tensor &self)
-{
-	if (self.is_contiguous() && dptr(self) % kStick == 0 && self.nbytes() % kStick == 0) {
-		c10::DeviceGuard g(self.device());
-
-		SPYRE_CHECK(spyre_memset_async(current_stream(self.device().index()), dptr(self), 0, self.nbytes()),
-			    "zero_");
-		return self;
-	}
-	return fill_scalar(self, 0);
-}
-
-at::Scalar local_scalar_dense(const at::Tensor &self)
-{
-	return to_host(self).item();
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
-{
-	m.impl("empty.memory_format", empty_memory_format);
-	m.impl("empty_strided", empty_strided);
-	m.impl("resize_", resize_);
-	m.impl("_copy_from", copy_from);
-	m.impl("_copy_from_and_resize", copy_from_and_resize);
-	m.impl("fill_.Scalar", fill_scalar);
-	m.impl("zero_", zero_);
-	m.impl("_local_scalar_dense", local_scalar_dense);
-	m.impl("view", at::native::view);
-	m.impl("as_strided", at::native::as_strided_tensorimpl);
-	m.impl("_reshape_alias", at::native::_reshape_alias);
-}
-
 /* ---- the spyre:: ops of the Python module --------------------------------------- */
 
 namespace {
 
-struct EventSlot {
-	spyre_event_t *ev = nullptr;
-	int dev = 0;
-};
-std::mutex &g_ev_mu = *new std::mutex;
-std::vector<EventSlot> &g_events = *new std::vector<EventSlot>;	/* handle h is g_events[h - 1] */
-
-EventSlot event_slot(int64_t h)
-{
-	std::lock_guard<std::mutex> g(g_ev_mu);
-
-	TORCH_CHECK(h >= 1 && h <= (int64_t)g_events.size() && g_events[h - 1].ev, "spyre: no event ", h);
-	return g_events[h - 1];
-}
-
+/* A stream of its own for torch.spyre.Stream (@priority libspyre's: 0 low .. 2 high). */
 int64_t stream_create(int64_t dev, int64_t priority)
 {
 	Dev &d = dev_state((int)dev);
@@ -892,41 +673,6 @@ void stream_destroy(int64_t dev, int64_t id)
 		spyre_free(d.dev, p);
 }
 
-int64_t event_create(int64_t dev)
-{
-	spyre_event_t *e = nullptr;
-
-	SPYRE_CHECK(spyre_event_create(device((int)dev), &e), "cannot create an event");
-	std::lock_guard<std::mutex> g(g_ev_mu);
-	g_events.push_back({ e, (int)dev });
-	return (int64_t)g_events.size();
-}
-
-void event_destroy(int64_t h)
-{
-	spyre_event_t *e;
-	{
-		std::lock_guard<std::mutex> g(g_ev_mu);
-
-		if (h < 1 || h > (int64_t)g_events.size() || !g_events[h - 1].ev)
-			return;
-		e = g_events[h - 1].ev;
-		g_events[h - 1].ev = nullptr;
-	}
-	spyre_event_destroy(e);
-}
-
-int64_t mem_stat(int64_t dev, int64_t which)
-{
-	struct spyre_mem_stats st = {};
-
-	if (which < 2)	/* bytes in tensors (the stream caches' blocks are not) */
-		return (int64_t)bytes_in_use((int)dev, which == 1);
-	st.size = sizeof(st);
-	SPYRE_CHECK(spyre_mem_get_stats(device((int)dev), &st), "memory statistics");
-	return (int64_t)st.reserved;
-}
-
 }  // namespace
 
 TORCH_LIBRARY(spyre, m)
@@ -942,53 +688,10 @@ TORCH_LIBRARY(spyre, m)
 	      [](int64_t d) { SPYRE_CHECK(spyre_device_synchronize(device((int)d)), "device synchronize"); });
 	m.def("stream_create(int d, int priority) -> int", stream_create);
 	m.def("stream_destroy(int d, int id) -> ()", stream_destroy);
-	m.def("current_stream(int d) -> int", [](int64_t d) {
-		check_index((int)d);
-		return t_stream[d];
-	});
 	m.def("set_stream(int d, int id) -> ()", [](int64_t d, int64_t id) {
 		stream_of((int)d, id);
 		t_stream[d] = id;
 	});
-	m.def("stream_synchronize(int d, int id) -> ()", [](int64_t d, int64_t id) {
-		SPYRE_CHECK(spyre_stream_synchronize(stream_of((int)d, id)), "stream synchronize");
-	});
-	m.def("stream_query(int d, int id) -> bool", [](int64_t d, int64_t id) {
-		int rc = spyre_stream_query(stream_of((int)d, id));
-
-		if (rc && rc != -EBUSY)
-			fail("stream query", rc);
-		return rc == 0;
-	});
-	m.def("event_create(int d) -> int", event_create);
-	m.def("event_destroy(int h) -> ()", event_destroy);
-	m.def("event_record(int h, int stream) -> ()", [](int64_t h, int64_t id) {
-		EventSlot e = event_slot(h);
-
-		SPYRE_CHECK(spyre_event_record(e.ev, stream_of(e.dev, id)), "event record");
-	});
-	m.def("event_wait(int h, int stream) -> ()", [](int64_t h, int64_t id) {
-		EventSlot e = event_slot(h);
-
-		SPYRE_CHECK(spyre_stream_wait_event(stream_of(e.dev, id), e.ev), "stream wait for an event");
-	});
-	m.def("event_query(int h) -> bool", [](int64_t h) {
-		int rc = spyre_event_query(event_slot(h).ev);
-
-		if (rc && rc != -EBUSY && rc != -EINVAL)
-			fail("event query", rc);
-		return rc != -EBUSY;
-	});
-	m.def("event_synchronize(int h) -> ()",
-	      [](int64_t h) { SPYRE_CHECK(spyre_event_synchronize(event_slot(h).ev), "event synchronize"); });
-	m.def("event_elapsed_ms(int start, int end) -> float", [](int64_t a, int64_t b) {
-		float ms = 0;
-
-		SPYRE_CHECK(spyre_event_elapsed_ms(event_slot(a).ev, event_slot(b).ev, &ms), "elapsed time");
-		return (double)ms;
-	});
-	m.def("memory_stat(int d, int which) -> int", mem_stat);
-	m.def("async_copies() -> int", [] { return g_async_copies.load(); });
 	m.def("empty_cache(int d) -> ()", [](int64_t d) { empty_cache((int)d); });
 }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * spyre_torch.h - the PrivateUse1 backend "spyre" over libspyre: what
- * runtime.cpp (devices, allocator, device guard, streams, events, copies),
- * hooks.cpp (PyTorch's PrivateUse1 hooks: generators, pinned memory) and
+ * runtime.cpp (devices, allocator, device guard, streams, events, copy
+ * primitives), copy.cpp (tensors: factories, views, copies), hooks.cpp (PyTorch's PrivateUse1 hooks: generators, pinned memory) and
  * ops.cpp (compute through the kernel library, the CPU fallback) share.
  *
  * Tensors on the card are PyTorch's own dense layout in device memory (a
@@ -41,6 +41,8 @@ constexpr uint64_t kStick = 128;
 			::spyre_torch::fail((what), rc_);       \
 	} while (0)
 
+/* RuntimeError unless 0 <= @index < device_count(). */
+void check_index(int index);
 /* The device of @index, opened on first use (RuntimeError if there is none). */
 spyre_device_t *device(int index);
 spyre_kcache_t *kcache(int index);
@@ -64,8 +66,20 @@ void copy_h2d(int dev, uint64_t dst, const void *src, size_t bytes);
 void copy_d2h(int dev, void *dst, uint64_t src, size_t bytes, bool wait = true);
 void copy_d2d(int dev, uint64_t dst, uint64_t src, size_t bytes);
 
-/* The allocator's device buffer for scratch use: freed when the DataPtr dies. */
+/* The device allocator (runtime.cpp); a buffer of it for scratch use: freed when the DataPtr dies. */
+c10::Allocator *allocator();
 at::DataPtr alloc_scratch(int dev, size_t bytes);
+
+/* Allocations and device copies are whole sticks. */
+inline uint64_t stick_down(uint64_t a)
+{
+	return a & ~(kStick - 1);
+}
+
+inline uint64_t stick_up(uint64_t a)
+{
+	return (a + kStick - 1) & ~(kStick - 1);
+}
 
 /* Pinned host memory (spyre_malloc_host), and the device's default generator (hooks.cpp). */
 bool is_pinned(const void *p);
