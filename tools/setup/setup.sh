@@ -421,11 +421,11 @@ apt_install_missing() {
 	run_logged "$what: apt-get install" "$logf" apt-get install -y --no-install-recommends $missing
 }
 
-# vpip LOG WHAT ARGS...: pip of the venv, quiet progress, its downloads cached.
+# vpip LOG WHAT ARGS...: pip of the venv, without progress bars in its log.
 vpip() {
 	local logf=$1 what=$2
 	shift 2
-	run_logged "venv: $what" "$SPYRE_CACHE/$logf" env PIP_CACHE_DIR="$SPYRE_CACHE/pip-cache" \
+	run_logged "venv: $what" "$SPYRE_CACHE/$logf" \
 		"$VENV/bin/python3" -m pip install --no-input --progress-bar off "$@"
 }
 
