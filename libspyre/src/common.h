@@ -5,8 +5,9 @@
 /*
  * What both wings of libspyre share: the runtime (runtime/, the device,
  * memory, programs and streams) and the kernel library (kernels/, which
- * otherwise sees only the public spyre.h). The error detail and the export
- * attribute live here, nothing that needs the runtime's structures.
+ * otherwise sees only the public spyre.h). The error detail, the export
+ * attribute and the load of a checked program live here, nothing that needs
+ * the runtime's structures.
  */
 #include <stdint.h>
 #include <time.h>
@@ -24,6 +25,18 @@ static inline uint64_t spyre_now_ns(void)
 
 /* Record a detail for spyre_last_error() and return @status. */
 int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * spyre_program_load() of an image whose container the caller checked
+ * (spyre_prog_check_container() of isa/spyre_isa_codec.h into @v, v->size
+ * its bytes): the runtime reads the view and does not check it again. The
+ * kernel library loads the kernels it built, and checked, through it.
+ */
+struct spyre_device;
+struct spyre_program;
+struct spyre_prog_view;
+int spyre_program_load_checked(struct spyre_device *dev, const struct spyre_prog_view *v,
+			       struct spyre_program **out);
 
 /* The name of code @i in the table @names, or @unknown past its end or in a gap. */
 #define SPYRE_NAME_OF(names, i, unknown)						\

@@ -204,30 +204,27 @@ uint32_t kg_choose_parts(uint64_t units, uint32_t cores, bool (*cost)(void *ctx,
 /* ---- the cost model -------------------------------------------------------- */
 
 /*
- * Estimated device ns of an image: the slowest core's sum of its
+ * Estimated device ns of a checked image: the slowest core's sum of its
  * instructions' busy cycles (isa/spyre_timing.h, what the engine charges)
  * with the default device properties. Waits for messages, tokens and
- * barriers are not modeled: a static estimate. 0 for a malformed image.
+ * barriers are not modeled: a static estimate.
  */
-static uint64_t estimate_ns(const void *image, size_t size)
+static uint64_t estimate_ns(const struct spyre_prog_view *v)
 {
-	struct spyre_prog_view v;
 	struct spyre_timing tm;
 	uint64_t worst = 0;
 	uint32_t active = 0;
 
-	if (spyre_prog_check_container(image, size, &v) != SPYRE_ENGINE_FAULT_NONE)
-		return 0;
 	spyre_timing_default(&tm);
-	for (uint32_t c = 0; c < v.hdr.num_cores; c++)
-		active += v.cores[c].num_insns > 0;
-	for (uint32_t c = 0; c < v.hdr.num_cores; c++) {
+	for (uint32_t c = 0; c < v->hdr.num_cores; c++)
+		active += v->cores[c].num_insns > 0;
+	for (uint32_t c = 0; c < v->hdr.num_cores; c++) {
 		uint64_t cyc = 0;
 
-		for (uint32_t i = 0; i < v.cores[c].num_insns; i++) {
+		for (uint32_t i = 0; i < v->cores[c].num_insns; i++) {
 			union spyre_insn in;
 
-			spyre_insn_decode(v.image + spyre_prog_insn_off(&v, c, i), &in);
+			spyre_insn_decode(v->image + spyre_prog_insn_off(v, c, i), &in);
 			cyc += spyre_insn_cycles(&in, &tm, active);
 		}
 		worst = kg_max64(worst, cyc);
@@ -293,8 +290,13 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 	return 0;
 }
 
+/*
+ * Build @d with @strategy into *@image (malloc'd), its container checked once
+ * here into *@v: the estimate reads the view, and so does the load of a
+ * cached kernel (spyre_program_load_checked()).
+ */
 static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **image, size_t *size,
-		     struct spyre_kernel_info *info)
+		     struct spyre_kernel_info *info, struct spyre_prog_view *v)
 {
 	struct kgen g = { .d = d, .cores = d->cores, .sp_bytes = d->sp_bytes, .strategy = strategy };
 	int ret;
@@ -319,28 +321,24 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
 	spyre_pb_free(g.pb);
 	if (ret)
 		return ret;
-	{
-		struct spyre_prog_view v;
-
-		if (spyre_prog_check_container(*image, *size, &v) != SPYRE_ENGINE_FAULT_NONE) {
-			free(*image);
-			*image = NULL;
-			return spyre_error(-EINVAL, "%s: the builder wrote a malformed image", info->name);
-		}
-		for (uint32_t c = 0; c < v.hdr.num_cores; c++) {
-			if (v.cores[c].num_insns) {
-				info->core_mask |= 1u << c;
-				info->cores++;
-			}
-		}
-		if (!info->core_mask) {
-			info->core_mask = 1;
-			info->cores = 1;
-		}
-		info->num_scalars = v.hdr.num_scalars;
+	if (spyre_prog_check_container(*image, *size, v) != SPYRE_ENGINE_FAULT_NONE || v->size != *size) {
+		free(*image);
+		*image = NULL;
+		return spyre_error(-EINVAL, "%s: the builder wrote a malformed image", info->name);
 	}
+	for (uint32_t c = 0; c < v->hdr.num_cores; c++) {
+		if (v->cores[c].num_insns) {
+			info->core_mask |= 1u << c;
+			info->cores++;
+		}
+	}
+	if (!info->core_mask) {
+		info->core_mask = 1;
+		info->cores = 1;
+	}
+	info->num_scalars = v->hdr.num_scalars;
 	info->image_bytes = *size;
-	info->est_ns = estimate_ns(*image, *size);
+	info->est_ns = estimate_ns(v);
 	return 0;
 }
 
@@ -349,9 +347,10 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
  * the fastest estimate. 0, or the last build's status when none could be built.
  */
 static int build_fastest(const struct spyre_kdesc *d, uint32_t skip, void **best, size_t *best_size,
-			 struct spyre_kernel_info *best_info)
+			 struct spyre_kernel_info *best_info, struct spyre_prog_view *best_view)
 {
 	struct spyre_kernel_info tmp;
+	struct spyre_prog_view v;
 	int last = -EINVAL;
 
 	*best = NULL;
@@ -361,7 +360,7 @@ static int build_fastest(const struct spyre_kdesc *d, uint32_t skip, void **best
 
 		if (!(kg_ops[d->op].strategies & BIT(s)) || (skip & BIT(s)))
 			continue;
-		last = build_one(d, s, &img, &sz, &tmp);
+		last = build_one(d, s, &img, &sz, &tmp, &v);
 		if (last)
 			continue;
 		if (!*best || tmp.est_ns < best_info->est_ns) {
@@ -369,6 +368,7 @@ static int build_fastest(const struct spyre_kdesc *d, uint32_t skip, void **best
 			*best = img;
 			*best_size = sz;
 			*best_info = tmp;
+			*best_view = v;
 		} else {
 			free(img);
 		}
@@ -376,10 +376,30 @@ static int build_fastest(const struct spyre_kdesc *d, uint32_t skip, void **best
 	return *best ? 0 : last;
 }
 
+/* Build normalized @d: its strategy, or the best one; the image's checked view in *@v. */
+static int kernel_build(const struct spyre_kdesc *d, void **image, size_t *size,
+			struct spyre_kernel_info *info, struct spyre_prog_view *v)
+{
+	int ret;
+
+	if (d->strategy || !kg_ops[d->op].strategies)
+		return build_one(d, d->strategy, image, size, info, v);
+	if (kg_ops[d->op].default_strategy) {
+		/* the op's preferred strategy; if it cannot be built, the cost model's pick of the others */
+		ret = build_one(d, kg_ops[d->op].default_strategy, image, size, info, v);
+		if (ret && build_fastest(d, BIT(kg_ops[d->op].default_strategy), image, size, info, v))
+			return ret;
+		return 0;
+	}
+	/* the cost model chooses: build every strategy, keep the fastest estimate */
+	return build_fastest(d, 0, image, size, info, v);
+}
+
 SPYRE_EXPORT int spyre_kernel_build(const struct spyre_kdesc *desc, void **image, size_t *size,
 				    struct spyre_kernel_info *info)
 {
 	struct spyre_kernel_info best_info;
+	struct spyre_prog_view v;
 	struct spyre_kdesc d;
 	void *best = NULL;
 	size_t best_size = 0;
@@ -392,23 +412,9 @@ SPYRE_EXPORT int spyre_kernel_build(const struct spyre_kdesc *desc, void **image
 	if (info && info->size < sizeof(uint32_t) * 2)
 		return spyre_error(-EINVAL, "spyre_kernel_build: info->size not set");
 	ret = normalize(desc, &d);
+	ret = ret ?: kernel_build(&d, &best, &best_size, &best_info, &v);
 	if (ret)
 		return ret;
-	if (d.strategy || !kg_ops[d.op].strategies) {
-		ret = build_one(&d, d.strategy, &best, &best_size, &best_info);
-		if (ret)
-			return ret;
-	} else if (kg_ops[d.op].default_strategy) {
-		/* the op's preferred strategy; if it cannot be built, the cost model's pick of the others */
-		ret = build_one(&d, kg_ops[d.op].default_strategy, &best, &best_size, &best_info);
-		if (ret && build_fastest(&d, BIT(kg_ops[d.op].default_strategy), &best, &best_size, &best_info))
-			return ret;
-	} else {
-		/* the cost model chooses: build every strategy, keep the fastest estimate */
-		ret = build_fastest(&d, 0, &best, &best_size, &best_info);
-		if (ret)
-			return ret;
-	}
 	*image = best;
 	*size = best_size;
 	if (info) {
@@ -559,6 +565,7 @@ SPYRE_EXPORT int spyre_kcache_get_stats(spyre_kcache_t *c, struct spyre_kcache_s
 
 SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *desc, spyre_kernel_t **out)
 {
+	struct spyre_prog_view v;
 	struct spyre_kernel *k;
 	struct spyre_kdesc d;
 	uint64_t t0;
@@ -602,9 +609,10 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 	if (!k)
 		return spyre_error(-ENOMEM, "spyre_kernel_get");
 	k->info.size = sizeof(k->info);
-	ret = spyre_kernel_build(&d, &img, &sz, &k->info);
+	/* the container is checked once, by the build; the load reads the checked view */
+	ret = kernel_build(&d, &img, &sz, &k->info, &v);
 	if (!ret) {
-		ret = spyre_program_load(c->dev, img, sz, &k->prog);
+		ret = spyre_program_load_checked(c->dev, &v, &k->prog);
 		free(img);
 	}
 	if (ret) {

@@ -9,6 +9,7 @@
 
 #include "spyre_accel.h"
 #include "spyre_hw.h"
+#include "spyre_isa.h"
 
 #include "spyre.h"
 #include "common.h"
@@ -96,7 +97,7 @@ struct spyre_device {
 };
 
 /*
- * A stream's launches (program.c), in one host buffer: a ring of
+ * A stream's launches (launch.c), in one host buffer: a ring of
  * SPYRE_ARG_SLOTS argument blocks of SPYRE_ARG_SLOT_BYTES (SPYRE_ARG_WORDS u64
  * slot addresses and scalars at the most), then, at SPYRE_ARG_RECORDS_OFF, a
  * ring of SPYRE_ARG_RECORDS launch records the device writes. A launch with
@@ -115,6 +116,14 @@ struct spyre_device {
 static_assert(SPYRE_ARG_SLOT_BYTES % 8 == 0 && SPYRE_ARG_RECORDS_OFF % 8 == 0 &&
 	      sizeof(struct spyre_launch_record) % 8 == 0,
 	      "every argument block and launch record is 8-byte aligned");
+
+/*
+ * The status a launch record holds until the device writes it: no engine
+ * fault cause. A record that still holds it once its launch's job is done
+ * belongs to a launch that never ran (its job failed before it, or was reset).
+ */
+#define SPYRE_RECORD_UNWRITTEN 0xffffffffu
+static_assert(SPYRE_ENGINE_FAULT_COUNT < SPYRE_RECORD_UNWRITTEN, "no engine fault looks unwritten");
 
 #define SPYRE_MAX_WAITS 16
 
@@ -146,17 +155,26 @@ struct spyre_stream {
 	struct spyre_callback *cb_head, *cb_tail;
 	uint64_t cb_done;		/* callbacks finished (count) */
 	uint64_t cb_queued;
-	struct spyre_launch_state *launch;	/* program.c's; NULL until the first launch */
+	/* launch.c's state, released with the stream by @launch_release; NULL until the first launch */
+	struct spyre_launch_state *launch;
+	void (*launch_release)(struct spyre_device *dev, struct spyre_launch_state *launch);
 	/*
 	 * Totals of spyre_stream_get_stats() (@size unused): bytes as work is
-	 * enqueued, launches as their records are folded (program.c).
+	 * enqueued (stream.c, launch.c), launches as their records are folded
+	 * (launch.c).
 	 */
 	struct spyre_stream_stats stats;
-	struct spyre_trace_queue *trace;	/* trace.c's; NULL unless traced (spyre_trace_start()) */
+	/* The tracer's hooks and state for this stream; both NULL unless traced (spyre_trace_start()) */
+	const struct spyre_trace_hooks *tracer;
+	struct spyre_trace_queue *trace;
 };
 
 
-/* patch.c: the program container and relocation patching (host-tested). */
+/*
+ * patch.c: the program container, checked once, and relocation patching
+ * (host-tested). The checked view (isa/spyre_isa_codec.h) is what a load
+ * reads its counts and tables from.
+ */
 struct spyre_reloc_site {
 	uint32_t off;		/* byte offset of the 8-byte operand in the image */
 	uint32_t sym;
@@ -164,14 +182,13 @@ struct spyre_reloc_site {
 };
 
 struct spyre_prog_sym;
+struct spyre_prog_view;
 
-struct spyre_image {
-	uint32_t num_syms, num_scalars, num_cores, num_relocs;
-	struct spyre_prog_sym *syms;		/* malloc'd copy */
-	struct spyre_reloc_site *relocs;	/* malloc'd */
-};
-
-int spyre_image_parse(const void *image, size_t size, struct spyre_image *im);
+/* Check @image's container (the ISA library's check) into *@v; 0, or -EINVAL with a detail. */
+int spyre_image_check(const void *image, size_t size, struct spyre_prog_view *v);
+/* The symbols and relocation sites of checked @v, malloc'd; 0, or -E2BIG / -ENOMEM with a detail. */
+int spyre_image_tables(const struct spyre_prog_view *v, struct spyre_prog_sym **syms,
+		       struct spyre_reloc_site **relocs);
 size_t spyre_patch_apply(void *image, const struct spyre_reloc_site *sites, uint32_t n,
 			 const uint64_t *slots, const uint64_t *prev);
 
@@ -182,60 +199,27 @@ const struct spyre_alloc *spyre_alloc_find_locked(struct spyre_device *dev, uint
 const struct spyre_alloc *spyre_alloc_find_host_locked(struct spyre_device *dev, const void *p);
 void spyre_memory_fini(struct spyre_device *dev);
 
-/* program.c */
-void spyre_launch_state_free(struct spyre_device *dev, struct spyre_launch_state *r);
-
-/* program.c: the launch record the device writes at @va (a LAUNCH's record), or NULL */
-const struct spyre_launch_record *spyre_launch_record_at(struct spyre_stream *s, uint64_t va);
-
 /*
- * trace.c: traces (spyre_trace_start()). Off, each hook costs one branch:
- * SPYRE_TRACE_ON() in the submit path and around the traced public calls,
- * a NULL test of s->trace elsewhere.
+ * The layers, each calling only those below it: stream.c (streams, events,
+ * copies, the submit of one job), program.c (load, info, slots), launch.c
+ * (argument ring, launch records, spyre_launch, stream statistics); trace.c
+ * observes them through the hooks they call (struct spyre_trace_hooks).
  */
-extern int spyre_trace_on;
-#define SPYRE_TRACE_ON() __builtin_expect(__atomic_load_n(&spyre_trace_on, __ATOMIC_RELAXED), 0)
 
-struct spyre_trace_call {
-	uint64_t t0, jobs0;
-	const char *name, *prev_what;
-	unsigned int session;
+/* stream.c: one job of a stream, as its submitter built it. */
+struct spyre_job {
+	const void *packets;		/* @count packets of SPYRE_PKT_SIZE bytes */
+	uint32_t count;
+	const char *what;		/* its kind: "launch", "copy", "timestamp", "nop" */
+	uint64_t bytes;			/* bytes its COPY packets move */
+	const struct spyre_launch_record *record;	/* a LAUNCH's record (host mapping), or NULL */
+	uint32_t core_mask;		/* a LAUNCH's cores */
 };
 
-void spyre_trace_call_begin(struct spyre_trace_call *c, const char *name, const char *what);
-void spyre_trace_call_end(struct spyre_trace_call *c, int ret, const char *k0, uint64_t v0,
-			  const char *k1, uint64_t v1);
-
-/*
- * The body of a traced public call: return @call, inside a span named @name
- * while tracing; jobs it submits are named @what ("launch", "copy H2D", ...;
- * NULL: by their packets); @key (or NULL) and @val annotate the span.
- */
-#define SPYRE_TRACED(name, what, call, key, val)					\
-	do {										\
-		struct spyre_trace_call tc_;						\
-		int r_;									\
-											\
-		if (!SPYRE_TRACE_ON())							\
-			return call;							\
-		spyre_trace_call_begin(&tc_, name, what);				\
-		r_ = call;								\
-		spyre_trace_call_end(&tc_, r_, key, val, NULL, 0);			\
-		return r_;								\
-	} while (0)
-
-/* Under s->lock: submit @a (drmIoctl's convention) with a TIMESTAMP before and after its packets. */
-int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a);
-/* Under s->lock: jobs of @s up to stream point @done are done: record them. */
-void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done);
-/* Under s->lock, after the stream's work is done (spyre_stream_destroy()): record it, let go of @s. */
-void spyre_trace_stream_gone_locked(struct spyre_stream *s);
-/* Under s->lock: @packet of job @job_seq as its submitter counted (without the trace's TIMESTAMP). */
-uint32_t spyre_trace_packet_locked(struct spyre_stream *s, uint64_t job_seq, uint32_t packet);
-
-/* stream.c */
-int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count);
-int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count);
+int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job);
+int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *job);
+/* Submit the single COPY @p as a job of its own. */
+int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
 int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *done);
 int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
@@ -243,5 +227,124 @@ int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_strea
 struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);
 void spyre_stream_put(struct spyre_stream *s);
 void spyre_streams_fini(struct spyre_device *dev);
+
+/*
+ * Tracing as an observer (trace.c): while a trace is recorded, the tracer's
+ * hooks are installed (spyre_tracer_set()) and the layers below call them
+ * with what they already have - the traced public calls, each job before and
+ * after its SUBMIT, the stream points known done. A stream the tracer took
+ * on holds the hooks in s->tracer (and its state in s->trace) until the
+ * tracer lets go of it, also after tracing stopped. Off, each hook costs one
+ * branch: SPYRE_TRACE_ON() in the submit path and around the traced public
+ * calls, a NULL test of s->tracer elsewhere.
+ */
+struct spyre_trace_call {
+	uint64_t t0, jobs0;
+	const char *name, *prev_what;
+	unsigned int session;
+};
+
+struct spyre_trace_hooks {
+	/* A traced public call @name begins and ends; its jobs are named @what (NULL: by kind). */
+	void (*call_begin)(struct spyre_trace_call *c, const char *name, const char *what);
+	void (*call_end)(struct spyre_trace_call *c, int ret, const char *k0, uint64_t v0,
+			 const char *k1, uint64_t v1);
+	/*
+	 * Under s->lock, before @job's SUBMIT: true to bracket its packets with
+	 * @pre and @post (TIMESTAMPs the tracer prepared); then, once the SUBMIT
+	 * succeeded, job_submitted() with its stream point and the host time just
+	 * before the SUBMIT.
+	 */
+	bool (*job_begin)(struct spyre_stream *s, const struct spyre_job *job,
+			  void *pre, void *post);
+	void (*job_submitted)(struct spyre_stream *s, const struct spyre_job *job,
+			      uint64_t point, uint64_t t_submit);
+	/* Under s->lock: the jobs of @s up to stream point @done are done (before their records are reused). */
+	void (*harvest)(struct spyre_stream *s, uint64_t done);
+	/* Under s->lock, after the stream's work is done (spyre_stream_destroy()): let go of @s. */
+	void (*stream_gone)(struct spyre_stream *s);
+	/* Under s->lock: @packet of job @job_seq as its submitter counted it (without a TIMESTAMP). */
+	uint32_t (*packet)(struct spyre_stream *s, uint64_t job_seq, uint32_t packet);
+};
+
+/* stream.c: the installed hooks (NULL: not tracing). */
+extern const struct spyre_trace_hooks *spyre_tracer;
+void spyre_tracer_set(const struct spyre_trace_hooks *hooks);
+
+static inline const struct spyre_trace_hooks *spyre_tracer_get(void)
+{
+	return __atomic_load_n(&spyre_tracer, __ATOMIC_RELAXED);
+}
+
+#define SPYRE_TRACE_ON() __builtin_expect(spyre_tracer_get() != NULL, 0)
+
+/*
+ * The body of a traced public call: return @call, inside a span named @name
+ * while tracing; jobs it submits are named @what ("launch", "copy H2D", ...;
+ * NULL: by their kind); @key (or NULL) and @val annotate the span.
+ */
+#define SPYRE_TRACED(name, what, call, key, val)					\
+	do {										\
+		const struct spyre_trace_hooks *th_ = spyre_tracer_get();		\
+		struct spyre_trace_call tc_;						\
+		int r_;									\
+											\
+		if (__builtin_expect(!th_, 1))						\
+			return call;							\
+		th_->call_begin(&tc_, name, what);					\
+		r_ = call;								\
+		th_->call_end(&tc_, r_, key, val, NULL, 0);				\
+		return r_;								\
+	} while (0)
+
+/* Under s->lock: the stream's jobs up to point @done are done; the tracer, if any, records them. */
+static inline void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done)
+{
+	if (s->tracer)
+		s->tracer->harvest(s, done);
+}
+
+/* Under s->lock, @s's work done: the tracer, if any, lets go of it. */
+static inline void spyre_trace_stream_gone_locked(struct spyre_stream *s)
+{
+	if (s->tracer)
+		s->tracer->stream_gone(s);
+}
+
+/* Under s->lock: @packet of job @job_seq as its submitter counted (without the trace's TIMESTAMP). */
+static inline uint32_t spyre_trace_packet_locked(struct spyre_stream *s, uint64_t job_seq,
+						 uint32_t packet)
+{
+	return s->tracer ? s->tracer->packet(s, job_seq, packet) : packet;
+}
+
+/*
+ * program.c: a loaded program. The patch path's state (@lock and below) is
+ * launch.c's; program.c creates and frees it.
+ */
+struct spyre_program {
+	struct spyre_device *dev;
+	uint64_t id;			/* unique in the process: a launch state's last program */
+	size_t size, upload_size;
+	struct spyre_prog_hdr hdr;	/* the checked header: counts of slots, scalars, cores, relocations */
+	struct spyre_prog_sym *syms;
+	struct spyre_reloc_site *relocs;
+	enum spyre_launch_path path;
+	struct spyre_buf image;		/* device copy the engine runs */
+	/* patch path */
+	pthread_mutex_t lock;		/* Protects the patch state */
+	struct spyre_buf host;		/* patched host copy, the upload source */
+	uint64_t *bound;		/* slot addresses patched into @host */
+	bool patched;
+	/* The last launch of the program on each stream that ran it. */
+	struct {
+		struct spyre_stream *s;
+		uint64_t id, point;
+	} users[16];
+	uint32_t nusers;
+};
+
+/* The COPY of @pr's host copy to its device image: at load, and after a re-patch. */
+void spyre_program_prep_upload(const struct spyre_program *pr, struct spyre_pkt_copy *p);
 
 #endif

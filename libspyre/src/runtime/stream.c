@@ -3,7 +3,10 @@
  * Streams and events over driver queues and libdrm syncobjs: each stream is
  * a driver queue plus a timeline syncobj whose point n is the end of the
  * n-th job; an event is a (timeline, point) pair plus a device TIMESTAMP.
- * Copies and memsets are jobs of COPY packets.
+ * Copies and memsets are jobs of COPY packets. Every job goes through one
+ * submit that takes its descriptor (struct spyre_job): its packets and what
+ * an observer needs to know of them. The bottom of the launch path: it calls
+ * memory.c only, and the tracer through the hooks it installed (internal.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +28,15 @@ struct spyre_event {
 	uint64_t point;
 	bool recorded;
 };
+
+/* ---- the tracer's hooks --------------------------------------------------------- */
+
+const struct spyre_trace_hooks *spyre_tracer;
+
+void spyre_tracer_set(const struct spyre_trace_hooks *hooks)
+{
+	__atomic_store_n(&spyre_tracer, hooks, __ATOMIC_RELEASE);
+}
 
 /* ---- errors ------------------------------------------------------------------ */
 
@@ -205,46 +217,80 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns);
 
 /*
- * One ioctl per job: SUBMIT itself refuses the job while the queue has a
- * failure this stream has not seen, and returns QUEUE_ERROR's record of it.
+ * Submit @job on @s: its packets, waiting for the stream's pending event
+ * waits, as stream point s->point + 1. One ioctl per job: SUBMIT itself
+ * refuses the job while the queue has a failure this stream has not seen,
+ * and returns QUEUE_ERROR's record of it. While tracing, the tracer's hooks
+ * see the job before and after its SUBMIT, and may bracket its packets with
+ * two TIMESTAMPs of theirs.
  */
-static int submit_locked(struct spyre_stream *s, const void *packets, uint32_t count)
+static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 {
 	struct drm_spyre_submit a = {
 		.queue_id = s->queue,
 		.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR,
-		.packets = (uintptr_t)packets,
-		.packet_count = count,
+		.packets = (uintptr_t)job->packets,
+		.packet_count = job->count,
 		.in_syncs = (uintptr_t)s->waits,
 		.in_sync_count = s->nwaits,
 		.out_sync_handle = s->timeline,
 		.out_sync_point = s->point + 1,
 		.errors_seen = s->errors_seen,
 	};
+	const struct spyre_trace_hooks *th = spyre_tracer_get();
+	uint8_t stack_pk[66 * SPYRE_PKT_SIZE], *pk = NULL;
+	uint64_t t_submit = 0;
+	int ret, err;
 
 	if (s->poisoned)
 		return spyre_error(-EIO, "%s", s->poison);
 	wait_callbacks_locked(s);
-	if (SPYRE_TRACE_ON() ? spyre_trace_submit_locked(s, &a) :
-	    drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a)) {
+	if (__builtin_expect(th != NULL, 0)) {
+		uint8_t pre[SPYRE_PKT_SIZE], post[SPYRE_PKT_SIZE];
+
+		if (!th->job_begin(s, job, pre, post)) {
+			th = NULL;
+		} else {
+			size_t n = job->count;
+
+			pk = n + 2 <= sizeof(stack_pk) / SPYRE_PKT_SIZE ? stack_pk :
+			     malloc((n + 2) * SPYRE_PKT_SIZE);
+			if (!pk)
+				return spyre_error(-ENOMEM, "%s: submitting %u packets failed",
+						   s->dev->props.devnode, job->count);
+			memcpy(pk, pre, SPYRE_PKT_SIZE);
+			memcpy(pk + SPYRE_PKT_SIZE, job->packets, n * SPYRE_PKT_SIZE);
+			memcpy(pk + (n + 1) * SPYRE_PKT_SIZE, post, SPYRE_PKT_SIZE);
+			a.packets = (uintptr_t)pk;
+			a.packet_count = job->count + 2;
+			t_submit = spyre_now_ns();
+		}
+	}
+	ret = drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a);
+	err = errno;
+	if (pk != stack_pk)
+		free(pk);
+	if (ret) {
 		struct drm_spyre_queue_error e = {
 			.queue_id = s->queue, .error_count = a.error_count,
 			.job_seq = a.error_job_seq, .fault = a.fault,
 		};
 
-		if (errno == EIO && a.error_count != s->errors_seen)
+		if (err == EIO && a.error_count != s->errors_seen)
 			return poison_locked(s, e);
-		return spyre_error(-errno, "%s: submitting %u packets failed",
-				   s->dev->props.devnode, count);
+		return spyre_error(-err, "%s: submitting %u packets failed",
+				   s->dev->props.devnode, job->count);
 	}
+	if (th)
+		th->job_submitted(s, job, a.out_sync_point, t_submit);
 	s->point++;
 	s->nwaits = 0;
 	return 0;
 }
 
-int spyre_stream_submit_locked(struct spyre_stream *s, const void *packets, uint32_t count)
+int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 {
-	return submit_locked(s, packets, count);
+	return submit_locked(s, job);
 }
 
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point)
@@ -274,14 +320,30 @@ int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *don
 	return 0;
 }
 
-int spyre_stream_submit(struct spyre_stream *s, const void *packets, uint32_t count)
+int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job)
 {
 	int ret;
 
 	pthread_mutex_lock(&s->lock);
-	ret = submit_locked(s, packets, count);
+	ret = submit_locked(s, job);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p)
+{
+	struct spyre_job job = { .packets = p, .count = 1, .what = "copy", .bytes = p->size };
+
+	return spyre_stream_submit(s, &job);
+}
+
+/* A job of one NOP: it flushes the stream's pending event waits. */
+static int submit_nop_locked(struct spyre_stream *s)
+{
+	uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_PKT_OP_NOP, SPYRE_PKT_VERSION };
+	struct spyre_job job = { .packets = nop, .count = 1, .what = "nop" };
+
+	return submit_locked(s, &job);
 }
 
 SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_stream_t **out)
@@ -351,9 +413,7 @@ static int stream_synchronize(spyre_stream_t *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->nwaits && !s->poisoned) {
 		/* Pending event waits are stream work too: flush them into a NOP. */
-		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_PKT_OP_NOP, SPYRE_PKT_VERSION };
-
-		ret = submit_locked(s, nop, 1);
+		ret = submit_nop_locked(s);
 		if (ret) {
 			pthread_mutex_unlock(&s->lock);
 			return ret;
@@ -367,8 +427,7 @@ static int stream_synchronize(spyre_stream_t *s)
 		return spyre_error(ret, "waiting for the stream failed");
 	pthread_mutex_lock(&s->lock);
 	ret = check_errors_locked(s);
-	if (s->trace)
-		spyre_trace_harvest_locked(s, point);
+	spyre_trace_harvest_locked(s, point);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -404,12 +463,8 @@ SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 	if (!e->recorded)
 		return 0;	/* as in CUDA: waiting for an unrecorded event is a no-op */
 	pthread_mutex_lock(&s->lock);
-	if (s->nwaits == SPYRE_MAX_WAITS) {
-		/* Too many pending waits: flush them into an empty job. */
-		uint8_t nop[SPYRE_PKT_SIZE] = { SPYRE_PKT_OP_NOP, SPYRE_PKT_VERSION };
-
-		ret = submit_locked(s, nop, 1);
-	}
+	if (s->nwaits == SPYRE_MAX_WAITS)
+		ret = submit_nop_locked(s);	/* too many pending waits: flush them into an empty job */
 	if (!ret) {
 		s->waits[s->nwaits].handle = e->timeline;
 		s->waits[s->nwaits].flags = 0;
@@ -426,7 +481,8 @@ static void stream_release(struct spyre_stream *s)
 	struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
 	struct spyre_device *dev = s->dev;
 
-	spyre_launch_state_free(dev, s->launch);
+	if (s->launch)
+		s->launch_release(dev, s->launch);
 	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 	drmSyncobjDestroy(dev->fd, s->timeline);
 	pthread_cond_destroy(&s->cond);
@@ -569,13 +625,14 @@ SPYRE_EXPORT int spyre_event_destroy(spyre_event_t *e)
 static int event_record(spyre_event_t *e, spyre_stream_t *s)
 {
 	struct spyre_pkt_sem p;
+	struct spyre_job job = { .packets = &p, .count = 1, .what = "timestamp" };
 	int ret;
 
 	if (!e || !s || e->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_event_record: NULL argument or another device");
 	spyre_prep_timestamp(&p, SPYRE_AS_VIRT, e->ts.va);
 	pthread_mutex_lock(&s->lock);
-	ret = submit_locked(s, &p, 1);
+	ret = submit_locked(s, &job);
 	if (!ret) {
 		e->timeline = s->timeline;
 		e->point = s->point;
@@ -695,7 +752,7 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 					   "(dst 0x%llx src 0x%llx size %zu)", (unsigned long long)dst,
 					   (unsigned long long)src, size);
 		spyre_prep_copy_va(&p, src, dst, size);
-		return spyre_stream_submit(s, &p, 1);
+		return spyre_stream_copy(s, &p);
 	case SPYRE_MEMCPY_H2D:
 		if (dst % SPYRE_STICK_BYTES)
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
@@ -703,7 +760,7 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 		va = pinned_va(dev, (const void *)(uintptr_t)src, size);
 		if (va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES)) {
 			spyre_prep_copy_va(&p, va, dst, size);
-			return spyre_stream_submit(s, &p, 1);
+			return spyre_stream_copy(s, &p);
 		}
 		/* Stage: the tail stick keeps its device bytes beyond size. */
 		pthread_mutex_lock(&dev->staging_lock);
@@ -716,14 +773,14 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 			if (whole != n) {
 				spyre_prep_copy_va(&p, dst + off + whole - SPYRE_STICK_BYTES,
 					 dev->staging.va + whole - SPYRE_STICK_BYTES, SPYRE_STICK_BYTES);
-				ret = spyre_stream_submit(s, &p, 1);
+				ret = spyre_stream_copy(s, &p);
 				ret = ret ?: spyre_stream_synchronize(s);
 				if (ret)
 					break;
 			}
 			memcpy(dev->staging.map, (const char *)(uintptr_t)src + off, n);
 			spyre_prep_copy_va(&p, dev->staging.va, dst + off, whole);
-			ret = spyre_stream_submit(s, &p, 1);
+			ret = spyre_stream_copy(s, &p);
 			/* The staging buffer is reused: wait before refilling it. */
 			ret = ret ?: spyre_stream_synchronize(s);
 		}
@@ -736,7 +793,7 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 		va = pinned_va(dev, (const void *)(uintptr_t)dst, size);
 		if (va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES)) {
 			spyre_prep_copy_va(&p, src, va, size);
-			return spyre_stream_submit(s, &p, 1);
+			return spyre_stream_copy(s, &p);
 		}
 		pthread_mutex_lock(&dev->staging_lock);
 		ret = staging_get_locked(dev);
@@ -744,7 +801,7 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
 			spyre_prep_copy_va(&p, src + off, dev->staging.va,
 				 (n + SPYRE_STICK_BYTES - 1) & ~(size_t)(SPYRE_STICK_BYTES - 1));
-			ret = spyre_stream_submit(s, &p, 1);
+			ret = spyre_stream_copy(s, &p);
 			ret = ret ?: spyre_stream_synchronize(s);
 			if (!ret)
 				memcpy((char *)(uintptr_t)dst + off, dev->staging.map, n);
@@ -880,6 +937,7 @@ SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, s
 static int memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value, size_t size)
 {
 	struct spyre_pkt_copy p[64];
+	struct spyre_job job = { .packets = p, .what = "copy" };
 	struct spyre_device *dev;
 	size_t done, n = 0;
 	uint64_t values;
@@ -906,8 +964,10 @@ static int memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value, size
 	spyre_prep_copy_va(&p[n++], values + (uint64_t)value * SPYRE_STICK_BYTES, dst, SPYRE_STICK_BYTES);
 	for (done = SPYRE_STICK_BYTES; done < size; done *= 2)
 		spyre_prep_copy_va(&p[n++], dst, dst + done, done < size - done ? done : size - done);
+	job.count = (uint32_t)n;
+	job.bytes = size;		/* what the packets move: a stick, then doubling to @size */
 	pthread_mutex_lock(&s->lock);
-	ret = submit_locked(s, p, (uint32_t)n);
+	ret = submit_locked(s, &job);
 	if (!ret)
 		s->stats.memset_bytes += size;
 	pthread_mutex_unlock(&s->lock);

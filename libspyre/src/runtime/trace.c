@@ -26,6 +26,13 @@
  * drift between the two clocks); the job that started soonest after its
  * submit is drawn starting at its submit.
  *
+ * An observer: spyre_trace_start() installs the hooks (internal.h) the
+ * runtime calls with what it already has - each traced call, each job before
+ * and after its SUBMIT (its packets, kind, bytes, launch record), the stream
+ * points known done - and spyre_trace_stop() removes them. This file calls
+ * down only (stream.c to wait for and let go of a stream, memory.c for its
+ * buffers); nothing calls it but through the hooks.
+ *
  * Locks: ctl_lock (start/stop) is outermost, taken under nothing; a
  * stream's lock, then reg_lock (the traced streams), then buf.lock (the
  * events) - buf.lock is a leaf. Off, the hooks cost one branch each.
@@ -53,12 +60,11 @@
 #define MAX_HOST_EVENTS	(1u << 20)	/* beyond: dropped and counted */
 #define MAX_JOBS	(1u << 18)
 #define TS_UNWRITTEN	UINT64_MAX	/* a TIMESTAMP slot the device has not written */
-#define REC_UNWRITTEN	0xffffffffu	/* program.c's status of a launch record not written */
 #define ALIGN_WINDOW_NS	1000000000ull	/* the offset follows drift over this window */
 #define HOST_PID_NAME	"host: libspyre calls (CLOCK_MONOTONIC)"
 #define DEV_PID_BASE	1000000000	/* device "processes": beyond any pid */
 
-int spyre_trace_on;
+static const struct spyre_trace_hooks hooks;
 
 enum hkind { H_SPAN, H_CALL, H_SUBMIT };
 
@@ -305,7 +311,7 @@ SPYRE_EXPORT void spyre_trace_span_end(void)
 	pthread_mutex_unlock(&buf.lock);
 }
 
-void spyre_trace_call_begin(struct spyre_trace_call *c, const char *name, const char *what)
+static void call_begin(struct spyre_trace_call *c, const char *name, const char *what)
 {
 	c->name = name;
 	c->prev_what = T.what;
@@ -315,8 +321,8 @@ void spyre_trace_call_begin(struct spyre_trace_call *c, const char *name, const 
 	c->t0 = spyre_now_ns();
 }
 
-void spyre_trace_call_end(struct spyre_trace_call *c, int ret, const char *k0, uint64_t v0,
-			  const char *k1, uint64_t v1)
+static void call_end(struct spyre_trace_call *c, int ret, const char *k0, uint64_t v0,
+		     const char *k1, uint64_t v1)
 {
 	uint64_t t1 = spyre_now_ns();
 	struct hev *h;
@@ -372,7 +378,7 @@ static struct spyre_trace_queue *queue_new(struct spyre_stream *s)
 		return NULL;
 	}
 	pthread_mutex_lock(&reg_lock);
-	if (__atomic_load_n(&spyre_trace_on, __ATOMIC_ACQUIRE) && !GROW(reg, nreg, capreg)) {
+	if (spyre_tracer_get() && !GROW(reg, nreg, capreg)) {
 		pthread_mutex_lock(&buf.lock);
 		for (i = 0; i < e->ndevs && e->devs[i].index != dev->props.index; i++)
 			;
@@ -400,6 +406,7 @@ static struct spyre_trace_queue *queue_new(struct spyre_stream *s)
 		free(q);
 		return NULL;
 	}
+	s->tracer = &hooks;
 	s->trace = q;
 	return q;
 }
@@ -419,45 +426,36 @@ static void queue_free_locked(struct spyre_stream *s)
 	unregister(s);
 	spyre_bo_del(s->dev, &q->bo);
 	free(q);
+	s->tracer = NULL;
 	s->trace = NULL;
 }
 
-static const char *what_of_packets(const uint8_t *pk, uint32_t n)
-{
-	uint32_t i, copies = 0;
+static void harvest_locked(struct spyre_stream *s, uint64_t done);
 
-	for (i = 0; i < n; i++) {
-		if (pk[i * SPYRE_PKT_SIZE] == SPYRE_PKT_OP_LAUNCH)
-			return "launch";
-		copies += pk[i * SPYRE_PKT_SIZE] == SPYRE_PKT_OP_COPY;
-	}
-	if (copies)
-		return "copy";
-	if (pk[0] == SPYRE_PKT_OP_TIMESTAMP)
-		return "timestamp";
-	return pk[0] == SPYRE_PKT_OP_NOP ? "nop" : "sync";
+/* The job's slot of the stream's ring, taken by job_submitted(). */
+static uint32_t job_slot(const struct spyre_trace_queue *q)
+{
+	return (q->head + q->count) % Q_SLOTS;
 }
 
-int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a)
+/* Bracket the job with TIMESTAMPs into the stream's ring - taking the stream on first - if it fits. */
+static bool job_begin(struct spyre_stream *s, const struct spyre_job *job, void *pre, void *post)
 {
-	uint8_t stack_pk[66 * SPYRE_PKT_SIZE], *pk = stack_pk;
-	const uint8_t *in = (const uint8_t *)(uintptr_t)a->packets;
 	struct spyre_trace_queue *q = s->trace;
-	uint32_t n = a->packet_count, slot, i, depth;
+	uint32_t n = job->count, slot;
 	volatile uint64_t *ts;
-	struct pend *p;
-	uint64_t t, done, orig = a->packets;
-	struct hev *h;
-	int ret, err;
+	uint64_t done;
 
-	if (!q && n + 2 <= DRM_SPYRE_MAX_JOB_PACKETS)
+	if (n + 2 > DRM_SPYRE_MAX_JOB_PACKETS)
+		return false;
+	if (!q)
 		q = queue_new(s);
-	if (!q || n + 2 > DRM_SPYRE_MAX_JOB_PACKETS)
-		return drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, a);
+	if (!q)
+		return false;
 	if (q->count == Q_SLOTS) {
 		/* The ring is full: wait for its oldest job (or give it up). */
 		if (!spyre_stream_wait_done(s, q->pend[q->head].point, &done))
-			spyre_trace_harvest_locked(s, done);
+			harvest_locked(s, done);
 		if (q->count == Q_SLOTS) {
 			q->head = (q->head + 1) % Q_SLOTS;
 			q->count--;
@@ -466,41 +464,30 @@ int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a
 			pthread_mutex_unlock(&buf.lock);
 		}
 	}
-	if (n + 2 > sizeof(stack_pk) / SPYRE_PKT_SIZE) {
-		pk = malloc((size_t)(n + 2) * SPYRE_PKT_SIZE);
-		if (!pk) {
-			errno = ENOMEM;
-			return -1;
-		}
-	}
-	slot = (q->head + q->count) % Q_SLOTS;
+	slot = job_slot(q);
 	ts = (volatile uint64_t *)q->bo.map + 2 * slot;
 	ts[0] = TS_UNWRITTEN;
 	ts[1] = TS_UNWRITTEN;
-	spyre_prep_timestamp(pk, SPYRE_AS_VIRT, q->bo.va + 16ull * slot);
-	memcpy(pk + SPYRE_PKT_SIZE, in, (size_t)n * SPYRE_PKT_SIZE);
-	spyre_prep_timestamp(pk + (size_t)(n + 1) * SPYRE_PKT_SIZE, SPYRE_AS_VIRT, q->bo.va + 16ull * slot + 8);
-	a->packets = (uintptr_t)pk;
-	a->packet_count = n + 2;
-	t = spyre_now_ns();
-	ret = drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, a);
-	err = errno;
-	a->packets = orig;
-	a->packet_count = n;
-	if (pk != stack_pk)
-		free(pk);
-	if (ret) {
-		errno = err;
-		return ret;
-	}
+	spyre_prep_timestamp(pre, SPYRE_AS_VIRT, q->bo.va + 16ull * slot);
+	spyre_prep_timestamp(post, SPYRE_AS_VIRT, q->bo.va + 16ull * slot + 8);
+	return true;
+}
 
-	p = &q->pend[slot];
+/* The job bracketed by job_begin() was submitted as stream point @point at @t. */
+static void job_submitted(struct spyre_stream *s, const struct spyre_job *job, uint64_t point,
+			  uint64_t t)
+{
+	struct spyre_trace_queue *q = s->trace;
+	struct pend *p = &q->pend[job_slot(q)];
+	uint32_t depth;
+	struct hev *h;
+
 	memset(p, 0, sizeof(*p));
 	p->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
-	p->point = a->out_sync_point;
+	p->point = point;
 	p->t_submit = t;
-	p->packets = n;
-	p->what = T.what ? T.what : what_of_packets(in, n);
+	p->packets = job->count;
+	p->what = T.what ? T.what : job->what;
 	sync_stack();
 	depth = T.depth < MAX_DEPTH ? T.depth : MAX_DEPTH;
 	if (depth) {
@@ -509,18 +496,9 @@ int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a
 		memcpy(p->step, T.stack[0].name, NAME_LEN);
 		p->step_id = T.stack[0].id;
 	}
-	for (i = 0; i < n; i++) {
-		const uint8_t *k = in + (size_t)i * SPYRE_PKT_SIZE;
-
-		if (k[0] == SPYRE_PKT_OP_COPY) {
-			p->bytes += ((const struct spyre_pkt_copy *)k)->size;
-		} else if (k[0] == SPYRE_PKT_OP_LAUNCH) {
-			const struct spyre_pkt_launch *l = (const void *)k;
-
-			p->rec = spyre_launch_record_at(s, l->record);
-			p->core_mask = l->core_mask;
-		}
-	}
+	p->bytes = job->bytes;
+	p->rec = job->record;
+	p->core_mask = job->record ? job->core_mask : 0;
 	if (!q->first_point)
 		q->first_point = p->point;
 	q->last_point = p->point;
@@ -536,13 +514,12 @@ int spyre_trace_submit_locked(struct spyre_stream *s, struct drm_spyre_submit *a
 		h->id = p->id;
 		h->queue = s->queue;
 		h->point = p->point;
-		h->packets = n;
+		h->packets = job->count;
 	}
 	pthread_mutex_unlock(&buf.lock);
-	return 0;
 }
 
-void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done)
+static void harvest_locked(struct spyre_stream *s, uint64_t done)
 {
 	struct spyre_trace_queue *q = s->trace;
 	struct events *e = &buf.ev;
@@ -562,7 +539,7 @@ void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done)
 		q->count--;
 		if (!buf.collecting)
 			continue;
-		if (b == TS_UNWRITTEN || (p->rec && p->rec->status == REC_UNWRITTEN)) {
+		if (b == TS_UNWRITTEN || (p->rec && p->rec->status == SPYRE_RECORD_UNWRITTEN)) {
 			e->not_run++;		/* failed before it ran */
 			continue;
 		}
@@ -586,15 +563,15 @@ void spyre_trace_harvest_locked(struct spyre_stream *s, uint64_t done)
 	pthread_mutex_unlock(&buf.lock);
 }
 
-void spyre_trace_stream_gone_locked(struct spyre_stream *s)
+static void stream_gone_locked(struct spyre_stream *s)
 {
 	if (!s->trace)
 		return;
-	spyre_trace_harvest_locked(s, UINT64_MAX);
+	harvest_locked(s, UINT64_MAX);
 	queue_free_locked(s);
 }
 
-uint32_t spyre_trace_packet_locked(struct spyre_stream *s, uint64_t job_seq, uint32_t packet)
+static uint32_t packet_locked(struct spyre_stream *s, uint64_t job_seq, uint32_t packet)
 {
 	const struct spyre_trace_queue *q = s->trace;
 
@@ -602,6 +579,17 @@ uint32_t spyre_trace_packet_locked(struct spyre_stream *s, uint64_t job_seq, uin
 		return packet;
 	return packet ? packet - 1 : 0;
 }
+
+/* What the runtime calls while tracing (internal.h). */
+static const struct spyre_trace_hooks hooks = {
+	.call_begin = call_begin,
+	.call_end = call_end,
+	.job_begin = job_begin,
+	.job_submitted = job_submitted,
+	.harvest = harvest_locked,
+	.stream_gone = stream_gone_locked,
+	.packet = packet_locked,
+};
 
 /* ---- the file ------------------------------------------------------------------------ */
 
@@ -1025,7 +1013,7 @@ static int stop_locked(void)
 
 	/* No new job is traced from here on; every traced stream is let go of. */
 	pthread_mutex_lock(&reg_lock);
-	__atomic_store_n(&spyre_trace_on, 0, __ATOMIC_RELEASE);
+	spyre_tracer_set(NULL);
 	if (nreg)
 		list = malloc(nreg * sizeof(*list));
 	if (list) {
@@ -1048,7 +1036,7 @@ static int stop_locked(void)
 
 			if (spyre_stream_wait_done(s, s->trace->last_point, &done))
 				done = 0;
-			spyre_trace_harvest_locked(s, done);
+			harvest_locked(s, done);
 			queue_free_locked(s);
 		}
 		pthread_mutex_unlock(&s->lock);
@@ -1095,7 +1083,7 @@ static void trace_atfork_child(void)
 	pthread_mutex_init(&ctl_lock, NULL);
 	pthread_mutex_init(&reg_lock, NULL);
 	pthread_mutex_init(&buf.lock, NULL);
-	__atomic_store_n(&spyre_trace_on, 0, __ATOMIC_RELAXED);
+	spyre_tracer_set(NULL);
 	buf.collecting = false;
 	tracing = false;
 	trace_file = NULL;
@@ -1145,7 +1133,7 @@ SPYRE_EXPORT int spyre_trace_start(const char *path)
 	pthread_mutex_unlock(&buf.lock);
 	tracing = true;
 	pthread_mutex_lock(&reg_lock);
-	__atomic_store_n(&spyre_trace_on, 1, __ATOMIC_RELEASE);
+	spyre_tracer_set(&hooks);
 	pthread_mutex_unlock(&reg_lock);
 out:
 	pthread_mutex_unlock(&ctl_lock);
