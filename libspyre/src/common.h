@@ -25,6 +25,14 @@ static inline uint64_t spyre_now_ns(void)
 
 /* Record a detail for spyre_last_error() and return @status. */
 int spyre_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Details this thread recorded so far. */
+uint64_t spyre_error_count(void);
+/*
+ * Return @status; a failure of public call @call that recorded no detail
+ * since the count was @count0 records "@call failed (<status>)", so that a
+ * failing call never leaves an empty or another call's stale detail.
+ */
+int spyre_error_ensure(int status, uint64_t count0, const char *call);
 
 /*
  * spyre_program_load() of an image whose container the caller checked

@@ -9,8 +9,9 @@
  * producer/consumer chains with random sizes, threads x streams, streams
  * destroyed while other threads walk all streams of the device, stream
  * statistics summed over more launches than the ring of launch records holds
- * (also with an engine fault, and while another thread launches), and two
- * cards in one process.
+ * (also with an engine fault, and while another thread launches), a device
+ * reset in the middle of launches (every failing call's detail names it),
+ * and two cards in one process.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "kselftest_harness.h"
 #include "spyre.h"
@@ -824,6 +826,101 @@ static void blocking_cb(void *arg)
 	(void)arg;
 	if (read(block_fd, &c, 1) != 1)
 		c = 0;
+}
+
+/* The relu program loaded for the fast path (@abs 0) or the patch path (1), or NULL. */
+static spyre_program_t *relu_program(spyre_device_t *dev, int abs)
+{
+	spyre_program_t *p = NULL;
+	size_t size;
+	void *img = relu_image(abs, &size);
+
+	if (img && spyre_program_load(dev, img, size, &p))
+		p = NULL;
+	free(img);
+	return p;
+}
+
+/* Write @text to the file at @path; 0 or -errno. */
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fputs(text, f) < 0)
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * A device reset in the middle of a stream of launches (as in a decode step):
+ * every call that fails says why, naming the reset - an error detail is never
+ * empty. The stream's first job hangs (debugfs "inject"), more launches queue
+ * behind it on both paths, the card is reset (sysfs "reset"), and launches go
+ * on until one fails.
+ */
+TEST_F(rt, launch_after_a_device_reset_names_the_reset)
+{
+	struct spyre_device_props props = { .size = sizeof(props) };
+	struct spyre_stream_stats st = { .size = sizeof(st) };
+	char inject[256], reset[256], cmd[32];
+	spyre_program_t *pf, *pp;
+	spyre_stream_t *s2;
+	spyre_dptr_t slots[2];
+	int i, q, ret = 0;
+
+	ASSERT_EQ(0, spyre_device_get_props(self->dev, &props));
+	snprintf(inject, sizeof(inject), "/sys/kernel/debug/accel/%s/inject", props.pci_address);
+	snprintf(reset, sizeof(reset), "/sys/class/accel/%s/reset", strrchr(props.devnode, '/') + 1);
+	if (access(inject, W_OK) || access(reset, W_OK))
+		SKIP(return, "no fault injection or reset attribute (debugfs, root)");
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[1]));
+	pf = relu_program(self->dev, 0);
+	pp = relu_program(self->dev, 1);
+	ASSERT_TRUE(pf && pp) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+
+	/* Every hardware queue's next job hangs; the driver refuses a queue past the last. */
+	for (q = 0; q < 16; q++) {
+		snprintf(cmd, sizeof(cmd), "%d 1", q);
+		if (write_file(inject, cmd))
+			break;
+	}
+	ASSERT_LT(0, q);
+	for (i = 0; i < 8; i++)
+		ASSERT_EQ(0, spyre_launch(self->s, i % 2 ? pp : pf, 1, slots, 2, NULL, 0))
+			TH_LOG("%s", spyre_last_error());
+	usleep(50000);
+	ASSERT_EQ(0, write_file(reset, "1"));
+	/* Mid-decode: the launches go on, without a synchronize, until one fails. */
+	for (i = 0; i < 2 * 256 + 8 && !ret; i++)
+		ret = spyre_launch(self->s, i % 2 ? pp : pf, 1, slots, 2, NULL, 0);
+	write_file(inject, "0 0");
+	ASSERT_EQ(-EIO, ret) TH_LOG("launch %d: %d %s", i, ret, spyre_last_error());
+	ASSERT_NE(0, spyre_last_error()[0]);
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "reset")) TH_LOG("%s", spyre_last_error());
+	printf("# launch %d after the reset failed: %s\n", i, spyre_last_error());
+	/* Every later call on the stream says the same. */
+	ASSERT_EQ(-EIO, spyre_launch(self->s, pp, 1, slots, 2, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "reset")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "reset")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EIO, spyre_stream_get_stats(self->s, &st));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "reset")) TH_LOG("%s", spyre_last_error());
+	/* A new stream runs both programs. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2));
+	ASSERT_EQ(0, spyre_launch(s2, pf, 1, slots, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_launch(s2, pp, 1, slots, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(s2)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_destroy(s2));
+	ASSERT_EQ(0, spyre_program_unload(pf));
+	ASSERT_EQ(0, spyre_program_unload(pp));
 }
 
 TEST_F(rt, api_error_cases)

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* Thread-local error detail, status strings and engine fault names. */
+/*
+ * Thread-local error detail, status strings and engine fault names. A
+ * detail is never empty: a traced public call that fails without recording
+ * one (a status passed up from a lower layer as it came) records its own.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,18 +14,32 @@
 #include "internal.h"
 
 static __thread char last_error[512];
+static __thread uint64_t details;	/* details this thread recorded */
 
 int spyre_error(int status, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
 
+	details++;
 	va_start(ap, fmt);
 	n = vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
 	if (n >= 0 && (size_t)n < sizeof(last_error) - 1 && status < 0)
 		snprintf(last_error + n, sizeof(last_error) - (size_t)n, " (%s)",
 			 spyre_strerror(status));
+	return status;
+}
+
+uint64_t spyre_error_count(void)
+{
+	return details;
+}
+
+int spyre_error_ensure(int status, uint64_t count0, const char *call)
+{
+	if (status < 0 && details == count0)
+		return spyre_error(status, "%s failed", call);
 	return status;
 }
 

@@ -279,20 +279,22 @@ static inline const struct spyre_trace_hooks *spyre_tracer_get(void)
 #define SPYRE_TRACE_ON() __builtin_expect(spyre_tracer_get() != NULL, 0)
 
 /*
- * The body of a traced public call: return @call, inside a span named @name
- * while tracing; jobs it submits are named @what ("launch", "copy H2D", ...;
- * NULL: by their kind); @key (or NULL) and @val annotate the span.
+ * The body of a public call: return @call - with a detail when it fails
+ * (spyre_error_ensure()) - inside a span named @name while tracing; jobs it
+ * submits are named @what ("launch", "copy H2D", ...; NULL: by their kind);
+ * @key (or NULL) and @val annotate the span.
  */
 #define SPYRE_TRACED(name, what, call, key, val)					\
 	do {										\
 		const struct spyre_trace_hooks *th_ = spyre_tracer_get();		\
+		uint64_t e_ = spyre_error_count();					\
 		struct spyre_trace_call tc_;						\
 		int r_;									\
 											\
 		if (__builtin_expect(!th_, 1))						\
-			return call;							\
+			return spyre_error_ensure(call, e_, name);			\
 		th_->call_begin(&tc_, name, what);					\
-		r_ = call;								\
+		r_ = spyre_error_ensure(call, e_, name);				\
 		th_->call_end(&tc_, r_, key, val, NULL, 0);				\
 		return r_;								\
 	} while (0)

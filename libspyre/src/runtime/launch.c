@@ -420,30 +420,35 @@ static int stats_wait(struct spyre_stream *s, uint64_t *point)
 }
 
 /*
- * Launches up to @point are done: fold them. Later ones, enqueued by other
- * threads meanwhile, are folded by a later call or by the launch that reuses
- * their record.
+ * Wait for the work enqueued on @s so far and fold its launches; later ones,
+ * enqueued by other threads meanwhile, are folded by a later call or by the
+ * launch that reuses their record. Return: 0 or -EIO (a poisoned stream,
+ * folded all the same) with s->lock held, another status without.
  */
-static void stats_fold_locked(struct spyre_stream *s, uint64_t point)
+static int stats_settle_lock(struct spyre_stream *s)
 {
+	uint64_t point;
+	int ret = stats_wait(s, &point);
+
+	if (ret && ret != -EIO)
+		return ret;
+	pthread_mutex_lock(&s->lock);
 	if (s->launch)
 		fold_done_locked(s, s->launch, point);
+	return ret;
 }
 
 static int stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
 {
 	struct spyre_stream_stats r;
-	uint64_t point;
 	uint32_t n;
 	int ret;
 
 	if (!s || !st || st->size < 8)
 		return spyre_error(-EINVAL, "spyre_stream_get_stats: NULL argument or size not set");
-	ret = stats_wait(s, &point);
+	ret = stats_settle_lock(s);
 	if (ret && ret != -EIO)
 		return ret;
-	pthread_mutex_lock(&s->lock);
-	stats_fold_locked(s, point);
 	r = s->stats;
 	pthread_mutex_unlock(&s->lock);
 	r.size = sizeof(r);
@@ -457,14 +462,15 @@ static int stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
 SPYRE_EXPORT int spyre_stream_get_stats(spyre_stream_t *s, struct spyre_stream_stats *st)
 {
 	const struct spyre_trace_hooks *th = spyre_tracer_get();
+	uint64_t e = spyre_error_count();
 	struct spyre_trace_call tc;
 	bool full;
 	int ret;
 
 	if (__builtin_expect(!th, 1))
-		return stream_get_stats(s, st);
+		return spyre_error_ensure(stream_get_stats(s, st), e, "spyre_stream_get_stats");
 	th->call_begin(&tc, "spyre_stream_get_stats", NULL);
-	ret = stream_get_stats(s, st);
+	ret = spyre_error_ensure(stream_get_stats(s, st), e, "spyre_stream_get_stats");
 	full = (!ret || ret == -EIO) && st->size >= offsetof(struct spyre_stream_stats, device_cycles);
 	th->call_end(&tc, ret, "launches", full ? st->launches : 0, "device_ns", full ? st->device_ns : 0);
 	return ret;
@@ -472,17 +478,14 @@ SPYRE_EXPORT int spyre_stream_get_stats(spyre_stream_t *s, struct spyre_stream_s
 
 static int stream_reset_stats(spyre_stream_t *s)
 {
-	uint64_t point;
 	int ret;
 
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_reset_stats: NULL stream");
-	ret = stats_wait(s, &point);
+	ret = stats_settle_lock(s);
 	if (ret && ret != -EIO)
 		return ret;
 	/* What is done now counts toward no later total. */
-	pthread_mutex_lock(&s->lock);
-	stats_fold_locked(s, point);
 	memset(&s->stats, 0, sizeof(s->stats));
 	pthread_mutex_unlock(&s->lock);
 	return ret;

@@ -399,7 +399,8 @@ static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns
 		return 0;
 	if (drmSyncobjTimelineWait(s->dev->fd, &s->timeline, &point, 1, timeout_ns,
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
-		return -errno;
+		return spyre_error(-errno, "waiting for point %llu of queue %u failed",
+				   (unsigned long long)point, s->queue);
 	return 0;
 }
 
