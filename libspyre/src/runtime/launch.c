@@ -26,6 +26,7 @@ struct spyre_launch_state {
 	struct spyre_buf bo;		/* SPYRE_ARG_BUF_BYTES: blocks, then records */
 	uint32_t next;			/* the block new bindings take next */
 	uint64_t point[SPYRE_ARG_SLOTS];	/* stream point of the last launch reading each */
+	uint32_t reader[SPYRE_ARG_SLOTS];	/* the record of that launch */
 	int last_slot;			/* block of the last launch, -1 if none */
 	uint64_t last_prog;		/* id of the program of the last launch, 0 if none */
 	uint64_t last_args[SPYRE_ARG_WORDS];
@@ -141,6 +142,28 @@ static int record_free_locked(struct spyre_stream *s, struct spyre_launch_state 
 			return spyre_error(ret, "waiting for a launch record failed");
 	}
 	fold_done_locked(s, r, done);
+	return 0;
+}
+
+/*
+ * The ring wrapped onto argument block @slot, which a queued launch may still
+ * read. Free without a wait when that launch is known done, or when its
+ * record, still its own, is written: the device writes it after the launch,
+ * which read its arguments at its start.
+ */
+static int block_free_locked(struct spyre_stream *s, struct spyre_launch_state *r, uint32_t slot)
+{
+	uint32_t i = r->reader[slot];
+	int ret;
+
+	if (r->point[slot] <= r->done)
+		return 0;
+	if (r->rec_point[i] == r->point[slot] &&
+	    ((volatile const struct spyre_launch_record *)record_at(r, i))->status != SPYRE_RECORD_UNWRITTEN)
+		return 0;
+	ret = spyre_stream_wait_point(s, r->point[slot]);
+	if (ret)
+		return spyre_error(ret, "waiting for an argument block failed");
 	return 0;
 }
 
@@ -287,12 +310,9 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 	} else {
 		slot = r->next;
 		r->next = (r->next + 1) % SPYRE_ARG_SLOTS;
-		/* The ring wrapped onto a block a queued launch may still read. */
-		ret = spyre_stream_wait_point(s, r->point[slot]);
-		if (ret) {
-			ret = spyre_error(ret, "waiting for an argument block failed");
+		ret = block_free_locked(s, r, slot);
+		if (ret)
 			goto out;
-		}
 		args = (uint64_t *)((char *)r->bo.map + block_off(slot));
 		memcpy(args, slots, nsyms * 8);
 		if (nscal)
@@ -332,6 +352,7 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 	ret = spyre_stream_submit_locked(s, &job);
 	if (!ret) {
 		r->point[slot] = s->point;
+		r->reader[slot] = rec;
 		r->rec_point[rec] = s->point;
 		r->rec_next = (rec + 1) % SPYRE_ARG_RECORDS;
 		r->last_rec = (int)rec;
