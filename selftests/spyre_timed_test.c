@@ -330,8 +330,26 @@ TEST_F(timed, wait_for_cpu_store)
  * Runtime PM is held "on" for the whole suite (FIXTURE_SETUP): autosuspend's
  * timers, armed by every job's completion, move a run by ~0.1 % (measured
  * 0.12 % with them, 0.001 % without); what is measured is the copy and launch
- * path, as a benchmark pins the clock frequency.
+ * path, as a benchmark pins the clock frequency. The guest's own periodic
+ * work (vmstat, writeback, RCU) lands in one of the 64 jobs of a workload or
+ * not, by where the kernel's code and timers happen to fall: one such event
+ * moved a workload's total by 0.13 % (31 us) in one build while the copy and
+ * launch path was unchanged. So the workloads are compared by their median
+ * job, which such an event does not move, and the totals are printed.
  */
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int64_t median_of(int64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_i64);
+	return v[n / 2];
+}
+
 TEST_F(timed, repeatable)
 {
 	const uint64_t size = 8 << 20;
@@ -339,7 +357,7 @@ TEST_F(timed, repeatable)
 	struct relu r;
 	uint8_t p[7][SPYRE_PKT_SIZE];
 	uint64_t dev_ns[3][3];
-	int64_t e2e[3];
+	int64_t e2e[3], med[3], job_ns[64];
 	int rep, i, j;
 
 	ASSERT_EQ(0, sbo_create(self->fd, size, DRM_SPYRE_BO_HOST, &src));
@@ -355,15 +373,20 @@ TEST_F(timed, repeatable)
 	for (rep = 0; rep < 3; rep++) {
 		int64_t t0 = spyre_now_ns();
 
-		for (j = 0; j < 64; j++)
+		for (j = 0; j < 64; j++) {
+			int64_t tj = spyre_now_ns();
+
 			ASSERT_EQ(0, run(self->fd, self->q, p, 7));
+			job_ns[j] = spyre_now_ns() - tj;
+		}
 		e2e[rep] = spyre_now_ns() - t0;
+		med[rep] = median_of(job_ns, 64);
 		for (i = 0; i < 3; i++)
 			dev_ns[rep][i] = self->t[i + 1] - self->t[i];
 		ksft_print_msg("timed: workload %d: 64 x (H2D 8 MiB %llu ns, launch %llu ns, D2H 8 MiB %llu ns) "
-			       "in %lld ns of guest time%s\n", rep,
+			       "in %lld ns of guest time, median job %lld ns%s\n", rep,
 			       (unsigned long long)dev_ns[rep][0], (unsigned long long)dev_ns[rep][1],
-			       (unsigned long long)dev_ns[rep][2], (long long)e2e[rep],
+			       (unsigned long long)dev_ns[rep][2], (long long)e2e[rep], (long long)med[rep],
 			       rep ? "" : " (warm-up)");
 	}
 	if (!self->timed)
@@ -372,8 +395,8 @@ TEST_F(timed, repeatable)
 		ASSERT_EQ(dev_ns[0][i], dev_ns[1][i]);
 		ASSERT_EQ(dev_ns[1][i], dev_ns[2][i]);
 	}
-	ASSERT_GE(e2e[1] / 1000, llabs(e2e[1] - e2e[2])) TH_LOG("%lld vs %lld ns", (long long)e2e[1],
-								(long long)e2e[2]);
+	ASSERT_GE(med[1] / 1000, llabs(med[1] - med[2])) TH_LOG("median job %lld vs %lld ns", (long long)med[1],
+								(long long)med[2]);
 }
 
 TEST_HARNESS_MAIN
