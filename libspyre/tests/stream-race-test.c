@@ -18,14 +18,16 @@
  *     failing copy replaces (destroys) it;
  * then a fault is reported by the next SUBMIT itself, with the detail
  * QUEUE_ERROR gives and no second ioctl per job;
+ * then a patch-path program's image, uploaded by a job that failed, is
+ * uploaded again by a launch with the same bindings on another stream;
  * then 3 - 4 threads create, use and destroy streams, events, programs and
  * copies for a fixed number of iterations while others call
  * spyre_device_synchronize() and spyre_program_unload() (both walk every
  * stream) and launch a program whose earlier users are being destroyed.
  * Every call must succeed, no stale handle may reach the driver, and after
  * spyre_device_close() no queue, syncobj or buffer may be left.
- * TAP (tests/tap.h); arguments name the cases to run (sync, internal, storm,
- * close; default all).
+ * TAP (tests/tap.h); arguments name the cases to run (sync, internal,
+ * submit_fault, patch_reupload, storm, close; default all).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -66,6 +68,8 @@ static uint64_t timeline[MAX_OBJS];	/* signaled point of each syncobj */
 static uint64_t queue_errors[MAX_OBJS], queue_fail_seq[MAX_OBJS];
 static unsigned int stale;		/* calls naming a handle that is not alive */
 static unsigned int submits, queue_errors_asked;	/* SUBMIT and QUEUE_ERROR calls */
+static uint32_t last_packets;		/* packets of the last accepted SUBMIT */
+static bool fail_next_job;		/* the next accepted job fails (a reset cancels it) */
 
 /* Held waits: a thread with hold_waits set blocks in its waits while the hold is on. */
 static __thread bool hold_waits;
@@ -174,6 +178,12 @@ static int fake_submit(struct drm_spyre_submit *a)
 			queue_errors[a->queue_id]++;
 			queue_fail_seq[a->queue_id] = a->out_sync_point;
 		}
+	if (fail_next_job) {
+		fail_next_job = false;
+		queue_errors[a->queue_id]++;
+		queue_fail_seq[a->queue_id] = a->out_sync_point;
+	}
+	last_packets = a->packet_count;
 	timeline[a->out_sync_handle] = a->out_sync_point;
 	return 0;
 }
@@ -439,6 +449,97 @@ static void submit_reports_fault(void)
 	TAP_CHECK(!spyre_stream_destroy(s), "%s", spyre_last_error());
 }
 
+static void *relu_image(int abs, size_t *size);
+
+/* A launch of @p on @s; tell its packets and the SUBMIT and QUEUE_ERROR calls it made. */
+static int counted_launch(spyre_stream_t *s, spyre_program_t *p, const spyre_dptr_t *b,
+			  unsigned int *pk, unsigned int *sub, unsigned int *qe)
+{
+	unsigned int sub0, qe0;
+	int ret;
+
+	pthread_mutex_lock(&mk);
+	sub0 = submits;
+	qe0 = queue_errors_asked;
+	pthread_mutex_unlock(&mk);
+	ret = spyre_launch(s, p, 1, b, 2, NULL, 0);
+	pthread_mutex_lock(&mk);
+	*pk = last_packets;
+	*sub = submits - sub0;
+	*qe = queue_errors_asked - qe0;
+	pthread_mutex_unlock(&mk);
+	return ret;
+}
+
+/*
+ * The patch path's one device image: a launch with unchanged bindings on
+ * another stream uploads again when the job that uploaded them failed (a
+ * reset canceled it, say) or its stream is gone; it runs the image as is,
+ * after one check, once that job is known done without failure; and on the
+ * uploading stream, or once the image is known, it costs one SUBMIT.
+ */
+static void patch_reupload(void)
+{
+	unsigned int pk, sub, qe;
+	spyre_stream_t *s1, *s2, *s3;
+	spyre_dptr_t b[2], c[2];
+	spyre_program_t *p;
+	size_t size;
+	void *img;
+	int i;
+
+	img = relu_image(1, &size);
+	TAP_CHECK(img && !spyre_program_load(dev, img, size, &p), "%s", spyre_last_error());
+	free(img);
+	for (i = 0; i < 2; i++)
+		TAP_CHECK(!spyre_malloc(dev, 4096, &b[i]) && !spyre_malloc(dev, 4096, &c[i]), "%s",
+			  spyre_last_error());
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s1) &&
+		  !spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2) &&
+		  !spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s3), "%s", spyre_last_error());
+
+	/* New bindings on s1: upload and launch, in a job that fails. */
+	pthread_mutex_lock(&mk);
+	fail_next_job = true;
+	pthread_mutex_unlock(&mk);
+	TAP_CHECK(!counted_launch(s1, p, b, &pk, &sub, &qe), "%s", spyre_last_error());
+	TAP_CHECK(pk == 2 && sub == 1 && qe == 0, "new bindings: %u packets, %u SUBMIT, %u QUEUE_ERROR",
+		  pk, sub, qe);
+	/* The same bindings on s2: the upload failed, so s2 uploads. */
+	TAP_CHECK(!counted_launch(s2, p, b, &pk, &sub, &qe), "%s", spyre_last_error());
+	TAP_CHECK(pk == 2 && sub == 1 && qe == 1, "after a failed upload: %u packets, %u SUBMIT, "
+		  "%u QUEUE_ERROR", pk, sub, qe);
+	/* On s3: s2's upload is known good after one check, then not checked again. */
+	TAP_CHECK(!counted_launch(s3, p, b, &pk, &sub, &qe), "%s", spyre_last_error());
+	TAP_CHECK(pk == 1 && sub == 1 && qe == 1, "after a good upload: %u packets, %u SUBMIT, "
+		  "%u QUEUE_ERROR", pk, sub, qe);
+	for (i = 0; i < 3; i++) {
+		TAP_CHECK(!counted_launch(i % 2 ? s2 : s3, p, b, &pk, &sub, &qe), "%s", spyre_last_error());
+		TAP_CHECK(pk == 1 && sub == 1 && qe == 0, "a known image: %u packets, %u SUBMIT, "
+			  "%u QUEUE_ERROR", pk, sub, qe);
+	}
+	/* One stream: new bindings upload once, repeats cost one SUBMIT each. */
+	for (i = 0; i < 3; i++) {
+		TAP_CHECK(!counted_launch(s3, p, c, &pk, &sub, &qe), "%s", spyre_last_error());
+		TAP_CHECK(pk == (i ? 1u : 2u) && sub == 1 && qe == 0, "one stream, launch %d: %u packets, "
+			  "%u SUBMIT, %u QUEUE_ERROR", i, pk, sub, qe);
+	}
+	/* The uploading stream destroyed: the next stream uploads. */
+	TAP_CHECK(!counted_launch(s2, p, b, &pk, &sub, &qe) && pk == 2, "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_destroy(s2), "%s", spyre_last_error());
+	TAP_CHECK(!counted_launch(s3, p, b, &pk, &sub, &qe), "%s", spyre_last_error());
+	TAP_CHECK(pk == 2 && sub == 1 && qe == 0, "uploader gone: %u packets, %u SUBMIT, %u QUEUE_ERROR",
+		  pk, sub, qe);
+
+	TAP_CHECK(spyre_stream_synchronize(s1) == -EIO, "s1 poisoned by its failed job");
+	TAP_CHECK(!spyre_stream_destroy(s1) && !spyre_stream_destroy(s3), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_program_unload(p), "%s", spyre_last_error());
+	for (i = 0; i < 2; i++) {
+		spyre_free(dev, b[i]);
+		spyre_free(dev, c[i]);
+	}
+}
+
 /* ---- the storm ---- */
 
 #define CHURNERS	3
@@ -583,6 +684,7 @@ static const struct tap_case cases[] = {
 	{ "sync", race_sync_destroy },
 	{ "internal", race_internal_replaced },
 	{ "submit_fault", submit_reports_fault },
+	{ "patch_reupload", patch_reupload },
 	{ "storm", storm },
 	{ "close", close_leaves_nothing },
 };

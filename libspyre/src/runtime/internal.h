@@ -222,6 +222,13 @@ int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *j
 int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
 int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *done);
+/*
+ * Wait for @point of @s, then tell whether the jobs of @s's queue ran
+ * without a new failure since the queue counted @errors (s->errors_seen when
+ * the first of them was submitted): 1 yes, 0 no (a failure, whichever job),
+ * or a negative errno when the wait or the query failed. Takes no lock of @s.
+ */
+int spyre_stream_point_ok(struct spyre_stream *s, uint64_t point, uint64_t errors);
 int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
 			void *arg);
 struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);
@@ -338,6 +345,14 @@ struct spyre_program {
 	struct spyre_buf host;		/* patched host copy, the upload source */
 	uint64_t *bound;		/* slot addresses patched into @host */
 	bool patched;
+	/*
+	 * The job that uploads @host, as patched with @bound, to @image: its
+	 * stream's id (0 when no submitted job does: the next launch uploads),
+	 * its point, and the stream's errors_seen at its submit. @image_ok once
+	 * that job is known done without failure (launch.c).
+	 */
+	uint64_t up_id, up_point, up_errors;
+	bool image_ok;
 	/* The last launch of the program on each stream that ran it. */
 	struct {
 		struct spyre_stream *s;

@@ -7,6 +7,13 @@
  * launch record, so that an observer (trace.c) reads it without mapping the
  * packets back. Calls go down only: to program.c, stream.c, memory.c and
  * patch.c.
+ *
+ * The patch path keeps one device image per program for every stream: a
+ * launch with new bindings waits for every queued launch of the program,
+ * patches the host copy and uploads it in its own job; one with the same
+ * bindings runs the image as is on the stream of that upload (stream order),
+ * or once the upload is known done without failure, and otherwise waits for
+ * it on the host and uploads again if it failed (image_current_locked()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -262,6 +269,35 @@ static int patch_locked(struct spyre_program *pr, const spyre_dptr_t *slots, boo
 	return 0;
 }
 
+/*
+ * Patch path, bindings unchanged: may a launch on @s run the device image
+ * without uploading it again? Yes once the job that uploaded the bindings is
+ * known done without failure, and on that job's own stream, which orders
+ * the launch after it (and is poisoned if it fails). On another stream, the
+ * stream of the upload is waited for on the host and its queue asked: the
+ * upload is redone if its job or a later one of that queue failed (a device
+ * reset canceled it, say), if its stream is gone, or if no submitted job
+ * carries it. Re-uploading is always correct; a stale image never is.
+ */
+static int image_current_locked(struct spyre_program *pr, struct spyre_stream *s, bool *current)
+{
+	struct spyre_stream *u;
+	int ret;
+
+	*current = pr->image_ok || (pr->up_id && pr->up_id == s->id);
+	if (*current || !pr->up_id)
+		return 0;
+	u = spyre_stream_next(pr->dev, pr->up_id - 1, pr->up_id);
+	if (!u)
+		return 0;
+	ret = spyre_stream_point_ok(u, pr->up_point, pr->up_errors);
+	spyre_stream_put(u);
+	if (ret < 0)
+		return spyre_error(ret, "waiting for the upload of the program's image failed");
+	pr->image_ok = *current = ret == 1;
+	return 0;
+}
+
 static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 		  const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars, uint32_t nscalars)
 {
@@ -272,7 +308,7 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 	struct spyre_job job = { .what = "launch", .core_mask = core_mask };
 	struct spyre_launch_state *r;
 	uint32_t nargs, slot, rec, arg_bytes = 0, nsyms, nscal;
-	bool changed = false, same;
+	bool changed = false, current = true, same;
 	uint64_t *args;
 	int ret;
 
@@ -333,7 +369,9 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 		if (pr->nusers == sizeof(pr->users) / sizeof(pr->users[0]))
 			ret = wait_users_locked(pr);
 		ret = ret ?: patch_locked(pr, slots, &changed);
-		if (!ret && changed) {
+		if (!ret && !changed)
+			ret = image_current_locked(pr, s, &current);
+		if (!ret && (changed || !current)) {
 			/* Step 3: upload the patched copy, in the same job as the launch. */
 			spyre_program_prep_upload(pr, &pk.upload);
 			job.packets = &pk.upload;
@@ -361,6 +399,13 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 			s->stats.upload_bytes += pr->upload_size;
 	}
 	if (pr->path == SPYRE_LAUNCH_PATCH) {
+		if (job.count == 2) {
+			/* The job to wait for, or none: the next launch uploads. */
+			pr->up_id = ret ? 0 : s->id;
+			pr->up_point = s->point;
+			pr->up_errors = s->errors_seen;
+			pr->image_ok = false;
+		}
 		if (!ret)
 			note_user_locked(pr, s);
 		pthread_mutex_unlock(&pr->lock);

@@ -320,6 +320,19 @@ int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *don
 	return 0;
 }
 
+int spyre_stream_point_ok(struct spyre_stream *s, uint64_t point, uint64_t errors)
+{
+	struct drm_spyre_queue_error e = { .queue_id = s->queue };
+	int ret = wait_point(s, point, INT64_MAX);
+
+	if (ret)
+		return ret;
+	/* The driver records a job's failure before its fence signals. */
+	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
+		return spyre_error(-errno, "querying queue %u failed", s->queue);
+	return e.error_count == errors;
+}
+
 int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job)
 {
 	int ret;
