@@ -899,19 +899,22 @@ TEST_F(rt, patch_path_same_bindings_on_another_stream_run_the_new_image)
 		 */
 		b[0] = x[j];
 		b[1] = y[j];
-		for (i = 0; i < 4; i++)
+		for (i = 0; i < 4; i++) {
 			ASSERT_EQ(0, spyre_launch(self->s, pf, 1, b, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
+		}
 		ASSERT_EQ(0, spyre_launch(self->s, pp, 1, b, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, spyre_launch(s2, pp, 1, b, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, spyre_stream_last_launch(s2, &ls)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, ls.status) TH_LOG("round %d", k);
 		ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)out, y[j], sizeof(out), SPYRE_MEMCPY_D2H));
-		for (i = 0; i < 1024; i++)
+		for (i = 0; i < 1024; i++) {
 			ASSERT_EQ(in[j][i] > 0 ? in[j][i] : 0.0f, out[i]) TH_LOG("round %d element %d", k, i);
+		}
 		ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)raw, y[!j], sizeof(raw), SPYRE_MEMCPY_D2H));
-		for (i = 0; i < 1024; i++)
+		for (i = 0; i < 1024; i++) {
 			ASSERT_EQ(0xffffffffu, raw[i]) TH_LOG("round %d: the previous image wrote element %d", k, i);
+		}
 	}
 	ASSERT_EQ(0, spyre_stream_destroy(s2));
 	ASSERT_EQ(0, spyre_program_unload(pf));
@@ -996,8 +999,10 @@ TEST_F(rt, launch_after_a_device_reset_names_the_reset)
 		ASSERT_EQ(0, spyre_launch(s2, p, 1, slots, 2, NULL, 0)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, spyre_stream_synchronize(s2)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)out, slots[1], sizeof(out), SPYRE_MEMCPY_D2H));
-		for (i = 0; i < 1024; i++)
-			ASSERT_EQ(in[i] > 0 ? in[i] : 0.0f, out[i]) TH_LOG("%s path, element %d", k ? "patch" : "fast", i);
+		for (i = 0; i < 1024; i++) {
+			ASSERT_EQ(in[i] > 0 ? in[i] : 0.0f, out[i])
+				TH_LOG("%s path, element %d", k ? "patch" : "fast", i);
+		}
 	}
 	/* The re-upload is counted once; a repeat on the stream uploads nothing. */
 	ASSERT_EQ(0, spyre_stream_reset_stats(s2));
