@@ -140,6 +140,59 @@ enum spyre_kop {
 	SPYRE_KOP_TRANSPOSE = 15,
 	/** @SPYRE_KOP_RELU: Y = max(X, 0). Slots X, Y [m x n] (since 0.4). */
 	SPYRE_KOP_RELU = 16,
+	/**
+	 * @SPYRE_KOP_BINARY: Y = A fn B, fn = @fn (enum spyre_kfn: ADD, SUB,
+	 * MUL, DIV, MAX, MIN); for ADD and SUB B is scaled by @alpha (0: 1),
+	 * as torch.add's alpha. Slots A [m x n], B, Y [m x n]. B is [m x n],
+	 * or with SPYRE_KF_BCAST_ROW one row [n] used for every row (a bias),
+	 * or with SPYRE_KF_BCAST_COL a vector [m], element r for every column
+	 * of row r (x * rsqrt(mean) of RMSNorm). SPYRE_KF_REVERSE computes
+	 * Y = B fn A (B still the broadcast one). Since 0.5.
+	 */
+	SPYRE_KOP_BINARY = 17,
+	/**
+	 * @SPYRE_KOP_UNARY: Y = fn(X), fn = @fn (EXP, LOG, TANH, SIGMOID,
+	 * RSQRT, SQRT, RECIP, ABS, GELU_TANH, SCALE: Y = @alpha X + @beta,
+	 * POW: Y = X ^ @alpha). Slots X, Y [m x n]. Since 0.5.
+	 */
+	SPYRE_KOP_UNARY = 18,
+	/**
+	 * @SPYRE_KOP_WHERE: Y = C ? A : B elementwise. Slots C [m x n] int8
+	 * (PyTorch's bool: 0 false, anything else true; dtype SPYRE_DT_INT8's
+	 * stick layout), A [m x n] unless SPYRE_KF_SCALAR_A (A is @alpha),
+	 * B [m x n] unless SPYRE_KF_SCALAR_B (B is @beta), Y [m x n].
+	 * masked_fill(X, C, v) is WHERE with SPYRE_KF_SCALAR_A, alpha v, B X.
+	 * @alpha and @beta may be +-infinity. Since 0.5.
+	 */
+	SPYRE_KOP_WHERE = 19,
+	/**
+	 * @SPYRE_KOP_REDUCE: per row of X [m x n], fn = @fn (SUM, MEAN, MAX):
+	 * Y [m] (one row of m elements, dtype; accumulated in fp32). Since 0.5.
+	 */
+	SPYRE_KOP_REDUCE = 20,
+	/**
+	 * @SPYRE_KOP_TRIL: X [m x n] taken as m / @k matrices of @k rows;
+	 * Y = X where column c of row r (r counted within its matrix) has
+	 * c - r <= @alpha (the diagonal offset, an integer), else 0; with
+	 * @fn SPYRE_KFN_TRIU: where c - r >= @alpha. Slots X, Y [m x n].
+	 * Since 0.5.
+	 */
+	SPYRE_KOP_TRIL = 21,
+	/**
+	 * @SPYRE_KOP_PERMUTE: the contiguous copy of a view with two middle
+	 * dimensions swapped: X dense [batch x m x n x k] -> Y dense
+	 * [batch x n x m x k] (PyTorch's contiguous layout, not the stick
+	 * layout: rows of k elements packed). k == 1 is a batched transpose
+	 * of [m x n]; otherwise k * element size must be a multiple of 128
+	 * bytes (rows of whole sticks; -EINVAL else). Slots X, Y. Since 0.5.
+	 */
+	SPYRE_KOP_PERMUTE = 22,
+	/**
+	 * @SPYRE_KOP_CAT: Y [m x k*n] = [X0 | X1 | ... | X(k-1)] along the
+	 * columns, k (2..8) pieces of [m x n] each. Slots X0 .. X(k-1), Y
+	 * (stick layout). Since 0.5.
+	 */
+	SPYRE_KOP_CAT = 23,
 	SPYRE_KOP_COUNT
 };
 
@@ -161,12 +214,48 @@ enum spyre_kstrategy {
 	SPYRE_KSTRAT_RING = 8,		/**< TRANSPOSE on chip, ring shuffle between cores */
 };
 
+/** spyre_kdesc.fn: the function of BINARY, UNARY, REDUCE and TRIL (since 0.5). */
+enum spyre_kfn {
+	/* BINARY */
+	SPYRE_KFN_ADD = 0,
+	SPYRE_KFN_SUB = 1,
+	SPYRE_KFN_MUL = 2,
+	SPYRE_KFN_DIV = 3,
+	SPYRE_KFN_MAX = 4,
+	SPYRE_KFN_MIN = 5,
+	/* UNARY */
+	SPYRE_KFN_EXP = 16,
+	SPYRE_KFN_LOG = 17,
+	SPYRE_KFN_TANH = 18,
+	SPYRE_KFN_SIGMOID = 19,
+	SPYRE_KFN_RSQRT = 20,
+	SPYRE_KFN_SQRT = 21,
+	SPYRE_KFN_RECIP = 22,
+	SPYRE_KFN_ABS = 23,
+	SPYRE_KFN_GELU_TANH = 24,	/**< x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+	SPYRE_KFN_SCALE = 25,		/**< alpha x + beta */
+	SPYRE_KFN_POW = 26,		/**< x ^ alpha */
+	/* REDUCE */
+	SPYRE_KFN_SUM = 32,
+	SPYRE_KFN_MEAN = 33,
+	SPYRE_KFN_RMAX = 34,
+	/* TRIL */
+	SPYRE_KFN_TRIL = 48,
+	SPYRE_KFN_TRIU = 49,
+};
+
 /** spyre_kdesc.flags */
 #define SPYRE_KF_RELOC		(1u << 0)	/**< absolute operands + relocations: the patch path */
 #define SPYRE_KF_BIAS		(1u << 1)	/**< LINEAR: + bias */
 #define SPYRE_KF_GELU		(1u << 2)	/**< MLP: GELU MLP instead of SwiGLU */
 #define SPYRE_KF_DECODE		(1u << 3)	/**< ATTENTION: one token at a position given at launch */
 #define SPYRE_KF_WEIGHT_NK	(1u << 4)	/**< LINEAR: W is [n x k], as nn.Linear keeps it (since 0.4) */
+#define SPYRE_KF_BCAST_ROW	(1u << 5)	/**< BINARY: B is one row [n] (since 0.5) */
+#define SPYRE_KF_BCAST_COL	(1u << 6)	/**< BINARY: B is a vector [m], one per row (since 0.5) */
+#define SPYRE_KF_REVERSE	(1u << 7)	/**< BINARY: Y = B fn A (since 0.5) */
+#define SPYRE_KF_SCALAR_A	(1u << 8)	/**< WHERE: A is @alpha, no slot (since 0.5) */
+#define SPYRE_KF_SCALAR_B	(1u << 9)	/**< WHERE: B is @beta, no slot (since 0.5) */
+#define SPYRE_KF_LOG		(1u << 10)	/**< SOFTMAX: log_softmax, x - max - log(sum(exp)) (since 0.5) */
 
 /**
  * struct spyre_kdesc - what to generate. Zero every field you do not use
@@ -185,10 +274,12 @@ struct spyre_kdesc {
 	uint32_t max_pos;	/**< ATTENTION: cache length; ROPE: table length */
 	uint32_t in_group, out_group;		/**< LINEAR grouped layouts, 0: none */
 	float eps;		/**< norms */
-	float alpha;		/**< ADD: Y = A + alpha B */
+	float alpha;		/**< ADD, BINARY: Y = A + alpha B; UNARY SCALE, POW; WHERE's scalar A; TRIL diagonal */
 	float scale;		/**< ATTENTION score scale, EMBEDDING multiplier */
 	uint32_t sp_bytes;	/**< scratchpad per core; 0: the device's (2 MiB by default) */
-	uint32_t reserved[4];	/**< zero */
+	uint32_t fn;		/**< BINARY, UNARY, REDUCE, TRIL: enum spyre_kfn (since 0.5) */
+	float beta;		/**< UNARY SCALE's offset, WHERE's scalar B (since 0.5) */
+	uint32_t reserved[2];	/**< zero */
 };
 
 /** What a generated kernel needs. */

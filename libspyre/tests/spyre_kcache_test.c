@@ -400,7 +400,7 @@ TEST_F(kc, careless_descriptors_are_refused)
 	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "unknown op 999"));
 	d = add_desc(4, 4, 0);
-	d.reserved[2] = 1;
+	d.reserved[1] = 1;
 	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "reserved"));
 	d = add_desc(4, 4, 1u << 30);

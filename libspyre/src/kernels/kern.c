@@ -279,7 +279,7 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 		d->sp_bytes = SPYRE_TM_SCRATCHPAD_BYTES;
 	if (d->sp_bytes % SPYRE_STICK_BYTES || d->sp_bytes < 16 * SPYRE_STICK_BYTES)
 		return spyre_error(-EINVAL, "%s: scratchpad of %u bytes", kg_ops[d->op].name, d->sp_bytes);
-	if (d->reserved[0] || d->reserved[1] || d->reserved[2] || d->reserved[3])
+	if (d->reserved[0] || d->reserved[1])
 		return spyre_error(-EINVAL, "%s: reserved fields must be zero", kg_ops[d->op].name);
 	if (d->strategy && (d->strategy >= 32 || !(kg_ops[d->op].strategies & BIT(d->strategy))))
 		return spyre_error(-EINVAL, "%s: strategy %u does not apply", kg_ops[d->op].name, d->strategy);
