@@ -31,6 +31,9 @@ static const struct {
 	{ SPYRE_ISA_OP_SUB, SPYRE_CLS_BINARY, "sub" },
 	{ SPYRE_ISA_OP_MUL, SPYRE_CLS_BINARY, "mul" },
 	{ SPYRE_ISA_OP_MAX, SPYRE_CLS_BINARY, "max" },
+	{ SPYRE_ISA_OP_DIV, SPYRE_CLS_BINARY, "div" },
+	{ SPYRE_ISA_OP_MIN, SPYRE_CLS_BINARY, "min" },
+	{ SPYRE_ISA_OP_MOVM, SPYRE_CLS_MOVM, "movm" },
 	{ SPYRE_ISA_OP_RELU, SPYRE_CLS_UNARY, "relu" },
 	{ SPYRE_ISA_OP_GELU, SPYRE_CLS_UNARY, "gelu" },
 	{ SPYRE_ISA_OP_SILU, SPYRE_CLS_UNARY, "silu" },
@@ -39,11 +42,20 @@ static const struct {
 	{ SPYRE_ISA_OP_SCALE, SPYRE_CLS_SCALE, "scale" },
 	{ SPYRE_ISA_OP_CAST, SPYRE_CLS_CAST, "cast" },
 	{ SPYRE_ISA_OP_FILL, SPYRE_CLS_FILL, "fill" },
+	{ SPYRE_ISA_OP_LOG, SPYRE_CLS_UNARY, "log" },
+	{ SPYRE_ISA_OP_TANH, SPYRE_CLS_UNARY, "tanh" },
+	{ SPYRE_ISA_OP_SIGMOID, SPYRE_CLS_UNARY, "sigmoid" },
+	{ SPYRE_ISA_OP_SQRT, SPYRE_CLS_UNARY, "sqrt" },
+	{ SPYRE_ISA_OP_RECIP, SPYRE_CLS_UNARY, "recip" },
+	{ SPYRE_ISA_OP_ABS, SPYRE_CLS_UNARY, "abs" },
+	{ SPYRE_ISA_OP_GELU_TANH, SPYRE_CLS_UNARY, "gelu_tanh" },
+	{ SPYRE_ISA_OP_POW, SPYRE_CLS_SCALE, "pow" },
 	{ SPYRE_ISA_OP_REDSUM, SPYRE_CLS_REDUCE, "redsum" },
 	{ SPYRE_ISA_OP_REDMAX, SPYRE_CLS_REDUCE, "redmax" },
 	{ SPYRE_ISA_OP_SOFTMAX, SPYRE_CLS_SOFTMAX, "softmax" },
 	{ SPYRE_ISA_OP_TRANSPOSE, SPYRE_CLS_TRANSPOSE, "transpose" },
 	{ SPYRE_ISA_OP_ARGMAX, SPYRE_CLS_ARGMAX, "argmax" },
+	{ SPYRE_ISA_OP_TRIL, SPYRE_CLS_TRIL, "tril" },
 	{ SPYRE_ISA_OP_SEND, SPYRE_CLS_RING, "send" },
 	{ SPYRE_ISA_OP_RECV, SPYRE_CLS_RING, "recv" },
 	{ SPYRE_ISA_OP_SIGNAL, SPYRE_CLS_RING, "signal" },
@@ -320,9 +332,11 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 			return f;
 		return check_tile(t->d, t->rows, t->cols, e2, t->ldd, sp_bytes, addr);
 	case SPYRE_CLS_BINARY:
+		if (t->opcode == SPYRE_ISA_OP_DIV && (!SPYRE_DT_IS_FLOAT(dt) || !SPYRE_DT_IS_FLOAT(dt2)))
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
 		f = t->flags & (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL);
-		if ((t->flags & ~f) || f == (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL) || t->k || t->ext ||
-		    (f && t->ldb))
+		if ((t->flags & ~(f | SPYRE_IF_SWAP)) || f == (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL) || t->k ||
+		    t->ext || (f && t->ldb))
 			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		if (f == SPYRE_IF_BCAST_ROW)
 			f = check_vec(t->b, t->cols, e1, sp_bytes, addr);
@@ -335,7 +349,8 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 	case SPYRE_CLS_SCALE:
 		if (t->opcode != SPYRE_ISA_OP_RELU && !SPYRE_DT_IS_FLOAT(dt))
 			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
-		if (t->flags || t->k || (cls == SPYRE_CLS_UNARY && (t->b || t->ldb || t->ext)))
+		if (t->flags || t->k || (cls == SPYRE_CLS_UNARY && (t->b || t->ldb || t->ext)) ||
+		    (t->opcode == SPYRE_ISA_OP_POW && (t->ldb || t->ext)))
 			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		f = 0;
 		break;
@@ -359,13 +374,21 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 	case SPYRE_CLS_SOFTMAX:
 		if (!SPYRE_DT_IS_FLOAT(dt) || !SPYRE_DT_IS_FLOAT(dt2))
 			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
-		if (t->flags || t->k || t->b || t->ldb || t->ext)
+		if ((t->flags & ~SPYRE_IF_LOG) || t->k || t->b || t->ldb || t->ext)
 			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		f = 0;
 		break;
 	case SPYRE_CLS_TRANSPOSE:
 		if (dt != dt2)
 			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
+		if (t->flags == SPYRE_IF_DENSE) {
+			/* two dense runs of k + rows * cols and ext + rows * cols elements */
+			if (t->b || t->ldb || t->lda || t->ldd)
+				return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+			if ((f = check_vec(t->a, t->k + (uint64_t)t->rows * t->cols, e1, sp_bytes, addr)))
+				return f;
+			return check_vec(t->d, t->ext + (uint64_t)t->rows * t->cols, e2, sp_bytes, addr);
+		}
 		if (t->flags || t->k || t->b || t->ldb || t->ext)
 			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		if ((f = check_tile(t->a, t->rows, t->cols, e1, t->lda, sp_bytes, addr)))
@@ -383,6 +406,20 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 		    (f = check_tile(t->b, t->rows, t->cols, e2, t->ldb, sp_bytes, addr)))
 			return f;
 		return check_vec(t->d, t->rows, e2, sp_bytes, addr);
+	case SPYRE_CLS_MOVM:
+		if (SPYRE_DT_IS_FLOAT(dt) != SPYRE_DT_IS_FLOAT(dt2))
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
+		if (t->flags || t->k || t->ext)
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+		f = check_tile(t->b, t->rows, t->cols, 1, t->ldb, sp_bytes, addr);
+		break;
+	case SPYRE_CLS_TRIL:
+		if (dt != dt2)
+			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
+		if ((t->flags & ~SPYRE_IF_UPPER) || t->ldb || (t->k ? t->ext >= t->k : t->ext != 0))
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+		f = 0;
+		break;
 	default:
 		return SPYRE_ENGINE_FAULT_BAD_OPCODE;
 	}

@@ -235,10 +235,28 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 	case SPYRE_ISA_OP_SUB:
 	case SPYRE_ISA_OP_MUL:
 	case SPYRE_ISA_OP_MAX:
+	case SPYRE_ISA_OP_DIV:
+	case SPYRE_ISA_OP_MIN:
 		ldd = tight(ldd, o->cols, o->dt2);
 		lda = tight(lda, o->cols, o->dt);
 		if (!(o->flags & (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL)))
 			ldb = tight(ldb, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_MOVM:
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
+		ldb = tight(ldb, o->cols, SPYRE_DT_INT8);
+		break;
+	case SPYRE_ISA_OP_POW:
+		b = spyre_f32_bits(o->scale);
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
+		break;
+	case SPYRE_ISA_OP_TRIL:
+		b = o->imm;
+		ext = (uint16_t)o->ext;
+		ldd = tight(ldd, o->cols, o->dt2);
+		lda = tight(lda, o->cols, o->dt);
 		break;
 	case SPYRE_ISA_OP_SCALE:
 		b = spyre_f32_bits(o->scale);
@@ -256,6 +274,10 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 		lda = tight(lda, o->cols, o->dt);
 		break;
 	case SPYRE_ISA_OP_TRANSPOSE:
+		if (o->flags & SPYRE_IF_DENSE) {
+			ext = (uint16_t)o->ext;
+			break;
+		}
 		ldd = tight(ldd, o->rows, o->dt2);
 		lda = tight(lda, o->cols, o->dt);
 		break;
@@ -269,7 +291,7 @@ int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o)
 		lda = tight(lda, o->cols, o->dt);
 		break;
 	}
-	if (o->cols > 0xffff || o->k > 0xffff || ldd > 0xffff || lda > 0xffff || ldb > 0xffff ||
+	if (o->cols > 0xffff || o->k > 0xffff || o->ext > 0xffff || ldd > 0xffff || lda > 0xffff || ldb > 0xffff ||
 	    o->dt >= SPYRE_DT_COUNT || o->dt2 >= SPYRE_DT_COUNT)
 		return fail(pb);
 

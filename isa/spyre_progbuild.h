@@ -105,8 +105,9 @@ struct spyre_pb_op {
 	uint32_t d, a, b;	/* scratchpad offsets */
 	uint32_t rows, cols, k;
 	uint32_t ldd, lda, ldb;	/* row strides in sticks */
-	float scale, bias;	/* SCALE */
-	uint32_t imm;		/* FILL: value bits (fp32, or int32 for int types) */
+	float scale, bias;	/* SCALE; POW: the exponent in scale */
+	uint32_t imm;		/* FILL: value bits (fp32, or int32 for int types); TRIL: int32 diagonal */
+	uint32_t ext;		/* TRIL: first row's index in its matrix of k rows; dense TRANSPOSE: d's offset */
 };
 
 int spyre_pb_op(struct spyre_pb *pb, unsigned core, const struct spyre_pb_op *o);

@@ -27,11 +27,26 @@ void spyre_timing_default(struct spyre_timing *t)
 	};
 }
 
-/* exp, gelu, silu, rsqrt: through the SFU's transcendental path */
+/* exp, gelu, silu, rsqrt, log, tanh, ..., div: through the SFU's transcendental path */
 static int transcendental(uint32_t opcode)
 {
-	return opcode == SPYRE_ISA_OP_EXP || opcode == SPYRE_ISA_OP_GELU || opcode == SPYRE_ISA_OP_SILU ||
-	       opcode == SPYRE_ISA_OP_RSQRT;
+	switch (opcode) {
+	case SPYRE_ISA_OP_EXP:
+	case SPYRE_ISA_OP_GELU:
+	case SPYRE_ISA_OP_SILU:
+	case SPYRE_ISA_OP_RSQRT:
+	case SPYRE_ISA_OP_LOG:
+	case SPYRE_ISA_OP_TANH:
+	case SPYRE_ISA_OP_SIGMOID:
+	case SPYRE_ISA_OP_SQRT:
+	case SPYRE_ISA_OP_RECIP:
+	case SPYRE_ISA_OP_GELU_TANH:
+	case SPYRE_ISA_OP_POW:
+	case SPYRE_ISA_OP_DIV:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 static uint64_t div_up(uint64_t a, uint64_t b)
@@ -91,7 +106,13 @@ static uint64_t tensor_cycles(const struct spyre_insn_tensor *in, const struct s
 		return spyre_timing_matmul(t, in->dtype, in->dtype2, in->rows, in->cols, in->k,
 					   in->flags & SPYRE_IF_ACC);
 	case SPYRE_CLS_BINARY:
-		return sfu(t, elems, elems * (2 * e1 + e2), 1);
+		return sfu(t, elems, elems * (2 * e1 + e2),
+			   transcendental(in->opcode) ? t->sfu_transcendental_cycles : 1);
+	case SPYRE_CLS_MOVM:
+		/* a, the mask and d read, d written */
+		return sfu(t, elems, elems * (e1 + 1 + 2 * e2), 1);
+	case SPYRE_CLS_TRIL:
+		return sfu(t, elems, elems * (e1 + e2), 1);
 	case SPYRE_CLS_UNARY:
 	case SPYRE_CLS_SCALE:
 	case SPYRE_CLS_CAST:
@@ -102,6 +123,7 @@ static uint64_t tensor_cycles(const struct spyre_insn_tensor *in, const struct s
 	case SPYRE_CLS_REDUCE:
 		return sfu(t, elems, elems * e1 + ((in->flags & SPYRE_IF_AXIS0) ? in->cols : in->rows) * e2, 1);
 	case SPYRE_CLS_SOFTMAX:
+		/* log_softmax: one more transcendental per row, negligible against the row */
 		return sfu(t, elems, elems * (2 * e1 + e2), 2 + t->sfu_transcendental_cycles);
 	case SPYRE_CLS_TRANSPOSE:
 		/* one element per lane per cycle through the relayout path */

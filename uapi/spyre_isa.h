@@ -153,7 +153,10 @@ enum spyre_opcode {
 	SPYRE_ISA_OP_ADD = 0x30,		/* binary elementwise: d = a op b */
 	SPYRE_ISA_OP_SUB = 0x31,
 	SPYRE_ISA_OP_MUL = 0x32,
-	SPYRE_ISA_OP_MAX = 0x33,
+	SPYRE_ISA_OP_MAX = 0x33,		/* NaN propagates (torch.maximum) */
+	SPYRE_ISA_OP_DIV = 0x34,		/* a / b, float dtypes (IEEE: x/0 = +-inf, 0/0 = NaN) */
+	SPYRE_ISA_OP_MIN = 0x35,		/* NaN propagates (torch.minimum) */
+	SPYRE_ISA_OP_MOVM = 0x36,		/* masked move: d = b (int8 mask) != 0 ? a : d */
 	SPYRE_ISA_OP_RELU = 0x40,		/* unary elementwise: d = f(a) */
 	SPYRE_ISA_OP_GELU = 0x41,		/* x/2 (1 + erf(x/sqrt 2)) */
 	SPYRE_ISA_OP_SILU = 0x42,		/* x / (1 + exp(-x)) */
@@ -162,11 +165,20 @@ enum spyre_opcode {
 	SPYRE_ISA_OP_SCALE = 0x45,		/* d = a * imm + imm2 (fp32 immediates) */
 	SPYRE_ISA_OP_CAST = 0x46,		/* d (dtype2) = a (dtype) */
 	SPYRE_ISA_OP_FILL = 0x47,		/* d = imm (fp32 bits, or int32 for int types) */
+	SPYRE_ISA_OP_LOG = 0x48,		/* natural log (log 0 = -inf, log x<0 = NaN) */
+	SPYRE_ISA_OP_TANH = 0x49,
+	SPYRE_ISA_OP_SIGMOID = 0x4a,		/* 1 / (1 + exp(-x)) */
+	SPYRE_ISA_OP_SQRT = 0x4b,
+	SPYRE_ISA_OP_RECIP = 0x4c,		/* 1 / x */
+	SPYRE_ISA_OP_ABS = 0x4d,
+	SPYRE_ISA_OP_GELU_TANH = 0x4e,	/* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+	SPYRE_ISA_OP_POW = 0x4f,		/* d = a ^ imm (fp32 exponent in b, as powf) */
 	SPYRE_ISA_OP_REDSUM = 0x50,	/* reductions, see SPYRE_IF_AXIS0 */
 	SPYRE_ISA_OP_REDMAX = 0x51,
 	SPYRE_ISA_OP_SOFTMAX = 0x52,	/* row-wise softmax along the stick dimension */
 	SPYRE_ISA_OP_TRANSPOSE = 0x53,	/* d[c,r] = a[r,c] */
 	SPYRE_ISA_OP_ARGMAX = 0x54,	/* d[r] = index of the max of row r (int32) */
+	SPYRE_ISA_OP_TRIL = 0x55,		/* d[r,c] = c - r <= imm ? a[r,c] : 0 (SPYRE_IF_UPPER: >=) */
 	/* ring and synchronisation (struct spyre_insn_ring) */
 	SPYRE_ISA_OP_SEND = 0x60,		/* bytes from sp to core peer, with tag */
 	SPYRE_ISA_OP_RECV = 0x61,		/* wait for the next message from peer into sp */
@@ -185,6 +197,10 @@ enum spyre_opcode {
 #define SPYRE_IF_RMEM			(1u << 5)	/* LOAD/STORE: mem offset += r[rmem] */
 #define SPYRE_IF_RSP			(1u << 6)	/* LOAD/STORE: sp += r[rsp] */
 #define SPYRE_IF_INDEX			(1u << 7)	/* ARGMAX: b holds int32 indices; d[r] = b[r][argmax] */
+#define SPYRE_IF_SWAP			(1u << 1)	/* binary: d = b op a (b still the broadcast one) */
+#define SPYRE_IF_LOG			(1u << 1)	/* SOFTMAX: log_softmax, x - max - log(sum(exp(x - max))) */
+#define SPYRE_IF_UPPER			(1u << 1)	/* TRIL: keep c - r >= imm (triu) */
+#define SPYRE_IF_DENSE			(1u << 1)	/* TRANSPOSE: a and d without row padding (see below) */
 
 /*
  * Slot-relative memory operand: bits 63..48 slot (symbol index, or
@@ -259,13 +275,33 @@ struct spyre_insn_dma {
  * MATMUL: d = C (m=rows x n=cols, dtype2), a = A (m x k, dtype), b = B
  *         (k x n, dtype). dtype fp32/fp16/bf16/dl16 accumulate in fp32 and
  *         dtype2 is fp32 or dtype; int8 accumulates in int32, dtype2 int32.
- * binary: d = a op b, all rows x cols (b: see BCAST flags); unary: d = f(a).
- *         Computed in fp32 (float dtypes) or int64 saturated to the output
- *         type (int dtypes); result converted to dtype2.
+ * binary: d = a op b, all rows x cols (b: see BCAST flags; SPYRE_IF_SWAP:
+ *         d = b op a); unary: d = f(a). Computed in fp32 (float dtypes) or
+ *         int64 saturated to the output type (int dtypes); result converted
+ *         to dtype2. DIV and the unary ops but RELU take float dtypes only.
+ *         MAX and MIN propagate NaN. POW: d = powf(a, imm), the fp32
+ *         exponent in b (ldb, ext 0).
+ * MOVM:   masked move, d[r][j] = b[r][j] != 0 ? a[r][j] : d[r][j]: b is an
+ *         int8 mask tile (rows x cols, ldb; PyTorch's bool), a is dtype, d
+ *         dtype2 (read where the mask is 0, so both float or both int). The
+ *         unselected element is never read into the result: no NaN or
+ *         infinity leaks from it (torch.where / masked_fill).
+ * TRIL:   d[r][c] = a[r][c] where c - r' <= imm, else 0 (SPYRE_IF_UPPER:
+ *         c - r' >= imm); imm is the int32 diagonal offset in b. r' is the
+ *         row within its matrix: with k != 0 the tile holds matrices of k
+ *         rows and its first row is row ext of its matrix (ext < k),
+ *         r' = (ext + r) mod k; with k 0, r' = r (ext 0). dtype2 == dtype.
  * REDSUM/REDMAX: default reduces each row (-> a vector of rows elements at d);
  *         with SPYRE_IF_AXIS0 each column (-> one row of cols elements).
- * SOFTMAX: each row of cols; dtype in, dtype2 out, fp32 inside.
- * TRANSPOSE: d is cols x rows; dtype2 == dtype.
+ * SOFTMAX: each row of cols; dtype in, dtype2 out, fp32 inside. With
+ *         SPYRE_IF_LOG: log_softmax, x - max - log(sum(exp(x - max))).
+ * TRANSPOSE: d is cols x rows; dtype2 == dtype. With SPYRE_IF_DENSE, a
+ *         and d are dense row-major matrices (no padding between rows; lda
+ *         and ldd 0): a[r][j] is element k + r * cols + j counted from a,
+ *         d[j][r] element ext + j * rows + r from d (k and ext: where a
+ *         matrix starts inside its first stick, so a relayout of PyTorch's
+ *         contiguous tensors needs no stick alignment). Elements of d's
+ *         sticks outside the matrix are left as they are.
  * ARGMAX: d = a vector of rows int32 (dtype2 INT32): the column of each row's
  *         maximum, the lowest on ties, NaN never chosen (0 for a row of NaN).
  *         With SPYRE_IF_INDEX, b is an int32 tile of rows x cols (ldb) and
@@ -276,13 +312,16 @@ struct spyre_insn_tensor {
 	uint8_t opcode, dtype, dtype2, flags;
 	uint32_t d;		/* destination scratchpad offset, stick aligned */
 	uint32_t a;		/* source 1 (FILL: 0) */
-	uint32_t b;		/* source 2; SCALE: imm (fp32 scale bits); FILL: value bits */
+	uint32_t b;		/* source 2 (MOVM: mask); SCALE, POW: imm (fp32 bits); FILL: value bits;
+				   TRIL: int32 diagonal offset */
 	uint32_t rows;		/* m; >= 1 */
 	uint16_t cols;		/* n; >= 1 */
-	uint16_t k;		/* MATMUL inner dimension; else 0 */
+	uint16_t k;		/* MATMUL inner dimension; TRIL rows per matrix (0: one); dense TRANSPOSE: a's
+				   element offset; else 0 */
 	uint16_t ldd, lda;	/* row strides in sticks */
-	uint16_t ldb;		/* MATMUL, binary; else 0 */
-	uint16_t ext;		/* SCALE: high 16 bits of fp32 bias; else 0 */
+	uint16_t ldb;		/* MATMUL, binary, MOVM; else 0 */
+	uint16_t ext;		/* SCALE: high 16 bits of fp32 bias; TRIL: first row's index in its matrix;
+				   dense TRANSPOSE: d's element offset; else 0 */
 };
 /* SCALE keeps its fp32 bias in ldb (low 16 bits) and ext (high 16 bits). */
 #define SPYRE_SCALE_BIAS_BITS(t)	(((uint32_t)(t)->ext << 16) | (t)->ldb)

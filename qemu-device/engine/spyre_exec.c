@@ -209,9 +209,32 @@ static float gelu(float x)
 	return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
+static float gelu_tanh(float x)
+{
+	const float k = 0.79788456080286536f;	/* sqrt(2/pi) */
+
+	return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
 static float unary_f(uint32_t op, float x, float s, float b)
 {
 	switch (op) {
+	case SPYRE_ISA_OP_LOG:
+		return logf(x);
+	case SPYRE_ISA_OP_TANH:
+		return tanhf(x);
+	case SPYRE_ISA_OP_SIGMOID:
+		return 1.0f / (1.0f + expf(-x));
+	case SPYRE_ISA_OP_SQRT:
+		return sqrtf(x);
+	case SPYRE_ISA_OP_RECIP:
+		return 1.0f / x;
+	case SPYRE_ISA_OP_ABS:
+		return fabsf(x);
+	case SPYRE_ISA_OP_GELU_TANH:
+		return gelu_tanh(x);
+	case SPYRE_ISA_OP_POW:
+		return powf(x, s);
 	case SPYRE_ISA_OP_RELU:
 		return x > 0.0f ? x : (isnan(x) ? x : 0.0f);
 	case SPYRE_ISA_OP_GELU:
@@ -238,6 +261,10 @@ static float binary_f(uint32_t op, float x, float y)
 		return x - y;
 	case SPYRE_ISA_OP_MUL:
 		return x * y;
+	case SPYRE_ISA_OP_DIV:
+		return x / y;
+	case SPYRE_ISA_OP_MIN:	/* NaN propagates */
+		return isnan(x) || isnan(y) ? NAN : (x < y ? x : y);
 	default: /* MAX: NaN propagates */
 		return isnan(x) || isnan(y) ? NAN : (x > y ? x : y);
 	}
@@ -252,7 +279,9 @@ static int64_t binary_i(uint32_t op, int64_t x, int64_t y)
 		return x - y;
 	case SPYRE_ISA_OP_MUL:
 		return x * y;	/* |x|,|y| < 2^31: fits */
-	default:
+	case SPYRE_ISA_OP_MIN:
+		return x < y ? x : y;
+	default:	/* MAX (DIV is float only: the check refused it) */
 		return x > y ? x : y;
 	}
 }
@@ -262,7 +291,7 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 {
 	uint8_t *sp = core_sp(e, id);
 	unsigned dt = t->dtype, dt2 = t->dtype2;
-	bool isint = !SPYRE_DT_IS_FLOAT(dt);
+	bool isint = !SPYRE_DT_IS_FLOAT(dt), swap = cls == SPYRE_CLS_BINARY && (t->flags & SPYRE_IF_SWAP);
 	float s = spyre_bits_f32(t->b), bias = spyre_bits_f32(SPYRE_SCALE_BIAS_BITS(t));
 
 	for (uint32_t r = 0; r < t->rows; r++) {
@@ -277,11 +306,13 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 			uint64_t bj = (t->flags & SPYRE_IF_BCAST_COL) ? r : j;
 
 			if (cls == SPYRE_CLS_BINARY && isint) {
-				spyre_store_int(dr, dt2, j, binary_i(t->opcode, spyre_load_int(ar, dt, j),
-								     spyre_load_int(br, dt, bj)));
+				int64_t x = spyre_load_int(ar, dt, j), y = spyre_load_int(br, dt, bj);
+
+				spyre_store_int(dr, dt2, j, swap ? binary_i(t->opcode, y, x) : binary_i(t->opcode, x, y));
 			} else if (cls == SPYRE_CLS_BINARY) {
-				spyre_store_f32(dr, dt2, j, binary_f(t->opcode, spyre_load_f32(ar, dt, j),
-								     spyre_load_f32(br, dt, bj)));
+				float x = spyre_load_f32(ar, dt, j), y = spyre_load_f32(br, dt, bj);
+
+				spyre_store_f32(dr, dt2, j, swap ? binary_f(t->opcode, y, x) : binary_f(t->opcode, x, y));
 			} else if (isint && (t->opcode == SPYRE_ISA_OP_RELU || !SPYRE_DT_IS_FLOAT(dt2))) {
 				int64_t x = spyre_load_int(ar, dt, j);
 
@@ -289,6 +320,54 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 			} else {
 				spyre_store_f32(dr, dt2, j, unary_f(t->opcode, spyre_load_f32(ar, dt, j), s, bias));
 			}
+		}
+	}
+	charge_insn(e, c, t);
+}
+
+/* MOVM: d = mask ? a : d; the unselected value is never computed with */
+static void exec_movm(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = core_sp(e, id);
+	unsigned dt = t->dtype, dt2 = t->dtype2;
+
+	for (uint32_t r = 0; r < t->rows; r++) {
+		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
+		const uint8_t *ar = ROW(sp, t->a, r, t->lda), *mr = ROW(sp, t->b, r, t->ldb);
+
+		for (uint32_t j = 0; j < t->cols; j++) {
+			if (!mr[j])
+				continue;
+			if (SPYRE_DT_IS_FLOAT(dt))
+				spyre_store_f32(dr, dt2, j, spyre_load_f32(ar, dt, j));
+			else
+				spyre_store_int(dr, dt2, j, spyre_load_int(ar, dt, j));
+		}
+	}
+	charge_insn(e, c, t);
+}
+
+/* TRIL: keep a[r][c] where c - r' <= diag (UPPER: >=), r' the row within its matrix; else 0 */
+static void exec_tril(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint8_t *sp = core_sp(e, id);
+	unsigned dt = t->dtype, esz = SPYRE_DT_SIZE(dt);
+	int64_t diag = (int32_t)t->b;
+	bool upper = t->flags & SPYRE_IF_UPPER;
+
+	for (uint32_t r = 0; r < t->rows; r++) {
+		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
+		const uint8_t *ar = ROW(sp, t->a, r, t->lda);
+		int64_t rr = t->k ? ((uint64_t)t->ext + r) % t->k : r;
+
+		for (uint32_t j = 0; j < t->cols; j++) {
+			int64_t dc = (int64_t)j - rr;
+			bool keep = upper ? dc >= diag : dc <= diag;
+
+			if (keep)
+				memmove(dr + (uint64_t)j * esz, ar + (uint64_t)j * esz, esz);
+			else
+				memset(dr + (uint64_t)j * esz, 0, esz);	/* +0 in every dtype */
 		}
 	}
 	charge_insn(e, c, t);
@@ -381,20 +460,24 @@ static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, co
 		const uint8_t *ar = ROW(sp, t->a, r, t->lda);
 		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
 		float mx = -INFINITY, sum = 0.0f;
+		bool lg = t->flags & SPYRE_IF_LOG;
 
 		for (uint32_t j = 0; j < t->cols; j++)
 			mx = binary_f(SPYRE_ISA_OP_MAX, mx, spyre_load_f32(ar, dt, j));
 		/* two passes over a: d may alias a, so exponentials are recomputed */
 		for (uint32_t j = 0; j < t->cols; j++)
 			sum += expf(spyre_load_f32(ar, dt, j) - mx);
-		float inv = 1.0f / sum;
+		float inv = 1.0f / sum, lse = logf(sum);
 		float ex[64];
 
 		for (uint32_t j0 = 0; j0 < t->cols; j0 += 64) {
 			uint32_t w = t->cols - j0 < 64 ? t->cols - j0 : 64;
 
-			for (uint32_t j = 0; j < w; j++)
-				ex[j] = expf(spyre_load_f32(ar, dt, j0 + j) - mx) * inv;
+			for (uint32_t j = 0; j < w; j++) {
+				float x = spyre_load_f32(ar, dt, j0 + j) - mx;
+
+				ex[j] = lg ? x - lse : expf(x) * inv;
+			}
 			for (uint32_t j = 0; j < w; j++)
 				spyre_store_f32(dr, dt2, j0 + j, ex[j]);
 		}
@@ -408,6 +491,14 @@ static void exec_transpose(struct spyre_engine *e, struct core *c, uint32_t id,
 	uint8_t *sp = core_sp(e, id);
 	uint32_t esz = SPYRE_DT_SIZE(t->dtype);
 
+	if (t->flags & SPYRE_IF_DENSE) {
+		for (uint32_t r = 0; r < t->rows; r++)
+			for (uint32_t j = 0; j < t->cols; j++)
+				memmove(sp + t->d + (t->ext + (uint64_t)j * t->rows + r) * esz,
+					sp + t->a + (t->k + (uint64_t)r * t->cols + j) * esz, esz);
+		charge_insn(e, c, t);
+		return;
+	}
 	for (uint32_t r = 0; r < t->rows; r++)
 		for (uint32_t j = 0; j < t->cols; j++)
 			memmove(ROW(sp, t->d, j, t->ldd) + (uint64_t)r * esz, ROW(sp, t->a, r, t->lda) + (uint64_t)j * esz,
@@ -425,6 +516,8 @@ static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opcla
 	case SPYRE_CLS_ARGMAX:
 		return t->d + spyre_tile_extent(1, t->rows, e2, 0);
 	case SPYRE_CLS_TRANSPOSE:
+		if (t->flags & SPYRE_IF_DENSE)
+			return t->d + spyre_tile_extent(1, t->ext + (uint64_t)t->rows * t->cols, e2, 0);
 		return t->d + spyre_tile_extent(t->cols, t->rows, e2, t->ldd);
 	default:
 		return t->d + spyre_tile_extent(t->rows, t->cols, e2, t->ldd);
@@ -631,6 +724,12 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 	case SPYRE_CLS_ARGMAX:
 		exec_argmax(e, c, id, &in.t);
 		break;
+	case SPYRE_CLS_MOVM:
+		exec_movm(e, c, id, &in.t);
+		break;
+	case SPYRE_CLS_TRIL:
+		exec_tril(e, c, id, &in.t);
+		break;
 	case SPYRE_CLS_RING:
 		switch (in.ring.opcode) {
 		case SPYRE_ISA_OP_SEND:
@@ -666,7 +765,7 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 		return fault(e, SPYRE_ENGINE_FAULT_BAD_OPCODE, id, c->pc, 0);
 	}
 	if (rc == STEP_NEXT) {
-		if (cls >= SPYRE_CLS_MATMUL && cls <= SPYRE_CLS_ARGMAX)
+		if (cls >= SPYRE_CLS_MATMUL && cls < SPYRE_CLS_RING)
 			c->sp_dirty = max64(c->sp_dirty, tensor_dirty(&in.t, cls));
 		c->insns++;
 		c->pc++;

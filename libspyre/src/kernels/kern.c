@@ -41,7 +41,131 @@ const struct kg_op kg_ops[SPYRE_KOP_COUNT] = {
 	[SPYRE_KOP_ARGMAX] = { "argmax", kg_gen_argmax, 0, 0 },
 	[SPYRE_KOP_TRANSPOSE] = { "transpose", kg_gen_transpose, BIT(SPYRE_KSTRAT_VIA_MEMORY) | BIT(SPYRE_KSTRAT_RING),
 				  SPYRE_KSTRAT_RING },
+	[SPYRE_KOP_BINARY] = { "binary", kg_gen_binary, 0, 0 },
+	[SPYRE_KOP_UNARY] = { "unary", kg_gen_unary, 0, 0 },
+	[SPYRE_KOP_WHERE] = { "where", kg_gen_where, 0, 0 },
+	[SPYRE_KOP_REDUCE] = { "reduce", kg_gen_reduce, 0, 0 },
+	[SPYRE_KOP_TRIL] = { "tril", kg_gen_tril, 0, 0 },
+	[SPYRE_KOP_PERMUTE] = { "permute", kg_gen_permute, 0, 0 },
+	[SPYRE_KOP_CAT] = { "cat", kg_gen_cat, 0, 0 },
 };
+
+/* The names of enum spyre_kfn (in a kernel's name: "binary-div fp16 3x5 c32"). */
+static const char *const fn_names[] = {
+	[SPYRE_KFN_ADD] = "add", [SPYRE_KFN_SUB] = "sub", [SPYRE_KFN_MUL] = "mul", [SPYRE_KFN_DIV] = "div",
+	[SPYRE_KFN_MAX] = "max", [SPYRE_KFN_MIN] = "min",
+	[SPYRE_KFN_EXP] = "exp", [SPYRE_KFN_LOG] = "log", [SPYRE_KFN_TANH] = "tanh",
+	[SPYRE_KFN_SIGMOID] = "sigmoid", [SPYRE_KFN_RSQRT] = "rsqrt", [SPYRE_KFN_SQRT] = "sqrt",
+	[SPYRE_KFN_RECIP] = "recip", [SPYRE_KFN_ABS] = "abs", [SPYRE_KFN_GELU_TANH] = "gelu_tanh",
+	[SPYRE_KFN_SCALE] = "scale", [SPYRE_KFN_POW] = "pow",
+	[SPYRE_KFN_SUM] = "sum", [SPYRE_KFN_MEAN] = "mean", [SPYRE_KFN_RMAX] = "max",
+	[SPYRE_KFN_TRIL] = "tril", [SPYRE_KFN_TRIU] = "triu",
+};
+
+/* The fn range of each op that has one: [lo, hi] of enum spyre_kfn. */
+static bool fn_valid(uint32_t op, uint32_t fn)
+{
+	switch (op) {
+	case SPYRE_KOP_BINARY:
+		return fn <= SPYRE_KFN_MIN;
+	case SPYRE_KOP_UNARY:
+		return fn >= SPYRE_KFN_EXP && fn <= SPYRE_KFN_POW;
+	case SPYRE_KOP_REDUCE:
+		return fn >= SPYRE_KFN_SUM && fn <= SPYRE_KFN_RMAX;
+	case SPYRE_KOP_TRIL:
+		return fn == SPYRE_KFN_TRIL || fn == SPYRE_KFN_TRIU;
+	default:
+		return fn == 0;
+	}
+}
+
+/* The flags each op takes besides SPYRE_KF_RELOC. */
+static uint32_t op_flags(uint32_t op)
+{
+	switch (op) {
+	case SPYRE_KOP_LINEAR:
+		return SPYRE_KF_BIAS | SPYRE_KF_WEIGHT_NK;
+	case SPYRE_KOP_MLP:
+		return SPYRE_KF_GELU;
+	case SPYRE_KOP_ATTENTION:
+		return SPYRE_KF_DECODE;
+	case SPYRE_KOP_SOFTMAX:
+		return SPYRE_KF_LOG;
+	case SPYRE_KOP_BINARY:
+		return SPYRE_KF_BCAST_ROW | SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE;
+	case SPYRE_KOP_WHERE:
+		return SPYRE_KF_SCALAR_A | SPYRE_KF_SCALAR_B;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * The fields of the ops since 0.5 (fn, alpha, beta, k, flags), each checked
+ * against what the op uses, so a caller's mistake is an error naming the
+ * field instead of an unused value in the cache key. Returns 0 or -EINVAL.
+ */
+static int check_op_fields(const struct spyre_kdesc *d)
+{
+	const char *op = kg_ops[d->op].name;
+	bool uses_alpha, uses_beta, uses_k;
+
+	if (!fn_valid(d->op, d->fn))
+		return d->op == SPYRE_KOP_BINARY || d->op == SPYRE_KOP_UNARY || d->op == SPYRE_KOP_REDUCE ||
+		       d->op == SPYRE_KOP_TRIL ?
+			spyre_error(-EINVAL, "%s: fn %u is not a function of %s (enum spyre_kfn)", op, d->fn, op) :
+			spyre_error(-EINVAL, "%s: fn must be 0 (fn is for binary, unary, reduce and tril), got %u",
+				    op, d->fn);
+	if ((d->flags & SPYRE_KF_BCAST_ROW) && (d->flags & SPYRE_KF_BCAST_COL))
+		return spyre_error(-EINVAL, "%s: SPYRE_KF_BCAST_ROW and SPYRE_KF_BCAST_COL together", op);
+	if (d->op < SPYRE_KOP_BINARY)
+		return d->beta != 0.0f ? spyre_error(-EINVAL, "%s: beta must be 0 (it is for unary scale and "
+						     "where)", op) : 0;
+	switch (d->op) {
+	case SPYRE_KOP_BINARY:
+		uses_alpha = d->fn == SPYRE_KFN_ADD || d->fn == SPYRE_KFN_SUB;
+		uses_beta = uses_k = false;
+		break;
+	case SPYRE_KOP_UNARY:
+		uses_alpha = d->fn == SPYRE_KFN_SCALE || d->fn == SPYRE_KFN_POW;
+		uses_beta = d->fn == SPYRE_KFN_SCALE;
+		uses_k = false;
+		break;
+	case SPYRE_KOP_WHERE:
+		uses_alpha = d->flags & SPYRE_KF_SCALAR_A;
+		uses_beta = d->flags & SPYRE_KF_SCALAR_B;
+		uses_k = false;
+		break;
+	case SPYRE_KOP_TRIL:
+		uses_alpha = uses_k = true;
+		uses_beta = false;
+		if (!(fabsf(d->alpha) <= 2147483647.0f) || d->alpha != floorf(d->alpha))
+			return spyre_error(-EINVAL, "%s: alpha (the diagonal) must be an integer, got %g", op,
+					   (double)d->alpha);
+		break;
+	case SPYRE_KOP_PERMUTE:
+	case SPYRE_KOP_CAT:
+		uses_alpha = uses_beta = false;
+		uses_k = true;
+		break;
+	default:	/* REDUCE */
+		uses_alpha = uses_beta = uses_k = false;
+		break;
+	}
+	if (!uses_alpha && d->alpha != 0.0f)
+		return spyre_error(-EINVAL, "%s %s: alpha must be 0 (unused), got %g", op,
+				   d->fn < sizeof(fn_names) / sizeof(fn_names[0]) && fn_names[d->fn] ? fn_names[d->fn] : "",
+				   (double)d->alpha);
+	if (!uses_beta && d->beta != 0.0f)
+		return spyre_error(-EINVAL, "%s: beta must be 0 (unused), got %g", op, (double)d->beta);
+	if (!uses_k && d->k)
+		return spyre_error(-EINVAL, "%s: k must be 0 (unused), got %llu", op, (unsigned long long)d->k);
+	if ((d->batch && d->op != SPYRE_KOP_PERMUTE) || d->heads || d->kv_heads || d->head_dim || d->max_pos || d->in_group || d->out_group ||
+	    d->eps != 0.0f || d->scale != 0.0f)
+		return spyre_error(-EINVAL, "%s: batch (but for permute), heads, kv_heads, head_dim, max_pos, "
+				   "in_group, out_group, eps and scale must be 0 (unused)", op);
+	return 0;
+}
 
 static const char *const strategy_names[] = {
 	[SPYRE_KSTRAT_AUTO] = "auto", [SPYRE_KSTRAT_SPLIT_M] = "split-m", [SPYRE_KSTRAT_SPLIT_N] = "split-n",
@@ -263,6 +387,8 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 	d->alpha = in->alpha == 0.0f ? 0.0f : in->alpha;
 	d->scale = in->scale == 0.0f ? 0.0f : in->scale;
 	d->sp_bytes = in->sp_bytes;
+	d->fn = in->fn;
+	d->beta = in->beta == 0.0f ? 0.0f : in->beta;
 	memcpy(d->reserved, in->reserved, sizeof(d->reserved));
 	if (!d->op || d->op >= SPYRE_KOP_COUNT || !kg_ops[d->op].gen)
 		return spyre_error(-EINVAL, "kernel descriptor: unknown op %u", d->op);
@@ -283,11 +409,30 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 		return spyre_error(-EINVAL, "%s: reserved fields must be zero", kg_ops[d->op].name);
 	if (d->strategy && (d->strategy >= 32 || !(kg_ops[d->op].strategies & BIT(d->strategy))))
 		return spyre_error(-EINVAL, "%s: strategy %u does not apply", kg_ops[d->op].name, d->strategy);
-	if (d->flags & ~(SPYRE_KF_RELOC | SPYRE_KF_BIAS | SPYRE_KF_GELU | SPYRE_KF_DECODE | SPYRE_KF_WEIGHT_NK))
+	if (d->flags & ~(SPYRE_KF_RELOC | SPYRE_KF_BIAS | SPYRE_KF_GELU | SPYRE_KF_DECODE | SPYRE_KF_WEIGHT_NK |
+			 SPYRE_KF_BCAST_ROW | SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE | SPYRE_KF_SCALAR_A |
+			 SPYRE_KF_SCALAR_B | SPYRE_KF_LOG))
 		return spyre_error(-EINVAL, "%s: unknown flags 0x%x", kg_ops[d->op].name, d->flags);
 	if ((d->flags & SPYRE_KF_WEIGHT_NK) && d->op != SPYRE_KOP_LINEAR)
 		return spyre_error(-EINVAL, "%s: SPYRE_KF_WEIGHT_NK applies to linear only", kg_ops[d->op].name);
-	return 0;
+	/*
+	 * Flags that do not apply are refused: every one on the ops of 0.5,
+	 * those of 0.5 on the older ops (which keep ignoring the older ones).
+	 */
+	uint32_t stray = d->flags & ~(op_flags(d->op) | SPYRE_KF_RELOC);
+
+	if (d->op < SPYRE_KOP_BINARY)
+		stray &= SPYRE_KF_BCAST_ROW | SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE | SPYRE_KF_SCALAR_A |
+			 SPYRE_KF_SCALAR_B | SPYRE_KF_LOG;
+	if (stray)
+		return spyre_error(-EINVAL, "%s: flags 0x%x do not apply to it (SPYRE_KF_BCAST_ROW, _BCAST_COL, "
+				   "_REVERSE: binary; _SCALAR_A, _SCALAR_B: where; _LOG: softmax; _BIAS, _WEIGHT_NK: "
+				   "linear; _GELU: mlp; _DECODE: attention)", kg_ops[d->op].name, stray);
+	if (d->op == SPYRE_KOP_TRIL && !d->fn)
+		d->fn = SPYRE_KFN_TRIL;	/* 0 is tril: one key */
+	if (d->op == SPYRE_KOP_PERMUTE && !d->batch)
+		d->batch = 1;		/* 0 is one batch: one key */
+	return check_op_fields(d);
 }
 
 /*
@@ -305,7 +450,15 @@ static int build_one(const struct spyre_kdesc *d, uint32_t strategy, void **imag
 	info->size = sizeof(*info);
 	info->strategy = strategy;
 	/* m x n, and x k for the ops that have a k (elementwise ones do not: no "1x128x0") */
-	snprintf(info->name, sizeof(info->name), "%s %s %llux%llu%s%.0llu%s%s%s c%u", kg_ops[d->op].name,
+	char opname[40];
+
+	if (d->op >= SPYRE_KOP_BINARY && d->fn < sizeof(fn_names) / sizeof(fn_names[0]) && fn_names[d->fn] &&
+	    (d->op != SPYRE_KOP_WHERE && d->op < SPYRE_KOP_PERMUTE))
+		snprintf(opname, sizeof(opname), "%s-%s", kg_ops[d->op].name, fn_names[d->fn]);
+	else
+		snprintf(opname, sizeof(opname), "%s%s", kg_ops[d->op].name,
+			 (d->flags & SPYRE_KF_LOG) ? "-log" : "");
+	snprintf(info->name, sizeof(info->name), "%s %s %llux%llu%s%.0llu%s%s%s c%u", opname,
 		 spyre_dtype_name(d->dtype), (unsigned long long)d->m, (unsigned long long)d->n,
 		 d->k ? "x" : "", (unsigned long long)d->k, (d->flags & SPYRE_KF_WEIGHT_NK) ? " w-nk" : "",
 		 strategy ? " " : "", strategy ? strategy_names[strategy] : "", d->cores);

@@ -230,5 +230,12 @@ int kg_gen_attention(struct kgen *g);
 int kg_gen_embedding(struct kgen *g);
 int kg_gen_argmax(struct kgen *g);
 int kg_gen_transpose(struct kgen *g);
+int kg_gen_binary(struct kgen *g);	/* kern_ops.c (since 0.5) */
+int kg_gen_unary(struct kgen *g);
+int kg_gen_reduce(struct kgen *g);
+int kg_gen_tril(struct kgen *g);
+int kg_gen_where(struct kgen *g);
+int kg_gen_permute(struct kgen *g);
+int kg_gen_cat(struct kgen *g);
 
 #endif /* LIBSPYRE_KERN_H */

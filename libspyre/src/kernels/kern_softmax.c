@@ -11,6 +11,9 @@
  *	running sum S of exp(x - M), rescaled by exp(M_old - M_new) when the max
  *	grows; a second pass loads the tiles again and writes exp(x - M) / S.
  *	Nothing but X and Y touches device memory.
+ * With SPYRE_KF_LOG (since 0.5) each form gives log_softmax instead,
+ *	x - M - log S: the SOFTMAX instruction's SPYRE_IF_LOG, the online form's
+ *	last pass subtracts log S, the naive one keeps x - max in work.
  * SPYRE_KSTRAT_NAIVE: what a compiler without scratchpad planning produces:
  *	four passes, each a separate sweep over the rows that leaves its result
  *	in device memory (the work slot) for the next one to load back: row max
@@ -96,6 +99,7 @@ static void online_tile(struct kgen *g, uint32_t c, uint32_t dt, int sx, int sy,
 {
 	uint64_t pitch = kg_pitch(n, dt), esz = SPYRE_DT_SIZE(dt);
 	uint32_t mx = v[0], mn = v[1], s = v[2], st = v[3], dl = v[4];
+	bool lg = g->d->flags & SPYRE_KF_LOG;
 
 	for (uint64_t j0 = 0; j0 < n; j0 += cw) {
 		uint64_t w = n - j0 < cw ? n - j0 : cw;
@@ -130,9 +134,13 @@ static void online_tile(struct kgen *g, uint32_t c, uint32_t dt, int sx, int sy,
 		mx = mn;
 		mn = tmp;
 	}
-	/* 1 / S = rsqrt(S)^2 (there is no divide) */
-	kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, s, s, 0, 1, rows);
-	kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, s, s, s, 1, rows);
+	/* softmax: times 1 / S = rsqrt(S)^2; log_softmax: minus log S */
+	if (lg) {
+		kg_op(g, c, SPYRE_ISA_OP_LOG, F32, F32, 0, s, s, 0, 1, rows);
+	} else {
+		kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, s, s, 0, 1, rows);
+		kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, s, s, s, 1, rows);
+	}
 	for (uint64_t j0 = 0; j0 < n; j0 += cw) {
 		uint64_t w = n - j0 < cw ? n - j0 : cw;
 
@@ -140,8 +148,12 @@ static void online_tile(struct kgen *g, uint32_t c, uint32_t dt, int sx, int sy,
 		if (dt != F32)
 			kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
 		kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, mx, rows, w);
-		kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
-		kg_op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, s, rows, w);
+		if (lg) {
+			kg_op(g, c, SPYRE_ISA_OP_SUB, F32, dt, SPYRE_IF_BCAST_COL, xb, t, s, rows, w);
+		} else {
+			kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
+			kg_op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, s, rows, w);
+		}
 		kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch + j0 * esz, rows, kg_pitch(w, dt), pitch);
 	}
 }
@@ -181,7 +193,8 @@ static int gen_scratchpad(struct kgen *g, int sx, int sy)
 				continue;
 			}
 			kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, row0 * pitch, rows, pitch, pitch);
-			kg_op(g, c, SPYRE_ISA_OP_SOFTMAX, dt, dt, 0, xb, xb, 0, rows, n);
+			kg_op(g, c, SPYRE_ISA_OP_SOFTMAX, dt, dt, (d->flags & SPYRE_KF_LOG) ? SPYRE_IF_LOG : 0, xb, xb,
+			      0, rows, n);
 			kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, row0 * pitch, rows, pitch, pitch);
 		}
 	}
@@ -201,6 +214,7 @@ static int gen_naive(struct kgen *g, int sx, int sy)
 	uint32_t dt = d->dtype, esz = SPYRE_DT_SIZE(dt);
 	uint64_t m = d->m, n = d->n, pitch = kg_pitch(n, dt), maxr = (m + g->cores - 1) / g->cores, tr, cw;
 	struct naive_work wk;
+	bool lg = d->flags & SPYRE_KF_LOG;
 	int sw;
 
 	if (plan(g, dt, dt != F32, 2, n, maxr, &tr, &cw))
@@ -235,8 +249,12 @@ static int gen_naive(struct kgen *g, int sx, int sy)
 					kg_dma(g, c, SPYRE_ISA_OP_LOAD, acc, sw, wk.vmax + voff, 1, vb, 0);
 				if (pass == 3) {
 					kg_dma(g, c, SPYRE_ISA_OP_LOAD, acc, sw, wk.vsum + voff, 1, vb, 0);
-					kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, acc, acc, 0, 1, rows);
-					kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, acc, acc, acc, 1, rows);
+					if (lg) {
+						kg_op(g, c, SPYRE_ISA_OP_LOG, F32, F32, 0, acc, acc, 0, 1, rows);
+					} else {
+						kg_op(g, c, SPYRE_ISA_OP_RSQRT, F32, F32, 0, acc, acc, 0, 1, rows);
+						kg_op(g, c, SPYRE_ISA_OP_MUL, F32, F32, 0, acc, acc, acc, 1, rows);
+					}
 				}
 				for (uint64_t j0 = 0; j0 < n; j0 += cw) {
 					uint64_t w = n - j0 < cw ? n - j0 : cw;
@@ -249,23 +267,27 @@ static int gen_naive(struct kgen *g, int sx, int sy)
 						if (j0)
 							kg_op(g, c, SPYRE_ISA_OP_MAX, F32, F32, 0, acc, acc, part, 1, rows);
 						break;
-					case 1:	/* exp(x - max) */
+					case 1:	/* exp(x - max); log_softmax: x - max (exp taken by the sum pass) */
 						kg_dma(g, c, SPYRE_ISA_OP_LOAD, xb, sx, xoff, rows, kg_pitch(w, dt), pitch);
 						if (dt != F32)
 							kg_op(g, c, SPYRE_ISA_OP_CAST, dt, F32, 0, t, xb, 0, rows, w);
 						kg_op(g, c, SPYRE_ISA_OP_SUB, F32, F32, SPYRE_IF_BCAST_COL, t, t, acc, rows, w);
-						kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
+						if (!lg)
+							kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
 						kg_dma(g, c, SPYRE_ISA_OP_STORE, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
 						break;
 					case 2:	/* row sum */
 						kg_dma(g, c, SPYRE_ISA_OP_LOAD, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
+						if (lg)
+							kg_op(g, c, SPYRE_ISA_OP_EXP, F32, F32, 0, t, t, 0, rows, w);
 						kg_op(g, c, SPYRE_ISA_OP_REDSUM, F32, F32, 0, j0 ? part : acc, t, 0, rows, w);
 						if (j0)
 							kg_op(g, c, SPYRE_ISA_OP_ADD, F32, F32, 0, acc, acc, part, 1, rows);
 						break;
-					default: /* divide */
+					default: /* divide (log_softmax: subtract the log) */
 						kg_dma(g, c, SPYRE_ISA_OP_LOAD, t, sw, eoff, rows, kg_pitch(w, F32), wk.e_pitch);
-						kg_op(g, c, SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL, xb, t, acc, rows, w);
+						kg_op(g, c, lg ? SPYRE_ISA_OP_SUB : SPYRE_ISA_OP_MUL, F32, dt, SPYRE_IF_BCAST_COL,
+						      xb, t, acc, rows, w);
 						kg_dma(g, c, SPYRE_ISA_OP_STORE, xb, sy, xoff, rows, kg_pitch(w, dt), pitch);
 						break;
 					}

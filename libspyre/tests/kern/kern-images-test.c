@@ -2,7 +2,8 @@
 /*
  * kern-images-test - the kernel library's programs, byte for byte: a sweep
  * of descriptors (every op, dtype, strategy and flag over a few shapes, core
- * counts and sets of the other fields, 225,792 in all) is built with
+ * counts and sets of the other fields, the ops of 0.5 also over their
+ * functions and flags: 620,928 in all) is built with
  * spyre_kernel_build(), each described by one line (the image's size and
  * FNV-1a hash, strategy, estimate and name, or the error and its detail),
  * and the lines of each op and dtype are summed up by their count, the
@@ -59,6 +60,8 @@ static void describe(const struct spyre_kdesc *d, char *line, size_t len)
 	n = snprintf(line, len, "op %u dt %u %llux%llux%llu s%u f%x c%u:", d->op, d->dtype,
 		     (unsigned long long)d->m, (unsigned long long)d->n, (unsigned long long)d->k,
 		     d->strategy, d->flags, d->cores);
+	if (d->fn)	/* the ops of 0.5 (older lines stay as they were) */
+		n += snprintf(line + n - 1, len - n + 1, " fn%u:", d->fn) - 1;
 	ret = spyre_kernel_build(d, &image, &size, &info);
 	if (ret)
 		snprintf(line + n, len - n, " error %d: %s", ret, spyre_last_error());
@@ -104,31 +107,92 @@ static void extras(struct spyre_kdesc *d, int ex)
 	}
 }
 
+/*
+ * The ops of 0.5 are swept over their functions and flags too (each
+ * variant's fn and flags, or'ed into every flag set); the older ops have
+ * the one variant { 0, 0 }.
+ */
+struct variant {
+	uint32_t fn, flags;
+};
+
+static const struct variant v_none[] = { { 0, 0 } };
+static const struct variant v_binary[] = {
+	{ SPYRE_KFN_ADD, 0 }, { SPYRE_KFN_SUB, SPYRE_KF_BCAST_ROW }, { SPYRE_KFN_MUL, SPYRE_KF_BCAST_COL },
+	{ SPYRE_KFN_DIV, SPYRE_KF_REVERSE }, { SPYRE_KFN_MAX, SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE },
+	{ SPYRE_KFN_MIN, 0 },
+};
+static const struct variant v_unary[] = {
+	{ SPYRE_KFN_EXP, 0 }, { SPYRE_KFN_LOG, 0 }, { SPYRE_KFN_TANH, 0 }, { SPYRE_KFN_SIGMOID, 0 },
+	{ SPYRE_KFN_RSQRT, 0 }, { SPYRE_KFN_SQRT, 0 }, { SPYRE_KFN_RECIP, 0 }, { SPYRE_KFN_ABS, 0 },
+	{ SPYRE_KFN_GELU_TANH, 0 }, { SPYRE_KFN_SCALE, 0 }, { SPYRE_KFN_POW, 0 },
+};
+static const struct variant v_where[] = {
+	{ 0, 0 }, { 0, SPYRE_KF_SCALAR_A }, { 0, SPYRE_KF_SCALAR_B }, { 0, SPYRE_KF_SCALAR_A | SPYRE_KF_SCALAR_B },
+};
+static const struct variant v_reduce[] = { { SPYRE_KFN_SUM, 0 }, { SPYRE_KFN_MEAN, 0 }, { SPYRE_KFN_RMAX, 0 } };
+static const struct variant v_tril[] = { { SPYRE_KFN_TRIL, 0 }, { SPYRE_KFN_TRIU, 0 } };
+
+static const struct variant *variants(uint32_t op, size_t *n)
+{
+#define V(a) (*n = sizeof(a) / sizeof(a[0]), a)
+	switch (op) {
+	case SPYRE_KOP_BINARY:
+		return V(v_binary);
+	case SPYRE_KOP_UNARY:
+		return V(v_unary);
+	case SPYRE_KOP_WHERE:
+		return V(v_where);
+	case SPYRE_KOP_REDUCE:
+		return V(v_reduce);
+	case SPYRE_KOP_TRIL:
+		return V(v_tril);
+	default:
+		return V(v_none);
+	}
+#undef V
+}
+
 /* Calls @fn for every descriptor of the sweep, in a fixed order. */
 static unsigned int sweep(void (*fn)(const char *line, void *arg), void *arg)
 {
 	unsigned int count = 0;
 	char line[512];
 
-	for (uint32_t op = 1; op < SPYRE_KOP_COUNT; op++)
-		for (size_t dt = 0; dt < sizeof(dtypes) / sizeof(dtypes[0]); dt++)
-			for (int ex = 0; ex < EX_COUNT; ex++)
-				for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-					for (uint32_t strat = 0; strat <= SPYRE_KSTRAT_RING; strat++)
-						for (size_t f = 0; f < sizeof(flag_sets) / sizeof(flag_sets[0]); f++)
-							for (size_t c = 0; c < sizeof(core_counts) / sizeof(core_counts[0]); c++) {
-								struct spyre_kdesc d = {
-									.size = sizeof(d), .op = op, .dtype = dtypes[dt],
-									.cores = core_counts[c], .strategy = strat,
-									.flags = flag_sets[f], .m = shapes[s].m,
-									.n = shapes[s].n, .k = shapes[s].k,
-								};
+	for (uint32_t op = 1; op < SPYRE_KOP_COUNT; op++) {
+		size_t nv;
+		const struct variant *v = variants(op, &nv);
 
-								extras(&d, ex);
-								describe(&d, line, sizeof(line));
-								fn(line, arg);
-								count++;
-							}
+		for (size_t dt = 0; dt < sizeof(dtypes) / sizeof(dtypes[0]); dt++)
+			for (size_t vi = 0; vi < nv; vi++)
+				for (int ex = 0; ex < EX_COUNT; ex++)
+					for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+						for (uint32_t strat = 0; strat <= SPYRE_KSTRAT_RING; strat++)
+							for (size_t f = 0; f < sizeof(flag_sets) / sizeof(flag_sets[0]); f++)
+								for (size_t c = 0; c < sizeof(core_counts) / sizeof(core_counts[0]); c++) {
+									struct spyre_kdesc d = {
+										.size = sizeof(d), .op = op, .dtype = dtypes[dt],
+										.cores = core_counts[c], .strategy = strat,
+										.flags = flag_sets[f] | v[vi].flags,
+										.m = shapes[s].m, .n = shapes[s].n,
+										.k = shapes[s].k, .fn = v[vi].fn,
+									};
+
+									/* k where the op of 0.5 has one, else 0 */
+									if (op == SPYRE_KOP_TRIL)
+										d.k = d.m;
+									else if (op == SPYRE_KOP_CAT)
+										d.k = 2 + s % 7;
+									else if (op == SPYRE_KOP_PERMUTE)
+										d.k = s % 2 ? 64 : 1;
+									else if (op >= SPYRE_KOP_BINARY)
+										d.k = 0;
+									extras(&d, ex);
+									describe(&d, line, sizeof(line));
+									fn(line, arg);
+									count++;
+								}
+	}
 	return count;
 }
 
@@ -230,7 +294,7 @@ static void test_pinned(void)
 	if (fgets(extra, sizeof(extra), c.pinned))
 		c.differ++;
 	fclose(c.pinned);
-	TAP_EQ(64u, c.lines);	/* 16 ops x 4 dtypes */
+	TAP_EQ(92u, c.lines);	/* 23 ops x 4 dtypes */
 	TAP_CHECK(c.built > 20000, "the sweep built %u descriptors", c.built);
 	TAP_CHECK(c.differ == 0, "%u of %u summaries differ from %s", c.differ, c.lines, path);
 }
