@@ -338,6 +338,63 @@ static void test_registers_and_argmax(void)
 	TAP_CHECK(vc == SPYRE_ENGINE_FAULT_SP_RANGE && vpc == 0, "validator: sp-range (argmax index tile)");
 }
 
+/*
+ * The operand rules of the instructions of libspyre 0.5, each broken once:
+ * engine and validator both fault, with the cause the ISA gives it.
+ */
+static void test_operand_rules_0_5(void)
+{
+	const uint32_t sp_end = 2u << 20;
+	static const struct {
+		const char *what;
+		union spyre_insn in;
+		uint32_t cause;
+	} c[] = {
+		{ "div of int32", { .t = { .opcode = SPYRE_ISA_OP_DIV, .dtype = SPYRE_DT_INT32,
+			.dtype2 = SPYRE_DT_INT32, .b = 4096, .d = 8192, .rows = 1, .cols = 32 } },
+		  SPYRE_ENGINE_FAULT_BAD_DTYPE },
+		{ "min with an unknown flag", { .t = { .opcode = SPYRE_ISA_OP_MIN, .flags = SPYRE_IF_AXIS0,
+			.b = 4096, .d = 8192, .rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "log of int8", { .t = { .opcode = SPYRE_ISA_OP_LOG, .dtype = SPYRE_DT_INT8, .dtype2 = SPYRE_DT_INT8,
+			.d = 8192, .rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_DTYPE },
+		{ "tanh with b", { .t = { .opcode = SPYRE_ISA_OP_TANH, .b = 128, .d = 8192, .rows = 1, .cols = 32 } },
+		  SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "pow with ldb", { .t = { .opcode = SPYRE_ISA_OP_POW, .b = 0x40000000, .ldb = 1, .d = 8192,
+			.rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "movm fp32 into int32", { .t = { .opcode = SPYRE_ISA_OP_MOVM, .dtype2 = SPYRE_DT_INT32, .b = 4096,
+			.d = 8192, .rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_DTYPE },
+		{ "movm with k", { .t = { .opcode = SPYRE_ISA_OP_MOVM, .b = 4096, .k = 1, .d = 8192, .rows = 1,
+			.cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "movm mask past the scratchpad", { .t = { .opcode = SPYRE_ISA_OP_MOVM, .b = sp_end - 128, .ldb = 1,
+			.d = 8192, .rows = 2, .cols = 32 } }, SPYRE_ENGINE_FAULT_SP_RANGE },
+		{ "tril first row past k", { .t = { .opcode = SPYRE_ISA_OP_TRIL, .k = 4, .ext = 4, .d = 8192,
+			.rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "tril first row without k", { .t = { .opcode = SPYRE_ISA_OP_TRIL, .ext = 1, .d = 8192, .rows = 1,
+			.cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "tril fp32 to fp16", { .t = { .opcode = SPYRE_ISA_OP_TRIL, .dtype2 = SPYRE_DT_FP16, .d = 8192,
+			.rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_DTYPE },
+		{ "softmax with a flag other than LOG", { .t = { .opcode = SPYRE_ISA_OP_SOFTMAX,
+			.flags = SPYRE_IF_BCAST_ROW, .d = 8192, .rows = 1, .cols = 32 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "dense transpose with lda", { .t = { .opcode = SPYRE_ISA_OP_TRANSPOSE, .flags = SPYRE_IF_DENSE,
+			.lda = 1, .d = 8192, .rows = 2, .cols = 3 } }, SPYRE_ENGINE_FAULT_BAD_OPERAND },
+		{ "dense transpose past the scratchpad", { .t = { .opcode = SPYRE_ISA_OP_TRANSPOSE,
+			.flags = SPYRE_IF_DENSE, .a = sp_end - 128, .k = 30, .d = 8192, .rows = 1, .cols = 3 } },
+		  SPYRE_ENGINE_FAULT_SP_RANGE },
+		{ "dense transpose d misaligned", { .t = { .opcode = SPYRE_ISA_OP_TRANSPOSE,
+			.flags = SPYRE_IF_DENSE, .d = 8196, .rows = 2, .cols = 3 } }, SPYRE_ENGINE_FAULT_ALIGN },
+	};
+
+	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct spyre_pb *pb = newpb();
+
+		spyre_pb_emit(pb, 0, &c[i].in);
+		run(pb, 1, &r, &vc, &vcore, &vpc);
+		TAP_CHECK(r.status == c[i].cause && r.fault_pc == 0 && vc == c[i].cause && vpc == 0,
+			  "%s: engine %s, validator %s, want %s", c[i].what, spyre_fault_name(r.status),
+			  spyre_fault_name(vc), spyre_fault_name(c[i].cause));
+	}
+}
+
 static void test_branch_outside_the_stream(void)
 {
 	struct spyre_pb *pb;
@@ -365,6 +422,7 @@ static void test_usable_after_faults(void)
 }
 
 static const struct tap_case cases[] = {
+	{ "operand_rules_0_5", test_operand_rules_0_5 },
 	{ "decode", test_decode },
 	{ "alignment", test_alignment },
 	{ "ranges", test_ranges },

@@ -8,6 +8,8 @@
  * fp32 (2^-20 for transcendentals), 2^-10 fp16, 2^-7 bf16, 2^-9 dl16 (one
  * rounding of the output), atol = 1e-6 (elementwise) or 1e-6 * sum|a*b|
  * (matmul, fp32 accumulation error) and exact for int8/int32.
+ * MOVM, TRIL and dense TRANSPOSE (exact), MAX / MIN with NaN, the SWAP
+ * flag, log_softmax (atol 2e-5: x - max - log sum, absolute fp32 errors).
  * Also: control instructions (li, addi, ldarg, bnz loop), strided DMA, both
  * address forms (slot-relative and relocated absolute) and constant data.
  */
@@ -201,6 +203,14 @@ static double ref_unary(unsigned op, double x, float s, float b)
 	case SPYRE_ISA_OP_EXP: return exp(x);
 	case SPYRE_ISA_OP_RSQRT: return 1 / sqrt(x);
 	case SPYRE_ISA_OP_SCALE: return x * s + b;
+	case SPYRE_ISA_OP_LOG: return log(x);
+	case SPYRE_ISA_OP_TANH: return tanh(x);
+	case SPYRE_ISA_OP_SIGMOID: return 1 / (1 + exp(-x));
+	case SPYRE_ISA_OP_SQRT: return sqrt(x);
+	case SPYRE_ISA_OP_RECIP: return 1 / x;
+	case SPYRE_ISA_OP_ABS: return fabs(x);
+	case SPYRE_ISA_OP_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+	case SPYRE_ISA_OP_POW: return pow(x, s);
 	default: return x;
 	}
 }
@@ -211,7 +221,9 @@ static double ref_binary(unsigned op, double x, double y)
 	case SPYRE_ISA_OP_ADD: return x + y;
 	case SPYRE_ISA_OP_SUB: return x - y;
 	case SPYRE_ISA_OP_MUL: return x * y;
-	default: return x > y ? x : y;
+	case SPYRE_ISA_OP_DIV: return x / y;
+	case SPYRE_ISA_OP_MIN: return isnan(x) || isnan(y) ? NAN : x < y ? x : y;
+	default: return isnan(x) || isnan(y) ? NAN : x > y ? x : y;
 	}
 }
 
@@ -225,29 +237,36 @@ static void test_binary(unsigned op, unsigned dt, unsigned flags, uint32_t rows,
 
 	memset(spin, SENT, SPB);
 	gen_tile(A, rows, cols, ld, dt, lo, hi);
-	if (flags == SPYRE_IF_BCAST_ROW)
+	unsigned bc = flags & (SPYRE_IF_BCAST_ROW | SPYRE_IF_BCAST_COL);
+	int swap = !!(flags & SPYRE_IF_SWAP);
+
+	if (op == SPYRE_ISA_OP_DIV)	/* divisors away from 0 */
+		lo = 0.5f;
+	if (bc == SPYRE_IF_BCAST_ROW)
 		gen_tile(B, 1, cols, 0, dt, lo, hi);
-	else if (flags == SPYRE_IF_BCAST_COL)
+	else if (bc == SPYRE_IF_BCAST_COL)
 		gen_tile(B, 1, rows, 0, dt, lo, hi);
 	else
 		gen_tile(B, rows, cols, ld, dt, lo, hi);
 	struct spyre_pb *pb = begin();
 
 	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = dt, .dt2 = dt, .flags = flags, .d = D, .a = A,
-		.b = B, .rows = rows, .cols = cols, .ldd = ld, .lda = ld, .ldb = flags ? 0 : ld });
+		.b = B, .rows = rows, .cols = cols, .ldd = ld, .lda = ld, .ldb = bc ? 0 : ld });
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
 		for (uint32_t j = 0; j < cols; j++) {
-			double b = flags == SPYRE_IF_BCAST_ROW ? val(spin, B, 0, 0, dt, j) :
-				   flags == SPYRE_IF_BCAST_COL ? val(spin, B, 0, 0, dt, r) : val(spin, B, r, ld, dt, j);
-			double ref = ref_binary(op, val(spin, A, r, ld, dt, j), b);
+			double b = bc == SPYRE_IF_BCAST_ROW ? val(spin, B, 0, 0, dt, j) :
+				   bc == SPYRE_IF_BCAST_COL ? val(spin, B, 0, 0, dt, r) : val(spin, B, r, ld, dt, j);
+			double a = val(spin, A, r, ld, dt, j);
+			double ref = swap ? ref_binary(op, b, a) : ref_binary(op, a, b);
 
-			if (!close_to(val(spout, D, r, ld, dt, j), ref, dt, 1e-6, 0))
+			if (!close_to(val(spout, D, r, ld, dt, j), ref, dt, 1e-6, op == SPYRE_ISA_OP_DIV))
 				good = 0;
 		}
-	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ld, dt), "%s.%s %ux%u%s", spyre_opcode_name(op),
-		  dn(dt), rows, cols, flags == SPYRE_IF_BCAST_ROW ? " bcast-row" : flags ? " bcast-col" : "");
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ld, dt), "%s.%s %ux%u%s%s", spyre_opcode_name(op),
+		  dn(dt), rows, cols, bc == SPYRE_IF_BCAST_ROW ? " bcast-row" : bc ? " bcast-col" : "",
+		  swap ? " swap" : "");
 }
 
 static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
@@ -256,8 +275,10 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 	uint32_t lda = spyre_sticks(cols, dt), ldd = spyre_sticks(cols, dt2) + 1;
 	uint32_t A = 0, D = rows * lda * 128 + 128;
 	int isint = !SPYRE_DT_IS_FLOAT(dt), good = 1, transc = op != SPYRE_ISA_OP_RELU && op != SPYRE_ISA_OP_CAST &&
-								 op != SPYRE_ISA_OP_SCALE;
-	float lo = op == SPYRE_ISA_OP_RSQRT ? 0.01f : -4, hi = 4, s = 1.5f, b = -0.25f;
+								 op != SPYRE_ISA_OP_SCALE && op != SPYRE_ISA_OP_ABS;
+	int pos = op == SPYRE_ISA_OP_RSQRT || op == SPYRE_ISA_OP_LOG || op == SPYRE_ISA_OP_SQRT ||
+		  op == SPYRE_ISA_OP_RECIP || op == SPYRE_ISA_OP_POW;	/* defined (or finite) for x > 0 */
+	float lo = pos ? 0.01f : -4, hi = 4, s = 1.5f, b = -0.25f;
 
 	if (isint) {
 		lo = dt == SPYRE_DT_INT8 ? -128 : -60000;	/* fp16 overflows past 65504 */
@@ -272,7 +293,7 @@ static void test_unary(unsigned op, unsigned dt, unsigned dt2, uint32_t rows, ui
 	struct spyre_pb *pb = begin();
 
 	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = dt, .dt2 = dt2, .d = D, .a = A, .rows = rows,
-		.cols = cols, .ldd = ldd, .lda = lda, .scale = s, .bias = b });	/* scale, bias: SCALE only */
+		.cols = cols, .ldd = ldd, .lda = lda, .scale = s, .bias = b });	/* scale: SCALE, POW; bias: SCALE */
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++)
@@ -351,7 +372,7 @@ static void test_reduce(unsigned op, unsigned dt, unsigned dt2, int axis0, uint3
 		  axis0 ? 0 : 1);
 }
 
-static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
+static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols, int lg)
 {
 	struct spyre_launch_result res;
 	uint32_t lda = spyre_sticks(cols, dt), ldd = spyre_sticks(cols, dt2), A = 0, D = rows * lda * 128;
@@ -361,8 +382,8 @@ static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols
 	gen_tile(A, rows, cols, lda, dt, -8, 8);
 	struct spyre_pb *pb = begin();
 
-	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SOFTMAX, .dt = dt, .dt2 = dt2, .d = D, .a = A,
-		.rows = rows, .cols = cols, .ldd = ldd, .lda = lda });
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_SOFTMAX, .dt = dt, .dt2 = dt2,
+		.flags = lg ? SPYRE_IF_LOG : 0, .d = D, .a = A, .rows = rows, .cols = cols, .ldd = ldd, .lda = lda });
 	int rc = finish(pb, &res);
 
 	for (uint32_t r = 0; r < rows && !rc; r++) {
@@ -373,14 +394,16 @@ static void test_softmax(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols
 		for (uint32_t j = 0; j < cols; j++)
 			sum += exp(val(spin, A, r, lda, dt, j) - mx);
 		for (uint32_t j = 0; j < cols; j++) {
-			double ref = exp(val(spin, A, r, lda, dt, j) - mx) / sum;
+			double x = val(spin, A, r, lda, dt, j) - mx;
+			double ref = lg ? x - log(sum) : exp(x) / sum;
 
-			if (!close_to(val(spout, D, r, ldd, dt2, j), ref, dt2, 1e-7, 1))
+			/* log_softmax: the fp32 errors of x - max and log sum are absolute (|y| < 16 + log n) */
+			if (!close_to(val(spout, D, r, ldd, dt2, j), ref, dt2, lg ? 2e-5 : 1e-7, 1))
 				good = 0;
 		}
 	}
-	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "softmax.%s->%s %ux%u", dn(dt), dn(dt2),
-		  rows, cols);
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "softmax%s.%s->%s %ux%u", lg ? " log" : "",
+		  dn(dt), dn(dt2), rows, cols);
 }
 
 static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
@@ -403,6 +426,101 @@ static void test_transpose(unsigned dt, uint32_t rows, uint32_t cols)
 				   spin + A + (size_t)r * lda * 128 + j * SPYRE_DT_SIZE(dt), SPYRE_DT_SIZE(dt)))
 				good = 0;
 	TAP_CHECK(rc == 0 && good && padding_intact(D, cols, rows, ldd, dt), "transpose.%s %ux%u", dn(dt), rows, cols);
+}
+
+/* dense: a and d unpadded matrices at element offsets ka and kd inside their first stick */
+static void test_transpose_dense(unsigned dt, uint32_t rows, uint32_t cols, uint32_t ka, uint32_t kd)
+{
+	struct spyre_launch_result res;
+	uint32_t esz = SPYRE_DT_SIZE(dt), A = 0, D = ((ka + rows * cols) * esz + 127) / 128 * 128 + 256;
+	int good = 1;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, 1, ka + rows * cols, 0, dt, -100, 100);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt,
+		.flags = SPYRE_IF_DENSE, .d = D, .a = A, .rows = rows, .cols = cols, .k = ka, .ext = kd });
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++)
+			if (memcmp(spout + D + (kd + (size_t)j * rows + r) * esz, spin + A + (ka + (size_t)r * cols + j) * esz,
+				   esz))
+				good = 0;
+	/* the elements before and after the matrix in d's sticks are untouched */
+	for (uint32_t b = 0; b < kd * esz; b++)
+		if (spout[D + b] != SENT)
+			good = 0;
+	for (uint32_t b = (kd + rows * cols) * esz; b % 128; b++)
+		if (spout[D + b] != SENT)
+			good = 0;
+	TAP_CHECK(rc == 0 && good, "transpose dense.%s %ux%u at +%u -> +%u", dn(dt), rows, cols, ka, kd);
+}
+
+/* MOVM: d = mask ? a : d, NaN and inf of the side not taken never show */
+static void test_movm(unsigned dt, unsigned dt2, uint32_t rows, uint32_t cols)
+{
+	struct spyre_launch_result res;
+	uint32_t lda = spyre_sticks(cols, dt) + 1, ldd = spyre_sticks(cols, dt2), ldm = spyre_sticks(cols, SPYRE_DT_INT8);
+	uint32_t A = 0, M0 = rows * lda * 128, D = M0 + rows * ldm * 128;
+	int good = 1, fl = SPYRE_DT_IS_FLOAT(dt);
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, lda, dt, fl ? -3 : -100, fl ? 3 : 100);
+	gen_tile(D, rows, cols, ldd, dt2, fl ? -3 : -100, fl ? 3 : 100);
+	for (uint32_t r = 0; r < rows; r++)
+		for (uint32_t j = 0; j < cols; j++) {
+			spin[M0 + r * ldm * 128 + j] = (uint8_t)((r * 7 + j * 3) % 5 == 0 ? 0 : (r + j) % 3 ? 1 : 0x80);
+			if (fl && (r + j) % 4 == 0)	/* a NaN / -inf on each side */
+				spyre_store_f32(spin + A + r * lda * 128, dt, j, NAN);
+			if (fl && (r + j) % 4 == 1)
+				spyre_store_f32(spin + D + r * ldd * 128, dt2, j, -INFINITY);
+		}
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MOVM, .dt = dt, .dt2 = dt2, .d = D, .a = A,
+		.b = M0, .rows = rows, .cols = cols, .ldd = ldd, .lda = lda, .ldb = ldm });
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++) {
+			double ref = spin[M0 + r * ldm * 128 + j] ? val(spin, A, r, lda, dt, j) : val(spin, D, r, ldd, dt2, j);
+			double got = val(spout, D, r, ldd, dt2, j);
+
+			if (fl ? !(isnan(ref) ? isnan(got) : got == ref) : got != sat(ref, dt2))
+				good = 0;
+		}
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ldd, dt2), "movm.%s->%s %ux%u", dn(dt), dn(dt2), rows,
+		  cols);
+}
+
+/* TRIL: keep c - r' <= diag (UPPER: >=), r' = (first + r) mod k (k 0: r), else 0 */
+static void test_tril(unsigned dt, unsigned flags, uint32_t rows, uint32_t cols, int32_t diag, uint32_t k,
+		      uint32_t first)
+{
+	struct spyre_launch_result res;
+	uint32_t ld = spyre_sticks(cols, dt), A = 0, D = rows * ld * 128 + 128;
+	int good = 1;
+
+	memset(spin, SENT, SPB);
+	gen_tile(A, rows, cols, ld, dt, SPYRE_DT_IS_FLOAT(dt) ? -3 : -100, SPYRE_DT_IS_FLOAT(dt) ? 3 : 100);
+	struct spyre_pb *pb = begin();
+
+	spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRIL, .dt = dt, .dt2 = dt, .flags = flags, .d = D,
+		.a = A, .rows = rows, .cols = cols, .ldd = ld, .lda = ld, .imm = (uint32_t)diag, .k = k, .ext = first });
+	int rc = finish(pb, &res);
+
+	for (uint32_t r = 0; r < rows && !rc; r++)
+		for (uint32_t j = 0; j < cols; j++) {
+			int64_t rr = k ? (first + r) % k : r, dc = (int64_t)j - rr;
+			int keep = (flags & SPYRE_IF_UPPER) ? dc >= diag : dc <= diag;
+
+			if (val(spout, D, r, ld, dt, j) != (keep ? val(spin, A, r, ld, dt, j) : 0))
+				good = 0;
+		}
+	TAP_CHECK(rc == 0 && good && padding_intact(D, rows, cols, ld, dt), "tril.%s%s %ux%u diag %d k %u first %u",
+		  dn(dt), (flags & SPYRE_IF_UPPER) ? " upper" : "", rows, cols, diag, k, first);
 }
 
 /* ---- control, DMA and addressing -------------------------------------------- */
@@ -644,22 +762,84 @@ static void test_matmuls_accumulate(void)
 
 static void test_binaries(void)
 {
-	static const unsigned bin[] = { SPYRE_ISA_OP_ADD, SPYRE_ISA_OP_SUB, SPYRE_ISA_OP_MUL, SPYRE_ISA_OP_MAX };
+	static const unsigned bin[] = { SPYRE_ISA_OP_ADD, SPYRE_ISA_OP_SUB, SPYRE_ISA_OP_MUL, SPYRE_ISA_OP_MAX,
+					SPYRE_ISA_OP_DIV, SPYRE_ISA_OP_MIN };
 
-	for (unsigned o = 0; o < 4; o++) {
+	for (unsigned o = 0; o < 6; o++) {
 		for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
-			test_binary(bin[o], dt, 0, 3, 70);
+			if (bin[o] != SPYRE_ISA_OP_DIV || SPYRE_DT_IS_FLOAT(dt))	/* DIV: float only */
+				test_binary(bin[o], dt, 0, 3, 70);
 		test_binary(bin[o], SPYRE_DT_FP32, SPYRE_IF_BCAST_ROW, 5, 33);
 		test_binary(bin[o], SPYRE_DT_DL16, SPYRE_IF_BCAST_COL, 5, 33);
+		test_binary(bin[o], SPYRE_DT_FP16, SPYRE_IF_SWAP, 4, 65);
+		test_binary(bin[o], SPYRE_DT_BF16, SPYRE_IF_SWAP | SPYRE_IF_BCAST_ROW, 4, 65);
+		test_binary(bin[o], SPYRE_DT_FP32, SPYRE_IF_SWAP | SPYRE_IF_BCAST_COL, 4, 65);
 	}
+	test_binary(SPYRE_ISA_OP_SUB, SPYRE_DT_INT32, SPYRE_IF_SWAP, 3, 40);
+}
+
+/* max and min propagate NaN from either side (torch.maximum / torch.minimum) */
+static void test_binary_nan(void)
+{
+	struct spyre_launch_result res;
+	float a[4] = { NAN, 1, 2, NAN }, b[4] = { 1, NAN, 3, NAN };
+
+	for (unsigned o = 0; o < 2; o++) {
+		unsigned op = o ? SPYRE_ISA_OP_MIN : SPYRE_ISA_OP_MAX;
+		struct spyre_pb *pb = begin();
+
+		memset(spin, 0, SPB);
+		memcpy(spin, a, sizeof(a));
+		memcpy(spin + 128, b, sizeof(b));
+		spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = op, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32, .d = 256,
+			.a = 0, .b = 128, .rows = 1, .cols = 4 });
+		int rc = finish(pb, &res);
+		float y[4];
+
+		memcpy(y, spout + 256, sizeof(y));
+		TAP_CHECK(rc == 0 && isnan(y[0]) && isnan(y[1]) && y[2] == (o ? 2 : 3) && isnan(y[3]),
+			  "%s.fp32 with NaN: %g %g %g %g", spyre_opcode_name(op), y[0], y[1], y[2], y[3]);
+	}
+}
+
+static void test_movms(void)
+{
+	for (unsigned i = 0; i < 4; i++)
+		test_movm(fl[i], fl[i], 5, 77);
+	test_movm(SPYRE_DT_FP16, SPYRE_DT_FP32, 3, 200);
+	test_movm(SPYRE_DT_INT8, SPYRE_DT_INT8, 3, 129);
+	test_movm(SPYRE_DT_INT32, SPYRE_DT_INT32, 2, 33);
+}
+
+static void test_trils(void)
+{
+	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++) {
+		test_tril(dt, 0, 9, 70, 0, 0, 0);
+		test_tril(dt, SPYRE_IF_UPPER, 9, 70, 1, 0, 0);
+	}
+	test_tril(SPYRE_DT_FP16, 0, 20, 7, -2, 6, 4);
+	test_tril(SPYRE_DT_BF16, SPYRE_IF_UPPER, 20, 7, 0, 3, 2);
+	test_tril(SPYRE_DT_FP32, 0, 4, 3, 100, 0, 0);
+	test_tril(SPYRE_DT_FP32, SPYRE_IF_UPPER, 4, 3, -100, 0, 0);
+}
+
+static void test_transposes_dense(void)
+{
+	for (unsigned dt = 0; dt < SPYRE_DT_COUNT; dt++)
+		test_transpose_dense(dt, 7, 5, 0, 0);
+	test_transpose_dense(SPYRE_DT_FP16, 13, 11, 17, 63);
+	test_transpose_dense(SPYRE_DT_FP32, 1, 9, 31, 1);
+	test_transpose_dense(SPYRE_DT_INT8, 100, 3, 127, 5);
 }
 
 static void test_unaries(void)
 {
 	static const unsigned un[] = { SPYRE_ISA_OP_RELU, SPYRE_ISA_OP_GELU, SPYRE_ISA_OP_SILU, SPYRE_ISA_OP_EXP,
-				       SPYRE_ISA_OP_RSQRT, SPYRE_ISA_OP_SCALE };
+				       SPYRE_ISA_OP_RSQRT, SPYRE_ISA_OP_SCALE, SPYRE_ISA_OP_LOG, SPYRE_ISA_OP_TANH,
+				       SPYRE_ISA_OP_SIGMOID, SPYRE_ISA_OP_SQRT, SPYRE_ISA_OP_RECIP, SPYRE_ISA_OP_ABS,
+				       SPYRE_ISA_OP_GELU_TANH, SPYRE_ISA_OP_POW };
 
-	for (unsigned o = 0; o < 6; o++)
+	for (unsigned o = 0; o < sizeof(un) / sizeof(un[0]); o++)
 		for (unsigned i = 0; i < 4; i++)
 			test_unary(un[o], fl[i], fl[i], 4, 100);
 	test_unary(SPYRE_ISA_OP_RELU, SPYRE_DT_INT8, SPYRE_DT_INT8, 3, 129);
@@ -694,9 +874,12 @@ static void test_reductions(void)
 
 static void test_softmaxes(void)
 {
-	for (unsigned i = 0; i < 4; i++)
-		test_softmax(fl[i], fl[i], 5, 100);
-	test_softmax(SPYRE_DT_DL16, SPYRE_DT_FP32, 3, 1024);
+	for (unsigned i = 0; i < 4; i++) {
+		test_softmax(fl[i], fl[i], 5, 100, 0);
+		test_softmax(fl[i], fl[i], 5, 100, 1);
+	}
+	test_softmax(SPYRE_DT_DL16, SPYRE_DT_FP32, 3, 1024, 0);
+	test_softmax(SPYRE_DT_FP16, SPYRE_DT_FP32, 3, 1024, 1);
 }
 
 static void test_transposes(void)
@@ -716,6 +899,10 @@ static const struct tap_case cases[] = {
 	{ "reduce", test_reductions },
 	{ "softmax", test_softmaxes },
 	{ "transpose", test_transposes },
+	{ "transpose_dense", test_transposes_dense },
+	{ "binary_nan", test_binary_nan },
+	{ "movm", test_movms },
+	{ "tril", test_trils },
 	{ "control", test_control },
 	{ "dma", test_dma },
 	{ "dma_registers", test_dma_registers },

@@ -170,7 +170,19 @@ static void test_doubling_elementwise(void)
 
 static void test_transcendental_cost(void)
 {
-	TAP_CHECK(ew_cost(SPYRE_ISA_OP_EXP, 1024) > ew_cost(SPYRE_ISA_OP_RELU, 1024), "exp (transcendental) costs more than relu");
+	static const unsigned tr[] = { SPYRE_ISA_OP_LOG, SPYRE_ISA_OP_TANH, SPYRE_ISA_OP_SIGMOID, SPYRE_ISA_OP_SQRT,
+				       SPYRE_ISA_OP_RECIP, SPYRE_ISA_OP_GELU_TANH, SPYRE_ISA_OP_POW, SPYRE_ISA_OP_DIV };
+	uint64_t relu = ew_cost(SPYRE_ISA_OP_RELU, 1024), exp_ = ew_cost(SPYRE_ISA_OP_EXP, 1024);
+
+	TAP_CHECK(exp_ > relu, "exp (transcendental) costs more than relu");
+	/* the functions of 0.5 through the same SFU path; abs, min, the masked move and tril do not */
+	for (unsigned i = 0; i < sizeof(tr) / sizeof(tr[0]); i++)
+		TAP_CHECK(ew_cost(tr[i], 1024) == exp_, "%s costs what exp does", spyre_opcode_name(tr[i]));
+	TAP_CHECK(ew_cost(SPYRE_ISA_OP_ABS, 1024) == relu, "abs costs what relu does");
+	TAP_CHECK(ew_cost(SPYRE_ISA_OP_MIN, 1024) == ew_cost(SPYRE_ISA_OP_MAX, 1024), "min costs what max does");
+	TAP_CHECK(ew_cost(SPYRE_ISA_OP_TRIL, 1024) == relu, "tril costs what relu does");
+	TAP_CHECK(ew_cost(SPYRE_ISA_OP_MOVM, 1024) >= ew_cost(SPYRE_ISA_OP_ADD, 1024) &&
+		  ew_cost(SPYRE_ISA_OP_MOVM, 1024) < exp_, "movm: a binary op's cost, reading d too");
 }
 
 static void test_peak_rates(void)
