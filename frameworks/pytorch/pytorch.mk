@@ -45,7 +45,7 @@ $(TORCH_ABI): $(TORCH_SITE)/torch/version.py
 	$(TORCH_VENV)/bin/python3 -c 'import torch; print("-D_GLIBCXX_USE_CXX11_ABI=%d" % torch._C._GLIBCXX_USE_CXX11_ABI)' >$@.tmp
 	mv $@.tmp $@
 
-$(TORCH_OUT)/obj/%.o: $(TORCH_DIR)/csrc/%.cpp $(TORCH_DIR)/csrc/spyre_torch.h libspyre/include/spyre.h \
+$(TORCH_OUT)/obj/%.o: $(TORCH_DIR)/csrc/%.cpp $(wildcard $(TORCH_DIR)/csrc/*.h) libspyre/include/spyre.h \
 		libspyre/include/spyre_kernels.h uapi/spyre_isa.h $(TORCH_ABI)
 	@mkdir -p $(@D)
 	g++ $(TORCH_CXXFLAGS) $$(cat $(TORCH_ABI)) -c $< -o $@

@@ -2,8 +2,10 @@
 /*
  * copy.cpp - tensors on the card: the factories (empty, empty_strided), views
  * and resize over the allocator (runtime.cpp), and copies in every direction
- * over runtime.cpp's primitives: contiguous ones at once, strided ones
- * through the host. A copy between pinned memory (hooks.cpp) and the card
+ * over runtime.cpp's primitives: contiguous ones at once, the contiguous
+ * copy of a view on the card that swaps two dimensions (a transpose, heads
+ * and tokens) with the PERMUTE kernel, other strided ones through the host.
+ * A copy between pinned memory (hooks.cpp) and the card
  * with non_blocking=True, contiguous and of one dtype, returns before the
  * card is done (counted: torch.spyre.async_copies()).
  */
@@ -17,7 +19,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <torch/library.h>
 
-#include "spyre_torch.h"
+#include "ops.h"
 
 namespace spyre_torch {
 
@@ -130,6 +132,72 @@ void from_host(const at::Tensor &dst, const at::Tensor &src)
 }
 
 /*
+ * @src (a view on the card) as X.transpose(1, 2) of a dense X [batch x m x
+ * n x k] at its data pointer: its dimensions, size-1 ones dropped and
+ * contiguous neighbours merged, are [batch] n (stride k) m (stride n k)
+ * [k (stride 1)].
+ */
+bool swap_of(const at::Tensor &src, uint64_t *batch, uint64_t *m, uint64_t *n, uint64_t *k)
+{
+	std::vector<std::pair<int64_t, int64_t>> dims;	/* (size, stride), outermost first */
+
+	for (int64_t i = 0; i < src.dim(); i++) {
+		if (src.size(i) == 1)
+			continue;
+		if (!dims.empty() && dims.back().second == src.size(i) * src.stride(i)) {
+			dims.back().first *= src.size(i);
+			dims.back().second = src.stride(i);
+		} else {
+			dims.push_back({ src.size(i), src.stride(i) });
+		}
+	}
+	*k = 1;
+	if (!dims.empty() && dims.back().second == 1) {
+		*k = dims.back().first;
+		dims.pop_back();
+	}
+	if (dims.size() < 2 || dims.size() > 3)
+		return false;
+	size_t j = dims.size() - 2;
+	int64_t nn = dims[j].first, mm = dims[j + 1].first, kk = (int64_t)*k;
+
+	if (dims[j].second != kk || dims[j + 1].second != nn * kk || (j && dims[0].second != mm * nn * kk))
+		return false;
+	*batch = j ? dims[0].first : 1;
+	*m = mm;
+	*n = nn;
+	return true;
+}
+
+/* @dst (contiguous) = @src (same device, dtype and shape) with PERMUTE; false when it does not apply. */
+bool permute_copy(const at::Tensor &dst, const at::Tensor &src)
+{
+	uint64_t batch, m, n, k;
+	uint32_t dt = 0;
+	struct spyre_kdesc d = {};
+
+	if (!kernel_dtype(src.scalar_type(), &dt) || !dst.is_contiguous() || dptr(dst) % kStick ||
+	    dptr(src) % kStick || !swap_of(src, &batch, &m, &n, &k) || (k > 1 && (k * src.element_size()) % kStick))
+		return false;
+	c10::DeviceGuard g(dst.device());
+	d.op = SPYRE_KOP_PERMUTE;
+	d.dtype = dt;
+	d.batch = (uint32_t)batch;
+	d.m = m;
+	d.n = n;
+	d.k = k;
+	Kernel kern(dst.device().index(), d);
+
+	if (!kern) {
+		forget_kernel_error();	/* the host copies it */
+		return false;
+	}
+	count_card("permute");
+	kern.launch({ dptr(src), dptr(dst) });
+	return true;
+}
+
+/*
  * Copies that returned before the card was done: non_blocking from or to
  * pinned memory, contiguous, same dtype (torch.spyre.async_copies()).
  */
@@ -161,6 +229,8 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
 		c10::DeviceGuard g(dst.device());
 
 		copy_d2d(dst.device().index(), dptr(dst), dptr(self), self.nbytes());
+	} else if (self.device() == dst.device() && self.dtype() == dst.dtype() && self.sizes() == dst.sizes() &&
+		   permute_copy(dst, self)) {
 	} else {
 		TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1 &&
 				    dst.device().type() == c10::DeviceType::PrivateUse1,
