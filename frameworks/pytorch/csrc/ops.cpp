@@ -72,12 +72,38 @@ void count_card(const char *op)
 
 /* ---- the fallback ------------------------------------------------------------- */
 
+/*
+ * cpu_fallback() puts the results on the device of the first tensor argument:
+ * for `1 - x` (rsub: sub(1, x)) that is the CPU scalar torch wrapped the
+ * number in. Then the results go to the card the other arguments are on.
+ */
 void fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 {
 	const auto &s = op.schema();
+	size_t nargs = s.arguments().size(), nret = s.returns().size();
+	std::optional<c10::Device> card;
+	bool scalar_first = false, first = true;
 
+	for (size_t i = stack->size() - nargs; i < stack->size(); i++) {
+		const c10::IValue &v = (*stack)[i];
+
+		if (!v.isTensor() || !v.toTensor().defined())
+			continue;
+		const at::Tensor &t = v.toTensor();
+
+		if (first)
+			scalar_first = cpu_scalar(t);
+		first = false;
+		if (on_card(t) && !card)
+			card = t.device();
+	}
 	count_fallback(s.overload_name().empty() ? s.name() : s.name() + "." + s.overload_name());
 	at::native::cpu_fallback(op, stack);
+	if (!scalar_first || !card)
+		return;
+	for (size_t i = stack->size() - nret; i < stack->size(); i++)
+		if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined() && (*stack)[i].toTensor().is_cpu())
+			(*stack)[i] = (*stack)[i].toTensor().to(*card);
 }
 
 /* ---- kernel operands -------------------------------------------------------------- */
