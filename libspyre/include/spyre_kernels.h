@@ -147,7 +147,9 @@ enum spyre_kop {
 	 * or with SPYRE_KF_BCAST_ROW one row [n] used for every row (a bias),
 	 * or with SPYRE_KF_BCAST_COL a vector [m], element r for every column
 	 * of row r (x * rsqrt(mean) of RMSNorm). SPYRE_KF_REVERSE computes
-	 * Y = B fn A (B still the broadcast one). Since 0.5.
+	 * Y = B fn A (B still the broadcast one); alpha then scales A, the
+	 * second operand of fn: Y = B - alpha A (torch.rsub). MAX and MIN
+	 * propagate NaN (torch.maximum, torch.minimum). Since 0.5.
 	 */
 	SPYRE_KOP_BINARY = 17,
 	/**
@@ -162,7 +164,9 @@ enum spyre_kop {
 	 * stick layout), A [m x n] unless SPYRE_KF_SCALAR_A (A is @alpha),
 	 * B [m x n] unless SPYRE_KF_SCALAR_B (B is @beta), Y [m x n].
 	 * masked_fill(X, C, v) is WHERE with SPYRE_KF_SCALAR_A, alpha v, B X.
-	 * @alpha and @beta may be +-infinity. Since 0.5.
+	 * @alpha and @beta may be +-infinity (converted to dtype: fp16 past
+	 * 65504 is inf); the side not taken never reaches Y, not even a NaN.
+	 * Since 0.5.
 	 */
 	SPYRE_KOP_WHERE = 19,
 	/**
@@ -174,8 +178,8 @@ enum spyre_kop {
 	 * @SPYRE_KOP_TRIL: X [m x n] taken as m / @k matrices of @k rows;
 	 * Y = X where column c of row r (r counted within its matrix) has
 	 * c - r <= @alpha (the diagonal offset, an integer), else 0; with
-	 * @fn SPYRE_KFN_TRIU: where c - r >= @alpha. Slots X, Y [m x n].
-	 * Since 0.5.
+	 * @fn SPYRE_KFN_TRIU: where c - r >= @alpha (fn 0 is TRIL). @k must
+	 * divide m. Slots X, Y [m x n]. Since 0.5.
 	 */
 	SPYRE_KOP_TRIL = 21,
 	/**
@@ -184,13 +188,16 @@ enum spyre_kop {
 	 * [batch x n x m x k] (PyTorch's contiguous layout, not the stick
 	 * layout: rows of k elements packed). k == 1 is a batched transpose
 	 * of [m x n]; otherwise k * element size must be a multiple of 128
-	 * bytes (rows of whole sticks; -EINVAL else). Slots X, Y. Since 0.5.
+	 * bytes (rows of whole sticks; -EINVAL else). @batch 0 is 1. With k 1
+	 * and m or n not whole sticks, n <= 65535 and one matrix (X and Y)
+	 * must fit the scratchpad (-EINVAL naming it else). Slots X, Y (their
+	 * bytes rounded up to a stick). Since 0.5.
 	 */
 	SPYRE_KOP_PERMUTE = 22,
 	/**
 	 * @SPYRE_KOP_CAT: Y [m x k*n] = [X0 | X1 | ... | X(k-1)] along the
-	 * columns, k (2..8) pieces of [m x n] each. Slots X0 .. X(k-1), Y
-	 * (stick layout). Since 0.5.
+	 * columns, k (2..8) pieces of [m x n] each, n <= 65535. Slots X0 ..
+	 * X(k-1), Y (stick layout). Since 0.5.
 	 */
 	SPYRE_KOP_CAT = 23,
 	SPYRE_KOP_COUNT
@@ -214,7 +221,12 @@ enum spyre_kstrategy {
 	SPYRE_KSTRAT_RING = 8,		/**< TRANSPOSE on chip, ring shuffle between cores */
 };
 
-/** spyre_kdesc.fn: the function of BINARY, UNARY, REDUCE and TRIL (since 0.5). */
+/**
+ * spyre_kdesc.fn: the function of BINARY, UNARY, REDUCE and TRIL (since 0.5).
+ * The ops of 0.5 refuse (-EINVAL, a detail naming it) a field they do not
+ * use that is not zero: fn, alpha, beta, k, batch (PERMUTE's), heads ...
+ * eps, scale, and flags of other ops.
+ */
 enum spyre_kfn {
 	/* BINARY */
 	SPYRE_KFN_ADD = 0,
