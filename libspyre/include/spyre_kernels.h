@@ -143,7 +143,7 @@ enum spyre_kop {
 	/**
 	 * @SPYRE_KOP_BINARY: Y = A fn B, fn = @fn (enum spyre_kfn: ADD, SUB,
 	 * MUL, DIV, MAX, MIN); for ADD and SUB B is scaled by @alpha (0: 1),
-	 * as torch.add's alpha. Slots A [m x n], B, Y [m x n]. B is [m x n],
+	 * as torch.add's alpha; the other fns take an @alpha of 1 as 0. Slots A [m x n], B, Y [m x n]. B is [m x n],
 	 * or with SPYRE_KF_BCAST_ROW one row [n] used for every row (a bias),
 	 * or with SPYRE_KF_BCAST_COL a vector [m], element r for every column
 	 * of row r (x * rsqrt(mean) of RMSNorm). SPYRE_KF_REVERSE computes
@@ -188,7 +188,8 @@ enum spyre_kop {
 	 * [batch x n x m x k] (PyTorch's contiguous layout, not the stick
 	 * layout: rows of k elements packed). k == 1 is a batched transpose
 	 * of [m x n]; otherwise k * element size must be a multiple of 128
-	 * bytes (rows of whole sticks; -EINVAL else). @batch 0 is 1. With k 1
+	 * bytes (rows of whole sticks; -EINVAL else). @batch 0 is 1. Y's
+	 * bytes after the tensor, in its last stick, are kept. With k 1
 	 * and m or n not whole sticks, n <= 65535 and one matrix (X and Y)
 	 * must fit the scratchpad (-EINVAL naming it else). Slots X, Y (their
 	 * bytes rounded up to a stick). Since 0.5.

@@ -451,7 +451,10 @@ struct dslot {
 	uint64_t rows, cols;
 	int dt;
 	bool out;
+	bool keep_tail;		/* out, one dense row: the slot's bytes after it must stay as they were */
 };
+
+#define TAIL_BYTE 0x5a
 
 /* x as the card stores it in @dt */
 static float as_dt(float x, uint32_t dt)
@@ -493,11 +496,12 @@ static int run_on_card(spyre_device_t *dev, spyre_kcache_t *cache, spyre_stream_
 			snprintf(why, wlen, "slot %u: %s", i, spyre_last_error());
 			goto out;
 		}
-		if (!sl[i].out) {
+		if (!sl[i].out)
 			spyre_kernel_pack(hp[i], sl[i].data, sl[i].rows, sl[i].cols, 0, dt);
-			if (spyre_memcpy_async(s, dp[i], (uint64_t)(uintptr_t)hp[i], info.slot_bytes[i], SPYRE_MEMCPY_H2D))
-				goto fail;
-		}
+		else
+			memset(hp[i], TAIL_BYTE, info.slot_bytes[i]);	/* outputs start as a pattern */
+		if (spyre_memcpy_async(s, dp[i], (uint64_t)(uintptr_t)hp[i], info.slot_bytes[i], SPYRE_MEMCPY_H2D))
+			goto fail;
 	}
 	if (spyre_kernel_launch(s, k, dp, n, NULL, 0))
 		goto fail;
@@ -507,10 +511,19 @@ static int run_on_card(spyre_device_t *dev, spyre_kcache_t *cache, spyre_stream_
 			goto fail;
 	if (spyre_stream_synchronize(s))
 		goto fail;
-	for (uint32_t i = 0; i < n; i++)
-		if (sl[i].out)
-			spyre_kernel_unpack(sl[i].data, hp[i], sl[i].rows, sl[i].cols, 0,
-					    sl[i].dt < 0 ? d->dtype : (uint32_t)sl[i].dt);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t dt = sl[i].dt < 0 ? d->dtype : (uint32_t)sl[i].dt;
+
+		if (!sl[i].out)
+			continue;
+		spyre_kernel_unpack(sl[i].data, hp[i], sl[i].rows, sl[i].cols, 0, dt);
+		for (uint64_t b = sl[i].cols * SPYRE_DT_SIZE(dt); sl[i].keep_tail && b < info.slot_bytes[i]; b++)
+			if (((uint8_t *)hp[i])[b] != TAIL_BYTE) {
+				snprintf(why, wlen, "%s: byte %llu after the tensor was overwritten", info.name,
+					 (unsigned long long)b);
+				goto out;
+			}
+	}
 	rc = 0;
 	goto out;
 fail:
@@ -846,7 +859,7 @@ static void card_permute(struct optest *t, uint32_t dt)
 		float *x = calloc(tot, 4), *y = calloc(tot, 4), *r = calloc(tot, 4);
 		struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_PERMUTE, .dtype = dt, .cores = 4,
 					 .batch = c[i].batch, .m = c[i].m, .n = c[i].n, .k = c[i].k };
-		struct dslot sl[] = { { x, 1, tot, -1, 0 }, { y, 1, tot, -1, 1 } };
+		struct dslot sl[] = { { x, 1, tot, -1, 0, 0 }, { y, 1, tot, -1, 1, 1 } };
 		char what[64];
 
 		if (!x || !y || !r)

@@ -109,6 +109,9 @@ static int check_op_fields(const struct spyre_kdesc *d)
 {
 	const char *op = kg_ops[d->op].name;
 	bool uses_alpha, uses_beta, uses_k;
+	/* the ops with a function name it in messages ("unary exp: ...") */
+	bool has_fn = (d->op == SPYRE_KOP_BINARY || d->op == SPYRE_KOP_UNARY || d->op == SPYRE_KOP_REDUCE ||
+		       d->op == SPYRE_KOP_TRIL) && d->fn < sizeof(fn_names) / sizeof(fn_names[0]) && fn_names[d->fn];
 
 	if (!fn_valid(d->op, d->fn))
 		return d->op == SPYRE_KOP_BINARY || d->op == SPYRE_KOP_UNARY || d->op == SPYRE_KOP_REDUCE ||
@@ -153,9 +156,9 @@ static int check_op_fields(const struct spyre_kdesc *d)
 		break;
 	}
 	if (!uses_alpha && d->alpha != 0.0f)
-		return spyre_error(-EINVAL, "%s %s: alpha must be 0 (unused), got %g", op,
-				   d->fn < sizeof(fn_names) / sizeof(fn_names[0]) && fn_names[d->fn] ? fn_names[d->fn] : "",
-				   (double)d->alpha);
+		return spyre_error(-EINVAL, "%s%s%s: alpha must be 0 (unused%s), got %g", op,
+				   has_fn ? " " : "", has_fn ? fn_names[d->fn] : "",
+				   d->op == SPYRE_KOP_BINARY ? "; 1 is taken as 0" : "", (double)d->alpha);
 	if (!uses_beta && d->beta != 0.0f)
 		return spyre_error(-EINVAL, "%s: beta must be 0 (unused), got %g", op, (double)d->beta);
 	if (!uses_k && d->k)
@@ -432,6 +435,8 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 		d->fn = SPYRE_KFN_TRIL;	/* 0 is tril: one key */
 	if (d->op == SPYRE_KOP_PERMUTE && !d->batch)
 		d->batch = 1;		/* 0 is one batch: one key */
+	if (d->op == SPYRE_KOP_BINARY && d->alpha == 1.0f)
+		d->alpha = 0.0f;	/* ADD, SUB: 0 is 1; the others ignore a 1 (a framework's default): one key */
 	return check_op_fields(d);
 }
 

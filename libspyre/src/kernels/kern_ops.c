@@ -561,8 +561,9 @@ int kg_gen_cat(struct kgen *g)
  *	Each core owns a range of Y's sticks; a chunk of them is made from
  *	the batches it overlaps: their input loaded as one run of sticks, each
  *	transposed by a dense TRANSPOSE (element offsets inside the first
- *	stick), the chunk's own sticks stored. A matrix (X and Y) must fit a
- *	third of the scratchpad.
+ *	stick), the chunk's own sticks stored; Y's last stick, where Y ends
+ *	inside it, keeps the bytes after Y (loaded first: a view's storage may
+ *	go on). A matrix (X and Y) must fit a quarter of the scratchpad.
  */
 static int permute_rows(struct kgen *g, int sx, int sy, uint64_t batch, uint64_t m, uint64_t n, uint64_t rb)
 {
@@ -681,6 +682,14 @@ static int permute_dense(struct kgen *g, int sx, int sy, uint64_t batch, uint64_
 
 			/* the batches' input: the same sticks as their output */
 			kg_dma(g, c, SPYRE_ISA_OP_LOAD, in, sx, ob0 * SPYRE_STICK_BYTES, 1, (ob1 - ob0) * SPYRE_STICK_BYTES, 0);
+			/*
+			 * Y's last stick, when the tensor ends inside it: what follows is not
+			 * Y's (a view's storage goes on), so it is read first and stored back
+			 * as it was around the transposed elements.
+			 */
+			if (s1 == nst && total % S)
+				kg_dma(g, c, SPYRE_ISA_OP_LOAD, out + (uint32_t)((nst - 1 - ob0) * SPYRE_STICK_BYTES), sy,
+				       (nst - 1) * SPYRE_STICK_BYTES, 1, SPYRE_STICK_BYTES, 0);
 			for (uint64_t b = bl; b <= bh; b++) {
 				uint64_t st = b * mn / S - ob0, off = b * mn % S;
 
@@ -715,7 +724,8 @@ int kg_gen_permute(struct kgen *g)
 			       (unsigned long long)n, (unsigned long long)k);
 	total = batch * m * n * rb;
 	sx = kg_slot(g, "x", dt, 1, batch * m * n * k, kg_rup(total, SPYRE_STICK_BYTES), SPYRE_SYM_IN);
-	sy = kg_slot(g, "y", dt, 1, batch * m * n * k, kg_rup(total, SPYRE_STICK_BYTES), SPYRE_SYM_OUT);
+	/* Y is read too: the dense plan keeps what follows the tensor in its last stick */
+	sy = kg_slot(g, "y", dt, 1, batch * m * n * k, kg_rup(total, SPYRE_STICK_BYTES), SPYRE_SYM_IN | SPYRE_SYM_OUT);
 	if (g->failed)
 		return -EINVAL;
 	if (k != 1 || m == 1 || n == 1) {

@@ -595,6 +595,8 @@ static void test_permute(void)
 		/* k 1 dense */
 		{ 3, 7, 5, 1, 0 }, { 1, 1, 9, 1, 0 }, { 5, 9, 1, 1, 0 }, { 17, 13, 11, 1, 0 }, { 40, 3, 5, 1, 4096 },
 		{ 2, 100, 33, 1, 0 },
+		/* k 1 with m 1: a copy (whole sticks: by DMA rows) */
+		{ 2, 1, 64, 1, 0 }, { 3, 128, 1, 1, 0 },
 	};
 	unsigned i = 0;
 
@@ -751,6 +753,17 @@ static void test_names_and_keys(void)
 	TAP_EQ(0, spyre_kernel_build(&d, &a, &sa, &i1));
 	TAP_STREQ("softmax-log fp32 3x5 scratchpad c1", i1.name);
 	free(a);
+	/* BINARY's alpha 1 is 0 (a framework's default for every fn): one key, and not refused */
+	for (uint32_t fn = SPYRE_KFN_ADD; fn <= SPYRE_KFN_MIN; fn++) {
+		d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_BINARY, .dtype = SPYRE_DT_FP16, .m = 3,
+					  .n = 5, .fn = fn, .flags = SPYRE_KF_BCAST_ROW, .cores = 2 };
+		TAP_EQ(0, spyre_kernel_build(&d, &a, &sa, &i1));
+		d.alpha = 1;
+		TAP_EQ(0, spyre_kernel_build(&d, &b, &sb, &i2));
+		TAP_CHECK(sa == sb && !memcmp(a, b, sa), "binary %s: alpha 1 builds the image of alpha 0", fname(fn));
+		free(a);
+		free(b);
+	}
 	for (uint32_t op = SPYRE_KOP_BINARY; op <= SPYRE_KOP_CAT; op++)
 		TAP_CHECK(strcmp(spyre_kernel_op_name(op), "?"), "op %u has a name", op);
 	TAP_STREQ("permute", spyre_kernel_op_name(SPYRE_KOP_PERMUTE));
