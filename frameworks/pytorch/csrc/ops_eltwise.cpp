@@ -10,7 +10,8 @@
  * [outer x inner]: an operand that is the other's trailing dimensions (a
  * bias [n], a mask [1, 1, s, s]) is BINARY's SPYRE_KF_BCAST_ROW, one that is
  * its leading dimensions (x * [.., 1]) SPYRE_KF_BCAST_COL, either on the
- * left side SPYRE_KF_REVERSE; any other broadcast falls back. A Python
+ * left side SPYRE_KF_REVERSE (which scales the full one by alpha, as torch);
+ * any other broadcast falls back. A Python
  * number (a CPU 0-dim tensor) on either side is UNARY SCALE (alpha x + beta).
  *
  * In-place and out= forms compute the functional op, then copy the result
@@ -180,11 +181,6 @@ at::Tensor binary(uint32_t fn, const at::Tensor &a, const at::Tensor &b, double 
 	if (!a_full && b.sizes() != s)
 		return at::Tensor();	/* both broadcast */
 	const at::Tensor &full = a_full ? a : b, &bc = a_full ? b : a;
-	bool commutes = fn == SPYRE_KFN_MUL || fn == SPYRE_KFN_MAX || fn == SPYRE_KFN_MIN ||
-			(fn == SPYRE_KFN_ADD && alpha == 1.0);
-
-	if (!a_full && !commutes && !(fn == SPYRE_KFN_DIV || (fn == SPYRE_KFN_SUB && alpha == 1.0)))
-		return at::Tensor();	/* bcast + alpha full: REVERSE scales the broadcast side */
 	size_t n = s.size();
 	std::vector<int64_t> bs(n, 1);
 
@@ -212,11 +208,12 @@ at::Tensor binary(uint32_t fn, const at::Tensor &a, const at::Tensor &b, double 
 	} else {
 		return at::Tensor();
 	}
-	if (!a_full && !commutes)
-		d.flags |= SPYRE_KF_REVERSE;
+	if (!a_full)
+		d.flags |= SPYRE_KF_REVERSE;	/* Y = B fn alpha A: the broadcast one first */
 	d.op = SPYRE_KOP_BINARY;
 	d.fn = fn;
-	d.alpha = (float)alpha;
+	if (fn == SPYRE_KFN_ADD || fn == SPYRE_KFN_SUB)
+		d.alpha = (float)alpha;	/* the library refuses a scalar its fn does not use */
 	d.m = rows;
 	d.n = cols;
 	at::Tensor bv = bc.contiguous().reshape({ 1, -1 });
