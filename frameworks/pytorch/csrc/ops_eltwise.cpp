@@ -380,10 +380,13 @@ at::Tensor where_card(const at::Tensor &cond, const at::Tensor &a, std::optional
 	return run(d, in, { y, rows, cols, dt }, name) ? y : at::Tensor();
 }
 
-/* A number given as a CPU scalar tensor (a Python number torch wrapped). */
+/*
+ * A number given as a 0-dim tensor: a Python number torch wrapped on the CPU,
+ * or on the card (where(c, x, 0.0) wraps it on x's device: read back).
+ */
 std::optional<double> number(const at::Tensor &t)
 {
-	if (cpu_scalar(t) && !t.is_complex())
+	if (t.defined() && t.dim() == 0 && (t.is_cpu() || on_card(t)) && !t.is_complex())
 		return t.item().toDouble();
 	return std::nullopt;
 }
