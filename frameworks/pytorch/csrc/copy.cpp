@@ -4,7 +4,9 @@
  * and resize over the allocator (runtime.cpp), and copies in every direction
  * over runtime.cpp's primitives: contiguous ones at once, the contiguous
  * copy of a view on the card that swaps two dimensions (a transpose, heads
- * and tokens) with the PERMUTE kernel, other strided ones through the host.
+ * and tokens) with the PERMUTE kernel, one made of whole-stick blocks (an
+ * expanded tensor) as device copies of the blocks, other strided ones
+ * through the host.
  * A copy between pinned memory (hooks.cpp) and the card
  * with non_blocking=True, contiguous and of one dtype, returns before the
  * card is done (counted: torch.spyre.async_copies()).
@@ -198,6 +200,60 @@ bool permute_copy(const at::Tensor &dst, const at::Tensor &src)
 }
 
 /*
+ * @dst (contiguous) = @src (same device, dtype and shape) as device copies of
+ * whole-stick blocks: @src's innermost run of contiguous elements is whole
+ * sticks and every block starts on a stick (an expanded tensor, HF's
+ * repeat_kv; a slice of whole rows); false when it does not apply.
+ */
+constexpr int64_t kMaxBlockCopies = 256;
+
+bool block_copy(const at::Tensor &dst, const at::Tensor &src)
+{
+	std::vector<std::pair<int64_t, int64_t>> dims;	/* (size, stride), outermost first */
+	int64_t es = src.element_size();
+
+	if (!dst.is_contiguous() || dptr(dst) % kStick || dptr(src) % kStick)
+		return false;
+	for (int64_t i = 0; i < src.dim(); i++) {
+		if (src.size(i) == 1)
+			continue;
+		if (!dims.empty() && dims.back().second == src.size(i) * src.stride(i)) {
+			dims.back().first *= src.size(i);
+			dims.back().second = src.stride(i);
+		} else {
+			dims.push_back({ src.size(i), src.stride(i) });
+		}
+	}
+	if (dims.size() < 2 || dims.back().second != 1 || (dims.back().first * es) % (int64_t)kStick)
+		return false;
+	int64_t blk = dims.back().first, nblk = src.numel() / blk;
+
+	dims.pop_back();
+	for (const auto &d : dims)
+		if ((d.second * es) % (int64_t)kStick)
+			return false;
+	if (nblk > kMaxBlockCopies)
+		return false;
+	c10::DeviceGuard g(dst.device());
+	std::vector<int64_t> idx(dims.size(), 0);
+
+	count_card("block_copy");
+	for (int64_t b = 0; b < nblk; b++) {
+		int64_t off = 0;
+
+		for (size_t i = 0; i < dims.size(); i++)
+			off += idx[i] * dims[i].second;
+		copy_d2d(dst.device().index(), dptr(dst) + b * blk * es, dptr(src) + off * es, blk * es);
+		for (size_t i = dims.size(); i-- > 0;) {	/* the next block, innermost index first */
+			if (++idx[i] < dims[i].first)
+				break;
+			idx[i] = 0;
+		}
+	}
+	return true;
+}
+
+/*
  * Copies that returned before the card was done: non_blocking from or to
  * pinned memory, contiguous, same dtype (torch.spyre.async_copies()).
  */
@@ -230,7 +286,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
 
 		copy_d2d(dst.device().index(), dptr(dst), dptr(self), self.nbytes());
 	} else if (self.device() == dst.device() && self.dtype() == dst.dtype() && self.sizes() == dst.sizes() &&
-		   permute_copy(dst, self)) {
+		   (permute_copy(dst, self) || block_copy(dst, self))) {
 	} else {
 		TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1 &&
 				    dst.device().type() == c10::DeviceType::PrivateUse1,

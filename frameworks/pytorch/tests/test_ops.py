@@ -255,6 +255,11 @@ def cat_permute(c):
         x = rnd(2, 5, 3, 32, dtype=dt)
         same(c, "permute", lambda t: t.transpose(1, 2).transpose(2, 3).contiguous(), [x], EXACT,
              f"K^T of a [b, s, h, d] view: one transpose of [s x h d] {dt}")
+        x = rnd(1, 2, 8, 64, dtype=dt)
+        same(c, "block_copy", lambda t: t[:, :, None].expand(1, 2, 3, 8, 64).reshape(1, 6, 8, 64), [x], EXACT,
+             f"repeat_kv (an expanded view made contiguous) {dt}: device copies")
+        same(c, "block_copy", lambda t: t[:, 2:5].contiguous(), [rnd(4, 8, 64, dtype=dt)], EXACT,
+             f"a slice of whole rows {dt}: device copies")
     x = rnd(3, 5)
     got = falls_back(c, "aten::cat", lambda: torch.cat([x.to(D), x[:, :2].to(D)], 1), "cat of 5 + 2 columns")
     c.close(got, torch.cat([x, x[:, :2]], 1), 0, 0, "cat of unequal, unaligned widths on the CPU")
