@@ -339,24 +339,23 @@ at::Tensor pow(const at::Tensor &x, const at::Scalar &e)
 /* ---- where, masked_fill, tril / triu --------------------------------------------------- */
 
 /*
- * C ? A : B with WHERE: @cond bool on the card, A and B tensors of the
- * output's shape and dtype or numbers (@sa, @sb; SPYRE_KF_SCALAR_A / _B).
+ * C ? A : B with WHERE: @cond bool on the card, A and B tensors of its
+ * shape and of @type (the output's) or numbers (@sa, @sb; SPYRE_KF_SCALAR_A / _B).
  * Every tensor is seen as rows of 128 elements (a whole stick of int8, whole
  * sticks of the others) or one row.
  */
 at::Tensor where_card(const at::Tensor &cond, const at::Tensor &a, std::optional<double> sa, const at::Tensor &b,
-		      std::optional<double> sb, const at::Tensor &like, const char *name)
+		      std::optional<double> sb, at::ScalarType type, const char *name)
 {
 	uint32_t dt = 0;
 
-	if (!card_float(like, &dt) || !on_card(cond) || cond.device() != like.device() ||
-	    cond.scalar_type() != at::kBool || cond.sizes() != like.sizes())
+	if (!kernel_dtype(type, &dt) || !on_card(cond) || cond.scalar_type() != at::kBool || !cond.numel())
 		return at::Tensor();
 	for (const at::Tensor *t : { &a, &b })
-		if (t->defined() && (!on_card(*t) || t->device() != like.device() || t->sizes() != like.sizes() ||
-				     t->scalar_type() != like.scalar_type()))
+		if (t->defined() && (!on_card(*t) || t->device() != cond.device() || t->sizes() != cond.sizes() ||
+				     t->scalar_type() != type))
 			return at::Tensor();
-	at::Tensor c = cond.contiguous(), y = at::empty(like.sizes(), like.options());
+	at::Tensor c = cond.contiguous(), y = at::empty(cond.sizes(), cond.options().dtype(type));
 	struct spyre_kdesc d = {};
 	uint64_t rows, cols;
 
@@ -396,19 +395,16 @@ at::Tensor where(const at::Tensor &cond, const at::Tensor &a, const at::Tensor &
 	std::optional<double> sa = number(a), sb = number(b);
 	at::Tensor y;
 
-	if (!(sa && sb)) {
-		const at::Tensor &like = sa ? b : a;
-
-		if (at::result_type(a, b) == like.scalar_type())
-			y = where_card(cond, sa ? at::Tensor() : a, sa, sb ? at::Tensor() : b, sb, like, "where");
-	}
+	/* the output: cond's shape (every tensor operand has it, else the CPU broadcasts), the operands' type */
+	y = where_card(cond, sa ? at::Tensor() : a, sa, sb ? at::Tensor() : b, sb, at::result_type(a, b), "where");
 	return y.defined() ? y : FALLBACK(where_self, cond, a, b);
 }
 
 at::Tensor masked_fill(const at::Tensor &x, const at::Tensor &mask, const at::Scalar &v)
 {
 	at::Tensor y = v.isComplex() ? at::Tensor() :
-		       where_card(mask, at::Tensor(), v.toDouble(), x, std::nullopt, x, "masked_fill");
+		       x.sizes() != mask.sizes() ? at::Tensor() :
+		       where_card(mask, at::Tensor(), v.toDouble(), x, std::nullopt, x.scalar_type(), "masked_fill");
 
 	return y.defined() ? y : FALLBACK(masked_fill_Scalar, x, mask, v);
 }
@@ -420,8 +416,8 @@ at::Tensor masked_fill_t(const at::Tensor &x, const at::Tensor &mask, const at::
 
 	TORCH_CHECK(v.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
 		    v.dim(), " dimension(s).");
-	if (!v.is_complex() && (v.is_cpu() || v.device() == x.device()))
-		y = where_card(mask, at::Tensor(), v.item().toDouble(), x, std::nullopt, x, "masked_fill");
+	if (!v.is_complex() && (v.is_cpu() || v.device() == x.device()) && x.sizes() == mask.sizes())
+		y = where_card(mask, at::Tensor(), v.item().toDouble(), x, std::nullopt, x.scalar_type(), "masked_fill");
 	return y.defined() ? y : FALLBACK(masked_fill_Tensor, x, mask, v);
 }
 

@@ -219,6 +219,10 @@ def where_masks(c):
             same(c, "where", torch.where, [m, x, y], EXACT, f"where tensor tensor {dt} {shape}")
             same(c, "where", lambda mm, t: torch.where(mm, t, 0.0), [m, x], EXACT, f"where tensor scalar {dt}")
             same(c, "where", lambda mm, t: torch.where(mm, float("-inf"), t), [m, x], EXACT, f"where scalar tensor {dt}")
+            got = on_card(c, "where", lambda: torch.where(m.to(D), torch.zeros((), device=D, dtype=dt),
+                                                          torch.finfo(dt).min), f"where number number {dt}")
+            c.close(got, torch.where(m, 0.0, torch.finfo(dt).min), 0, 0, f"HF's mask from a bool one {dt}")
+            c.ok(got.dtype == dt, f"where of numbers: {got.dtype}")
         for shape in [(2, 8, 32), (5, 7), (16, 16)]:
             x = rnd(*shape, dtype=dt)
             for d in [-1, 0, 2]:
