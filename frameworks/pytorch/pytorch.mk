@@ -23,7 +23,7 @@ TORCH_PKG_VERSION := 0.2.0
 TORCH_SRCS := $(wildcard $(TORCH_DIR)/csrc/*.cpp)
 TORCH_EXT := $(TORCH_OUT)/spyre_torch/_C.so
 TORCH_DIST := $(TORCH_OUT)/spyre_torch-$(TORCH_PKG_VERSION).dist-info
-TORCH_PY := $(TORCH_OUT)/spyre_torch/__init__.py $(TORCH_DIST)/METADATA $(TORCH_DIST)/entry_points.txt \
+TORCH_PY := $(patsubst $(TORCH_DIR)/%,$(TORCH_OUT)/%,$(wildcard $(TORCH_DIR)/spyre_torch/*.py)) $(TORCH_DIST)/METADATA $(TORCH_DIST)/entry_points.txt \
 	$(patsubst $(TORCH_DIR)/tests/%,$(TORCH_OUT)/tests/%,$(wildcard $(TORCH_DIR)/tests/*.py)) \
 	$(TORCH_OUT)/tests/spyre-torch-test $(TORCH_OUT)/tests/demo-torch $(TORCH_OUT)/demo.py
 # The C++ ABI of the wheel's libraries (torch._C._GLIBCXX_USE_CXX11_ABI), read once per torch install.

@@ -14,6 +14,7 @@ turns that off): PrivateUse1 renamed "spyre", this module registered as
 one-time warning; ``fallback_counts()`` says which and how often. Docs:
 frameworks/pytorch/README.md.
 """
+import functools
 import os
 import sys
 
@@ -29,7 +30,7 @@ __all__ = ["device", "device_count", "is_available", "set_device", "current_devi
            "Event", "stream", "current_stream", "manual_seed", "manual_seed_all", "initial_seed", "get_rng_state",
            "set_rng_state", "memory_allocated", "max_memory_allocated", "memory_reserved", "memory_stats",
            "reset_peak_memory_stats", "empty_cache", "async_copies", "rms_norm", "fallback_counts", "card_counts",
-           "relayouts", "reset_counters"]
+           "relayouts", "reset_counters", "compile_stats", "reset_compile_stats"]
 
 
 def device_count():
@@ -257,5 +258,38 @@ _register()
 _DEVICE_TYPE_ID = _ops.device_type_id()  # c10::DeviceType::PrivateUse1, for torch.Stream(device_type=)
 
 
+# ---- torch.compile: spyre_torch.compile, imported on first use (import torch stays fast) ----
+
+_COMPILE_ATTRS = ("Scheduling", "PythonWrapperCodegen", "compile_stats", "reset_compile_stats")
+
+
+def __getattr__(name):
+    """Inductor asks torch.spyre for its Scheduling and PythonWrapperCodegen (init_backend_registration):
+    importing spyre_torch.compile registers the device with Dynamo and Inductor then."""
+    if name in _COMPILE_ATTRS:
+        from . import compile as _compile
+        return getattr(_compile, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _hook_compile():
+    """torch.compile imports spyre_torch.compile first: the device is registered with Dynamo and Inductor
+    before Inductor picks its decompositions (once; the wrapper is torch.compile otherwise)."""
+    orig = torch.compile
+    if getattr(orig, "_spyre_hook", False):
+        return
+
+    @functools.wraps(orig)
+    def compile(*args, **kwargs):
+        from . import compile as _compile  # noqa: F401  (registers on first import)
+        return orig(*args, **kwargs)
+
+    compile._spyre_hook = True
+    torch.compile = compile
+
+
 def _autoload():
     """The torch.backends entry point: importing this module registered the device; nothing more to do."""
+
+
+_hook_compile()

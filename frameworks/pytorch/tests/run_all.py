@@ -19,6 +19,7 @@ import test_spyre_torch  # noqa: E402,F401
 import test_torch2  # noqa: E402,F401
 import test_model  # noqa: E402,F401
 import test_ops  # noqa: E402,F401
+import test_compile  # noqa: E402,F401
 
 rc = tap.run()
 print(f"# total {time.time() - t0:.1f} s (guest time)")
