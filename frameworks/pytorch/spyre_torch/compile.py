@@ -231,12 +231,14 @@ def _inductor_classes():
             from torch._inductor.lowering import lowerings, make_fallback
             n = 0
             for node in gm.graph.nodes:
-                if node.op == "call_function" and _touches_card(node):
+                # ATen ops (not getitem of a multi-output op's results, which Inductor handles itself)
+                if (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+                        and _touches_card(node)):
                     node.meta["should_fallback"] = True
                     n += 1
                     # an op whose decomposition was skipped for the card has no lowering: a fallback one
                     # (the decomposition still runs for other devices' tensors, so theirs never get here)
-                    if isinstance(node.target, torch._ops.OpOverload) and node.target not in lowerings:
+                    if node.target not in lowerings:
                         make_fallback(node.target, warn=False, override_decomp=True)
             _stats["inductor_graphs"] += 1
             _stats["inductor_extern_ops"] += n
