@@ -33,6 +33,7 @@ CPU fallbacks of the card's ops.
 import collections
 import operator
 import threading
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -592,25 +593,34 @@ def _rms_parts(h, r):
     return eps, _skip_to(h)
 
 
+_packs = {}  # (id(wg), id(wu), id(wd)) -> (weak references, versions, packed): shared by every graph
+
+
+def _packed(ws):
+    """The gated MLP's weights in the layout the kernel reads: packed once per weights (and version)."""
+    key = tuple(id(w) for w in ws)
+    e = _packs.get(key)
+    if e and all(r() is w for r, w in zip(e[0], ws)) and e[1] == [w._version for w in ws]:
+        return e[2]
+    packed = _ops.pack_mlp(*ws)
+    _stats["weights_packed"] += 3
+    # the packed buffers go with the first of the weights
+    _packs[key] = ([weakref.ref(w, lambda _, k=key, d=_packs: d.pop(k, None)) for w in ws],
+                   [w._version for w in ws], packed)
+    return packed
+
+
 class _Packed(torch.nn.Module):
-    """The gated MLP's weights in the layout the kernel reads, packed at compile time (again if they change)."""
+    """The graph's handle on an MLP's packed weights (packed at compile time; again if a weight changes)."""
 
     def __init__(self, ws):
         super().__init__()
+        self.n = ws[0].shape[0]
         self.ws = list(ws)
-        self.pack()
-
-    def pack(self):
-        self.n = self.ws[0].shape[0]
-        self.key = [(w.data_ptr(), w._version) for w in self.ws]
-        self.packed = _ops.pack_mlp(*self.ws)
-        _stats["weights_packed"] += 3
+        _packed(self.ws)
 
     def get(self, ws):
-        if any(w is not o for w, o in zip(ws, self.ws)) or [(w.data_ptr(), w._version) for w in ws] != self.key:
-            self.ws = list(ws)
-            self.pack()
-        return self.packed
+        return _packed(ws)
 
 
 def _mlp_call(x, wg, wu, wd, entry):
