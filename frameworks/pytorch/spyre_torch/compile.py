@@ -209,6 +209,12 @@ def _inductor_classes():
                 return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
             return SpyreWrapperCodegen()
 
+        def _codegen_assert_size_stride(self, code, name, size, stride, op_name):
+            # Sizes only: the card's eager kernels may return a dense tensor in another order than the
+            # meta function predicts (an elementwise op gives a contiguous result for permuted inputs).
+            # Every view of a card graph is an extern call too, so the real strides are what flows on.
+            code.writeline(f"assert {name}.shape == {size}, ({op_name!r}, tuple({name}.shape), {size})")
+
     class SpyreDeviceOpOverrides(DeviceOpOverrides):
         def import_get_raw_stream_as(self, name):
             return f"def {name}(i):\n    return torch.spyre.current_stream(i).stream_id\n"
