@@ -121,10 +121,14 @@ def three_ways(c, model, x, what, fused, inductor=True):
         if inductor:
             reset()
             t = time.time()
-            ind = torch.compile(md, dynamic=False)(xd)
+            from torch._inductor.utils import run_and_get_code
+            ind, code = run_and_get_code(torch.compile(md, dynamic=False), xd)
             ti = time.time() - t
             s = stats()
             c.close(ind, want, RT, AT, f"{what}: torch.compile (Inductor)")
+            gen = [w for w in ("async_compile.cpp", "async_compile.triton") if any(w in k for k in code)]
+            c.ok(code and not gen and "torch.ops.aten" in code[0],
+                 f"{what}: Inductor's code calls ATen ops and generates no kernel ({len(code)} modules; {gen})")
             c.ok(s.get("inductor_graphs", 0) >= 1 and s.get("inductor_extern_ops", 0) > 0,
                  f"{what}: Inductor compiled card graphs into extern calls: {s}")
             print(f"# {what}: Inductor: {s.get('inductor_extern_ops')} extern calls; the card's CPU fallbacks "
