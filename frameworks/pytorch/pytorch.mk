@@ -25,7 +25,8 @@ TORCH_EXT := $(TORCH_OUT)/spyre_torch/_C.so
 TORCH_DIST := $(TORCH_OUT)/spyre_torch-$(TORCH_PKG_VERSION).dist-info
 TORCH_PY := $(patsubst $(TORCH_DIR)/%,$(TORCH_OUT)/%,$(wildcard $(TORCH_DIR)/spyre_torch/*.py)) $(TORCH_DIST)/METADATA $(TORCH_DIST)/entry_points.txt \
 	$(patsubst $(TORCH_DIR)/tests/%,$(TORCH_OUT)/tests/%,$(wildcard $(TORCH_DIR)/tests/*.py)) \
-	$(TORCH_OUT)/tests/spyre-torch-test $(TORCH_OUT)/tests/demo-torch $(TORCH_OUT)/demo.py
+	$(TORCH_OUT)/tests/spyre-torch-test $(TORCH_OUT)/tests/demo-torch $(TORCH_OUT)/demo.py \
+	$(TORCH_OUT)/hf_ref.json
 # The C++ ABI of the wheel's libraries (torch._C._GLIBCXX_USE_CXX11_ABI), read once per torch install.
 TORCH_ABI := $(TORCH_OUT)/abi.flags
 TORCH_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter \
@@ -72,6 +73,13 @@ $(TORCH_DIST)/entry_points.txt: $(TORCH_DIR)/entry_points.txt
 $(TORCH_OUT)/demo.py: $(TORCH_DIR)/demo.py
 	@mkdir -p $(@D)
 	cp $< $@
+
+# test_hf's CPU references (hf_ref.py): the Hugging Face models' greedy tokens, logits and top-2 margins,
+# MiniLM's embeddings, computed on the host with the venv the guest carries (the guest's CPU under TCG
+# would take minutes per 12-layer generate); about 2-4 min of host time, again only when these change.
+$(TORCH_OUT)/hf_ref.json: $(TORCH_DIR)/tests/hf_ref.py $(TORCH_DIR)/tests/hf_models.py $(TORCH_SITE)/torch/version.py
+	@mkdir -p $(@D)
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 HF_HUB_OFFLINE=1 $(TORCH_VENV)/bin/python3 $< $(TORCH_OUT)/hf_ref
 
 $(TORCH_OUT)/tests/%: $(TORCH_DIR)/tests/%
 	@mkdir -p $(@D)
