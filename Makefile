@@ -359,6 +359,7 @@ bench-run: all $(BENCHES) bench-engine
 		echo "-- dispatch$$m"; \
 		tr -d '\r' <$(B)/bench-out/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
 	done
+	$(if $(wildcard $(TORCH_HDR)),$(MAKE) bench-torch,@echo "== PyTorch bench skipped: no venv")
 	bench/published $(B)/bench-out
 
 # ---- the two commands ------------------------------------------------------------

@@ -91,3 +91,17 @@ demo-torch: setup
 	tools/setup/setup.sh guest-python
 	$(MAKE) all
 	tools/vm/run --python --timeout 900 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch
+
+# make bench-torch (part of make bench): eager vs torch.compile on test_hf's 12-layer Llama in the
+# VM in timed mode (bench/torch-bench.py: a table of guest times and ratios, no assertions)
+.PHONY: bench-torch
+bench-torch: torch-ext $(B)/bench/torch-bench.py
+	@echo "== PyTorch: a 12-layer Hugging Face Llama on the card, eager vs torch.compile (in the VM with Python, timed)"
+	@mkdir -p $(B)/bench-out
+	tools/vm/run -q --python --timed --timeout 5400 --copy $(B)/bench --copy $(TORCH_OUT) \
+		--out $(B)/bench-out/torch--timed.out -- python3 /spyre/bench/torch-bench.py /spyre/pytorch
+	tr -d '\r' <$(B)/bench-out/torch--timed.out
+
+$(B)/bench/torch-bench.py: bench/torch-bench.py
+	@mkdir -p $(@D)
+	cp $< $@
