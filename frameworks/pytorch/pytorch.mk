@@ -92,6 +92,14 @@ demo-torch: setup
 	$(MAKE) all
 	tools/vm/run --python --timeout 900 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch
 
+# make check-hf-full: test_hf's cases that make check leaves out (SPYRE_HF_FULL=1: the tiny models
+# compiled in fp16, the 12-layer Llama in fp16, the 12-layer Granite; an hour or more under TCG)
+.PHONY: check-hf-full
+check-hf-full: torch-ext
+	tools/vm/run --python --timeout 7200 --copy $(TORCH_OUT) -- env SPYRE_HF_FULL=1 \
+		/spyre/pytorch/tests/spyre-torch-test /spyre/pytorch hf_tiny_compiled_fp16 hf_llama_12l_fp16 \
+		hf_granite_12l_fp32 hf_granite_12l_fp16
+
 # make bench-torch (part of make bench): eager vs torch.compile on test_hf's 12-layer Llama in the
 # VM in timed mode (bench/torch-bench.py: a table of guest times and ratios, no assertions)
 .PHONY: bench-torch

@@ -19,6 +19,10 @@ the card's token is the CPU's runner-up at step i and the CPU's top-2 margin
 there is at most 1e-2 of the step's largest |logit| (fp16's rounding through
 the layers reaches that size); the steps after it start from another prefix
 and are not compared.
+make check runs the tiny models (fp32 and fp16 eager, fp32 compiled), the 12-layer
+Llama in fp32 (eager and compiled) and MiniLM; with SPYRE_HF_FULL=1 (make
+check-hf-full) the rest: the tiny models compiled in fp16, the 12-layer Llama
+in fp16 and the 12-layer Granite (TCG makes each 12-layer generate minutes).
 Run: python3 test_hf.py [case ...]   (SPYRE_HF_REF: the references without suffix)
 """
 import json
@@ -40,7 +44,13 @@ FP32_TOL = 1e-4
 FP16_TOL = 2e-2
 NEAR_TIE = 1e-2
 COSINE_MIN = 0.9999
+FULL = os.environ.get("SPYRE_HF_FULL") == "1"
 _ref = None
+
+
+def full_case(fn):
+    """A case of the full run only (SPYRE_HF_FULL=1)."""
+    return case(fn) if FULL else fn
 
 
 def ref():
@@ -148,10 +158,32 @@ def run_compiled(c, model, key, backend):
 def tiny(c, name):
     # the guest's CPU too (cheap at this size): the same tokens as the host's
     key = f"{name}.fp32"
+    t = time.time()
     toks, _ = H.generate(H.build(name), "cpu")
+    print(f"# {key} on the guest's CPU: {time.time() - t:.1f} s")
     c.ok(toks == ref()["models"][key]["tokens"], f"{key}: the guest's CPU gives the host's tokens")
     run_eager(c, name, torch.float32)
     run_eager(c, name, torch.float16)
+
+
+def compiled(c, names, dtype):
+    dt = "fp16" if dtype == torch.float16 else "fp32"
+    for name in names:
+        model = H.build(name).to(dtype).to("spyre")
+        for backend in [None, "spyre"]:
+            run_compiled(c, model, f"{name}.{dt}", backend)
+
+
+def big(c, name, dtype):
+    t = time.time()
+    model = run_eager(c, name, dtype)
+    print(f"# {name}: built, checked, moved and generated in {time.time() - t:.1f} s (guest time)")
+    if model is not None:
+        dt = "fp16" if dtype == torch.float16 else "fp32"
+        for backend in [None, "spyre"]:
+            run_compiled(c, model, f"{name}.{dt}", backend)
+    del model
+    torch.spyre.empty_cache()  # the next model's weights need the card's memory
 
 
 @case
@@ -166,18 +198,32 @@ def hf_granite_tiny(c):
 
 @case
 def hf_tiny_compiled(c):
-    for name in ["llama-tiny", "granite-tiny"]:
-        model = H.build(name).to("spyre")
-        for backend in [None, "spyre"]:
-            run_compiled(c, model, f"{name}.fp32", backend)
+    compiled(c, ["llama-tiny", "granite-tiny"], torch.float32)
+
+
+@full_case
+def hf_tiny_compiled_fp16(c):
+    compiled(c, ["llama-tiny", "granite-tiny"], torch.float16)
 
 
 @case
 def hf_llama_12l_fp32(c):
-    model = run_eager(c, "llama-12l", torch.float32)
-    if model is not None:
-        for backend in [None, "spyre"]:
-            run_compiled(c, model, "llama-12l.fp32", backend)
+    big(c, "llama-12l", torch.float32)
+
+
+@full_case
+def hf_llama_12l_fp16(c):
+    big(c, "llama-12l", torch.float16)
+
+
+@full_case
+def hf_granite_12l_fp32(c):
+    big(c, "granite-12l", torch.float32)
+
+
+@full_case
+def hf_granite_12l_fp16(c):
+    big(c, "granite-12l", torch.float16)
 
 
 @case
@@ -185,7 +231,9 @@ def minilm_fp32(c):
     r = ref()["minilm"]
     want = torch.tensor(r["embeddings"])
     c.ok(r["sentences"] == H.SENTENCES, "the reference's sentences are hf_models.SENTENCES")
+    t = time.time()
     model = H.minilm(D)
+    print(f"# MiniLM: sentence-transformers imported and the model loaded on {D} in {time.time() - t:.1f} s (guest time)")
     c.ok(next(model.parameters()).device == D, f"SentenceTransformer(device='spyre'): weights on {D}")
     spyre_torch.reset_counters()
     t = time.time()
