@@ -85,12 +85,12 @@ $(TORCH_OUT)/tests/%: $(TORCH_DIR)/tests/%
 	@mkdir -p $(@D)
 	cp -p $< $@
 
-# make demo-torch: the torch model on the card in the VM (after make demo's set-up)
+# make demo-torch: Hugging Face models on the card in the VM (demo.py; after make demo's set-up)
 .PHONY: demo-torch
 demo-torch: setup
 	tools/setup/setup.sh guest-python
 	$(MAKE) all
-	tools/vm/run --python --timeout 900 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch
+	tools/vm/run --python --timeout 2400 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch
 
 # make check-hf-full: test_hf's cases that make check leaves out (SPYRE_HF_FULL=1: the tiny models
 # compiled in fp16, the 12-layer Llama in fp16, the 12-layer Granite; an hour or more under TCG)
