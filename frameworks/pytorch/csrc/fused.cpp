@@ -28,7 +28,7 @@
 #include <ATen/ops/silu.h>
 #include <torch/library.h>
 
-#include "spyre_torch.h"
+#include "ops.h"
 
 namespace spyre_torch {
 
@@ -85,26 +85,17 @@ void run(int dev, spyre_kernel_t *k, const std::vector<uint64_t> &slots)
 
 uint32_t kdtype(at::ScalarType t)
 {
-	switch (t) {
-	case at::kFloat:
-		return SPYRE_DT_FP32;
-	case at::kHalf:
-		return SPYRE_DT_FP16;
-	case at::kBFloat16:
-		return SPYRE_DT_BF16;
-	default:
-		TORCH_CHECK(false, "spyre: the fused ops take fp32, fp16 or bf16, not ", t);
-	}
+	uint32_t dt = 0;
+
+	TORCH_CHECK(kernel_dtype(t, &dt), "spyre: the fused ops take fp32, fp16 or bf16, not ", t);
+	return dt;
 }
 
 bool float_dtype(at::ScalarType t)
 {
-	return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
-}
+	uint32_t dt;
 
-bool on_card(const at::Tensor &t)
-{
-	return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+	return kernel_dtype(t, &dt);
 }
 
 /* Bound as it is: on the card, contiguous, stick-aligned, rows of whole sticks. */
@@ -244,11 +235,6 @@ void prepare_mlp(int64_t m, int64_t n, int64_t k, at::ScalarType t, int64_t dev)
 	kernel((int)dev, mlp_desc(m, n, k, kdtype(t)));
 }
 
-uint32_t host_dtype(at::ScalarType t)
-{
-	return t == at::kHalf ? SPYRE_DT_FP16 : t == at::kBFloat16 ? SPYRE_DT_BF16 : SPYRE_DT_FP32;
-}
-
 /* nn.Linear weights gate, up [n, k] and down [k, n] in MLP's slots 1..3 (device buffers of bytes). */
 std::vector<at::Tensor> pack_mlp(const at::Tensor &wg, const at::Tensor &wu, const at::Tensor &wd)
 {
@@ -274,10 +260,10 @@ std::vector<at::Tensor> pack_mlp(const at::Tensor &wg, const at::Tensor &wu, con
 		size_t bytes = 0;
 
 		SPYRE_CHECK(spyre_kernel_pack_weight(&d, slot, SPYRE_KW_OUT_IN, h.data_ptr(),
-						     host_dtype(h.scalar_type()), nullptr, &bytes), "pack_mlp");
+						     kdtype(h.scalar_type()), nullptr, &bytes), "pack_mlp");
 		std::vector<uint8_t> buf(stick_up(bytes));
 		SPYRE_CHECK(spyre_kernel_pack_weight(&d, slot, SPYRE_KW_OUT_IN, h.data_ptr(),
-						     host_dtype(h.scalar_type()), buf.data(), &bytes), "pack_mlp");
+						     kdtype(h.scalar_type()), buf.data(), &bytes), "pack_mlp");
 		at::Tensor p = at::empty({ (int64_t)buf.size() }, wg.options().dtype(at::kByte));
 
 		copy_h2d(dev, dptr(p), buf.data(), buf.size());
