@@ -127,6 +127,10 @@ def run_compiled(c, model, key, backend):
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     what = f"{key} compiled ({backend or 'default'} backend)"
+    if "spyre" not in torch._dynamo.list_backends(exclude_tags=()):
+        # no compile support in this build (spyre_torch registers the backend "spyre" and the device's
+        # Inductor backend together): fail at once, not after minutes of tracing under TCG
+        return c.ok(False, f"{what}: torch.compile has no backend 'spyre' here: no compile support for the device")
     try:
         if backend is None:
             model.compile()
