@@ -25,6 +25,7 @@ check-hf-full) the rest: the tiny models compiled in fp16, the 12-layer Llama
 in fp16 and the 12-layer Granite (TCG makes each 12-layer generate minutes).
 Run: python3 test_hf.py [case ...]   (SPYRE_HF_REF: the references without suffix)
 """
+import importlib.util
 import json
 import os
 import sys
@@ -127,10 +128,11 @@ def run_compiled(c, model, key, backend):
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     what = f"{key} compiled ({backend or 'default'} backend)"
-    if "spyre" not in torch._dynamo.list_backends(exclude_tags=()):
-        # no compile support in this build (spyre_torch registers the backend "spyre" and the device's
-        # Inductor backend together): fail at once, not after minutes of tracing under TCG
-        return c.ok(False, f"{what}: torch.compile has no backend 'spyre' here: no compile support for the device")
+    if importlib.util.find_spec("spyre_torch.compile") is None:
+        # no compile support in this build (spyre_torch.compile registers the device with Inductor and
+        # the backend "spyre"): fail at once, not after minutes of tracing under TCG
+        return c.ok(False, f"{what}: no spyre_torch.compile here: no compile support for the device")
+    torch.spyre.reset_compile_stats()
     try:
         if backend is None:
             model.compile()
@@ -154,6 +156,9 @@ def run_compiled(c, model, key, backend):
     n = counters["stats"]["unique_graphs"] - graphs
     print(f"# {what}: {n} graphs; first generate (compiles) {t1:.1f} s, second {t2:.1f} s (guest time)")
     report(what)
+    st = torch.spyre.compile_stats()
+    print(f"# compile_stats {what}: " + ", ".join(f"{k} {st[k]}" for k in sorted(st)
+                                                  if k not in ("fallbacks", "graph_break_reasons") and st[k]))
     c.ok(n > 0, f"{what}: torch.compile compiled graphs ({n})")
     c.ok(toks2 == toks, f"{what}: the second generate gives the same tokens")
     return compare(c, key, toks, logits, next(model.parameters()).dtype == torch.float16)
