@@ -134,6 +134,27 @@ void from_host(const at::Tensor &dst, const at::Tensor &src)
 }
 
 /*
+ * @t's dimensions as (size, stride) pairs, outermost first: size-1 ones
+ * dropped, neighbours that are contiguous with each other merged.
+ */
+std::vector<std::pair<int64_t, int64_t>> merged_dims(const at::Tensor &t)
+{
+	std::vector<std::pair<int64_t, int64_t>> dims;
+
+	for (int64_t i = 0; i < t.dim(); i++) {
+		if (t.size(i) == 1)
+			continue;
+		if (!dims.empty() && dims.back().second == t.size(i) * t.stride(i)) {
+			dims.back().first *= t.size(i);
+			dims.back().second = t.stride(i);
+		} else {
+			dims.push_back({ t.size(i), t.stride(i) });
+		}
+	}
+	return dims;
+}
+
+/*
  * @src (a view on the card) as X.transpose(1, 2) of a dense X [batch x m x
  * n x k] at its data pointer: its dimensions, size-1 ones dropped and
  * contiguous neighbours merged, are [batch] n (stride k) m (stride n k)
@@ -141,18 +162,8 @@ void from_host(const at::Tensor &dst, const at::Tensor &src)
  */
 bool swap_of(const at::Tensor &src, uint64_t *batch, uint64_t *m, uint64_t *n, uint64_t *k)
 {
-	std::vector<std::pair<int64_t, int64_t>> dims;	/* (size, stride), outermost first */
+	std::vector<std::pair<int64_t, int64_t>> dims = merged_dims(src);
 
-	for (int64_t i = 0; i < src.dim(); i++) {
-		if (src.size(i) == 1)
-			continue;
-		if (!dims.empty() && dims.back().second == src.size(i) * src.stride(i)) {
-			dims.back().first *= src.size(i);
-			dims.back().second = src.stride(i);
-		} else {
-			dims.push_back({ src.size(i), src.stride(i) });
-		}
-	}
 	*k = 1;
 	if (!dims.empty() && dims.back().second == 1) {
 		*k = dims.back().first;
@@ -209,21 +220,11 @@ constexpr int64_t kMaxBlockCopies = 256;
 
 bool block_copy(const at::Tensor &dst, const at::Tensor &src)
 {
-	std::vector<std::pair<int64_t, int64_t>> dims;	/* (size, stride), outermost first */
+	std::vector<std::pair<int64_t, int64_t>> dims = merged_dims(src);
 	int64_t es = src.element_size();
 
 	if (!dst.is_contiguous() || dptr(dst) % kStick || dptr(src) % kStick)
 		return false;
-	for (int64_t i = 0; i < src.dim(); i++) {
-		if (src.size(i) == 1)
-			continue;
-		if (!dims.empty() && dims.back().second == src.size(i) * src.stride(i)) {
-			dims.back().first *= src.size(i);
-			dims.back().second = src.stride(i);
-		} else {
-			dims.push_back({ src.size(i), src.stride(i) });
-		}
-	}
 	if (dims.size() < 2 || dims.back().second != 1 || (dims.back().first * es) % (int64_t)kStick)
 		return false;
 	int64_t blk = dims.back().first, nblk = src.numel() / blk;
