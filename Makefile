@@ -84,6 +84,7 @@ guest-python:
 include isa/isa.mk
 include qemu-device/engine/engine.mk
 include model/model.mk
+include serve/serve.mk
 include frameworks/pytorch/pytorch.mk
 
 # ---- kernel module -------------------------------------------------------
