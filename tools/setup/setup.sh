@@ -32,6 +32,7 @@ PACKAGES=(
 	dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev flex bison
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
 	libopenblas-dev clang libclang-rt-14-dev
+	libslirp-dev
 	bc libelf-dev
 )
 # Step venv: the interpreter and its venv module; g++ builds the extension
@@ -287,7 +288,7 @@ step_qemu() {
 	grep -q "'hw/misc/spyre'" "$src/meson.build" || die "could not add hw/misc/spyre to QEMU's trace_events_subdirs"
 
 	cfgargs="--target-list=x86_64-softmmu --without-default-features --disable-docs --disable-werror \
---enable-tcg --disable-install-blobs --with-git-submodules=ignore"
+--enable-tcg --enable-slirp --disable-install-blobs --with-git-submodules=ignore"
 	if [ ! -f "$build/build.ninja" ] || [ "$(cat "$build/.spyre-config" 2>/dev/null)" != "$cfgargs" ]; then
 		rm -rf "$build"; mkdir -p "$build"
 		# shellcheck disable=SC2086
