@@ -35,6 +35,7 @@ struct spyre_engine_opts {
 	uint32_t max_num_batched_tokens;/* rows per step = prefill chunk (default 512, a multiple of block_size) */
 	uint32_t max_waiting;		/* queue length before add() says -EAGAIN (default 256) */
 	bool no_prefix_caching;		/* prefix caching is on unless this is set */
+	uint64_t seed;			/* seeds the requests without a seed (0: from the clock) */
 };
 
 struct spyre_sampling {
@@ -99,7 +100,11 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 /* Abort @id: its FINISHED(ABORT) event follows on the stepping thread. -ENOENT if unknown or finished. */
 int spyre_engine_abort(struct spyre_engine *e, uint64_t id);
 
-/* One scheduler step on the caller's thread: 1 ran a batch, 0 nothing to do, -errno. */
+/*
+ * One scheduler step on the caller's thread: 1 ran a batch, 0 nothing to do
+ * (aborts may still have been delivered), -EBUSY when the engine's thread
+ * runs, or the runner's -errno (the step's requests finished with ERROR).
+ */
 int spyre_engine_step(struct spyre_engine *e);
 /* Steps on a thread of the engine's until spyre_engine_free. */
 int spyre_engine_start(struct spyre_engine *e);
@@ -114,5 +119,29 @@ struct spyre_engine_stats {
 	uint64_t requests_finished[SPYRE_FINISH_ERROR + 1];	/* by reason */
 };
 void spyre_engine_get_stats(struct spyre_engine *e, struct spyre_engine_stats *st);
+
+/*
+ * For tests: the engine's state between steps. Lists in order (waiting from
+ * its head, running oldest first); finished: the ids whose FINISHED event the
+ * last step delivered. At most SPYRE_ENGINE_DEBUG_MAX of each (and blocks per
+ * request); block_ref[i] for blocks i < SPYRE_ENGINE_DEBUG_BLOCKS.
+ */
+#define SPYRE_ENGINE_DEBUG_MAX 64
+#define SPYRE_ENGINE_DEBUG_BLOCKS 256
+struct spyre_engine_debug_req {
+	uint64_t id;
+	uint32_t num_tokens, num_computed, num_generated;
+	uint32_t num_blocks;
+	int32_t blocks[SPYRE_ENGINE_DEBUG_MAX];
+};
+struct spyre_engine_debug {
+	uint32_t n_waiting, n_running, n_finished;
+	struct spyre_engine_debug_req waiting[SPYRE_ENGINE_DEBUG_MAX], running[SPYRE_ENGINE_DEBUG_MAX];
+	uint64_t finished[SPYRE_ENGINE_DEBUG_MAX];
+	uint32_t blocks_free;			/* ref 0, cached or not */
+	uint32_t block_ref[SPYRE_ENGINE_DEBUG_BLOCKS];
+	bool block_cached[SPYRE_ENGINE_DEBUG_BLOCKS];
+};
+void spyre_engine_debug_state(struct spyre_engine *e, struct spyre_engine_debug *d);
 
 #endif /* SPYRE_SERVE_ENGINE_H */

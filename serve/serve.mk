@@ -16,5 +16,37 @@ all: serve-all
 # ---- tokenizer ---------------------------------------------------------------
 
 # ---- engine and runners ------------------------------------------------------
+# The engine (blocks, sampling, scheduler, requests/threads) and the CPU runner
+# form one library; its tests link it with the model library. The thread test
+# is built twice: plain and under ThreadSanitizer (everything from source).
+
+ENGINE_SRCS := $(addprefix $(SERVE_DIR)/,blocks.c sample.c sched.c engine.c runner_cpu.c)
+ENGINE_HDRS := $(addprefix $(SERVE_DIR)/,blocks.h sample.h engine.h engine_int.h runner.h runner_cpu.h)
+ENGINE_OBJS := $(patsubst %.c,$(B)/%.o,$(ENGINE_SRCS))
+ENGINE_LIB := $(B)/serve/libspyre-engine.a
+ENGINE_LIBS := $(ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) -lpthread -lm
+ENGINE_TEST_HDRS := $(SERVE_TEST_HDRS) $(SERVE_DIR)/tests/engine-test-util.h
+ENGINE_TESTS := $(addprefix $(B)/tests/serve-,blocks-test sample-test sched-test engine-cpu-test engine-threads-test)
+ENGINE_TSAN_TESTS := $(B)/tests/serve-engine-threads-tsan-test
+
+serve-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(ENGINE_TSAN_TESTS)
+host-tests: $(ENGINE_TESTS) $(ENGINE_TSAN_TESTS)
+
+$(B)/serve/%.o: $(SERVE_DIR)/%.c $(ENGINE_HDRS) $(MODEL_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) -c $< -o $@
+
+$(ENGINE_LIB): $(ENGINE_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(ENGINE_TESTS): $(B)/tests/serve-%-test: $(SERVE_DIR)/tests/%-test.c $(ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
+		$(ENGINE_HDRS) $(MODEL_HDRS) $(ENGINE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $< -o $@ $(ENGINE_LIBS)
+
+$(B)/tests/serve-engine-threads-tsan-test: $(SERVE_DIR)/tests/engine-threads-test.c $(ENGINE_SRCS) $(MODEL_SRCS) \
+		$(MODEL_ISA_SRCS) $(ENGINE_HDRS) $(MODEL_HDRS) $(ENGINE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) -fsanitize=thread $< $(ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ -lpthread -lm
 
 # ---- spyre-serve -------------------------------------------------------------
