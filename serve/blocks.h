@@ -9,10 +9,9 @@
  * block may still hold a cached prefix (it is "evictable"): a lookup finds
  * it and spyre_blocks_ref() takes it off the free list. Allocation pops the
  * free list's head (the least recently freed block) and drops its cache
- * entry if it had one. Released blocks go to the tail, so the blocks a
- * finished request used last are evicted last... except that a request
- * releases its blocks last-first, so its prefix (the blocks most likely to
- * be shared) stays longest, as vLLM does.
+ * entry if it had one. Released blocks go to the tail; the engine releases a
+ * request's blocks last-first, so its prefix (the blocks most likely to be
+ * shared) is evicted last, as vLLM does.
  *
  * The hash of block i of a sequence is H(hash of block i-1, its block_size
  * token ids) (block 0 chains from a fixed seed); the table keeps the parent
