@@ -109,7 +109,15 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 	e->b_argmax = calloc(o.max_num_seqs, sizeof(int32_t));
 	e->b_logits = calloc((size_t)o.max_num_seqs * runner->vocab, sizeof(float));
 	e->sample_scratch = malloc(spyre_sample_scratch_size(runner->vocab));
-	if (!e->blocks || !e->items || !e->b_tokens || !e->b_positions || !e->b_slots || !e->b_qs || !e->b_ctx ||
+	/*
+	 * A step's events: at most a TOKEN and a FINISHED per live request, and
+	 * requests live at most max_waiting + max_num_seqs at once (add refuses
+	 * beyond max_waiting waiting; preemption only moves running ones), so
+	 * the buffer never grows.
+	 */
+	e->events_cap = 2 * (o.max_waiting + o.max_num_seqs) + 16;
+	e->events = calloc(e->events_cap, sizeof(*e->events));
+	if (!e->blocks || !e->events || !e->items || !e->b_tokens || !e->b_positions || !e->b_slots || !e->b_qs || !e->b_ctx ||
 	    !e->b_tables || !e->b_argmax || !e->b_logits || !e->sample_scratch) {
 		spyre_engine_free(e);
 		return failf(err, errlen, -ENOMEM, "out of memory for the engine (%u blocks, %u sequences)",
@@ -132,7 +140,7 @@ static void push_event(struct spyre_engine *e, struct spyre_req *r, enum spyre_e
 		void *p = realloc(e->events, cap * sizeof(*e->events));
 
 		if (!p)
-			abort();	/* cannot lose a FINISHED event; 64+ events are a few KiB */
+			abort();	/* unreachable: the buffer is sized for every live request (new) */
 		e->events = p;
 		e->events_cap = cap;
 	}

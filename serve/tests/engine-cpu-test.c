@@ -8,7 +8,9 @@
  * gives (prefill, then decode steps); the same with preemption forced by a
  * cache of 12 blocks (preemptions counted > 0), with prompts sharing a
  * 48-token prefix (prefix-cache hits counted, blocks shared), in fp16, and
- * on the engine's own thread. The runner's errors: an unknown dtype, a
+ * on the engine's own thread. Seeded sampling (temperature 1.5, top-p
+ * 0.95): the same seed gives the same 24 tokens in one batch and in another,
+ * another seed other tokens. The runner's errors: an unknown dtype, a
  * missing model directory, a batch it rejects (-EINVAL named).
  */
 #include <errno.h>
@@ -188,6 +190,49 @@ static void test_threaded(void)
 	run(&ro, &st);
 }
 
+/* Seeded sampling on the real model: the same seed gives the same tokens in one batch; another seed others. */
+static void test_seeded(void)
+{
+	struct spyre_runner *rn;
+	struct spyre_engine *e;
+	struct spyre_engine_opts o = { .max_num_seqs = 8, .max_num_batched_tokens = 64, .seed = 1 };
+	struct recorder *rec = malloc(sizeof(*rec));
+	char err[256];
+	uint64_t id[4];
+	const uint64_t seeds[4] = { 7, 7, 8, 7 };
+	int32_t p[20];
+
+	rec_init(rec);
+	for (int i = 0; i < 20; i++)
+		p[i] = (i * 11 + 2) % 512;
+	TAP_EQ(0, spyre_runner_cpu_new_from(&cfg, &weights, 0, 32, 16, &rn, err, sizeof(err)));
+	TAP_EQ(0, spyre_engine_new(rn, &o, &e, err, sizeof(err)));
+	for (int i = 0; i < 4; i++) {
+		struct spyre_request_params q = req_params(p, 20, 24);
+
+		q.ignore_eos = true;
+		q.sampling.temperature = 1.5f;
+		q.sampling.top_p = 0.95f;
+		q.sampling.has_seed = true;
+		q.sampling.seed = seeds[i];
+		TAP_EQ(0, spyre_engine_add(e, &q, rec_event, rec, &id[i], err, sizeof(err)));
+		if (i == 2)	/* the fourth arrives later, batched with other company */
+			for (int s = 0; s < 5; s++)
+				spyre_engine_step(e);
+	}
+	while (spyre_engine_step(e) > 0)
+		;
+	TAP_EQ(24u, rec->req[id[0]].ntok);
+	TAP_CHECK(!memcmp(rec->req[id[0]].tokens, rec->req[id[1]].tokens, 24 * sizeof(int32_t)), "same seed differs");
+	TAP_CHECK(!memcmp(rec->req[id[0]].tokens, rec->req[id[3]].tokens, 24 * sizeof(int32_t)),
+		  "same seed differs in another batch");
+	TAP_CHECK(memcmp(rec->req[id[0]].tokens, rec->req[id[2]].tokens, 24 * sizeof(int32_t)),
+		  "another seed gives the same 24 tokens");
+	spyre_engine_free(e);
+	spyre_runner_free(rn);
+	free(rec);
+}
+
 static void test_runner_errors(void)
 {
 	struct spyre_runner *rn;
@@ -228,6 +273,7 @@ static const struct tap_case cases[] = {
 	{ "shared-prefix", test_shared_prefix },
 	{ "fp16", test_fp16 },
 	{ "threaded", test_threaded },
+	{ "seeded", test_seeded },
 	{ "runner-errors", test_runner_errors },
 };
 

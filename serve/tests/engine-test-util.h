@@ -44,6 +44,8 @@ struct fake_runner {
 	uint32_t bad;			/* rows that read an unwritten or misplaced position */
 	int fail_at;			/* the step (1-based) that fails with -EIO, 0: never */
 	uint32_t sleep_us;		/* per step (the thread tests) */
+	void (*hook)(void *arg);	/* called inside each step (e.g. to abort meanwhile) */
+	void *hook_arg;
 };
 
 /* The fake model's next token after @ctx[0..n). */
@@ -108,6 +110,8 @@ static int fake_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		fb->logits = b->logits != NULL;
 	}
 	f->nbatches++;
+	if (f->hook)
+		f->hook(f->hook_arg);
 	if (f->fail_at && (int)f->nbatches == f->fail_at) {
 		snprintf(err, errlen, "fake runner: step %u fails", f->nbatches);
 		return -EIO;

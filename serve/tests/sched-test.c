@@ -13,7 +13,8 @@
  * recompute forced by a tiny cache (final tokens unchanged); prefix hits for
  * shared prompts (blocks shared, refcounts, the last block recomputed, LRU
  * eviction); stop on EOS (and ignore_eos), stop ids, max_tokens, the context
- * end; abort while waiting, mid-prefill and running; queue full -EAGAIN; bad
+ * end; abort while waiting, mid-prefill, running and during the runner's
+ * step (that step's token dropped); queue full -EAGAIN; bad
  * parameters -EINVAL/-E2BIG; a runner failure finishing the step's requests
  * with ERROR; logits asked for only when a sequence samples.
  */
@@ -584,7 +585,46 @@ static void test_abort(void)
 	TAP_EQ(-ENOENT, spyre_engine_abort(v.e, C));
 	TAP_EQ(-ENOENT, spyre_engine_abort(v.e, 9999));
 	expect_all_free(&v, __LINE__);
-	/* aborted between plan and results: the step's token is dropped (abort from a callback) */
+	env_free(&v);
+}
+
+struct abort_arg {
+	struct spyre_engine *e;
+	uint64_t id;
+	int rc;
+};
+
+static void abort_hook(void *arg)
+{
+	struct abort_arg *a = arg;
+
+	a->rc = spyre_engine_abort(a->e, a->id);
+}
+
+/* An abort that arrives while the runner computes the request's step: that step's token is dropped. */
+static void test_abort_during_step(void)
+{
+	struct env v = env_new(4, 32, 128, 4, 16, true);
+	int32_t a[6];
+	uint64_t A;
+	struct abort_arg arg;
+
+	prompt_fill(a, 6, 43);
+	A = add(&v, a, 6, 10);
+	TAP_EQ(1, step(&v));
+	TAP_EQ(1, step(&v));
+	TAP_EQ(2u, v.rec->req[A].ntok);
+	arg = (struct abort_arg){ v.e, A, 1 };
+	v.f->hook = abort_hook;
+	v.f->hook_arg = &arg;
+	TAP_EQ(1, step(&v));
+	TAP_EQ(0, arg.rc);
+	TAP_EQ(2u, v.rec->req[A].ntok);
+	TAP_EQ(1u, v.rec->req[A].finished);
+	TAP_EQ((int)SPYRE_FINISH_ABORT, (int)v.rec->req[A].reason);
+	LISTS(&v, NONE, NONE, L(A));
+	expect_all_free(&v, __LINE__);
+	v.f->hook = NULL;
 	env_free(&v);
 }
 
@@ -707,6 +747,7 @@ static const struct tap_case cases[] = {
 	{ "prefix-off", test_prefix_off },
 	{ "stops", test_stops },
 	{ "abort", test_abort },
+	{ "abort-during-step", test_abort_during_step },
 	{ "bad-params", test_bad_params },
 	{ "runner-error", test_runner_error },
 	{ "logits-only-when-sampling", test_logits_only_when_sampling },
