@@ -506,9 +506,14 @@ static int step(struct spyre_engine *e)
 
 int spyre_engine_step(struct spyre_engine *e)
 {
-	if (e->started)
+	int rc;
+
+	/* one stepping thread: the engine's (which holds the flag for good), or one caller at a time */
+	if (__atomic_exchange_n(&e->stepping, true, __ATOMIC_ACQUIRE))
 		return -EBUSY;
-	return step(e);
+	rc = step(e);
+	__atomic_store_n(&e->stepping, false, __ATOMIC_RELEASE);
+	return rc;
 }
 
 static void *engine_thread(void *arg)
@@ -541,11 +546,13 @@ int spyre_engine_start(struct spyre_engine *e)
 {
 	int rc;
 
-	if (e->started)
+	if (__atomic_exchange_n(&e->stepping, true, __ATOMIC_ACQUIRE))
 		return -EBUSY;
 	rc = pthread_create(&e->thread, NULL, engine_thread, e);
-	if (rc)
+	if (rc) {
+		__atomic_store_n(&e->stepping, false, __ATOMIC_RELEASE);
 		return -rc;
+	}
 	e->started = true;
 	return 0;
 }

@@ -103,10 +103,10 @@ int spyre_engine_abort(struct spyre_engine *e, uint64_t id);
 /*
  * One scheduler step on the caller's thread: 1 ran a batch, 0 nothing to do
  * (aborts may still have been delivered), -EBUSY when the engine's thread
- * runs, or the runner's -errno (the step's requests finished with ERROR).
+ * runs or another step is in progress (e.g. from an event callback), or the runner's -errno (the step's requests finished with ERROR).
  */
 int spyre_engine_step(struct spyre_engine *e);
-/* Steps on a thread of the engine's until spyre_engine_free. */
+/* Steps on a thread of the engine's until spyre_engine_free. 0, -EBUSY (started, or a step runs), -errno. */
 int spyre_engine_start(struct spyre_engine *e);
 
 struct spyre_engine_stats {

@@ -83,8 +83,8 @@ struct spyre_engine {
 
 	/* The stepping thread's own. */
 	pthread_t thread;
-	bool started;
-	bool stepping;			/* a step is in progress (under lock) */
+	bool started;			/* set by spyre_engine_start, read by spyre_engine_free (same caller) */
+	bool stepping;			/* (atomic) a caller steps, or the engine's thread runs */
 	struct spyre_sched_item *items;	/* [max_num_seqs] */
 	uint32_t nitems;
 	int32_t *b_tokens, *b_positions, *b_tables, *b_argmax;

@@ -599,6 +599,9 @@ static void abort_hook(void *arg)
 	struct abort_arg *a = arg;
 
 	a->rc = spyre_engine_abort(a->e, a->id);
+	/* a step inside a step is refused */
+	TAP_EQ(-EBUSY, spyre_engine_step(a->e));
+	TAP_EQ(-EBUSY, spyre_engine_start(a->e));
 }
 
 /* An abort that arrives while the runner computes the request's step: that step's token is dropped. */
