@@ -91,8 +91,12 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 	e->opts = o;
 	e->block_size = bs;
 	e->limit = runner->max_model_len;
+	if (o.max_model_len && o.max_model_len < e->limit)
+		e->limit = o.max_model_len;
 	if ((uint64_t)runner->num_blocks * bs < e->limit)
 		e->limit = runner->num_blocks * bs;
+	if (o.max_batch_tkv && o.max_batch_tkv < e->limit)
+		e->limit = o.max_batch_tkv;
 	e->max_blocks_per_req = (e->limit + bs - 1) / bs;
 	e->next_id = 1;
 	e->seed_state = o.seed ? o.seed : now_ns() ^ (uint64_t)(uintptr_t)e;
@@ -243,12 +247,14 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 
 	if (!p || !p->prompt || !p->prompt_len)
 		return failf(err, errlen, -EINVAL, "the prompt is empty");
-	if (p->prompt_len >= rn->max_model_len)
+	if (p->prompt_len >= rn->max_model_len || (e->opts.max_model_len && p->prompt_len >= e->opts.max_model_len))
 		return failf(err, errlen, -E2BIG, "the prompt's %u tokens reach the model's context (%u)",
-			     p->prompt_len, rn->max_model_len);
+			     p->prompt_len, e->opts.max_model_len && e->opts.max_model_len < rn->max_model_len ?
+			     e->opts.max_model_len : rn->max_model_len);
 	if (p->prompt_len >= e->limit)
-		return failf(err, errlen, -E2BIG, "the prompt's %u tokens do not fit the KV cache (%u blocks of %u)",
-			     p->prompt_len, rn->num_blocks, e->block_size);
+		return failf(err, errlen, -E2BIG, "the prompt's %u tokens do not fit the KV cache (%u blocks of %u%s)",
+			     p->prompt_len, rn->num_blocks, e->block_size,
+			     e->opts.max_batch_tkv ? ", or max_batch_tkv" : "");
 	for (uint32_t i = 0; i < p->prompt_len; i++)
 		if (p->prompt[i] < 0 || (uint32_t)p->prompt[i] >= rn->vocab)
 			return failf(err, errlen, -EINVAL, "prompt token %u: id %d is not in [0, %u)", i, p->prompt[i],

@@ -36,6 +36,15 @@ struct spyre_engine_opts {
 	uint32_t max_waiting;		/* queue length before add() says -EAGAIN (default 256) */
 	bool no_prefix_caching;		/* prefix caching is on unless this is set */
 	uint64_t seed;			/* seeds the requests without a seed (0: from the clock) */
+	uint32_t max_model_len;		/* a request's context at most (0: the runner's max_model_len) */
+	/*
+	 * sendnn-inference's volumetric limit (VLLM_DT_MAX_BATCH_TKV_LIMIT), 0:
+	 * off. A request is admitted only when (running + 1) x the largest
+	 * final context (prompt + max_tokens) among them stays within it, so
+	 * batch x context holds at every future step; a request's context is
+	 * clipped to it.
+	 */
+	uint32_t max_batch_tkv;
 };
 
 struct spyre_sampling {

@@ -104,13 +104,33 @@ static void preempt(struct spyre_engine *e, struct spyre_req *r)
 	e->stats.preemptions++;
 }
 
+/* A request's context when it ends: prompt + max_tokens (clipped to its limit at add). */
+static uint32_t final_context(const struct spyre_req *r)
+{
+	return r->prompt_len + r->max_tokens;
+}
+
+/* sendnn-inference's volumetric rule: (running + 1) x the largest final context <= max_batch_tkv. */
+static bool tkv_allows(const struct spyre_engine *e, const struct spyre_req *w)
+{
+	uint32_t m = final_context(w);
+
+	if (!e->opts.max_batch_tkv)
+		return true;
+	for (const struct spyre_req *r = e->running.head; r; r = r->next)
+		if (final_context(r) > m)
+			m = final_context(r);
+	return (uint64_t)(e->running.count + 1) * m <= e->opts.max_batch_tkv;
+}
+
 static bool prefilling(const struct spyre_req *r)
 {
 	return r->computed < r->prefill_end;
 }
 
 /*
- * Admit the waiting queue's head when its blocks are free (the cached
+ * Admit the waiting queue's head when max_num_seqs and max_batch_tkv allow
+ * and its blocks are free (the cached
  * prefix's blocks taken by reference, the rest allocated now: admission never
  * overcommits). NULL when the queue is empty or the head does not fit.
  */
@@ -118,7 +138,7 @@ static struct spyre_req *admit(struct spyre_engine *e)
 {
 	struct spyre_req *r = e->waiting.head;
 	uint32_t bs = e->block_size, hits = 0, hit_free = 0, need;
-	if (!r || e->running.count >= e->opts.max_num_seqs)
+	if (!r || e->running.count >= e->opts.max_num_seqs || !tkv_allows(e, r))
 		return NULL;
 	if (!e->opts.no_prefix_caching) {
 		/* whole blocks before the one holding the last token */

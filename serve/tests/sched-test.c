@@ -12,7 +12,7 @@
  * several chunks; admission blocked until blocks free; preemption and
  * recompute forced by a tiny cache (final tokens unchanged); prefix hits for
  * shared prompts (blocks shared, refcounts, the last block recomputed, LRU
- * eviction); stop on EOS (and ignore_eos), stop ids, max_tokens, the context
+ * eviction); the volumetric limit (max_batch_tkv) holding a request back; stop on EOS (and ignore_eos), stop ids, max_tokens, the context
  * end; abort while waiting, mid-prefill, running and during the runner's
  * step (that step's token dropped); queue full -EAGAIN; bad
  * parameters -EINVAL/-E2BIG; a runner failure finishing the step's requests
@@ -333,6 +333,50 @@ static void test_admission_blocked(void)
 	DONE(&v, A, a, 15, 2, SPYRE_FINISH_LENGTH);
 	DONE(&v, B, b, 10, 2, SPYRE_FINISH_LENGTH);
 	expect_all_free(&v, __LINE__);
+	env_free(&v);
+}
+
+static void test_batch_tkv(void)
+{
+	/* final contexts 10 + 10 = 20: two fit in a tkv of 40, the third waits */
+	struct env v = env_new(4, 64, 128, 4, 16, true);
+	struct spyre_engine *e2;
+	struct spyre_engine_opts o = { .max_num_seqs = 4, .max_num_batched_tokens = 16, .max_batch_tkv = 40, .seed = 1 };
+	int32_t a[10], b[10], c[10], big[40] = { 0 };
+	uint64_t A, B, C;
+	char err[256];
+	struct spyre_request_params q = req_params(big, 40, 4);
+
+	spyre_engine_free(v.e);
+	TAP_EQ(0, spyre_engine_new(&v.f->r, &o, &e2, err, sizeof(err)));
+	v.e = e2;
+	prompt_fill(a, 10, 70);
+	prompt_fill(b, 10, 71);
+	prompt_fill(c, 10, 72);
+	A = add(&v, a, 10, 10);
+	B = add(&v, b, 10, 10);
+	C = add(&v, c, 10, 10);
+	TAP_EQ(1, step(&v));
+	TAP_EQ(1, step(&v));
+	LISTS(&v, L(C), L(A, B), NONE);
+	for (int i = 0; i < 7; i++) {
+		TAP_EQ(1, step(&v));
+		LISTS(&v, L(C), L(A, B), NONE);
+	}
+	TAP_EQ(1, step(&v));	/* A's 10th token */
+	LISTS(&v, L(C), L(B), L(A));
+	TAP_EQ(1, step(&v));	/* B's 10th, C admitted beside it */
+	ROWS(&v, 1, 10);
+	run_to_end(&v);
+	DONE(&v, A, a, 10, 10, SPYRE_FINISH_LENGTH);
+	DONE(&v, B, b, 10, 10, SPYRE_FINISH_LENGTH);
+	DONE(&v, C, c, 10, 10, SPYRE_FINISH_LENGTH);
+	/* a prompt of the whole tkv is too big; max_tokens clipped to it */
+	TAP_EQ(-E2BIG, spyre_engine_add(v.e, &q, rec_event, v.rec, &A, err, sizeof(err)));
+	TAP_CHECK(strstr(err, "max_batch_tkv"), "'%s'", err);
+	A = add(&v, a, 10, 100);
+	run_to_end(&v);
+	DONE(&v, A, a, 10, 30, SPYRE_FINISH_LENGTH);
 	env_free(&v);
 }
 
@@ -660,6 +704,26 @@ static void test_bad_params(void)
 	q = req_params(p, 3, 4); q.n_stop_ids = 2; ADD_RC(-EINVAL);
 	q = req_params(p, 32, 4); ADD_RC(-E2BIG);	/* 8 blocks of 4 = 32 */
 	{
+		/* opts.max_model_len below the model's */
+		struct fake_runner *f = fake_new(V, 4, 64, 64, -1);
+		struct spyre_engine_opts o2 = { .max_num_seqs = 4, .max_num_batched_tokens = 16, .max_model_len = 20 };
+		struct recorder *rc = malloc(sizeof(*rc));
+
+		rec_init(rc);
+		TAP_EQ(0, spyre_engine_new(&f->r, &o2, &e2, err, sizeof(err)));
+		q = req_params(p, 20, 4);
+		TAP_EQ(-E2BIG, spyre_engine_add(e2, &q, rec_event, rc, &id, err, sizeof(err)));
+		TAP_CHECK(strstr(err, "(20)"), "'%s'", err);
+		q = req_params(p, 15, 100);
+		TAP_EQ(0, spyre_engine_add(e2, &q, rec_event, rc, &id, err, sizeof(err)));
+		while (spyre_engine_step(e2) > 0)
+			;
+		TAP_EQ(5u, rc->req[id].ntok);
+		spyre_engine_free(e2);
+		spyre_runner_free(&f->r);
+		free(rc);
+	}
+	{
 		struct env w = env_new(4, 64, 16, 4, 16, true);
 		struct env *vv = &w;
 
@@ -744,6 +808,7 @@ static const struct tap_case cases[] = {
 	{ "interleave", test_interleave },
 	{ "long-prompt-chunks", test_long_prompt_chunks },
 	{ "admission-blocked", test_admission_blocked },
+	{ "batch-tkv", test_batch_tkv },
 	{ "preemption", test_preemption },
 	{ "preemption-many", test_preemption_many },
 	{ "prefix-hits", test_prefix_hits },
