@@ -165,6 +165,8 @@ static void push_event(struct spyre_engine *e, struct spyre_req *r, enum spyre_e
 	pe->ev.t_scheduled = r->t_scheduled;
 	pe->ev.t_first_token = r->t_first_token;
 	pe->ev.t_now = t;
+	pe->ev.d_arrival = r->d_arrival;
+	pe->ev.d_now = e->stats.runner_device_ns;
 }
 
 static void deliver_events(struct spyre_engine *e)
@@ -306,6 +308,7 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 		return failf(err, errlen, -EAGAIN, "%u requests are waiting already (max_waiting)", n);
 	}
 	r->id = e->next_id++;
+	r->d_arrival = e->stats.runner_device_ns;
 	spyre_rng_seed(&r->rng, p->sampling.has_seed ? p->sampling.seed : spyre_splitmix64(&e->seed_state));
 	spyre_list_push_back(&e->waiting, r);
 	e->work_gen++;
@@ -498,6 +501,8 @@ static int step(struct spyre_engine *e)
 	pthread_mutex_lock(&e->lock);
 	t = now_ns();
 	e->stats.steps++;
+	e->stats.runner_host_ns += rs.host_ns;
+	e->stats.runner_device_ns += rs.device_ns;
 	for (uint32_t s = 0; s < e->nitems; s++) {
 		if (rc)
 			finish(e, e->items[s].r, e->items[s].r->aborted ? SPYRE_FINISH_ABORT : SPYRE_FINISH_ERROR,

@@ -89,6 +89,12 @@ struct spyre_event {
 	uint32_t cached_prompt_tokens;	/* prompt tokens served from the prefix cache */
 	/* Wall times (CLOCK_MONOTONIC ns): arrival, first scheduled, first token, now. */
 	uint64_t t_arrival, t_scheduled, t_first_token, t_now;
+	/*
+	 * The engine's modeled clock: the sum of the runner's device_ns over
+	 * every step so far (0 on the CPU runner), at the request's arrival and
+	 * now. Latencies in modeled time (timed mode) are differences of these.
+	 */
+	uint64_t d_arrival, d_now;
 };
 
 typedef void (*spyre_event_fn)(void *user, const struct spyre_event *ev);
@@ -125,6 +131,7 @@ struct spyre_engine_stats {
 	uint64_t prefix_cache_queries, prefix_cache_hits;	/* in tokens, as vLLM counts */
 	uint64_t preemptions;
 	uint64_t steps;
+	uint64_t runner_host_ns, runner_device_ns;	/* sums of the runner's step stats */
 	uint64_t requests_finished[SPYRE_FINISH_ERROR + 1];	/* by reason */
 };
 void spyre_engine_get_stats(struct spyre_engine *e, struct spyre_engine_stats *st);

@@ -43,6 +43,7 @@ struct spyre_req {
 	spyre_event_fn fn;
 	void *user;
 	uint64_t t_arrival, t_scheduled, t_first_token;
+	uint64_t d_arrival;		/* stats.runner_device_ns at arrival */
 };
 
 struct spyre_req_list {

@@ -86,7 +86,10 @@ static int fake_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	uint32_t bs = f->r.block_size;
 	int32_t ctx[4096];
 
-	(void)st;
+	if (st) {
+		st->device_ns = 1000ull * b->num_tokens;	/* a modeled cost: 1 us per row */
+		st->host_ns = 1;
+	}
 	if (f->sleep_us) {
 		struct timespec ts = { 0, (long)f->sleep_us * 1000 };
 
@@ -201,6 +204,7 @@ struct rec_req {
 	enum spyre_finish_reason reason;
 	bool last_is_stop;
 	uint32_t cached;
+	uint64_t d_arrival, d_first, d_end;	/* modeled clock at arrival, first token, FINISHED */
 	char error[128];
 };
 
@@ -234,12 +238,16 @@ static void rec_event(void *user, const struct spyre_event *ev)
 		if (q->ntok < REC_MAX_TOK)
 			q->tokens[q->ntok++] = ev->token;
 		q->last_is_stop = ev->is_stop;
+		if (q->ntok == 1)
+			q->d_first = ev->d_now;
 		if (ev->generated_tokens != q->ntok)
 			q->after_finish += 1000;	/* a count out of step: flagged the same way */
 	} else {
 		q->finished++;
 		q->reason = ev->reason;
 		q->cached = ev->cached_prompt_tokens;
+		q->d_arrival = ev->d_arrival;
+		q->d_end = ev->d_now;
 		if (ev->error)
 			snprintf(q->error, sizeof(q->error), "%s", ev->error);
 	}

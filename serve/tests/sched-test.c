@@ -265,6 +265,18 @@ static void test_interleave(void)
 	DONE(&v, B, b, 10, 3, SPYRE_FINISH_LENGTH);
 	TAP_EQ(0, step(&v));
 	expect_all_free(&v, __LINE__);
+	/* the modeled clock (the fake: 1 us per row): rows 6, 11, 2, 2 */
+	TAP_EQ(0ull, v.rec->req[A].d_arrival);
+	TAP_EQ(6000ull, v.rec->req[A].d_first);
+	TAP_EQ(17000ull, v.rec->req[B].d_first);
+	TAP_EQ(21000ull, v.rec->req[A].d_end);
+	{
+		struct spyre_engine_stats st;
+
+		spyre_engine_get_stats(v.e, &st);
+		TAP_EQ(21000ull, st.runner_device_ns);
+		TAP_EQ(4ull, st.steps);
+	}
 	env_free(&v);
 }
 
