@@ -8,7 +8,7 @@
 MODEL_DIR := model
 # The strict JSON parser is a small library of its own (util/), used here too.
 UTIL_DIR := util
-MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c)
+MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c ref_paged.c)
 MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h) $(UTIL_DIR)/json.h
 MODEL_OBJS := $(patsubst %.c,$(B)/%.o,$(MODEL_SRCS))
 MODEL_LIB := $(B)/model/libspyre-model.a
@@ -22,7 +22,8 @@ MODEL_TEST_CFLAGS := $(CFLAGS) -std=gnu11 $(WARNFLAGS) -D_GNU_SOURCE -I$(MODEL_D
 MODEL_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 MODEL_TEST_HDRS := $(MODEL_DIR)/tests/test-util.h tests/tap.h
 
-MODEL_TESTS := $(B)/tests/model-config-test $(B)/tests/model-safetensors-test $(B)/tests/model-ref-test
+MODEL_TESTS := $(B)/tests/model-config-test $(B)/tests/model-safetensors-test $(B)/tests/model-ref-test \
+	$(B)/tests/model-ref-paged-test
 MODEL_SAN_TESTS := $(B)/tests/model-mutate-test
 MODEL_SCRIPT_TESTS := $(B)/tests/model-fuzz-run-test $(B)/tests/model-generate-cli-test
 MODEL_TOOLS := $(B)/bin/spyre-generate

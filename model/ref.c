@@ -216,6 +216,11 @@ static void round_all(spyre_round_fn round, float *x, size_t n)
 		x[i] = round(x[i]);
 }
 
+void spyre_ref_round_all(spyre_round_fn round, float *x, size_t n)
+{
+	round_all(round, x, n);
+}
+
 static float *rebase(const float *p, const struct spyre_model_weights *from, float *to)
 {
 	return to + (p - from->storage);
@@ -312,6 +317,16 @@ const char *spyre_ref_error(const struct spyre_ref *ref)
 spyre_round_fn spyre_ref_rounding(const struct spyre_ref *ref)
 {
 	return ref->round;
+}
+
+const struct spyre_model_config *spyre_ref_config(const struct spyre_ref *ref)
+{
+	return &ref->cfg;
+}
+
+const struct spyre_model_weights *spyre_ref_weights(const struct spyre_ref *ref)
+{
+	return &ref->w;
 }
 
 /* Room for @need positions in the cache. */

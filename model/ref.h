@@ -34,6 +34,7 @@
 #ifndef SPYRE_MODEL_REF_H
 #define SPYRE_MODEL_REF_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -54,6 +55,8 @@ float spyre_ref_round_dl16(float x);	/* DLFloat16 (spyre_dtype.h): ties away, < 
 /* The rounding of an act_dtype code, or NULL for an unknown code. */
 spyre_round_fn spyre_ref_round_fn(unsigned int act_dtype);
 const char *spyre_ref_dtype_name(unsigned int act_dtype);	/* "fp32", "fp16", "bf16", "dl16" */
+/* x[i] = round(x[i]) for @n floats (nothing for spyre_ref_round_none). */
+void spyre_ref_round_all(spyre_round_fn round, float *x, size_t n);
 
 struct spyre_ref;
 
@@ -82,6 +85,9 @@ uint32_t spyre_ref_pos(const struct spyre_ref *ref);
 void spyre_ref_reset(struct spyre_ref *ref);	/* empty the cache: position 0 */
 const char *spyre_ref_error(const struct spyre_ref *ref);	/* the last error, "" if none */
 spyre_round_fn spyre_ref_rounding(const struct spyre_ref *ref);
+/* The model's config, and the weights it computes with (the rounded copy at a storage dtype). */
+const struct spyre_model_config *spyre_ref_config(const struct spyre_ref *ref);
+const struct spyre_model_weights *spyre_ref_weights(const struct spyre_ref *ref);
 
 /* The index of the largest of @v[0..n) (lowest index on ties, NaNs never
  * win; 0 when all are NaN), -1 when n is 0. */

@@ -35,6 +35,16 @@ struct spyre_engine_opts {
 	uint32_t max_num_batched_tokens;/* rows per step = prefill chunk (default 512, a multiple of block_size) */
 	uint32_t max_waiting;		/* queue length before add() says -EAGAIN (default 256) */
 	bool no_prefix_caching;		/* prefix caching is on unless this is set */
+	uint64_t seed;			/* seeds the requests without a seed (0: from the clock) */
+	uint32_t max_model_len;		/* a request's context at most (0: the runner's max_model_len) */
+	/*
+	 * sendnn-inference's volumetric limit (VLLM_DT_MAX_BATCH_TKV_LIMIT), 0:
+	 * off. A request is admitted only when (running + 1) x the largest
+	 * final context (prompt + max_tokens) among them stays within it, so
+	 * batch x context holds at every future step; a request's context is
+	 * clipped to it.
+	 */
+	uint32_t max_batch_tkv;
 };
 
 struct spyre_sampling {
@@ -79,6 +89,12 @@ struct spyre_event {
 	uint32_t cached_prompt_tokens;	/* prompt tokens served from the prefix cache */
 	/* Wall times (CLOCK_MONOTONIC ns): arrival, first scheduled, first token, now. */
 	uint64_t t_arrival, t_scheduled, t_first_token, t_now;
+	/*
+	 * The engine's modeled clock: the sum of the runner's device_ns over
+	 * every step so far (0 on the CPU runner), at the request's arrival and
+	 * now. Latencies in modeled time (timed mode) are differences of these.
+	 */
+	uint64_t d_arrival, d_now;
 };
 
 typedef void (*spyre_event_fn)(void *user, const struct spyre_event *ev);
@@ -99,9 +115,13 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 /* Abort @id: its FINISHED(ABORT) event follows on the stepping thread. -ENOENT if unknown or finished. */
 int spyre_engine_abort(struct spyre_engine *e, uint64_t id);
 
-/* One scheduler step on the caller's thread: 1 ran a batch, 0 nothing to do, -errno. */
+/*
+ * One scheduler step on the caller's thread: 1 ran a batch, 0 nothing to do
+ * (aborts may still have been delivered), -EBUSY when the engine's thread
+ * runs or another step is in progress (e.g. from an event callback), or the runner's -errno (the step's requests finished with ERROR).
+ */
 int spyre_engine_step(struct spyre_engine *e);
-/* Steps on a thread of the engine's until spyre_engine_free. */
+/* Steps on a thread of the engine's until spyre_engine_free. 0, -EBUSY (started, or a step runs), -errno. */
 int spyre_engine_start(struct spyre_engine *e);
 
 struct spyre_engine_stats {
@@ -111,8 +131,33 @@ struct spyre_engine_stats {
 	uint64_t prefix_cache_queries, prefix_cache_hits;	/* in tokens, as vLLM counts */
 	uint64_t preemptions;
 	uint64_t steps;
+	uint64_t runner_host_ns, runner_device_ns;	/* sums of the runner's step stats */
 	uint64_t requests_finished[SPYRE_FINISH_ERROR + 1];	/* by reason */
 };
 void spyre_engine_get_stats(struct spyre_engine *e, struct spyre_engine_stats *st);
+
+/*
+ * For tests: the engine's state between steps. Lists in order (waiting from
+ * its head, running oldest first); finished: the ids whose FINISHED event the
+ * last step delivered. At most SPYRE_ENGINE_DEBUG_MAX of each (and blocks per
+ * request); block_ref[i] for blocks i < SPYRE_ENGINE_DEBUG_BLOCKS.
+ */
+#define SPYRE_ENGINE_DEBUG_MAX 64
+#define SPYRE_ENGINE_DEBUG_BLOCKS 256
+struct spyre_engine_debug_req {
+	uint64_t id;
+	uint32_t num_tokens, num_computed, num_generated;
+	uint32_t num_blocks;
+	int32_t blocks[SPYRE_ENGINE_DEBUG_MAX];
+};
+struct spyre_engine_debug {
+	uint32_t n_waiting, n_running, n_finished;
+	struct spyre_engine_debug_req waiting[SPYRE_ENGINE_DEBUG_MAX], running[SPYRE_ENGINE_DEBUG_MAX];
+	uint64_t finished[SPYRE_ENGINE_DEBUG_MAX];
+	uint32_t blocks_free;			/* ref 0, cached or not */
+	uint32_t block_ref[SPYRE_ENGINE_DEBUG_BLOCKS];
+	bool block_cached[SPYRE_ENGINE_DEBUG_BLOCKS];
+};
+void spyre_engine_debug_state(struct spyre_engine *e, struct spyre_engine_debug *d);
 
 #endif /* SPYRE_SERVE_ENGINE_H */

@@ -16,5 +16,37 @@ all: serve-all
 # ---- tokenizer ---------------------------------------------------------------
 
 # ---- engine and runners ------------------------------------------------------
+# The engine (blocks, sampling, scheduler, requests/threads) and the CPU runner
+# form one library; its tests link it with the model library. The thread test
+# is built twice: plain and under ThreadSanitizer (everything from source).
+
+SERVE_ENGINE_SRCS := $(addprefix $(SERVE_DIR)/,blocks.c sample.c sched.c engine.c runner_cpu.c)
+SERVE_ENGINE_HDRS := $(addprefix $(SERVE_DIR)/,blocks.h sample.h engine.h engine_int.h runner.h runner_cpu.h)
+SERVE_ENGINE_OBJS := $(patsubst %.c,$(B)/%.o,$(SERVE_ENGINE_SRCS))
+SERVE_ENGINE_LIB := $(B)/serve/libspyre-engine.a
+SERVE_ENGINE_LIBS := $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) -lpthread -lm
+SERVE_ENGINE_TEST_HDRS := $(SERVE_TEST_HDRS) $(SERVE_DIR)/tests/engine-test-util.h
+SERVE_ENGINE_TESTS := $(addprefix $(B)/tests/serve-,blocks-test sample-test sched-test engine-cpu-test engine-threads-test)
+SERVE_ENGINE_TSAN_TESTS := $(B)/tests/serve-engine-threads-tsan-test
+
+serve-all: $(SERVE_ENGINE_LIB) $(SERVE_ENGINE_TESTS) $(SERVE_ENGINE_TSAN_TESTS)
+host-tests: $(SERVE_ENGINE_TESTS) $(SERVE_ENGINE_TSAN_TESTS)
+
+$(B)/serve/%.o: $(SERVE_DIR)/%.c $(SERVE_ENGINE_HDRS) $(MODEL_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) -c $< -o $@
+
+$(SERVE_ENGINE_LIB): $(SERVE_ENGINE_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(SERVE_ENGINE_TESTS): $(B)/tests/serve-%-test: $(SERVE_DIR)/tests/%-test.c $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
+		$(SERVE_ENGINE_HDRS) $(MODEL_HDRS) $(SERVE_ENGINE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $< -o $@ $(SERVE_ENGINE_LIBS)
+
+$(B)/tests/serve-engine-threads-tsan-test: $(SERVE_DIR)/tests/engine-threads-test.c $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) \
+		$(MODEL_ISA_SRCS) $(SERVE_ENGINE_HDRS) $(MODEL_HDRS) $(SERVE_ENGINE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) -fsanitize=thread $< $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ -lpthread -lm
 
 # ---- spyre-serve -------------------------------------------------------------
