@@ -29,6 +29,7 @@ TOK_REF := $(if $(wildcard $(TOK_VENV_PY)),$(B)/serve/tokref/index.txt)
 TOK_TEST_HDRS := $(SERVE_DIR)/tests/tokenizer-util.h $(SERVE_TEST_HDRS)
 
 serve-all: $(TOK_LIB) $(B)/tests/serve-tokenizer-test $(B)/tests/serve-tokenizer-mutate-test
+host-tests: $(B)/tests/serve-tokenizer-test $(B)/tests/serve-tokenizer-mutate-test
 
 $(B)/serve/tokenizer_unicode_tables.h: $(SERVE_DIR)/gen-unicode.py
 	@mkdir -p $(@D)
