@@ -14,6 +14,55 @@ SERVE_TEST_HDRS := tests/tap.h
 all: serve-all
 
 # ---- tokenizer ---------------------------------------------------------------
+# The tokenizer (tokenizer.h) is a library of its own, on util/json only. Its
+# Unicode tables are generated at build time from python3's unicodedata
+# (gen-unicode.py); the agreement test's references come from Hugging Face
+# tokenizers in the venv (tests/tokref.py), when the venv has it.
+TOK_SRCS := $(addprefix $(SERVE_DIR)/,tokenizer.c tokenizer_text.c tokenizer_model.c tokenizer_unicode.c)
+TOK_HDRS := $(SERVE_DIR)/tokenizer.h $(SERVE_DIR)/tokenizer_impl.h $(UTIL_DIR)/json.h \
+	$(B)/serve/tokenizer_unicode_tables.h
+TOK_OBJS := $(patsubst $(SERVE_DIR)/%.c,$(B)/serve/%.o,$(TOK_SRCS))
+TOK_LIB := $(B)/serve/libspyre-tokenizer.a
+TOK_CFLAGS := $(SERVE_CFLAGS) -I$(B)/serve
+TOK_VENV_PY := $(SPYRE_CACHE)/venv/bin/python
+TOK_REF := $(if $(wildcard $(TOK_VENV_PY)),$(B)/serve/tokref/index.txt)
+TOK_TEST_HDRS := $(SERVE_DIR)/tests/tokenizer-util.h $(SERVE_TEST_HDRS)
+
+serve-all: $(TOK_LIB) $(B)/tests/serve-tokenizer-test $(B)/tests/serve-tokenizer-mutate-test
+host-tests: $(B)/tests/serve-tokenizer-test $(B)/tests/serve-tokenizer-mutate-test
+
+$(B)/serve/tokenizer_unicode_tables.h: $(SERVE_DIR)/gen-unicode.py
+	@mkdir -p $(@D)
+	python3 $< $@.tmp && mv $@.tmp $@
+
+$(TOK_OBJS): $(B)/serve/%.o: $(SERVE_DIR)/%.c $(TOK_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TOK_CFLAGS) -c $< -o $@
+
+$(TOK_LIB): $(TOK_OBJS) $(B)/util/json.o
+	rm -f $@ && ar rcs $@ $^
+
+# The tiny model's tokenizer.json as its generator writes it now (the test compares it with the committed one).
+$(B)/serve/tiny-tokenizer.json: $(SERVE_DIR)/gen-tiny-tokenizer.py
+	@mkdir -p $(@D)
+	python3 $< $@
+
+$(B)/serve/tokref/index.txt: $(SERVE_DIR)/tests/tokref.py $(SERVE_DIR)/tests/tokenizer-corpus.jsonl \
+		$(MODEL_DIR)/configs/tiny/tokenizer.json
+	@mkdir -p $(@D)
+	HF_HUB_OFFLINE=1 $(TOK_VENV_PY) $< $(SERVE_DIR)/tests/tokenizer-corpus.jsonl \
+		$(MODEL_DIR)/configs/tiny/tokenizer.json $(@D)
+
+$(B)/tests/serve-tokenizer-test: $(SERVE_DIR)/tests/tokenizer-test.c $(TOK_LIB) $(TOK_HDRS) $(TOK_TEST_HDRS) \
+		$(B)/serve/tiny-tokenizer.json $(TOK_REF)
+	@mkdir -p $(@D)
+	$(CC) $(TOK_CFLAGS) $< -o $@ $(TOK_LIB) -lpthread
+
+# The loader and the pipeline under AddressSanitizer and UBSan, on damaged tokenizer.json files.
+$(B)/tests/serve-tokenizer-mutate-test: $(SERVE_DIR)/tests/tokenizer-mutate-test.c $(TOK_SRCS) $(UTIL_DIR)/json.c \
+		$(TOK_HDRS) $(TOK_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TOK_CFLAGS) $(SERVE_SAN) $< $(TOK_SRCS) $(UTIL_DIR)/json.c -o $@
 
 # ---- engine and runners ------------------------------------------------------
 # The engine (blocks, sampling, scheduler, requests/threads) and the CPU runner
