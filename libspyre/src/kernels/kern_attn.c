@@ -1409,3 +1409,175 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
 		scalars[DECODE_BASE_SCALARS + e] = ncf && e <= ceff ? ceff + 1 - e : 0;
 	return 0;
 }
+
+/* ============================== PAGED ATTENTION ========================== */
+
+/*
+ * Units (sequence s, KV head g, query tokens t0..t0+nt-1 of s) round-robin
+ * over the cores. A unit loads its context length and its block-table row
+ * into the scratchpad, then loops over the blocks its queries can see (the
+ * count from the context length: BNZ GTZ on the keys left), each block's K
+ * and V rows of head g gathered through LDX (block id * block bytes,
+ * bounded by num_blocks), the causal mask a TRIL whose diagonal is a
+ * register (the queries' position minus the block's first key), and the
+ * online softmax of the contiguous attention above.
+ */
+enum { P_CTX = 1, P_REM, P_DIAG, P_BT, P_BLK };
+
+/* Scratchpad of a paged unit of nt tokens (nq = nt * r query rows), key tiles of one block. */
+static uint64_t paged_unit_bytes(const struct att *a, uint64_t nt, uint64_t bs, uint64_t tbp, uint64_t ctp)
+{
+	uint64_t nq = nt * a->r, ls = kg_pitch(bs, SPYRE_DT_FP32);
+
+	return tbp + ctp + nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq) + bs * a->shd + nq * ls +
+	       a->hd * kg_pitch(bs, a->dt) + nt * ls + (a->f32 ? 0 : bs * a->shd32);
+}
+
+int kg_gen_paged_attention(struct kgen *g)
+{
+	const struct spyre_kdesc *d = g->d;
+	struct att a = { .g = g, .dt = d->dtype, .hd = d->head_dim, .heads = d->heads, .kvh = d->kv_heads,
+			 .max_pos = d->max_pos, .m = d->m };
+	uint64_t n = d->n, bs = d->block_size, nb = d->num_blocks;
+
+	if (!a.heads || !n || !a.max_pos)
+		return kg_fail(g, "heads, n (sequences) and max_pos must be non-zero");
+	if (a.kvh && a.heads % a.kvh)
+		return kg_fail(g, "heads %u is not a multiple of kv_heads %u", a.heads, a.kvh);
+	if (a.m % n)
+		return kg_fail(g, "m %llu rows are not a whole number per sequence (n %llu)", (unsigned long long)a.m,
+			       (unsigned long long)n);
+	if (a.heads > 4096 || a.max_pos > (1u << 24) || n > 65535)
+		return kg_fail(g, "heads %u, max_pos %u or n %llu too large", a.heads, a.max_pos,
+			       (unsigned long long)n);
+	a.esz = SPYRE_DT_SIZE(a.dt);
+	a.f32 = a.dt == SPYRE_DT_FP32;
+	a.sh = kg_sticks(a.hd, a.dt);
+	a.sh32 = kg_sticks(a.hd, SPYRE_DT_FP32);
+	a.shd = (uint64_t)a.sh * STICK;
+	a.shd32 = (uint64_t)a.sh32 * STICK;
+	a.pq = a.heads * a.shd;
+	a.pk = a.kvh * a.shd;
+	if (kg_paged_check(g, a.pk))
+		return -EINVAL;
+	a.r = a.heads / a.kvh;
+	a.scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)a.hd));
+
+	uint64_t qps = a.m / n, max_blocks = kg_cdiv(a.max_pos, bs), bb = bs * a.pk;
+	uint64_t tbp = kg_pitch(max_blocks, SPYRE_DT_INT32), ctp = kg_pitch(n, SPYRE_DT_INT32);
+
+	if (qps > a.max_pos)
+		return kg_fail(g, "%llu rows per sequence do not fit a context of max_pos %u", (unsigned long long)qps,
+			       a.max_pos);
+	a.sq = kg_slot(g, "q", a.dt, a.m, (uint64_t)a.heads * a.hd, a.pq, SPYRE_SYM_IN);
+	a.skc = kg_slot(g, "kc", a.dt, nb * bs, (uint64_t)a.kvh * a.hd, a.pk, SPYRE_SYM_IN);
+	a.svc = kg_slot(g, "vc", a.dt, nb * bs, (uint64_t)a.kvh * a.hd, a.pk, SPYRE_SYM_IN);
+	int sbt = kg_slot(g, "block_tables", SPYRE_DT_INT32, n, max_blocks, tbp, SPYRE_SYM_IN);
+	int sct = kg_slot(g, "ctx_lens", SPYRE_DT_INT32, 1, n, ctp, SPYRE_SYM_IN);
+
+	a.so = kg_slot(g, "o", a.dt, a.m, (uint64_t)a.heads * a.hd, a.pq, SPYRE_SYM_OUT);
+	if (g->failed)
+		return -EINVAL;
+
+	/* tokens per unit: enough units for the cores, then halved until a unit fits */
+	uint64_t per = (uint64_t)n * a.kvh, tb = kg_max64(1, kg_min64(qps, kg_cdiv(g->cores, per)));
+	uint64_t nt = kg_cdiv(qps, tb);
+
+	while (nt > 1 && paged_unit_bytes(&a, nt, bs, tbp, ctp) > g->sp_bytes)
+		nt = kg_cdiv(nt, 2);
+	if (paged_unit_bytes(&a, nt, bs, tbp, ctp) > g->sp_bytes)
+		return kg_fail(g, "paged attention: one token of %u heads x head_dim %u with blocks of %llu keys "
+			       "does not fit a scratchpad of %u bytes", a.r, a.hd, (unsigned long long)bs, g->sp_bytes);
+
+	uint64_t ntb = kg_cdiv(qps, nt), total = per * ntb;
+	uint32_t kn = (uint32_t)bs;
+
+	for (uint64_t ui = 0; ui < total && !g->failed; ui++) {
+		uint64_t s = ui / (a.kvh * ntb), rest = ui % (a.kvh * ntb), t0 = (rest % ntb) * nt;
+		struct unit u = { .g = (uint32_t)(rest / ntb), .j0 = 0, .nj = a.r, .t0 = s * qps + t0,
+				  .nt = kg_min64(nt, qps - t0), .nparts = 1, .core = (uint32_t)(ui % g->cores) };
+		uint32_t c = u.core, tb_sp, ct_sp, start;
+		struct bufs b;
+
+		memset(&b, 0, sizeof(b));
+		b.nq = (uint32_t)(u.nt * a.r);
+		b.kt = kn;
+		b.vs = (uint32_t)vec_bytes(b.nq);
+		b.lds = kg_sticks(kn, SPYRE_DT_FP32);
+		b.ldkt = kg_sticks(kn, a.dt);
+		kg_sp_reset(g, c);
+		tb_sp = kg_sp_alloc(g, c, tbp);
+		ct_sp = kg_sp_alloc(g, c, ctp);
+		b.qb = kg_sp_alloc(g, c, (uint64_t)b.nq * a.shd);
+		b.acc = kg_sp_alloc(g, c, (uint64_t)b.nq * a.shd32);
+		b.m = kg_sp_alloc(g, c, b.vs);
+		b.mn = kg_sp_alloc(g, c, b.vs);
+		b.mt = kg_sp_alloc(g, c, b.vs);
+		b.al = kg_sp_alloc(g, c, b.vs);
+		b.lv = kg_sp_alloc(g, c, b.vs);
+		b.lt = kg_sp_alloc(g, c, b.vs);
+		b.kb = kg_sp_alloc(g, c, bs * a.shd);
+		b.sb = kg_sp_alloc(g, c, (uint64_t)b.nq * b.lds * STICK);
+		b.xt = kg_sp_alloc(g, c, (uint64_t)a.hd * b.ldkt * STICK);
+		b.mb = kg_sp_alloc(g, c, u.nt * b.lds * STICK);
+		if (!a.f32)
+			b.vf = kg_sp_alloc(g, c, bs * a.shd32);
+		if (g->failed)
+			break;
+		/* the step's tables: the context lengths and this sequence's block-table row */
+		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = ct_sp, .mem = { .sym = sct },
+								     .row_bytes = (uint32_t)ctp });
+		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = tb_sp, .mem = { .sym = sbt, .off = s * tbp },
+								     .row_bytes = (uint32_t)tbp });
+		emit_load_q(&a, &u, &b, SPYRE_ISA_OP_LOAD);
+		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b.m, .rows = 1, .cols = b.nq, .imm = spyre_f32_bits(NEG_BIG) });
+		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b.lv, .rows = 1, .cols = b.nq, .imm = 0 });
+		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b.acc, .rows = b.nq, .cols = a.hd, .ldd = a.sh32, .imm = 0 });
+		/*
+		 * ctx = ctx_lens[s] (<= max_pos); the queries' positions are ctx - qps + t0 + i:
+		 * keys left = ctx - qps + t0 + nt, the mask diagonal of block 0 = ctx - qps + t0.
+		 */
+		track(&a, c, spyre_pb_ldx(g->pb, c, P_CTX, ct_sp + (uint32_t)(s * 4), 0, a.max_pos + 1, 1, 0));
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, t0 + u.nt - qps, P_CTX);
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, t0 - qps, P_CTX);
+		ctl(&a, c, SPYRE_ISA_OP_LI, P_BT, tb_sp, 0);
+		start = a.pc[c];
+		/* one block: its id * block bytes, bounded by num_blocks */
+		track(&a, c, spyre_pb_ldx(g->pb, c, P_BLK, 0, SPYRE_PB_REG(P_BT), (uint32_t)nb, (uint32_t)bb, 0));
+		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = b.kb, .mem = { .sym = a.skc, .off = u.g * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
+			.rows = kn, .row_bytes = (uint32_t)a.shd, .mem_stride = (uint32_t)a.pk,
+			.sp_stride = (uint32_t)a.shd });
+		emit_scores(&a, &u, &b, kn, b.kb);
+		/* mask: -inf where key c of the block is past query i's position: c - i >= 1 + diag */
+		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .d = b.mb, .rows = (uint32_t)u.nt, .cols = kn, .ldd = b.lds,
+						 .imm = spyre_f32_bits(NEG_BIG) });
+		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRIL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+						 .flags = SPYRE_IF_UPPER | SPYRE_IF_RDIAG, .d = b.mb, .a = b.mb,
+						 .rows = (uint32_t)u.nt, .cols = kn, .ldd = b.lds, .lda = b.lds,
+						 .imm = 1, .ldb = P_DIAG });
+		for (uint32_t j = 0; j < a.r; j++)
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b.sb + j * b.lds * STICK,
+							 .a = b.sb + j * b.lds * STICK, .b = b.mb,
+							 .rows = (uint32_t)u.nt, .cols = kn, .ldd = a.r * b.lds,
+							 .lda = a.r * b.lds, .ldb = b.lds });
+		emit_stats(&a, c, &b, kn, false);
+		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = b.kb, .mem = { .sym = a.svc, .off = u.g * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
+			.rows = kn, .row_bytes = (uint32_t)a.shd, .mem_stride = (uint32_t)a.pk,
+			.sp_stride = (uint32_t)a.shd });
+		emit_pv(&a, c, &b, kn, false, b.kb);
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_BT, 4, P_BT);
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, (uint64_t)0 - bs, P_DIAG);
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, (uint64_t)0 - bs, P_REM);
+		track(&a, c, spyre_pb_bgtz(g->pb, c, P_REM, start));
+		emit_normalize(&a, c, &b);
+		emit_load_q(&a, &u, &b, SPYRE_ISA_OP_STORE);
+	}
+	return kg_ok(g);
+}
