@@ -103,8 +103,12 @@ int kg_gen_rope(struct kgen *g)
 		return kg_fail(g, "m, heads, head_dim and max_pos must be non-zero");
 	if (hd % 2)
 		return kg_fail(g, "head_dim %u is odd: rotate_half needs an even head_dim", hd);
-	if (m > max_pos)
+	bool indexed = d->flags & SPYRE_KF_INDEXED;
+
+	if (m > max_pos && !indexed)
 		return kg_fail(g, "%llu tokens do not fit a table of max_pos %u", (unsigned long long)m, max_pos);
+	if (indexed && m > 65535)
+		return kg_fail(g, "indexed: m %llu rows, at most 65535", (unsigned long long)m);
 	if (hd > 0xffff || (uint64_t)heads * hd > 0xffffffffull)
 		return kg_fail(g, "head_dim %u x %u heads too large", hd, heads);
 
@@ -113,11 +117,14 @@ int kg_gen_rope(struct kgen *g)
 	int sx = kg_slot(g, "x", dt, m, (uint64_t)heads * hd, px, SPYRE_SYM_IN);
 	int sc = kg_slot(g, "cos", SPYRE_DT_FP32, max_pos, hd, shd32, SPYRE_SYM_IN);
 	int ss = kg_slot(g, "sin", SPYRE_DT_FP32, max_pos, hd, shd32, SPYRE_SYM_IN);
+	uint64_t ip = indexed ? kg_pitch(m, SPYRE_DT_INT32) : 0;
+	int sp = indexed ? kg_slot(g, "pos", SPYRE_DT_INT32, 1, m, ip, SPYRE_SYM_IN) : -1;
 	int sy = kg_slot(g, "y", dt, m, (uint64_t)heads * hd, px, SPYRE_SYM_OUT);
 
 	if (g->failed)
 		return -EINVAL;
-	spyre_pb_set_scalars(g->pb, 1);
+	if (!indexed)
+		spyre_pb_set_scalars(g->pb, 1);
 
 	/*
 	 * rotate_half: with hd/2 a multiple of 32 the halves of an fp32 row
@@ -144,10 +151,14 @@ int kg_gen_rope(struct kgen *g)
 
 		if (!tr.count || !hr.count)
 			continue;
-		if (rbytes + per_th + per_t > g->sp_bytes)
+		uint32_t pb_sp = 0;
+
+		if (ip + rbytes + per_th + per_t > g->sp_bytes)
 			return kg_fail(g, "rope: the %ux%u rotation matrix and one head of one token do not fit "
 				       "a scratchpad of %u bytes", hd, hd, g->sp_bytes);
 		kg_sp_reset(g, c);
+		if (ip)		/* indexed: the positions row, first (the same offset after each reset) */
+			pb_sp = kg_sp_alloc(g, c, ip);
 		if (rbytes)
 			rb = kg_sp_alloc(g, c, rbytes);
 		fr = kg_sp_free(g, c);
@@ -158,7 +169,10 @@ int kg_gen_rope(struct kgen *g)
 			nh = (fr - per_t) / per_th;	/* >= 1: checked above */
 		}
 		nt = kg_min64(nt, tr.count);
-		spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, 0, 0);
+		if (indexed)
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, pb_sp, sp, 0, 1, ip, ip);
+		else
+			spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, 0, 0);
 		if (rbytes)
 			spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 				.sp = rb, .mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)c_r },
@@ -171,6 +185,8 @@ int kg_gen_rope(struct kgen *g)
 				uint32_t xb, xf, xr, cb, sb;
 
 				kg_sp_reset(g, c);
+				if (ip)
+					kg_sp_alloc(g, c, ip);		/* the positions, as above */
 				if (rbytes)
 					kg_sp_alloc(g, c, rbytes);	/* R, as above */
 				xb = kg_sp_alloc(g, c, rows * shd);
@@ -184,12 +200,25 @@ int kg_gen_rope(struct kgen *g)
 					.sp = xb, .mem = { .sym = sx, .off = t * px + h * shd }, .rows = n_t,
 					.row_bytes = (uint32_t)(n_h * shd), .mem_stride = (uint32_t)px,
 					.sp_stride = (uint32_t)(n_h * shd) });
-				spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-					.sp = cb, .mem = { .sym = sc, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
-					.row_bytes = (uint32_t)(n_t * shd32) });
-				spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-					.sp = sb, .mem = { .sym = ss, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
-					.row_bytes = (uint32_t)(n_t * shd32) });
+				if (indexed) {
+					/* each token's table rows: r1 = pos[t + i] * pitch, bounded by max_pos */
+					for (uint32_t i = 0; i < n_t; i++) {
+						spyre_pb_ldx(g->pb, c, 1, pb_sp + (uint32_t)((t + i) * 4), 0, max_pos,
+							     (uint32_t)shd32, 0);
+						for (int v = 0; v < 2; v++)
+							spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+								.sp = (v ? sb : cb) + i * (uint32_t)shd32,
+								.mem = { .sym = v ? ss : sc, .reg = SPYRE_PB_REG(1) },
+								.row_bytes = (uint32_t)shd32 });
+					}
+				} else {
+					spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+						.sp = cb, .mem = { .sym = sc, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
+						.row_bytes = (uint32_t)(n_t * shd32) });
+					spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+						.sp = sb, .mem = { .sym = ss, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
+						.row_bytes = (uint32_t)(n_t * shd32) });
+				}
 				/* X R first: it reads X in the dtype before X is widened in place (fp32) */
 				if (!halves)
 					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){

@@ -14,6 +14,7 @@
  * fault bad-index, with nothing written through them; descriptors the ops
  * cannot take are -EINVAL naming the field.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,159 @@ static void test_hostile(void)
 	kh_fault_expected = false;
 }
 
+/* ---- indexed EMBEDDING and ROPE ------------------------------------------- */
+
+/* ids from device memory: rows of the table, exactly; the same program for any ids. */
+static void test_embedding_indexed(void)
+{
+	static const int32_t ids[] = { 5, 0, 99, 5, 42, 98, 1 };
+	static const uint32_t dts[] = { SPYRE_DT_FP32, SPYRE_DT_FP16 };
+	uint32_t m = 7, n = 100, k = 96;
+
+	for (size_t di = 0; di < 2; di++) {
+		float *tab = kh_alloc((uint64_t)n * k * 4), *y = kh_alloc((uint64_t)m * k * 4);
+		float *want = kh_alloc((uint64_t)m * k * 4);
+		uint64_t ib;
+		int32_t *it = itab(ids, 1, m, &ib);
+		struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_EMBEDDING, .dtype = dts[di], .cores = 3,
+					 .flags = SPYRE_KF_INDEXED, .m = m, .n = n, .k = k };
+		struct kh_slot s[] = { KH_IN(tab, n, k), KH_RAW(it, ib), KH_OUT(y, m, k) };
+
+		kh_fill(tab, (uint64_t)n * k, -4, 4);
+		round_all(tab, (uint64_t)n * k, dts[di]);
+		for (uint32_t r = 0; r < m; r++)
+			memcpy(want + (uint64_t)r * k, tab + (uint64_t)ids[r] * k, (size_t)k * 4);
+		if (kh_run(&d, s, 3, NULL, 0, NULL) == 0)
+			kh_close(dts[di] == SPYRE_DT_FP32 ? "embedding indexed fp32 (exact)" :
+				 "embedding indexed fp16 (exact)", y, want, (uint64_t)m * k, 0, 0);
+		/* hostile ids: past the vocabulary, negative */
+		kh_fault_expected = true;
+		for (int bad = 0; bad < 2; bad++) {
+			int32_t b[7];
+
+			memcpy(b, ids, sizeof(b));
+			b[4] = bad ? -1 : 100;
+			free(it);
+			it = itab(b, 1, m, &ib);
+			s[1].raw = it;
+			TAP_CHECK(kh_run(&d, s, 3, NULL, 0, NULL) == SPYRE_ENGINE_FAULT_INDEX &&
+				  kh_last_result.fault_addr == (uint64_t)(int64_t)b[4],
+				  "id %d of a vocabulary of 100: %s (want bad-index)", b[4],
+				  spyre_fault_name(kh_last_result.status));
+		}
+		kh_fault_expected = false;
+		free(tab);
+		free(y);
+		free(want);
+		free(it);
+	}
+	{
+		struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_EMBEDDING, .dtype = SPYRE_DT_FP16,
+					 .flags = SPYRE_KF_INDEXED, .m = 1, .n = 10, .k = 64 };
+		uint64_t sc;
+
+		TAP_CHECK(spyre_kernel_embedding_scalars(&d, (int32_t[]){ 1 }, &sc) == -EINVAL,
+			  "embedding scalars of an indexed descriptor: -EINVAL");
+	}
+	/* more tokens than the scalar form allows (198): ids in memory have no such limit */
+	{
+		uint32_t big = 500, vk = 64;
+		int32_t *bi = kh_alloc((uint64_t)big * 4);
+		float *tab = kh_alloc(50ull * vk * 4), *y = kh_alloc((uint64_t)big * vk * 4);
+		float *want = kh_alloc((uint64_t)big * vk * 4);
+		uint64_t ib;
+		int32_t *it;
+		struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_EMBEDDING, .dtype = SPYRE_DT_FP32,
+					 .flags = SPYRE_KF_INDEXED, .m = big, .n = 50, .k = vk };
+
+		for (uint32_t r = 0; r < big; r++)
+			bi[r] = (int32_t)((r * 7) % 50);
+		it = itab(bi, 1, big, &ib);
+		kh_fill(tab, 50ull * vk, -1, 1);
+		for (uint32_t r = 0; r < big; r++)
+			memcpy(want + (uint64_t)r * vk, tab + (uint64_t)bi[r] * vk, (size_t)vk * 4);
+		struct kh_slot s[] = { KH_IN(tab, 50, vk), KH_RAW(it, ib), KH_OUT(y, big, vk) };
+
+		if (kh_run(&d, s, 3, NULL, 0, NULL) == 0)
+			kh_close("embedding indexed, 500 rows (exact)", y, want, (uint64_t)big * vk, 0, 0);
+		free(bi);
+		free(it);
+		free(tab);
+		free(y);
+		free(want);
+	}
+}
+
+/*
+ * ROPE with a position per row: each row equals the (checked) scalar ROPE
+ * of that row alone at its position, bit for bit.
+ */
+static void rope_indexed_case(uint32_t dt, uint32_t cores, uint32_t heads, uint32_t hd)
+{
+	static const int32_t pos[] = { 0, 17, 5, 299, 64, 64, 1, 150, 2 };
+	uint32_t m = 9, max_pos = 300, w = heads * hd;
+	uint64_t tb = (uint64_t)max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32), pb;
+	void *ct = kh_alloc(tb), *st = kh_alloc(tb);
+	float *x = kh_alloc((uint64_t)m * w * 4), *y = kh_alloc((uint64_t)m * w * 4);
+	float *want = kh_alloc((uint64_t)m * w * 4);
+	int32_t *pt = itab(pos, 1, m, &pb);
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_ROPE, .dtype = dt, .cores = cores,
+				 .flags = SPYRE_KF_INDEXED, .m = m, .heads = heads, .head_dim = hd,
+				 .max_pos = max_pos };
+	struct spyre_kdesc d1 = d;
+	char what[96];
+	bool ok = true;
+
+	spyre_kernel_rope_tables(ct, st, max_pos, hd, 10000.0f);
+	kh_fill(x, (uint64_t)m * w, -2, 2);
+	d1.flags = 0;
+	d1.m = 1;
+	d1.cores = 1;
+	for (uint32_t r = 0; r < m && ok; r++) {
+		struct kh_slot s1[] = { KH_IN_G(x + (uint64_t)r * w, 1, w, hd), KH_RAW(ct, tb), KH_RAW(st, tb),
+					KH_OUT_G(want + (uint64_t)r * w, 1, w, hd) };
+		uint64_t sc = spyre_kernel_rope_scalar(&d1, (uint32_t)pos[r]);
+
+		ok = kh_run(&d1, s1, 4, &sc, 1, NULL) == 0;
+	}
+	struct kh_slot s[] = { KH_IN_G(x, m, w, hd), KH_RAW(ct, tb), KH_RAW(st, tb), KH_RAW(pt, pb),
+			       KH_OUT_G(y, m, w, hd) };
+
+	snprintf(what, sizeof(what), "rope indexed %s c%u h%u hd%u = per-row scalar rope (exact)",
+		 spyre_dtype_name(dt), cores, heads, hd);
+	if (ok && kh_run(&d, s, 5, NULL, 0, NULL) == 0)
+		kh_close(what, y, want, (uint64_t)m * w, 0, 0);
+	/* a position past the table */
+	{
+		int32_t bad[9];
+
+		memcpy(bad, pos, sizeof(bad));
+		bad[8] = 300;
+		free(pt);
+		pt = itab(bad, 1, m, &pb);
+		s[3].raw = pt;
+		kh_fault_expected = true;
+		TAP_CHECK(kh_run(&d, s, 5, NULL, 0, NULL) == SPYRE_ENGINE_FAULT_INDEX &&
+			  kh_last_result.fault_addr == 300, "position 300 of max_pos 300: %s (want bad-index)",
+			  spyre_fault_name(kh_last_result.status));
+		kh_fault_expected = false;
+	}
+	free(ct);
+	free(st);
+	free(x);
+	free(y);
+	free(want);
+	free(pt);
+}
+
+static void test_rope_indexed(void)
+{
+	rope_indexed_case(SPYRE_DT_FP32, 1, 2, 64);
+	rope_indexed_case(SPYRE_DT_FP16, 7, 4, 64);
+	rope_indexed_case(SPYRE_DT_FP16, 32, 3, 96);	/* rotate_half by the matrix R */
+	rope_indexed_case(SPYRE_DT_BF16, 4, 8, 128);
+}
+
 static void test_errors(void)
 {
 	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_PAGED_ATTENTION, .dtype = SPYRE_DT_FP16,
@@ -368,6 +522,8 @@ static const struct tap_case cases[] = {
 	{ "prefill_chunk", test_prefill_chunk },
 	{ "multi_row", test_multi_row },
 	{ "hostile", test_hostile },
+	{ "embedding_indexed", test_embedding_indexed },
+	{ "rope_indexed", test_rope_indexed },
 	{ "errors", test_errors },
 };
 
