@@ -17,4 +17,20 @@ all: serve-all
 
 # ---- engine and runners ------------------------------------------------------
 
+# The card runner (runner_card.h): an object the engine's users link with
+# MODEL_LIB, libspyre and ISA_LIB; its test runs in the VM (build/selftests/:
+# tools/check runs every program there on a card).
+SERVE_CARD_OBJ := $(B)/serve/runner_card.o
+SERVE_CARD_TEST := $(B)/selftests/serve_runner_card_test
+serve-all: $(SERVE_CARD_OBJ) $(SERVE_CARD_TEST)
+$(SERVE_CARD_OBJ): $(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(SERVE_DIR)/runner.h $(MODEL_HDRS) \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) -c $< -o $@
+$(SERVE_CARD_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_CARD_OBJ) $(MODEL_LIB) $(ISA_LIB) \
+		$(B)/lib/libspyre.so $(SERVE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) $< $(SERVE_CARD_OBJ) -o $@ $(MODEL_LIB) -L$(B)/lib -lspyre \
+		-Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
+
 # ---- spyre-serve -------------------------------------------------------------
