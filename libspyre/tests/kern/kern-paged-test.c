@@ -281,6 +281,35 @@ static void test_multi_row(void)
 	pa_case("two sequences of 3 rows", &p);
 }
 
+/*
+ * A Granite-8B layer's shapes (heads 32, kv_heads 8, head_dim 128, fp16,
+ * blocks of 64, 32 cores): 16 decodes at contexts 130..1024 over blocks
+ * scattered through the pool, and a prefill chunk of 512 rows after 512
+ * cached; checked like the others, the modeled times reported.
+ */
+static void test_granite_shapes(void)
+{
+	enum { N = 16, MB = 16 };
+	int32_t ctx[N], bt[N * MB], ctx1[1] = { 1024 }, bt1[MB];
+
+	for (int s = 0; s < N; s++) {
+		ctx[s] = 1024 - 56 * s;
+		for (int i = 0; i < MB; i++)
+			bt[s * MB + i] = (i * N + s * 7 + i * 3) % (N * MB);	/* a permutation per column */
+	}
+	for (int i = 0; i < MB; i++)
+		bt1[i] = 255 - 3 * i;
+	struct pa p = { .dt = SPYRE_DT_FP16, .heads = 32, .kvh = 8, .hd = 128, .bs = 64, .nb = N * MB, .n = N,
+			.qps = 1, .max_pos = 1024, .cores = 32, .ctx = ctx, .bt = bt };
+
+	pa_case("granite decode x16, contexts 1024..184", &p);
+	p.n = 1;
+	p.qps = 512;
+	p.ctx = ctx1;
+	p.bt = bt1;
+	pa_case("granite prefill chunk 512..1023", &p);
+}
+
 /* Hostile tables: the fault bad-index, named, never a read outside the slots. */
 static void test_hostile(void)
 {
@@ -521,6 +550,7 @@ static const struct tap_case cases[] = {
 	{ "decode_bs64", test_decode_bs64 },
 	{ "prefill_chunk", test_prefill_chunk },
 	{ "multi_row", test_multi_row },
+	{ "granite_shapes", test_granite_shapes },
 	{ "hostile", test_hostile },
 	{ "embedding_indexed", test_embedding_indexed },
 	{ "rope_indexed", test_rope_indexed },
