@@ -57,7 +57,7 @@ struct spyre_runner_ops {
 	/* 0, or a negative errno with a message in err. */
 	int (*step)(void *self, const struct spyre_runner_batch *b, struct spyre_runner_stats *st,
 		    char *err, size_t errlen);
-	void (*free)(void *self);
+	void (*free)(void *self);	/* frees the runner, struct spyre_runner included */
 };
 
 struct spyre_runner {
@@ -70,5 +70,12 @@ struct spyre_runner {
 	int32_t eos_token_id;
 	const char *name;	/* "cpu" or "card" */
 };
+
+/* Free a runner made by a runner's constructor (NULL: nothing). */
+static inline void spyre_runner_free(struct spyre_runner *r)
+{
+	if (r)
+		r->ops->free(r->self);
+}
 
 #endif /* SPYRE_SERVE_RUNNER_H */

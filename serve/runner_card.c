@@ -34,6 +34,7 @@ struct card_layer {
 };
 
 struct card {
+	struct spyre_runner runner;	/* what the constructor hands out; freed with the rest */
 	spyre_device_t *dev;
 	struct spyre_model_config cfg;
 	uint32_t dt, cores, sp_bytes, bs, nb, max_seqs, max_tokens, max_blocks;
@@ -314,7 +315,7 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 
 int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 			  const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
-			  struct spyre_runner *out, char *err, size_t errlen)
+			  struct spyre_runner **out, char *err, size_t errlen)
 {
 	static const struct spyre_runner_card_opts defaults = { .dtype = SPYRE_DT_FP16 };
 	struct card *c;
@@ -324,7 +325,7 @@ int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *
 		snprintf(err, errlen, "card runner: NULL device, config or runner");
 		return -EINVAL;
 	}
-	memset(out, 0, sizeof(*out));
+	*out = NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		snprintf(err, errlen, "out of host memory");
@@ -341,9 +342,10 @@ int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *
 		card_free(c);
 		return ret;
 	}
-	*out = (struct spyre_runner){ .ops = &card_ops, .self = c, .vocab = cfg->vocab, .block_size = c->bs,
-				      .num_blocks = c->nb, .max_model_len = cfg->max_pos,
-				      .eos_token_id = (int32_t)cfg->eos_token_id, .name = "card" };
+	c->runner = (struct spyre_runner){ .ops = &card_ops, .self = c, .vocab = cfg->vocab, .block_size = c->bs,
+					   .num_blocks = c->nb, .max_model_len = cfg->max_pos,
+					   .eos_token_id = (int32_t)cfg->eos_token_id, .name = "card" };
+	*out = &c->runner;
 	return 0;
 }
 

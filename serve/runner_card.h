@@ -30,13 +30,14 @@ struct spyre_runner_card_opts {
 };
 
 /*
- * Upload @w for @cfg to @dev and fill @out (its ops, self and sizes). Frees
- * with out->ops->free(out->self). @dev must outlive the runner. 0, or a
+ * Upload @w for @cfg to @dev: *@out, freed with spyre_runner_free() (its
+ * ops->free frees the runner, struct spyre_runner included). @dev must
+ * outlive the runner; @cfg and @w are not used after the call. 0, or a
  * negative errno with a message in @err (bad options, too little device
  * memory: how much is needed).
  */
 int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 			  const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
-			  struct spyre_runner *out, char *err, size_t errlen);
+			  struct spyre_runner **out, char *err, size_t errlen);
 
 #endif /* SPYRE_SERVE_RUNNER_CARD_H */
