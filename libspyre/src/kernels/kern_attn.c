@@ -1458,7 +1458,7 @@ static uint64_t paged_unit_bytes(const struct att *a, uint64_t nt, uint64_t bs, 
 {
 	uint64_t nq = nt * a->r, ls = kg_pitch(bs, SPYRE_DT_FP32);
 
-	return tbp + ctp + nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq) + bs * a->shd + nq * ls +
+	return tbp + ctp + nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq) + 2 * bs * a->shd + nq * ls +
 	       a->hd * kg_pitch(bs, a->dt) + nt * ls + (a->f32 ? 0 : bs * a->shd32);
 }
 
@@ -1525,7 +1525,7 @@ int kg_gen_paged_attention(struct kgen *g)
 		uint64_t s = ui / (a.kvh * ntb), rest = ui % (a.kvh * ntb), t0 = (rest % ntb) * nt;
 		struct unit u = { .g = (uint32_t)(rest / ntb), .j0 = 0, .nj = a.r, .t0 = s * qps + t0,
 				  .nt = kg_min64(nt, qps - t0), .nparts = 1, .core = (uint32_t)(ui % g->cores) };
-		uint32_t c = u.core, tb_sp, ct_sp, start;
+		uint32_t c = u.core, tb_sp, ct_sp, start, vb;
 		struct bufs b;
 
 		memset(&b, 0, sizeof(b));
@@ -1546,6 +1546,7 @@ int kg_gen_paged_attention(struct kgen *g)
 		b.lv = kg_sp_alloc(g, c, b.vs);
 		b.lt = kg_sp_alloc(g, c, b.vs);
 		b.kb = kg_sp_alloc(g, c, bs * a.shd);
+		vb = kg_sp_alloc(g, c, bs * a.shd);
 		b.sb = kg_sp_alloc(g, c, (uint64_t)b.nq * b.lds * STICK);
 		b.xt = kg_sp_alloc(g, c, (uint64_t)a.hd * b.ldkt * STICK);
 		b.mb = kg_sp_alloc(g, c, u.nt * b.lds * STICK);
@@ -1574,12 +1575,18 @@ int kg_gen_paged_attention(struct kgen *g)
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, t0 - qps, P_CTX);
 		ctl(&a, c, SPYRE_ISA_OP_LI, P_BT, tb_sp, 0);
 		start = a.pc[c];
-		/* one block: its id * block bytes, bounded by num_blocks */
+		/*
+		 * one block: its id * block bytes, bounded by num_blocks; its K and V rows of
+		 * head g both in flight (asynchronous), V arriving while the scores are made
+		 */
 		track(&a, c, spyre_pb_ldx(g->pb, c, P_BLK, 0, SPYRE_PB_REG(P_BT), (uint32_t)nb, (uint32_t)bb, 0));
-		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = b.kb, .mem = { .sym = a.skc, .off = u.g * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
-			.rows = kn, .row_bytes = (uint32_t)a.shd, .mem_stride = (uint32_t)a.pk,
-			.sp_stride = (uint32_t)a.shd });
+		for (int v = 0; v < 2; v++)
+			dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+				.sp = v ? vb : b.kb,
+				.mem = { .sym = v ? a.svc : a.skc, .off = u.g * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
+				.rows = kn, .row_bytes = (uint32_t)a.shd, .mem_stride = (uint32_t)a.pk,
+				.sp_stride = (uint32_t)a.shd, .async = true });
+		ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* K */
 		emit_scores(&a, &u, &b, kn, b.kb);
 		/* mask: -inf where key c of the block is past query i's position: c - i >= 1 + diag */
 		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
@@ -1596,11 +1603,8 @@ int kg_gen_paged_attention(struct kgen *g)
 							 .rows = (uint32_t)u.nt, .cols = kn, .ldd = a.r * b.lds,
 							 .lda = a.r * b.lds, .ldb = b.lds });
 		emit_stats(&a, c, &b, kn, false);
-		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-			.sp = b.kb, .mem = { .sym = a.svc, .off = u.g * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
-			.rows = kn, .row_bytes = (uint32_t)a.shd, .mem_stride = (uint32_t)a.pk,
-			.sp_stride = (uint32_t)a.shd });
-		emit_pv(&a, c, &b, kn, false, b.kb);
+		ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* V */
+		emit_pv(&a, c, &b, kn, false, vb);
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_BT, 4, P_BT);
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, (uint64_t)0 - bs, P_DIAG);
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, (uint64_t)0 - bs, P_REM);
