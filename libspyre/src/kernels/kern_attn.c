@@ -308,6 +308,7 @@ struct att {
 	uint64_t m, shd, shd32, pq, pk;
 	bool decode, f32;
 	bool gather;		/* prefill: a KV head's K and V gathered whole in each of its cores */
+	uint32_t ldk;		/* sticks between rows of a K or V tile, 0: sh (paged: a group of KV heads) */
 	float scale;
 	int sq, sk, sv, skc, svc, so;
 	/* decode: */
@@ -895,6 +896,12 @@ static void alloc_bufs(struct att *a, const struct unit *u, struct bufs *b)
 }
 
 /* S = scale * Q K^T [nq x kn] fp32 for the K tile at ks. */
+/* Sticks between the rows of a K or V tile. */
+static uint32_t kld(const struct att *a)
+{
+	return a->ldk ? a->ldk : a->sh;
+}
+
 static void emit_scores(struct att *a, const struct unit *u, const struct bufs *b, uint32_t kn, uint32_t ks)
 {
 	uint32_t c = u->core, hd = a->hd, dt = a->dt;
@@ -902,13 +909,13 @@ static void emit_scores(struct att *a, const struct unit *u, const struct bufs *
 	if (u->st) {
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->xt,
 						 .a = ks, .b = b->qt, .rows = kn, .cols = b->nq, .k = hd,
-						 .ldd = b->ldst, .lda = a->sh, .ldb = b->ldqt });
+						 .ldd = b->ldst, .lda = kld(a), .ldb = b->ldqt });
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
 						 .d = b->sb, .a = b->xt, .rows = kn, .cols = b->nq, .ldd = b->lds,
 						 .lda = b->ldst });
 	} else {
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = b->xt,
-						 .a = ks, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = a->sh });
+						 .a = ks, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = kld(a) });
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->sb,
 						 .a = b->qb, .b = b->xt, .rows = b->nq, .cols = kn, .k = hd,
 						 .ldd = b->lds, .lda = a->sh, .ldb = b->ldkt });
@@ -959,11 +966,11 @@ static void emit_pv(struct att *a, uint32_t c, const struct bufs *b, uint32_t kn
 {
 	if (!a->f32)
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = a->dt, .dt2 = SPYRE_DT_FP32, .d = b->vf,
-						 .a = vs, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = a->sh });
+						 .a = vs, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = kld(a) });
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
 					 .flags = first ? 0 : SPYRE_IF_ACC, .d = b->acc, .a = b->sb, .b = a->f32 ? vs : b->vf,
 					 .rows = b->nq, .cols = a->hd, .k = kn, .ldd = a->sh32, .lda = b->lds,
-					 .ldb = a->sh32 });
+					 .ldb = a->f32 ? kld(a) : a->sh32 });
 }
 
 /* Prefill: a tile of keys (or values) k..k+kn-1 of group g from the input, and its own rows to the cache. */
@@ -1442,24 +1449,28 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
 /* ============================== PAGED ATTENTION ========================== */
 
 /*
- * Units (sequence s, KV head g, query tokens t0..t0+nt-1 of s) round-robin
- * over the cores. A unit loads its context length and its block-table row
- * into the scratchpad, then loops over the blocks its queries can see (the
- * count from the context length: BNZ GTZ on the keys left), each block's K
- * and V rows of head g gathered through LDX (block id * block bytes,
- * bounded by num_blocks), the causal mask a TRIL whose diagonal is a
- * register (the queries' position minus the block's first key), and the
- * online softmax of the contiguous attention above.
+ * Units (sequence s, a group of G KV heads g0..g0+G-1, query tokens
+ * t0..t0+nt-1 of s) round-robin over the cores. A unit loads its context
+ * length and its block-table row into the scratchpad, then loops over the
+ * blocks its queries can see (the count from the context length: BNZ GTZ
+ * on the keys left): LDX the block id (times the block's bytes, bounded by
+ * num_blocks), the block's K and V rows of the group's heads both in flight
+ * (one contiguous transfer each when the group is every KV head), the
+ * causal mask once (a TRIL whose diagonal is a register: the queries'
+ * position minus the block's first key), then per head of the group the
+ * scores, the mask and the online softmax of the contiguous attention
+ * above, and P V.
  */
 enum { P_CTX = 1, P_REM, P_DIAG, P_BT, P_BLK };
 
-/* Scratchpad of a paged unit of nt tokens (nq = nt * r query rows), key tiles of one block. */
-static uint64_t paged_unit_bytes(const struct att *a, uint64_t nt, uint64_t bs, uint64_t tbp, uint64_t ctp)
+/* Scratchpad of a paged unit: @G KV heads, @nt tokens (nq = nt * r query rows per head), key tiles of one block. */
+static uint64_t paged_unit_bytes(const struct att *a, uint64_t G, uint64_t nt, uint64_t bs, uint64_t tbp,
+				 uint64_t ctp)
 {
 	uint64_t nq = nt * a->r, ls = kg_pitch(bs, SPYRE_DT_FP32);
 
-	return tbp + ctp + nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq) + 2 * bs * a->shd + nq * ls +
-	       a->hd * kg_pitch(bs, a->dt) + nt * ls + (a->f32 ? 0 : bs * a->shd32);
+	return tbp + ctp + G * (nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq)) + 2 * bs * G * a->shd +
+	       nq * ls + a->hd * kg_pitch(bs, a->dt) + nt * ls + (a->f32 ? 0 : bs * a->shd32);
 }
 
 int kg_gen_paged_attention(struct kgen *g)
@@ -1508,50 +1519,75 @@ int kg_gen_paged_attention(struct kgen *g)
 	if (g->failed)
 		return -EINVAL;
 
-	/* tokens per unit: enough units for the cores, then halved until a unit fits */
+	/*
+	 * Tokens per unit: enough units (one per KV head) for the cores. Then the
+	 * KV heads per unit: the most (a divisor of kv_heads) that still gives
+	 * as many units as that: a block's rows of more heads are one longer
+	 * transfer (every head: one contiguous run) and the mask is made once.
+	 * Then, until a unit fits, fewer heads, then fewer tokens.
+	 */
 	uint64_t per = (uint64_t)n * a.kvh, tb = kg_max64(1, kg_min64(qps, kg_cdiv(g->cores, per)));
-	uint64_t nt = kg_cdiv(qps, tb);
+	uint64_t nt = kg_cdiv(qps, tb), want = kg_min64(g->cores, per * kg_cdiv(qps, nt));
+	uint32_t G = 1;
 
-	while (nt > 1 && paged_unit_bytes(&a, nt, bs, tbp, ctp) > g->sp_bytes)
-		nt = kg_cdiv(nt, 2);
-	if (paged_unit_bytes(&a, nt, bs, tbp, ctp) > g->sp_bytes)
+	for (uint32_t x = a.kvh; x >= 1; x--)
+		if (a.kvh % x == 0 && n * (a.kvh / x) * kg_cdiv(qps, nt) >= want) {
+			G = x;
+			break;
+		}
+	while (paged_unit_bytes(&a, G, nt, bs, tbp, ctp) > g->sp_bytes && (G > 1 || nt > 1)) {
+		if (G > 1) {
+			do
+				G--;
+			while (a.kvh % G);
+		} else {
+			nt = kg_cdiv(nt, 2);
+		}
+	}
+	if (paged_unit_bytes(&a, G, nt, bs, tbp, ctp) > g->sp_bytes)
 		return kg_fail(g, "paged attention: one token of %u heads x head_dim %u with blocks of %llu keys "
 			       "does not fit a scratchpad of %u bytes", a.r, a.hd, (unsigned long long)bs, g->sp_bytes);
+	a.ldk = G * a.sh;
 
-	uint64_t ntb = kg_cdiv(qps, nt), total = per * ntb;
+	uint64_t ntb = kg_cdiv(qps, nt), ng = a.kvh / G, total = n * ng * ntb;
 	uint32_t kn = (uint32_t)bs;
 
 	for (uint64_t ui = 0; ui < total && !g->failed; ui++) {
-		uint64_t s = ui / (a.kvh * ntb), rest = ui % (a.kvh * ntb), t0 = (rest % ntb) * nt;
-		struct unit u = { .g = (uint32_t)(rest / ntb), .j0 = 0, .nj = a.r, .t0 = s * qps + t0,
-				  .nt = kg_min64(nt, qps - t0), .nparts = 1, .core = (uint32_t)(ui % g->cores) };
-		uint32_t c = u.core, tb_sp, ct_sp, start, vb;
-		struct bufs b;
+		uint64_t s = ui / (ng * ntb), rest = ui % (ng * ntb), t0 = (rest % ntb) * nt;
+		uint32_t g0 = (uint32_t)(rest / ntb) * G, c = (uint32_t)(ui % g->cores), tb_sp, ct_sp, start, kb, vb;
+		struct unit u = { .g = g0, .j0 = 0, .nj = a.r, .t0 = s * qps + t0, .nt = kg_min64(nt, qps - t0),
+				  .nparts = 1, .core = c };
+		struct bufs b[SPYRE_MAX_CORES], sh;	/* one per KV head of the group (G <= kv_heads <= 4096: see below) */
 
-		memset(&b, 0, sizeof(b));
-		b.nq = (uint32_t)(u.nt * a.r);
-		b.kt = kn;
-		b.vs = (uint32_t)vec_bytes(b.nq);
-		b.lds = kg_sticks(kn, SPYRE_DT_FP32);
-		b.ldkt = kg_sticks(kn, a.dt);
+		if (G > SPYRE_MAX_CORES)
+			return kg_fail(g, "paged attention: %u KV heads per unit, at most %u", G, SPYRE_MAX_CORES);
+		memset(&sh, 0, sizeof(sh));
+		sh.nq = (uint32_t)(u.nt * a.r);
+		sh.kt = kn;
+		sh.vs = (uint32_t)vec_bytes(sh.nq);
+		sh.lds = kg_sticks(kn, SPYRE_DT_FP32);
+		sh.ldkt = kg_sticks(kn, a.dt);
 		kg_sp_reset(g, c);
 		tb_sp = kg_sp_alloc(g, c, tbp);
 		ct_sp = kg_sp_alloc(g, c, ctp);
-		b.qb = kg_sp_alloc(g, c, (uint64_t)b.nq * a.shd);
-		b.acc = kg_sp_alloc(g, c, (uint64_t)b.nq * a.shd32);
-		b.m = kg_sp_alloc(g, c, b.vs);
-		b.mn = kg_sp_alloc(g, c, b.vs);
-		b.mt = kg_sp_alloc(g, c, b.vs);
-		b.al = kg_sp_alloc(g, c, b.vs);
-		b.lv = kg_sp_alloc(g, c, b.vs);
-		b.lt = kg_sp_alloc(g, c, b.vs);
-		b.kb = kg_sp_alloc(g, c, bs * a.shd);
-		vb = kg_sp_alloc(g, c, bs * a.shd);
-		b.sb = kg_sp_alloc(g, c, (uint64_t)b.nq * b.lds * STICK);
-		b.xt = kg_sp_alloc(g, c, (uint64_t)a.hd * b.ldkt * STICK);
-		b.mb = kg_sp_alloc(g, c, u.nt * b.lds * STICK);
+		kb = kg_sp_alloc(g, c, bs * G * a.shd);
+		vb = kg_sp_alloc(g, c, bs * G * a.shd);
+		sh.sb = kg_sp_alloc(g, c, (uint64_t)sh.nq * sh.lds * STICK);
+		sh.xt = kg_sp_alloc(g, c, (uint64_t)a.hd * sh.ldkt * STICK);
+		sh.mb = kg_sp_alloc(g, c, u.nt * sh.lds * STICK);
 		if (!a.f32)
-			b.vf = kg_sp_alloc(g, c, bs * a.shd32);
+			sh.vf = kg_sp_alloc(g, c, bs * a.shd32);
+		for (uint32_t j = 0; j < G; j++) {
+			b[j] = sh;
+			b[j].qb = kg_sp_alloc(g, c, (uint64_t)sh.nq * a.shd);
+			b[j].acc = kg_sp_alloc(g, c, (uint64_t)sh.nq * a.shd32);
+			b[j].m = kg_sp_alloc(g, c, sh.vs);
+			b[j].mn = kg_sp_alloc(g, c, sh.vs);
+			b[j].mt = kg_sp_alloc(g, c, sh.vs);
+			b[j].al = kg_sp_alloc(g, c, sh.vs);
+			b[j].lv = kg_sp_alloc(g, c, sh.vs);
+			b[j].lt = kg_sp_alloc(g, c, sh.vs);
+		}
 		if (g->failed)
 			break;
 		/* the step's tables: the context lengths and this sequence's block-table row */
@@ -1559,13 +1595,21 @@ int kg_gen_paged_attention(struct kgen *g)
 								     .row_bytes = (uint32_t)ctp });
 		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = tb_sp, .mem = { .sym = sbt, .off = s * tbp },
 								     .row_bytes = (uint32_t)tbp });
-		emit_load_q(&a, &u, &b, SPYRE_ISA_OP_LOAD);
-		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = b.m, .rows = 1, .cols = b.nq, .imm = spyre_f32_bits(NEG_BIG) });
-		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = b.lv, .rows = 1, .cols = b.nq, .imm = 0 });
-		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = b.acc, .rows = b.nq, .cols = a.hd, .ldd = a.sh32, .imm = 0 });
+		for (uint32_t j = 0; j < G; j++) {
+			struct unit uj = u;
+
+			uj.g = g0 + j;
+			emit_load_q(&a, &uj, &b[j], SPYRE_ISA_OP_LOAD);
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b[j].m, .rows = 1, .cols = sh.nq,
+							 .imm = spyre_f32_bits(NEG_BIG) });
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b[j].lv, .rows = 1, .cols = sh.nq,
+							 .imm = 0 });
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b[j].acc, .rows = sh.nq, .cols = a.hd,
+							 .ldd = a.sh32, .imm = 0 });
+		}
 		/*
 		 * ctx = ctx_lens[s] (<= max_pos); the queries' positions are ctx - qps + t0 + i:
 		 * keys left = ctx - qps + t0 + nt, the mask diagonal of block 0 = ctx - qps + t0.
@@ -1575,42 +1619,47 @@ int kg_gen_paged_attention(struct kgen *g)
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, t0 - qps, P_CTX);
 		ctl(&a, c, SPYRE_ISA_OP_LI, P_BT, tb_sp, 0);
 		start = a.pc[c];
-		/*
-		 * one block: its id * block bytes, bounded by num_blocks; its K and V rows of
-		 * head g both in flight (asynchronous), V arriving while the scores are made
-		 */
+		/* one block: its id * block bytes, bounded by num_blocks; its K and V rows both in flight */
 		track(&a, c, spyre_pb_ldx(g->pb, c, P_BLK, 0, SPYRE_PB_REG(P_BT), (uint32_t)nb, (uint32_t)bb, 0));
 		for (int v = 0; v < 2; v++)
 			dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-				.sp = v ? vb : b.kb,
-				.mem = { .sym = v ? a.svc : a.skc, .off = u.g * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
-				.rows = kn, .row_bytes = (uint32_t)a.shd, .mem_stride = (uint32_t)a.pk,
-				.sp_stride = (uint32_t)a.shd, .async = true });
-		ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* K */
-		emit_scores(&a, &u, &b, kn, b.kb);
+				.sp = v ? vb : kb,
+				.mem = { .sym = v ? a.svc : a.skc, .off = g0 * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
+				.rows = kn, .row_bytes = (uint32_t)(G * a.shd), .mem_stride = (uint32_t)a.pk,
+				.sp_stride = (uint32_t)(G * a.shd), .async = true });
 		/* mask: -inf where key c of the block is past query i's position: c - i >= 1 + diag */
 		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = b.mb, .rows = (uint32_t)u.nt, .cols = kn, .ldd = b.lds,
+						 .d = sh.mb, .rows = (uint32_t)u.nt, .cols = kn, .ldd = sh.lds,
 						 .imm = spyre_f32_bits(NEG_BIG) });
 		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRIL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .flags = SPYRE_IF_UPPER | SPYRE_IF_RDIAG, .d = b.mb, .a = b.mb,
-						 .rows = (uint32_t)u.nt, .cols = kn, .ldd = b.lds, .lda = b.lds,
+						 .flags = SPYRE_IF_UPPER | SPYRE_IF_RDIAG, .d = sh.mb, .a = sh.mb,
+						 .rows = (uint32_t)u.nt, .cols = kn, .ldd = sh.lds, .lda = sh.lds,
 						 .imm = 1, .ldb = P_DIAG });
-		for (uint32_t j = 0; j < a.r; j++)
-			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-							 .dt2 = SPYRE_DT_FP32, .d = b.sb + j * b.lds * STICK,
-							 .a = b.sb + j * b.lds * STICK, .b = b.mb,
-							 .rows = (uint32_t)u.nt, .cols = kn, .ldd = a.r * b.lds,
-							 .lda = a.r * b.lds, .ldb = b.lds });
-		emit_stats(&a, c, &b, kn, false);
-		ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* V */
-		emit_pv(&a, c, &b, kn, false, vb);
+		ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* K */
+		for (uint32_t j = 0; j < G; j++) {
+			emit_scores(&a, &u, &b[j], kn, kb + j * (uint32_t)a.shd);
+			for (uint32_t q = 0; q < a.r; q++)
+				op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
+								 .dt2 = SPYRE_DT_FP32, .d = sh.sb + q * sh.lds * STICK,
+								 .a = sh.sb + q * sh.lds * STICK, .b = sh.mb,
+								 .rows = (uint32_t)u.nt, .cols = kn, .ldd = a.r * sh.lds,
+								 .lda = a.r * sh.lds, .ldb = sh.lds });
+			emit_stats(&a, c, &b[j], kn, false);
+			if (j == 0)	/* V arrived while the first head's scores were made */
+				ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);
+			emit_pv(&a, c, &b[j], kn, false, vb + j * (uint32_t)a.shd);
+		}
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_BT, 4, P_BT);
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, (uint64_t)0 - bs, P_DIAG);
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, (uint64_t)0 - bs, P_REM);
 		track(&a, c, spyre_pb_bgtz(g->pb, c, P_REM, start));
-		emit_normalize(&a, c, &b);
-		emit_load_q(&a, &u, &b, SPYRE_ISA_OP_STORE);
+		for (uint32_t j = 0; j < G; j++) {
+			struct unit uj = u;
+
+			uj.g = g0 + j;
+			emit_normalize(&a, c, &b[j]);
+			emit_load_q(&a, &uj, &b[j], SPYRE_ISA_OP_STORE);
+		}
 	}
 	return kg_ok(g);
 }
