@@ -351,6 +351,26 @@ int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *
 
 /* ---- a step ------------------------------------------------------------------- */
 
+/*
+ * The rows a step runs: num_tokens rounded up to a bucket (powers of two to
+ * 64, then multiples of 64; at most max_num_batched_tokens), so that the
+ * kernels of the rows (embedding to MLP) are built for a dozen shapes, not
+ * for every batch size. The padding rows take token 0 at position 0 and
+ * slot -1: nothing is written to the caches, no sequence attends to them,
+ * and their outputs are never read.
+ */
+static uint32_t rows_bucket(const struct card *c, uint32_t t)
+{
+	uint32_t b = 1;
+
+	if (t > 64)
+		b = (t + 63) / 64 * 64;
+	else
+		while (b < t)
+			b *= 2;
+	return b < c->max_tokens ? b : c->max_tokens;
+}
+
 /* A run of consecutive sequences with the same number of rows: one attention launch. */
 struct run {
 	uint32_t s0, n, rows;	/* first sequence, sequences, rows each */
@@ -427,16 +447,22 @@ static int check_batch(struct card *c, const struct spyre_runner_batch *b)
 }
 
 /* The step's tables into host_tables (int32 stick rows); the runs of the attention into @runs. */
-static uint64_t fill_tables(struct card *c, const struct spyre_runner_batch *b, struct run *runs, uint32_t *nruns,
-			    uint64_t *off_pos, uint64_t *off_slot, uint64_t *off_samp)
+static uint64_t fill_tables(struct card *c, const struct spyre_runner_batch *b, uint32_t T, struct run *runs,
+			    uint32_t *nruns, uint64_t *off_pos, uint64_t *off_slot, uint64_t *off_samp)
 {
-	uint32_t T = b->num_tokens, S = b->num_seqs, nr = 0;
+	uint32_t S = b->num_seqs, nr = 0;
 	uint8_t *p = c->host_tables;
 	uint64_t o = 0, pbt = ipitch(c->max_blocks);
 
 	memset(p, 0, c->tables_bytes);
 	for (uint32_t r = 0; r < T; r++) {
-		int32_t slot = (int32_t)b->slot_mapping[r];
+		/* the padding rows past num_tokens: token 0, position 0, no slot */
+		int32_t slot = r < b->num_tokens ? (int32_t)b->slot_mapping[r] : -1;
+
+		if (r >= b->num_tokens) {
+			memcpy(p + 2 * ipitch(T) + 4ull * r, &slot, 4);
+			continue;
+		}
 
 		memcpy(p + 4ull * r, &b->tokens[r], 4);
 		memcpy(p + ipitch(T) + 4ull * r, &b->positions[r], 4);
@@ -477,11 +503,11 @@ static uint64_t fill_tables(struct card *c, const struct spyre_runner_batch *b, 
 	return o;
 }
 
-static int step_launches(struct card *c, const struct spyre_runner_batch *b, const struct run *runs, uint32_t nruns,
-			 uint64_t off_pos, uint64_t off_slot, uint64_t off_samp)
+static int step_launches(struct card *c, const struct spyre_runner_batch *b, uint32_t T, const struct run *runs,
+			 uint32_t nruns, uint64_t off_pos, uint64_t off_slot, uint64_t off_samp)
 {
 	const struct spyre_model_config *cfg = &c->cfg;
-	uint32_t T = b->num_tokens, S = b->num_seqs, hd = cfg->head_dim, qd = cfg->heads * hd, kvd = cfg->kv_heads * hd;
+	uint32_t S = b->num_seqs, hd = cfg->head_dim, qd = cfg->heads * hd, kvd = cfg->kv_heads * hd;
 	spyre_dptr_t tb = c->tables;
 	struct spyre_kdesc d;
 	int ret;
@@ -584,7 +610,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	struct card *c = self;
 	struct spyre_stream_stats ss = { .size = sizeof(ss) };
 	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used, pv;
-	uint32_t nruns;
+	uint32_t nruns, T;
 	struct run *runs;
 	int ret;
 
@@ -604,7 +630,8 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		ret = fail(c, -ENOMEM, "host memory");
 		goto out;
 	}
-	used = fill_tables(c, b, runs, &nruns, &off_pos, &off_slot, &off_samp);
+	T = rows_bucket(c, b->num_tokens);
+	used = fill_tables(c, b, T, runs, &nruns, &off_pos, &off_slot, &off_samp);
 	c->launches = 0;
 	ret = spyre_stream_reset_stats(c->stream);
 	/* the step's one small copy, then its launches */
@@ -613,7 +640,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	if (ret)
 		fail(c, ret, "copying the step's tables");
 	else
-		ret = step_launches(c, b, runs, nruns, off_pos, off_slot, off_samp);
+		ret = step_launches(c, b, T, runs, nruns, off_pos, off_slot, off_samp);
 	free(runs);
 	pv = spyre_kernel_pitch(c->cfg.vocab, c->dt);
 	if (!ret && b->argmax && (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_argmax, c->argmax,

@@ -17,6 +17,10 @@ all: serve-all
 
 # ---- engine and runners ------------------------------------------------------
 
+# ---- spyre-serve -------------------------------------------------------------
+
+# ---- the card runner -------------------------------------------------------
+
 # The card runner (runner_card.h): an object the engine's users link with
 # MODEL_LIB, libspyre and ISA_LIB; its test runs in the VM (build/selftests/:
 # tools/check runs every program there on a card).
@@ -32,5 +36,3 @@ $(SERVE_CARD_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_CARD_OBJ) $(MO
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) $< $(SERVE_CARD_OBJ) -o $@ $(MODEL_LIB) -L$(B)/lib -lspyre \
 		-Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
-
-# ---- spyre-serve -------------------------------------------------------------
