@@ -26,7 +26,9 @@ all: serve-all
 # tools/check runs every program there on a card).
 SERVE_CARD_OBJ := $(B)/serve/runner_card.o
 SERVE_CARD_TEST := $(B)/selftests/serve_runner_card_test
-serve-all: $(SERVE_CARD_OBJ) $(SERVE_CARD_TEST)
+# the same under ASan and UBSan (the runner checks every batch an engine hands it)
+SERVE_CARD_SAN_TEST := $(B)/selftests/serve_runner_card_asan_test
+serve-all: $(SERVE_CARD_OBJ) $(SERVE_CARD_TEST) $(SERVE_CARD_SAN_TEST)
 $(SERVE_CARD_OBJ): $(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(SERVE_DIR)/runner.h $(MODEL_HDRS) \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
@@ -36,3 +38,8 @@ $(SERVE_CARD_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_CARD_OBJ) $(MO
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) $< $(SERVE_CARD_OBJ) -o $@ $(MODEL_LIB) -L$(B)/lib -lspyre \
 		-Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
+$(SERVE_CARD_SAN_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h \
+		$(SERVE_DIR)/runner.h $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) $(B)/lib/libspyre.so $(SERVE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $< $(SERVE_DIR)/runner_card.c $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ \
+		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
