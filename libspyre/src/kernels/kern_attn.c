@@ -1462,6 +1462,7 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
  * above, and P V.
  */
 enum { P_CTX = 1, P_REM, P_DIAG, P_BT, P_BLK };
+#define PAGED_MAX_GROUP	16	/* KV heads per unit, at most */
 
 /* Scratchpad of a paged unit: @G KV heads, @nt tokens (nq = nt * r query rows per head), key tiles of one block. */
 static uint64_t paged_unit_bytes(const struct att *a, uint64_t G, uint64_t nt, uint64_t bs, uint64_t tbp,
@@ -1530,7 +1531,7 @@ int kg_gen_paged_attention(struct kgen *g)
 	uint64_t nt = kg_cdiv(qps, tb), want = kg_min64(g->cores, per * kg_cdiv(qps, nt));
 	uint32_t G = 1;
 
-	for (uint32_t x = a.kvh; x >= 1; x--)
+	for (uint32_t x = a.kvh < PAGED_MAX_GROUP ? a.kvh : PAGED_MAX_GROUP; x >= 1; x--)
 		if (a.kvh % x == 0 && n * (a.kvh / x) * kg_cdiv(qps, nt) >= want) {
 			G = x;
 			break;
@@ -1557,10 +1558,8 @@ int kg_gen_paged_attention(struct kgen *g)
 		uint32_t g0 = (uint32_t)(rest / ntb) * G, c = (uint32_t)(ui % g->cores), tb_sp, ct_sp, start, kb, vb;
 		struct unit u = { .g = g0, .j0 = 0, .nj = a.r, .t0 = s * qps + t0, .nt = kg_min64(nt, qps - t0),
 				  .nparts = 1, .core = c };
-		struct bufs b[SPYRE_MAX_CORES], sh;	/* one per KV head of the group (G <= kv_heads <= 4096: see below) */
+		struct bufs b[PAGED_MAX_GROUP], sh;	/* one per KV head of the group */
 
-		if (G > SPYRE_MAX_CORES)
-			return kg_fail(g, "paged attention: %u KV heads per unit, at most %u", G, SPYRE_MAX_CORES);
 		memset(&sh, 0, sizeof(sh));
 		sh.nq = (uint32_t)(u.nt * a.r);
 		sh.kt = kn;

@@ -247,6 +247,12 @@ static void test_decode_bs64(void)
 	p.heads = 8;
 	p.kvh = 1;
 	pa_case("decode bs 64, MQA 8/1, fp32", &p);
+	/* 32 KV heads on one core: groups of at most 16 per unit */
+	p.heads = 32;
+	p.kvh = 32;
+	p.hd = 32;
+	p.cores = 1;
+	pa_case("decode bs 64, MHA 32 heads, one core", &p);
 }
 
 /* A prefill chunk: 20 rows at positions 25..44 over a cached prefix, blocks of 16. */
