@@ -1453,16 +1453,106 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
  * t0..t0+nt-1 of s) round-robin over the cores. A unit loads its context
  * length and its block-table row into the scratchpad, then loops over the
  * blocks its queries can see (the count from the context length: BNZ GTZ
- * on the keys left): LDX the block id (times the block's bytes, bounded by
- * num_blocks), the block's K and V rows of the group's heads both in flight
- * (one contiguous transfer each when the group is every KV head), the
- * causal mask once (a TRIL whose diagonal is a register: the queries'
- * position minus the block's first key), then per head of the group the
- * scores, the mask and the online softmax of the contiguous attention
- * above, and P V.
+ * on the keys left), the next block's id (LDX: times the block's bytes,
+ * bounded by num_blocks) and its K and V rows of the group's heads in
+ * flight while this block is computed (one contiguous transfer each when
+ * the group is every KV head; two buffers, the loop body emitted once per
+ * buffer): the causal mask once (a TRIL whose diagonal is a register: the
+ * queries' position minus the block's first key), then per head of the
+ * group the scores, the mask and the online softmax of the contiguous
+ * attention above, and P V.
  */
-enum { P_CTX = 1, P_REM, P_DIAG, P_BT, P_BLK };
+enum { P_CTX = 1, P_REM, P_DIAG, P_BT, P_BLK, P_T, P_ONE };
 #define PAGED_MAX_GROUP	16	/* KV heads per unit, at most */
+
+/* What the loop of one paged unit emits from. */
+struct paged_unit {
+	struct unit u;
+	struct bufs *b, sh;		/* per KV head of the group; the shared buffers */
+	uint32_t G, kn, g0;
+	uint32_t kb[2], vb[2];		/* K and V of a block, two of each */
+};
+
+/* LDX and BNZ GTZ through the emitters' counting (branch targets). */
+static void pldx(struct att *a, uint32_t c, unsigned reg, uint32_t imm, unsigned ridx, uint32_t bound, uint32_t scale)
+{
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_ldx(a->g->pb, c, reg, imm, ridx, bound, scale, 0));
+}
+
+static void pbgtz(struct att *a, uint32_t c, unsigned reg, uint32_t target)
+{
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_bgtz(a->g->pb, c, reg, target));
+}
+
+/* The block at r[P_BLK]: its rows of the group's KV heads, K and V, in flight into buffers @x. */
+static void paged_load(struct att *a, const struct paged_unit *pu, int x)
+{
+	for (int v = 0; v < 2; v++)
+		dma(a, pu->u.core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = v ? pu->vb[x] : pu->kb[x],
+			.mem = { .sym = v ? a->svc : a->skc, .off = pu->g0 * a->shd, .reg = SPYRE_PB_REG(P_BLK) },
+			.rows = pu->kn, .row_bytes = (uint32_t)(pu->G * a->shd), .mem_stride = (uint32_t)a->pk,
+			.sp_stride = (uint32_t)(pu->G * a->shd), .async = true });
+}
+
+/*
+ * Half @x of the block loop (buffers x): wait for this block's K; if a
+ * block follows (keys left > block_size), its id (the next table entry,
+ * bounded by num_blocks) and its K and V in flight into the other buffers;
+ * the mask; per KV head the scores, the online softmax, P V (V waited for
+ * after the first head's scores); the counters; then half 0 leaves to @end
+ * when no key is left, half 1 goes back to @start while keys are left.
+ */
+static void paged_half(struct att *a, const struct paged_unit *pu, int x, uint32_t start, uint32_t end)
+{
+	const struct unit *u = &pu->u;
+	const struct bufs *sh = &pu->sh;
+	uint32_t c = u->core, kn = pu->kn, pc;
+
+	ring(a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* this block's K */
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_T, (uint64_t)0 - kn, P_REM);
+	pc = a->pc[c];
+	pbgtz(a, c, P_T, pc + 2);
+	ctl(a, c, SPYRE_ISA_OP_BNZ, P_ONE, pc + 5, 0);
+	pldx(a, c, P_BLK, 4, SPYRE_PB_REG(P_BT), (uint32_t)a->g->d->num_blocks, kn * (uint32_t)a->pk);
+	paged_load(a, pu, !x);
+	/* mask: -inf where key c of the block is past query i's position: c - i >= 1 + diag */
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					.d = sh->mb, .rows = (uint32_t)u->nt, .cols = kn, .ldd = sh->lds,
+					.imm = spyre_f32_bits(NEG_BIG) });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRIL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					.flags = SPYRE_IF_UPPER | SPYRE_IF_RDIAG, .d = sh->mb, .a = sh->mb,
+					.rows = (uint32_t)u->nt, .cols = kn, .ldd = sh->lds, .lda = sh->lds, .imm = 1,
+					.ldb = P_DIAG });
+	for (uint32_t j = 0; j < pu->G; j++) {
+		emit_scores(a, u, &pu->b[j], kn, pu->kb[x] + j * (uint32_t)a->shd);
+		for (uint32_t q = 0; q < a->r; q++)
+			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+							.d = sh->sb + q * sh->lds * STICK, .a = sh->sb + q * sh->lds * STICK,
+							.b = sh->mb, .rows = (uint32_t)u->nt, .cols = kn,
+							.ldd = a->r * sh->lds, .lda = a->r * sh->lds, .ldb = sh->lds });
+		emit_stats(a, c, &pu->b[j], kn, false);
+		if (j == 0)	/* this block's V, in flight while the first head's scores were made */
+			ring(a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);
+		emit_pv(a, c, &pu->b[j], kn, false, pu->vb[x] + j * (uint32_t)a->shd);
+	}
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_BT, 4, P_BT);
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_DIAG, (uint64_t)0 - kn, P_DIAG);
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_REM, (uint64_t)0 - kn, P_REM);
+	if (x) {
+		pbgtz(a, c, P_REM, start);
+	} else {
+		pc = a->pc[c];
+		pbgtz(a, c, P_REM, pc + 2);
+		ctl(a, c, SPYRE_ISA_OP_BNZ, P_ONE, end, 0);
+	}
+}
 
 /* Scratchpad of a paged unit: @G KV heads, @nt tokens (nq = nt * r query rows per head), key tiles of one block. */
 static uint64_t paged_unit_bytes(const struct att *a, uint64_t G, uint64_t nt, uint64_t bs, uint64_t tbp,
@@ -1470,7 +1560,7 @@ static uint64_t paged_unit_bytes(const struct att *a, uint64_t G, uint64_t nt, u
 {
 	uint64_t nq = nt * a->r, ls = kg_pitch(bs, SPYRE_DT_FP32);
 
-	return tbp + ctp + G * (nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq)) + 2 * bs * G * a->shd +
+	return tbp + ctp + G * (nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq)) + 4 * bs * G * a->shd +
 	       nq * ls + a->hd * kg_pitch(bs, a->dt) + nt * ls + (a->f32 ? 0 : bs * a->shd32);
 }
 
@@ -1555,7 +1645,8 @@ int kg_gen_paged_attention(struct kgen *g)
 
 	for (uint64_t ui = 0; ui < total && !g->failed; ui++) {
 		uint64_t s = ui / (ng * ntb), rest = ui % (ng * ntb), t0 = (rest % ntb) * nt;
-		uint32_t g0 = (uint32_t)(rest / ntb) * G, c = (uint32_t)(ui % g->cores), tb_sp, ct_sp, start, kb, vb;
+		uint32_t g0 = (uint32_t)(rest / ntb) * G, c = (uint32_t)(ui % g->cores), tb_sp, ct_sp, start, end;
+		struct paged_unit pu = { .G = G, .kn = kn, .g0 = g0 };
 		struct unit u = { .g = g0, .j0 = 0, .nj = a.r, .t0 = s * qps + t0, .nt = kg_min64(nt, qps - t0),
 				  .nparts = 1, .core = c };
 		struct bufs b[PAGED_MAX_GROUP], sh;	/* one per KV head of the group */
@@ -1569,8 +1660,10 @@ int kg_gen_paged_attention(struct kgen *g)
 		kg_sp_reset(g, c);
 		tb_sp = kg_sp_alloc(g, c, tbp);
 		ct_sp = kg_sp_alloc(g, c, ctp);
-		kb = kg_sp_alloc(g, c, bs * G * a.shd);
-		vb = kg_sp_alloc(g, c, bs * G * a.shd);
+		for (int x = 0; x < 2; x++) {
+			pu.kb[x] = kg_sp_alloc(g, c, bs * G * a.shd);
+			pu.vb[x] = kg_sp_alloc(g, c, bs * G * a.shd);
+		}
 		sh.sb = kg_sp_alloc(g, c, (uint64_t)sh.nq * sh.lds * STICK);
 		sh.xt = kg_sp_alloc(g, c, (uint64_t)a.hd * sh.ldkt * STICK);
 		sh.mb = kg_sp_alloc(g, c, u.nt * sh.lds * STICK);
@@ -1617,41 +1710,30 @@ int kg_gen_paged_attention(struct kgen *g)
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, t0 + u.nt - qps, P_CTX);
 		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, t0 - qps, P_CTX);
 		ctl(&a, c, SPYRE_ISA_OP_LI, P_BT, tb_sp, 0);
+		/* block 0 (always inside the context) in flight before the loop */
+		pu.u = u;
+		pu.b = b;
+		pu.sh = sh;
+		pldx(&a, c, P_BLK, 0, SPYRE_PB_REG(P_BT), (uint32_t)nb, (uint32_t)bb);
+		paged_load(&a, &pu, 0);
+		ctl(&a, c, SPYRE_ISA_OP_LI, P_ONE, 1, 0);
+		/*
+		 * The loop: two halves (buffers 0 and 1: tensor ops take no address
+		 * register), each: block i's K has arrived; block i + 1's K and V go in
+		 * flight into the other buffers when there is a block i + 1; block i
+		 * is computed. Half 0 leaves to the end when no key is left, half 1
+		 * goes back to half 0 while keys are left.
+		 */
+		a.counting = true;
+		a.count = 0;
+		paged_half(&a, &pu, 1, 0, 0);
+		a.counting = false;
 		start = a.pc[c];
-		/* one block: its id * block bytes, bounded by num_blocks; its K and V rows both in flight */
-		track(&a, c, spyre_pb_ldx(g->pb, c, P_BLK, 0, SPYRE_PB_REG(P_BT), (uint32_t)nb, (uint32_t)bb, 0));
-		for (int v = 0; v < 2; v++)
-			dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-				.sp = v ? vb : kb,
-				.mem = { .sym = v ? a.svc : a.skc, .off = g0 * a.shd, .reg = SPYRE_PB_REG(P_BLK) },
-				.rows = kn, .row_bytes = (uint32_t)(G * a.shd), .mem_stride = (uint32_t)a.pk,
-				.sp_stride = (uint32_t)(G * a.shd), .async = true });
-		/* mask: -inf where key c of the block is past query i's position: c - i >= 1 + diag */
-		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .d = sh.mb, .rows = (uint32_t)u.nt, .cols = kn, .ldd = sh.lds,
-						 .imm = spyre_f32_bits(NEG_BIG) });
-		op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRIL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
-						 .flags = SPYRE_IF_UPPER | SPYRE_IF_RDIAG, .d = sh.mb, .a = sh.mb,
-						 .rows = (uint32_t)u.nt, .cols = kn, .ldd = sh.lds, .lda = sh.lds,
-						 .imm = 1, .ldb = P_DIAG });
-		ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* K */
-		for (uint32_t j = 0; j < G; j++) {
-			emit_scores(&a, &u, &b[j], kn, kb + j * (uint32_t)a.shd);
-			for (uint32_t q = 0; q < a.r; q++)
-				op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32,
-								 .dt2 = SPYRE_DT_FP32, .d = sh.sb + q * sh.lds * STICK,
-								 .a = sh.sb + q * sh.lds * STICK, .b = sh.mb,
-								 .rows = (uint32_t)u.nt, .cols = kn, .ldd = a.r * sh.lds,
-								 .lda = a.r * sh.lds, .ldb = sh.lds });
-			emit_stats(&a, c, &b[j], kn, false);
-			if (j == 0)	/* V arrived while the first head's scores were made */
-				ring(&a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);
-			emit_pv(&a, c, &b[j], kn, false, vb + j * (uint32_t)a.shd);
-		}
-		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_BT, 4, P_BT);
-		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, (uint64_t)0 - bs, P_DIAG);
-		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, (uint64_t)0 - bs, P_REM);
-		track(&a, c, spyre_pb_bgtz(g->pb, c, P_REM, start));
+		end = start + 2 * a.count + 1;
+		paged_half(&a, &pu, 0, start, end);
+		paged_half(&a, &pu, 1, start, end);
+		if (a.pc[c] != end)
+			kg_fail(g, "internal: paged attention loop ends at %u, not %u", a.pc[c], end);
 		for (uint32_t j = 0; j < G; j++) {
 			struct unit uj = u;
 
