@@ -13,6 +13,9 @@
  * batches (a token past the vocabulary, a block id past the cache, a
  * position that is not the context's, query_start not increasing, too many
  * rows) are -EINVAL naming the fault, and the runner goes on serving.
+ * Built with SERVE_CARD_WITH_CPU (serve.mk, when serve/runner_cpu.c is in
+ * the tree) every step also runs on the CPU runner (model/ref_paged.c) and
+ * the card's sampled logits and tokens are checked against it the same way.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,6 +30,9 @@
 #include "spyre_isa_codec.h"
 #include "weights.h"
 #include "../../tests/tap.h"
+#ifdef SERVE_CARD_WITH_CPU
+#include "runner_cpu.h"
+#endif
 
 #define NSEQ	3
 #define BS	16
@@ -121,6 +127,15 @@ static void run_dtype(uint32_t dt)
 		return;
 	}
 	struct spyre_runner r = *rp;
+#ifdef SERVE_CARD_WITH_CPU
+	struct spyre_runner *cpu = NULL;
+	float *cpu_logits = malloc((size_t)NSEQ * cfg.vocab * 4);
+	int32_t cpu_argmax[NSEQ];
+	uint32_t cpu_cmp = 0, cpu_tok = 0, cpu_tok_cmp = 0, cpu_bad = 0;
+
+	ret = spyre_runner_cpu_new_from(&cfg, &w, dt, o.num_blocks, BS, &cpu, err, sizeof(err));
+	TAP_CHECK(ret == 0 && cpu, "%s CPU runner: %s", spyre_dtype_name(dt), err);
+#endif
 
 	TAP_CHECK(r.vocab == cfg.vocab && r.block_size == BS && r.num_blocks == 24 && !strcmp(r.name, "card"),
 		  "runner sizes: vocab %u block %u blocks %u name %s", r.vocab, r.block_size, r.num_blocks, r.name);
@@ -163,6 +178,31 @@ static void run_dtype(uint32_t dt)
 		if (!TAP_CHECK(ret == 0, "%s step %u (%u rows, %u sequences): %s", spyre_dtype_name(dt), stepno, st.nt,
 			       st.ns, err))
 			break;
+#ifdef SERVE_CARD_WITH_CPU
+		if (cpu) {
+			struct spyre_runner_batch cb = b;
+
+			cb.logits = cpu_logits;
+			cb.argmax = cpu_argmax;
+			ret = cpu->ops->step(cpu->self, &cb, NULL, err, sizeof(err));
+			TAP_CHECK(ret == 0, "%s CPU runner step %u: %s", spyre_dtype_name(dt), stepno, err);
+			for (uint32_t k = 0; k < st.ns && ret == 0; k++) {
+				const float *want = cpu_logits + (uint64_t)k * cfg.vocab, *got = logits + (uint64_t)k * cfg.vocab;
+				double tol = rel * max_abs(want, cfg.vocab) + 1e-3, worst = 0;
+
+				if (S[st.which[k]].done < S[st.which[k]].len)
+					continue;	/* not sampled */
+				for (uint32_t v = 0; v < cfg.vocab; v++)
+					worst = fmax(worst, fabs((double)got[v] - want[v]));
+				cpu_cmp++;
+				cpu_bad += worst > tol;
+				if (dt == SPYRE_DT_FP32 || top2_gap(want, cfg.vocab) > 2 * tol) {
+					cpu_tok_cmp++;
+					cpu_tok += argmax[k] == cpu_argmax[k];
+				}
+			}
+		}
+#endif
 		steps++;
 		step_ns[stepno < 2 ? stepno : 2] = rs.device_ns;
 		step_launches[stepno < 2 ? stepno : 2] = rs.launches;
@@ -221,6 +261,13 @@ static void run_dtype(uint32_t dt)
 		  "launches", spyre_dtype_name(dt), tok_ok, tok_cmp, worst_rel, (unsigned long long)step_ns[0],
 		  (unsigned long long)step_launches[0], (unsigned long long)step_ns[1], (unsigned long long)step_ns[2],
 		  (unsigned long long)step_launches[2]);
+#ifdef SERVE_CARD_WITH_CPU
+	TAP_CHECK(cpu && cpu_cmp == compared && cpu_bad == 0 && cpu_tok == cpu_tok_cmp && cpu_tok_cmp > 0,
+		  "%s against the CPU runner: %u sampled rows, logits within tolerance (%u off), greedy tokens %u of %u "
+		  "equal", spyre_dtype_name(dt), cpu_cmp, cpu_bad, cpu_tok, cpu_tok_cmp);
+	spyre_runner_free(cpu);
+	free(cpu_logits);
+#endif
 	/* C's context: 40 prompt + decodes, crossing into its 4th block */
 	TAP_CHECK(S[2].done == 40 + DECODES, "sequence C holds %u positions (want %u)", S[2].done, 40 + DECODES);
 
