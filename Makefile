@@ -194,8 +194,11 @@ $(KERN_TESTS): $(B)/tests/%: libspyre/tests/kern/%.c libspyre/tests/kern/harness
 		$(B)/lib/libspyre.a $(ENGINE_LIB) $(ISA_LIB) $(ENGINE_TEST_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi -I$(ENGINE_DIR) -I$(ISA_DIR) \
-		-I$(ENGINE_DIR)/tests -Ilibspyre/tests/kern $< libspyre/tests/kern/harness.c $(ENGINE_TEST_LIB) $(B)/lib/libspyre.a \
-		$(ENGINE_LIB) $(ISA_LIB) $(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
+		-I$(ENGINE_DIR)/tests -Ilibspyre/tests/kern $(KERN_EXTRA) $< libspyre/tests/kern/harness.c $(ENGINE_TEST_LIB) \
+		$(B)/lib/libspyre.a $(ENGINE_LIB) $(ISA_LIB) $(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
+# the paged kernels check against the model's CPU reference (model/ref.c: one home of attention)
+$(B)/tests/kern-paged-test: KERN_EXTRA := -Imodel -Iutil model/ref.c model/config.c util/json.c
+$(B)/tests/kern-paged-test: model/ref.c model/ref.h model/config.c util/json.c
 
 # ---- host tests --------------------------------------------------------------
 host-tests: $(HOST_TESTS)

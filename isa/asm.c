@@ -36,11 +36,19 @@ void spyre_disasm_insn(const union spyre_insn *in, const uint8_t raw[SPYRE_INSN_
 
 	switch (spyre_opclass(in->raw[0])) {
 	case SPYRE_CLS_CTL:
-		if (in->ctl.dtype || in->ctl.dtype2 || in->ctl.flags || in->ctl.reserved[0] || in->ctl.reserved[1] ||
-		    in->ctl.reserved[2])
+	{
+		int o;
+
+		if (in->ctl.dtype || in->ctl.dtype2 || in->ctl.reserved)
 			break;
-		snprintf(buf, len, "%s reg=%u imm=0x%" PRIx64 " reg2=%u", name, in->ctl.reg, in->ctl.imm, in->ctl.reg2);
+		o = snprintf(buf, len, "%s reg=%u imm=0x%" PRIx64 " reg2=%u", name, in->ctl.reg, in->ctl.imm,
+			     in->ctl.reg2);
+		/* LDX's and BNZ's extra fields, printed when set (older programs read back as they were) */
+		if (o > 0 && (size_t)o < len && (in->ctl.flags || in->ctl.bound || in->ctl.scale))
+			snprintf(buf + o, len - (size_t)o, " flags=0x%x bound=%u scale=%u", in->ctl.flags,
+				 in->ctl.bound, in->ctl.scale);
 		return;
+	}
 	case SPYRE_CLS_DMA:
 	{
 		/* address registers only when used, so older text reads back unchanged */
@@ -181,7 +189,7 @@ static int field(struct asmctx *a, union spyre_insn *in, const char *key, uint64
 	enum spyre_opclass cls = spyre_opclass(in->raw[0]);
 	static const char *const tk[] = { "d", "a", "b", "rows", "cols", "k", "ldd", "lda", "ldb", "ext" };
 
-	if (!strcmp(key, "flags") && cls != SPYRE_CLS_CTL && cls != SPYRE_CLS_RING) {
+	if (!strcmp(key, "flags") && cls != SPYRE_CLS_RING) {
 		in->raw[3] = (uint8_t)v;
 		return v > 0xff ? -1 : 0;
 	}
@@ -193,6 +201,10 @@ static int field(struct asmctx *a, union spyre_insn *in, const char *key, uint64
 			in->ctl.imm = v;
 		else if (!strcmp(key, "reg2"))
 			in->ctl.reg2 = (uint32_t)v;
+		else if (!strcmp(key, "bound"))
+			in->ctl.bound = (uint32_t)v;
+		else if (!strcmp(key, "scale"))
+			in->ctl.scale = (uint32_t)v;
 		else
 			return bad(a, "unknown field", key);
 		return v > UINT32_MAX && strcmp(key, "imm") ? -1 : 0;

@@ -24,6 +24,7 @@ static const struct {
 	{ SPYRE_ISA_OP_ADDI, SPYRE_CLS_CTL, "addi" },
 	{ SPYRE_ISA_OP_LDARG, SPYRE_CLS_CTL, "ldarg" },
 	{ SPYRE_ISA_OP_BNZ, SPYRE_CLS_CTL, "bnz" },
+	{ SPYRE_ISA_OP_LDX, SPYRE_CLS_CTL, "ldx" },
 	{ SPYRE_ISA_OP_LOAD, SPYRE_CLS_DMA, "load" },
 	{ SPYRE_ISA_OP_STORE, SPYRE_CLS_DMA, "store" },
 	{ SPYRE_ISA_OP_MATMUL, SPYRE_CLS_MATMUL, "matmul" },
@@ -110,8 +111,9 @@ void spyre_insn_decode(const uint8_t raw[SPYRE_INSN_BYTES], union spyre_insn *in
 		in->ctl.reg = spyre_ld32(raw + 4);
 		in->ctl.imm = spyre_ld64(raw + 8);
 		in->ctl.reg2 = spyre_ld32(raw + 16);
-		for (int i = 0; i < 3; i++)
-			in->ctl.reserved[i] = spyre_ld32(raw + 20 + 4 * i);
+		in->ctl.bound = spyre_ld32(raw + 20);
+		in->ctl.scale = spyre_ld32(raw + 24);
+		in->ctl.reserved = spyre_ld32(raw + 28);
 		break;
 	case SPYRE_CLS_DMA:
 		in->dma.sp = spyre_ld32(raw + 4);
@@ -155,8 +157,9 @@ void spyre_insn_encode(const union spyre_insn *in, uint8_t raw[SPYRE_INSN_BYTES]
 		spyre_st32(raw + 4, in->ctl.reg);
 		spyre_st64(raw + 8, in->ctl.imm);
 		spyre_st32(raw + 16, in->ctl.reg2);
-		for (int i = 0; i < 3; i++)
-			spyre_st32(raw + 20 + 4 * i, in->ctl.reserved[i]);
+		spyre_st32(raw + 20, in->ctl.bound);
+		spyre_st32(raw + 24, in->ctl.scale);
+		spyre_st32(raw + 28, in->ctl.reserved);
 		break;
 	case SPYRE_CLS_DMA:
 		spyre_st32(raw + 4, in->dma.sp);
@@ -226,9 +229,23 @@ static uint32_t check_vec(uint32_t off, uint64_t n, uint32_t esz, uint32_t sp_by
 	return check_tile(off, 1, n, esz, 0, sp_bytes, addr);
 }
 
-static uint32_t check_ctl(const struct spyre_insn_ctl *c, uint32_t num_insns)
+static uint32_t check_ctl(const struct spyre_insn_ctl *c, uint32_t sp_bytes, uint32_t num_insns, uint64_t *addr)
 {
-	if (c->dtype || c->dtype2 || c->flags || c->reserved[0] || c->reserved[1] || c->reserved[2])
+	if (c->dtype || c->dtype2 || c->reserved)
+		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+	if (c->opcode == SPYRE_ISA_OP_LDX) {
+		/* the static part: the offset without the index register */
+		if ((c->flags & ~(SPYRE_IF_SKIPNEG | SPYRE_IF_RIDX)) || c->reg >= SPYRE_NUM_REGS ||
+		    ((c->flags & SPYRE_IF_RIDX) ? c->reg2 >= SPYRE_NUM_REGS : c->reg2 != 0))
+			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
+		*addr = c->imm;
+		if (c->imm % 4)
+			return SPYRE_ENGINE_FAULT_ALIGN;
+		if (c->imm + 4 > sp_bytes)
+			return SPYRE_ENGINE_FAULT_SP_RANGE;
+		return SPYRE_ENGINE_FAULT_NONE;
+	}
+	if (c->bound || c->scale || (c->flags & ~(c->opcode == SPYRE_ISA_OP_BNZ ? SPYRE_IF_GTZ : 0u)))
 		return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 	switch (c->opcode) {
 	case SPYRE_ISA_OP_NOP:
@@ -416,7 +433,9 @@ static uint32_t check_tensor(const struct spyre_insn_tensor *t, enum spyre_opcla
 	case SPYRE_CLS_TRIL:
 		if (dt != dt2)
 			return SPYRE_ENGINE_FAULT_BAD_DTYPE;
-		if ((t->flags & ~SPYRE_IF_UPPER) || t->ldb || (t->k ? t->ext >= t->k : t->ext != 0))
+		if ((t->flags & ~(SPYRE_IF_UPPER | SPYRE_IF_RDIAG)) ||
+		    ((t->flags & SPYRE_IF_RDIAG) ? t->ldb >= SPYRE_NUM_REGS : t->ldb != 0) ||
+		    (t->k ? t->ext >= t->k : t->ext != 0))
 			return SPYRE_ENGINE_FAULT_BAD_OPERAND;
 		f = 0;
 		break;
@@ -444,7 +463,7 @@ uint32_t spyre_insn_check(const union spyre_insn *in, uint32_t sp_bytes, uint32_
 	case SPYRE_CLS_NONE:
 		return SPYRE_ENGINE_FAULT_BAD_OPCODE;
 	case SPYRE_CLS_CTL:
-		return check_ctl(&in->ctl, num_insns);
+		return check_ctl(&in->ctl, sp_bytes, num_insns, addr);
 	case SPYRE_CLS_DMA:
 		return check_dma(&in->dma, sp_bytes, addr);
 	case SPYRE_CLS_RING:

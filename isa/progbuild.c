@@ -151,6 +151,28 @@ int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, 
 	return spyre_pb_emit(pb, core, &in);
 }
 
+int spyre_pb_ldx(struct spyre_pb *pb, unsigned core, unsigned reg, uint32_t sp_off, unsigned ridx, uint32_t bound,
+		 uint32_t scale, unsigned flags)
+{
+	union spyre_insn in = { .ctl = { .opcode = SPYRE_ISA_OP_LDX, .reg = reg, .imm = sp_off, .bound = bound,
+					 .scale = scale } };
+
+	in.ctl.flags = (uint8_t)(flags & SPYRE_IF_SKIPNEG);
+	if (ridx) {
+		in.ctl.flags |= SPYRE_IF_RIDX;
+		in.ctl.reg2 = ridx - 1;
+	}
+	return spyre_pb_emit(pb, core, &in);
+}
+
+int spyre_pb_bgtz(struct spyre_pb *pb, unsigned core, unsigned reg, uint32_t target)
+{
+	union spyre_insn in = { .ctl = { .opcode = SPYRE_ISA_OP_BNZ, .flags = SPYRE_IF_GTZ, .reg = reg,
+					 .imm = target } };
+
+	return spyre_pb_emit(pb, core, &in);
+}
+
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
 		  uint32_t tag, uint32_t bytes)
 {

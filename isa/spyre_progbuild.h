@@ -45,6 +45,15 @@ int spyre_pb_reloc(struct spyre_pb *pb, unsigned core, unsigned pc, unsigned sym
 
 /* Control (NOP, HALT, LI, ADDI, LDARG, BNZ) and ring (SEND, RECV, SIGNAL, WAIT, BARRIER). */
 int spyre_pb_ctl(struct spyre_pb *pb, unsigned core, unsigned op, unsigned reg, uint64_t imm, unsigned reg2);
+/*
+ * LDX: r[reg] = scale * the int32 at scratchpad @sp_off (+ r[ridx] when
+ * @ridx is SPYRE_PB_REG(n)), checked 0 <= index < @bound (0: unchecked);
+ * @flags SPYRE_IF_SKIPNEG: a negative index skips the next instruction.
+ */
+int spyre_pb_ldx(struct spyre_pb *pb, unsigned core, unsigned reg, uint32_t sp_off, unsigned ridx, uint32_t bound,
+		 uint32_t scale, unsigned flags);
+/* BNZ with SPYRE_IF_GTZ: branch to @target when (int64)r[reg] > 0. */
+int spyre_pb_bgtz(struct spyre_pb *pb, unsigned core, unsigned reg, uint32_t target);
 int spyre_pb_ring(struct spyre_pb *pb, unsigned core, unsigned op, uint32_t sp, uint32_t peer,
 		  uint32_t tag, uint32_t bytes);
 

@@ -144,7 +144,8 @@ enum spyre_opcode {
 	SPYRE_ISA_OP_LI = 0x02,		/* r[reg] = imm */
 	SPYRE_ISA_OP_ADDI = 0x03,		/* r[reg] = r[reg2] + imm (mod 2^64) */
 	SPYRE_ISA_OP_LDARG = 0x04,		/* r[reg] = args.scalar[imm] */
-	SPYRE_ISA_OP_BNZ = 0x05,		/* if r[reg] != 0: pc = imm */
+	SPYRE_ISA_OP_BNZ = 0x05,		/* if r[reg] != 0: pc = imm (SPYRE_IF_GTZ: if (int64)r[reg] > 0) */
+	SPYRE_ISA_OP_LDX = 0x06,		/* r[reg] = int32 index at sp imm (+ r[reg2]), bounds-checked, scaled */
 	/* stick DMA (struct spyre_insn_dma) */
 	SPYRE_ISA_OP_LOAD = 0x10,		/* device memory -> scratchpad */
 	SPYRE_ISA_OP_STORE = 0x11,		/* scratchpad -> device memory */
@@ -201,6 +202,10 @@ enum spyre_opcode {
 #define SPYRE_IF_LOG			(1u << 1)	/* SOFTMAX: log_softmax, x - max - log(sum(exp(x - max))) */
 #define SPYRE_IF_UPPER			(1u << 1)	/* TRIL: keep c - r >= imm (triu) */
 #define SPYRE_IF_DENSE			(1u << 1)	/* TRANSPOSE: a and d without row padding (see below) */
+#define SPYRE_IF_GTZ			(1u << 1)	/* BNZ: branch if (int64)r[reg] > 0 */
+#define SPYRE_IF_SKIPNEG		(1u << 1)	/* LDX: a negative index skips the next instruction */
+#define SPYRE_IF_RIDX			(1u << 6)	/* LDX: the scratchpad offset += r[reg2] */
+#define SPYRE_IF_RDIAG			(1u << 2)	/* TRIL: the diagonal += (int64)r[ldb] */
 
 /*
  * Slot-relative memory operand: bits 63..48 slot (symbol index, or
@@ -230,13 +235,29 @@ enum spyre_opcode {
 #define SPYRE_TOKEN_DMA			(SPYRE_NUM_TOKENS - 1)
 #define SPYRE_DMA_QUEUE_DEPTH		8
 
-/* NOP, HALT, LI, ADDI, LDARG, BNZ */
+/*
+ * NOP, HALT, LI, ADDI, LDARG, BNZ, LDX.
+ *
+ * LDX (gathered addressing: a table in device memory drives the addresses
+ * of later LOAD/STOREs): v = the int32 at scratchpad offset imm (+ r[reg2]
+ * with SPYRE_IF_RIDX), 4-byte aligned (ALIGN) and inside the scratchpad
+ * (SP_RANGE). With bound != 0, v must be 0 <= v < bound, else the launch
+ * ends with SPYRE_ENGINE_FAULT_INDEX (address: v sign-extended); with
+ * SPYRE_IF_SKIPNEG a negative v is allowed and skips the next instruction
+ * (a padding row of a slot mapping). r[reg] = v * scale (sign-extended,
+ * mod 2^64; scale 0 is 1). A program loads its table (block table, slot
+ * mapping, positions) into the scratchpad with a LOAD, then turns entries
+ * into byte offsets for RMEM/RSP address registers: every address stays
+ * checked against its slot, and every index against its bound.
+ */
 struct spyre_insn_ctl {
-	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2, flags: 0 */
+	uint8_t opcode, dtype, dtype2, flags;	/* dtype, dtype2: 0; flags: BNZ GTZ, LDX SKIPNEG|RIDX */
 	uint32_t reg;		/* destination (BNZ: tested) register */
-	uint64_t imm;		/* LI/ADDI value, LDARG scalar index, BNZ target pc */
-	uint32_t reg2;		/* ADDI source register */
-	uint32_t reserved[3];
+	uint64_t imm;		/* LI/ADDI value, LDARG scalar index, BNZ target pc, LDX scratchpad offset */
+	uint32_t reg2;		/* ADDI source register, LDX index register (SPYRE_IF_RIDX) */
+	uint32_t bound;		/* LDX: indices must be < bound (0: unchecked); else 0 */
+	uint32_t scale;		/* LDX: r[reg] = index * scale (0: 1); else 0 */
+	uint32_t reserved;
 };
 
 /*
@@ -291,6 +312,8 @@ struct spyre_insn_dma {
  *         row within its matrix: with k != 0 the tile holds matrices of k
  *         rows and its first row is row ext of its matrix (ext < k),
  *         r' = (ext + r) mod k; with k 0, r' = r (ext 0). dtype2 == dtype.
+ *         With SPYRE_IF_RDIAG the diagonal is imm + (int64)r[ldb] (a
+ *         position read at run time: causal masks of paged attention).
  * REDSUM/REDMAX: default reduces each row (-> a vector of rows elements at d);
  *         with SPYRE_IF_AXIS0 each column (-> one row of cols elements).
  * SOFTMAX: each row of cols; dtype in, dtype2 out, fp32 inside. With
@@ -394,7 +417,8 @@ union spyre_insn {
 #define SPYRE_ENGINE_FAULT_DEADLOCK		11	/* every unfinished core waits for something that cannot come */
 #define SPYRE_ENGINE_FAULT_BUDGET		12	/* instruction budget exhausted */
 #define SPYRE_ENGINE_FAULT_BAD_SLOT		13	/* slot index >= num_syms */
-#define SPYRE_ENGINE_FAULT_COUNT		14
+#define SPYRE_ENGINE_FAULT_INDEX		14	/* LDX: an index read from memory outside its bound */
+#define SPYRE_ENGINE_FAULT_COUNT		15
 
 /*
  * The names of the causes, the only copy: array initializers indexed by
@@ -417,6 +441,7 @@ union spyre_insn {
 	[SPYRE_ENGINE_FAULT_DEADLOCK] = "deadlock",				\
 	[SPYRE_ENGINE_FAULT_BUDGET] = "budget",					\
 	[SPYRE_ENGINE_FAULT_BAD_SLOT] = "bad-slot",				\
+	[SPYRE_ENGINE_FAULT_INDEX] = "bad-index",				\
 }
 
 #define SPYRE_ENGINE_FAULT_TEXTS {						\
@@ -434,6 +459,7 @@ union spyre_insn {
 	[SPYRE_ENGINE_FAULT_DEADLOCK] = "deadlock",				\
 	[SPYRE_ENGINE_FAULT_BUDGET] = "instruction budget exhausted",		\
 	[SPYRE_ENGINE_FAULT_BAD_SLOT] = "no such slot",				\
+	[SPYRE_ENGINE_FAULT_INDEX] = "index out of bounds",			\
 }
 
 #define SPYRE_ENGINE_FAULT_CORE_NONE		0xffffffffu	/* fault not tied to a core */

@@ -72,7 +72,7 @@ static void test_builder(void)
 		spyre_insn_decode(in.raw, &d);
 		if (op < 0x10) {
 			d.ctl.dtype = d.ctl.dtype2 = d.ctl.flags = 0;
-			memset(d.ctl.reserved, 0, sizeof(d.ctl.reserved));
+			d.ctl.reserved = 0;
 		} else if (op < 0x20) {
 			d.dma.rmem = d.dma.rsp = 0;
 		} else if (op >= 0x60) {

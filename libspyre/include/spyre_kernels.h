@@ -201,6 +201,42 @@ enum spyre_kop {
 	 * X(k-1), Y (stick layout). Since 0.5.
 	 */
 	SPYRE_KOP_CAT = 23,
+	/**
+	 * The paged KV cache (since 0.6; docs/kernels.md, "## Paged
+	 * attention"). A layer's cache is K and V of [@num_blocks x
+	 * @block_size x kv_heads x head_dim] (@block_size 0: 64): slot s =
+	 * block * block_size + offset is row s of a [num_blocks*block_size x
+	 * kv_heads*head_dim] matrix grouped by head_dim. Tables are int32
+	 * stick-layout rows in device memory, written by the host once per
+	 * step (one small copy): the programs read them (ISA LDX), so one
+	 * program serves every step of its shape, with no scalars. An entry
+	 * outside its range ends the launch with the engine fault bad-index
+	 * (spyre_last_error() names it), never an access outside the slots.
+	 *
+	 * @SPYRE_KOP_PAGED_KV_WRITE: row r of K and V [m x kv_heads*head_dim]
+	 * (grouped) goes to slot slots[r] of the caches; -1 rows are skipped
+	 * (padding). Slots K, V, slots [m] int32, Kc, Vc.
+	 */
+	SPYRE_KOP_PAGED_KV_WRITE = 24,
+	/**
+	 * @SPYRE_KOP_PAGED_ATTENTION: causal GQA attention of @n sequences of
+	 * m/@n query rows each (m a multiple of n) over their cached keys:
+	 * sequence s's rows are its last m/n positions, ctx_lens[s] - m/n ..
+	 * ctx_lens[s] - 1; its keys and values are read through
+	 * block_tables[s] (entry i: the block of positions i*block_size ..
+	 * (i+1)*block_size - 1). Batched decode: m = n (one row each, each
+	 * sequence at its own length); a prefill chunk: n = 1, m rows
+	 * attending to the cached prefix and causally to themselves (write
+	 * the chunk's K/V first, PAGED_KV_WRITE). Slots Q [m x
+	 * heads*head_dim] (grouped), Kc, Vc (the caches), block_tables [n x
+	 * max_blocks] int32 (max_blocks = ceil(@max_pos / block_size)),
+	 * ctx_lens [n] int32 (m/n <= ctx_lens[s] <= @max_pos), O [m x
+	 * heads*head_dim]. @scale as ATTENTION's. Time grows with the
+	 * context lengths, not with max_pos. Rows of a last block past the
+	 * context are read and masked: the caches must hold finite values
+	 * (zero-fill them once before first use).
+	 */
+	SPYRE_KOP_PAGED_ATTENTION = 25,
 	SPYRE_KOP_COUNT
 };
 
@@ -269,6 +305,14 @@ enum spyre_kfn {
 #define SPYRE_KF_SCALAR_A	(1u << 8)	/**< WHERE: A is @alpha, no slot (since 0.5) */
 #define SPYRE_KF_SCALAR_B	(1u << 9)	/**< WHERE: B is @beta, no slot (since 0.5) */
 #define SPYRE_KF_LOG		(1u << 10)	/**< SOFTMAX: log_softmax, x - max - log(sum(exp)) (since 0.5) */
+/**
+ * EMBEDDING: the token ids are a slot, ids [m] int32 in device memory
+ * (slots table, ids, Y; no scalars, no limit on m): also a row gather (the
+ * rows that sample). ROPE: each row has its own position, a slot pos [m]
+ * int32 (slots X, cos, sin, pos, Y; no scalar): the rows of a batched step.
+ * An id >= n or a position >= max_pos is the fault bad-index. Since 0.6.
+ */
+#define SPYRE_KF_INDEXED	(1u << 11)
 
 /**
  * struct spyre_kdesc - what to generate. Zero every field you do not use
@@ -292,7 +336,8 @@ struct spyre_kdesc {
 	uint32_t sp_bytes;	/**< scratchpad per core; 0: the device's (2 MiB by default) */
 	uint32_t fn;		/**< BINARY, UNARY, REDUCE, TRIL: enum spyre_kfn (since 0.5) */
 	float beta;		/**< UNARY SCALE's offset, WHERE's scalar B (since 0.5) */
-	uint32_t reserved[2];	/**< zero */
+	uint32_t block_size;	/**< PAGED_*: tokens per KV block, 0: 64 (since 0.6) */
+	uint32_t num_blocks;	/**< PAGED_*: blocks of each cache (since 0.6) */
 };
 
 /** What a generated kernel needs. */

@@ -370,7 +370,7 @@ TEST_F(kc, equal_descriptors_are_one_key)
 	b.sp_bytes = 0;
 	b.fn = 0;
 	b.beta = -0.0f;	/* since 0.5: -0.0f beta is 0.0f too */
-	memset(b.reserved, 0, sizeof(b.reserved));
+	b.block_size = b.num_blocks = 0;	/* since 0.6 (were reserved) */
 	ASSERT_EQ(0, spyre_kernel_get(self->cache, &a, &k1));
 	ASSERT_EQ(0, spyre_kernel_get(self->cache, &b, &k2));
 	EXPECT_EQ(k1, k2);
@@ -408,9 +408,9 @@ TEST_F(kc, careless_descriptors_are_refused)
 	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "unknown op 999"));
 	d = add_desc(4, 4, 0);
-	d.reserved[1] = 1;
+	d.num_blocks = 1;	/* the paged ops' field (was reserved[1] before 0.6) on another op */
 	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
-	EXPECT_NE(NULL, strstr(spyre_last_error(), "reserved"));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "block_size and num_blocks must be 0"));
 	d = add_desc(4, 4, 1u << 30);
 	EXPECT_EQ(-EINVAL, spyre_kernel_get(self->cache, &d, &k));
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "unknown flags"));

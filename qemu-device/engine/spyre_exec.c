@@ -355,6 +355,9 @@ static void exec_tril(struct spyre_engine *e, struct core *c, uint32_t id, const
 	int64_t diag = (int32_t)t->b;
 	bool upper = t->flags & SPYRE_IF_UPPER;
 
+	if (t->flags & SPYRE_IF_RDIAG)	/* a run-time diagonal: imm + r[ldb] (checked < 16) */
+		diag += (int64_t)c->r[t->ldb];
+
 	for (uint32_t r = 0; r < t->rows; r++) {
 		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
 		const uint8_t *ar = ROW(sp, t->a, r, t->lda);
@@ -684,8 +687,32 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 				return fault(e, SPYRE_ENGINE_FAULT_BAD_OPERAND, id, c->pc, in.ctl.imm);
 			c->r[in.ctl.reg] = e->args[e->prog.hdr.num_syms + in.ctl.imm];
 			break;
+		case SPYRE_ISA_OP_LDX: {
+			uint64_t off = in.ctl.imm;
+			int64_t v;
+
+			if (in.ctl.flags & SPYRE_IF_RIDX)
+				off += c->r[in.ctl.reg2];
+			if (off % 4)
+				return fault(e, SPYRE_ENGINE_FAULT_ALIGN, id, c->pc, off);
+			if (off > e->cfg.scratchpad_bytes - 4)
+				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, off);
+			v = (int32_t)spyre_ld32(core_sp(e, id) + off);
+			if (v < 0 && (in.ctl.flags & SPYRE_IF_SKIPNEG)) {
+				/* a padding entry: the next instruction (its use) is skipped */
+				c->r[in.ctl.reg] = (uint64_t)v * (in.ctl.scale ? in.ctl.scale : 1);
+				c->insns++;
+				charge(e, c, 0);
+				c->pc += 2;
+				return STEP_NEXT;
+			}
+			if (in.ctl.bound && (v < 0 || v >= (int64_t)in.ctl.bound))
+				return fault(e, SPYRE_ENGINE_FAULT_INDEX, id, c->pc, (uint64_t)v);
+			c->r[in.ctl.reg] = (uint64_t)v * (in.ctl.scale ? in.ctl.scale : 1);
+			break;
+		}
 		case SPYRE_ISA_OP_BNZ:
-			if (c->r[in.ctl.reg]) {
+			if ((in.ctl.flags & SPYRE_IF_GTZ) ? (int64_t)c->r[in.ctl.reg] > 0 : c->r[in.ctl.reg] != 0) {
 				c->insns++;
 				charge(e, c, 0);
 				c->pc = (uint32_t)in.ctl.imm;

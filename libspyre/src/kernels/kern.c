@@ -48,6 +48,8 @@ const struct kg_op kg_ops[SPYRE_KOP_COUNT] = {
 	[SPYRE_KOP_TRIL] = { "tril", kg_gen_tril, 0, 0 },
 	[SPYRE_KOP_PERMUTE] = { "permute", kg_gen_permute, 0, 0 },
 	[SPYRE_KOP_CAT] = { "cat", kg_gen_cat, 0, 0 },
+	[SPYRE_KOP_PAGED_KV_WRITE] = { "paged-kv-write", kg_gen_paged_kv_write, 0, 0 },
+	[SPYRE_KOP_PAGED_ATTENTION] = { "paged-attention", kg_gen_paged_attention, 0, 0 },
 };
 
 /* The names of enum spyre_kfn (in a kernel's name: "binary-div fp16 3x5 c32"). */
@@ -91,6 +93,9 @@ static uint32_t op_flags(uint32_t op)
 		return SPYRE_KF_DECODE;
 	case SPYRE_KOP_SOFTMAX:
 		return SPYRE_KF_LOG;
+	case SPYRE_KOP_EMBEDDING:
+	case SPYRE_KOP_ROPE:
+		return SPYRE_KF_INDEXED;
 	case SPYRE_KOP_BINARY:
 		return SPYRE_KF_BCAST_ROW | SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE;
 	case SPYRE_KOP_WHERE:
@@ -121,6 +126,11 @@ static int check_op_fields(const struct spyre_kdesc *d)
 				    op, d->fn);
 	if ((d->flags & SPYRE_KF_BCAST_ROW) && (d->flags & SPYRE_KF_BCAST_COL))
 		return spyre_error(-EINVAL, "%s: SPYRE_KF_BCAST_ROW and SPYRE_KF_BCAST_COL together", op);
+	if (d->op == SPYRE_KOP_PAGED_KV_WRITE || d->op == SPYRE_KOP_PAGED_ATTENTION)
+		return d->alpha != 0.0f || d->beta != 0.0f || d->k || d->batch || d->in_group || d->out_group ||
+		       d->eps != 0.0f || (d->op == SPYRE_KOP_PAGED_KV_WRITE && (d->scale != 0.0f || d->n || d->heads)) ?
+			spyre_error(-EINVAL, "%s: alpha, beta, k, batch, in_group, out_group, eps (and for the KV write "
+				    "n, heads and scale) must be 0 (unused)", op) : 0;
 	if (d->op < SPYRE_KOP_BINARY)
 		return d->beta != 0.0f ? spyre_error(-EINVAL, "%s: beta must be 0 (it is for unary scale and "
 						     "where)", op) : 0;
@@ -392,7 +402,8 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 	d->sp_bytes = in->sp_bytes;
 	d->fn = in->fn;
 	d->beta = in->beta == 0.0f ? 0.0f : in->beta;
-	memcpy(d->reserved, in->reserved, sizeof(d->reserved));
+	d->block_size = in->block_size;
+	d->num_blocks = in->num_blocks;
 	if (!d->op || d->op >= SPYRE_KOP_COUNT || !kg_ops[d->op].gen)
 		return spyre_error(-EINVAL, "kernel descriptor: unknown op %u", d->op);
 	if (d->dtype != SPYRE_DT_FP32 && d->dtype != SPYRE_DT_FP16 && d->dtype != SPYRE_DT_BF16 &&
@@ -408,13 +419,16 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 		d->sp_bytes = SPYRE_TM_SCRATCHPAD_BYTES;
 	if (d->sp_bytes % SPYRE_STICK_BYTES || d->sp_bytes < 16 * SPYRE_STICK_BYTES)
 		return spyre_error(-EINVAL, "%s: scratchpad of %u bytes", kg_ops[d->op].name, d->sp_bytes);
-	if (d->reserved[0] || d->reserved[1])
-		return spyre_error(-EINVAL, "%s: reserved fields must be zero", kg_ops[d->op].name);
+	if ((d->block_size || d->num_blocks) && d->op != SPYRE_KOP_PAGED_KV_WRITE && d->op != SPYRE_KOP_PAGED_ATTENTION)
+		return spyre_error(-EINVAL, "%s: block_size and num_blocks must be 0 (they are for the paged ops)",
+				   kg_ops[d->op].name);
+	if ((d->op == SPYRE_KOP_PAGED_KV_WRITE || d->op == SPYRE_KOP_PAGED_ATTENTION) && !d->block_size)
+		d->block_size = 64;	/* 0 is the default: one key */
 	if (d->strategy && (d->strategy >= 32 || !(kg_ops[d->op].strategies & BIT(d->strategy))))
 		return spyre_error(-EINVAL, "%s: strategy %u does not apply", kg_ops[d->op].name, d->strategy);
 	if (d->flags & ~(SPYRE_KF_RELOC | SPYRE_KF_BIAS | SPYRE_KF_GELU | SPYRE_KF_DECODE | SPYRE_KF_WEIGHT_NK |
 			 SPYRE_KF_BCAST_ROW | SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE | SPYRE_KF_SCALAR_A |
-			 SPYRE_KF_SCALAR_B | SPYRE_KF_LOG))
+			 SPYRE_KF_SCALAR_B | SPYRE_KF_LOG | SPYRE_KF_INDEXED))
 		return spyre_error(-EINVAL, "%s: unknown flags 0x%x", kg_ops[d->op].name, d->flags);
 	if ((d->flags & SPYRE_KF_WEIGHT_NK) && d->op != SPYRE_KOP_LINEAR)
 		return spyre_error(-EINVAL, "%s: SPYRE_KF_WEIGHT_NK applies to linear only", kg_ops[d->op].name);
@@ -426,11 +440,11 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 
 	if (d->op < SPYRE_KOP_BINARY)
 		stray &= SPYRE_KF_BCAST_ROW | SPYRE_KF_BCAST_COL | SPYRE_KF_REVERSE | SPYRE_KF_SCALAR_A |
-			 SPYRE_KF_SCALAR_B | SPYRE_KF_LOG;
+			 SPYRE_KF_SCALAR_B | SPYRE_KF_LOG | SPYRE_KF_INDEXED;
 	if (stray)
 		return spyre_error(-EINVAL, "%s: flags 0x%x do not apply to it (SPYRE_KF_BCAST_ROW, _BCAST_COL, "
 				   "_REVERSE: binary; _SCALAR_A, _SCALAR_B: where; _LOG: softmax; _BIAS, _WEIGHT_NK: "
-				   "linear; _GELU: mlp; _DECODE: attention)", kg_ops[d->op].name, stray);
+				   "linear; _GELU: mlp; _DECODE: attention; _INDEXED: embedding, rope)", kg_ops[d->op].name, stray);
 	if (d->op == SPYRE_KOP_TRIL && !d->fn)
 		d->fn = SPYRE_KFN_TRIL;	/* 0 is tril: one key */
 	if (d->op == SPYRE_KOP_PERMUTE && !d->batch)

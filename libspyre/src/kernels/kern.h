@@ -237,5 +237,9 @@ int kg_gen_tril(struct kgen *g);
 int kg_gen_where(struct kgen *g);
 int kg_gen_permute(struct kgen *g);
 int kg_gen_cat(struct kgen *g);
+/* The paged ops' common checks: sizes and a cache of rows of @row_bytes LDX can address (0 or -EINVAL). */
+int kg_paged_check(struct kgen *g, uint64_t row_bytes);
+int kg_gen_paged_kv_write(struct kgen *g);	/* kern_paged.c (since 0.6) */
+int kg_gen_paged_attention(struct kgen *g);	/* kern_attn.c: shares the attention's online softmax */
 
 #endif /* LIBSPYRE_KERN_H */

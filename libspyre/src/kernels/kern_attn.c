@@ -103,8 +103,12 @@ int kg_gen_rope(struct kgen *g)
 		return kg_fail(g, "m, heads, head_dim and max_pos must be non-zero");
 	if (hd % 2)
 		return kg_fail(g, "head_dim %u is odd: rotate_half needs an even head_dim", hd);
-	if (m > max_pos)
+	bool indexed = d->flags & SPYRE_KF_INDEXED;
+
+	if (m > max_pos && !indexed)
 		return kg_fail(g, "%llu tokens do not fit a table of max_pos %u", (unsigned long long)m, max_pos);
+	if (indexed && m > 65535)
+		return kg_fail(g, "indexed: m %llu rows, at most 65535", (unsigned long long)m);
 	if (hd > 0xffff || (uint64_t)heads * hd > 0xffffffffull)
 		return kg_fail(g, "head_dim %u x %u heads too large", hd, heads);
 
@@ -113,11 +117,14 @@ int kg_gen_rope(struct kgen *g)
 	int sx = kg_slot(g, "x", dt, m, (uint64_t)heads * hd, px, SPYRE_SYM_IN);
 	int sc = kg_slot(g, "cos", SPYRE_DT_FP32, max_pos, hd, shd32, SPYRE_SYM_IN);
 	int ss = kg_slot(g, "sin", SPYRE_DT_FP32, max_pos, hd, shd32, SPYRE_SYM_IN);
+	uint64_t ip = indexed ? kg_pitch(m, SPYRE_DT_INT32) : 0;
+	int sp = indexed ? kg_slot(g, "pos", SPYRE_DT_INT32, 1, m, ip, SPYRE_SYM_IN) : -1;
 	int sy = kg_slot(g, "y", dt, m, (uint64_t)heads * hd, px, SPYRE_SYM_OUT);
 
 	if (g->failed)
 		return -EINVAL;
-	spyre_pb_set_scalars(g->pb, 1);
+	if (!indexed)
+		spyre_pb_set_scalars(g->pb, 1);
 
 	/*
 	 * rotate_half: with hd/2 a multiple of 32 the halves of an fp32 row
@@ -144,10 +151,14 @@ int kg_gen_rope(struct kgen *g)
 
 		if (!tr.count || !hr.count)
 			continue;
-		if (rbytes + per_th + per_t > g->sp_bytes)
+		uint32_t pb_sp = 0;
+
+		if (ip + rbytes + per_th + per_t > g->sp_bytes)
 			return kg_fail(g, "rope: the %ux%u rotation matrix and one head of one token do not fit "
 				       "a scratchpad of %u bytes", hd, hd, g->sp_bytes);
 		kg_sp_reset(g, c);
+		if (ip)		/* indexed: the positions row, first (the same offset after each reset) */
+			pb_sp = kg_sp_alloc(g, c, ip);
 		if (rbytes)
 			rb = kg_sp_alloc(g, c, rbytes);
 		fr = kg_sp_free(g, c);
@@ -158,7 +169,10 @@ int kg_gen_rope(struct kgen *g)
 			nh = (fr - per_t) / per_th;	/* >= 1: checked above */
 		}
 		nt = kg_min64(nt, tr.count);
-		spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, 0, 0);
+		if (indexed)
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, pb_sp, sp, 0, 1, ip, ip);
+		else
+			spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, 0, 0);
 		if (rbytes)
 			spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 				.sp = rb, .mem = { .sym = SPYRE_PB_CONST, .off = (uint64_t)c_r },
@@ -171,6 +185,8 @@ int kg_gen_rope(struct kgen *g)
 				uint32_t xb, xf, xr, cb, sb;
 
 				kg_sp_reset(g, c);
+				if (ip)
+					kg_sp_alloc(g, c, ip);		/* the positions, as above */
 				if (rbytes)
 					kg_sp_alloc(g, c, rbytes);	/* R, as above */
 				xb = kg_sp_alloc(g, c, rows * shd);
@@ -184,12 +200,25 @@ int kg_gen_rope(struct kgen *g)
 					.sp = xb, .mem = { .sym = sx, .off = t * px + h * shd }, .rows = n_t,
 					.row_bytes = (uint32_t)(n_h * shd), .mem_stride = (uint32_t)px,
 					.sp_stride = (uint32_t)(n_h * shd) });
-				spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-					.sp = cb, .mem = { .sym = sc, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
-					.row_bytes = (uint32_t)(n_t * shd32) });
-				spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
-					.sp = sb, .mem = { .sym = ss, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
-					.row_bytes = (uint32_t)(n_t * shd32) });
+				if (indexed) {
+					/* each token's table rows: r1 = pos[t + i] * pitch, bounded by max_pos */
+					for (uint32_t i = 0; i < n_t; i++) {
+						spyre_pb_ldx(g->pb, c, 1, pb_sp + (uint32_t)((t + i) * 4), 0, max_pos,
+							     (uint32_t)shd32, 0);
+						for (int v = 0; v < 2; v++)
+							spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+								.sp = (v ? sb : cb) + i * (uint32_t)shd32,
+								.mem = { .sym = v ? ss : sc, .reg = SPYRE_PB_REG(1) },
+								.row_bytes = (uint32_t)shd32 });
+					}
+				} else {
+					spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+						.sp = cb, .mem = { .sym = sc, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
+						.row_bytes = (uint32_t)(n_t * shd32) });
+					spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+						.sp = sb, .mem = { .sym = ss, .off = t * shd32, .reg = SPYRE_PB_REG(1) },
+						.row_bytes = (uint32_t)(n_t * shd32) });
+				}
 				/* X R first: it reads X in the dtype before X is widened in place (fp32) */
 				if (!halves)
 					spyre_pb_op(g->pb, c, &(struct spyre_pb_op){
@@ -279,6 +308,7 @@ struct att {
 	uint64_t m, shd, shd32, pq, pk;
 	bool decode, f32;
 	bool gather;		/* prefill: a KV head's K and V gathered whole in each of its cores */
+	uint32_t ldk;		/* sticks between rows of a K or V tile, 0: sh (paged: a group of KV heads) */
 	float scale;
 	int sq, sk, sv, skc, svc, so;
 	/* decode: */
@@ -866,6 +896,12 @@ static void alloc_bufs(struct att *a, const struct unit *u, struct bufs *b)
 }
 
 /* S = scale * Q K^T [nq x kn] fp32 for the K tile at ks. */
+/* Sticks between the rows of a K or V tile. */
+static uint32_t kld(const struct att *a)
+{
+	return a->ldk ? a->ldk : a->sh;
+}
+
 static void emit_scores(struct att *a, const struct unit *u, const struct bufs *b, uint32_t kn, uint32_t ks)
 {
 	uint32_t c = u->core, hd = a->hd, dt = a->dt;
@@ -873,13 +909,13 @@ static void emit_scores(struct att *a, const struct unit *u, const struct bufs *
 	if (u->st) {
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->xt,
 						 .a = ks, .b = b->qt, .rows = kn, .cols = b->nq, .k = hd,
-						 .ldd = b->ldst, .lda = a->sh, .ldb = b->ldqt });
+						 .ldd = b->ldst, .lda = kld(a), .ldb = b->ldqt });
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
 						 .d = b->sb, .a = b->xt, .rows = kn, .cols = b->nq, .ldd = b->lds,
 						 .lda = b->ldst });
 	} else {
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRANSPOSE, .dt = dt, .dt2 = dt, .d = b->xt,
-						 .a = ks, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = a->sh });
+						 .a = ks, .rows = kn, .cols = hd, .ldd = b->ldkt, .lda = kld(a) });
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = dt, .dt2 = SPYRE_DT_FP32, .d = b->sb,
 						 .a = b->qb, .b = b->xt, .rows = b->nq, .cols = kn, .k = hd,
 						 .ldd = b->lds, .lda = a->sh, .ldb = b->ldkt });
@@ -930,11 +966,11 @@ static void emit_pv(struct att *a, uint32_t c, const struct bufs *b, uint32_t kn
 {
 	if (!a->f32)
 		op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_CAST, .dt = a->dt, .dt2 = SPYRE_DT_FP32, .d = b->vf,
-						 .a = vs, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = a->sh });
+						 .a = vs, .rows = kn, .cols = a->hd, .ldd = a->sh32, .lda = kld(a) });
 	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
 					 .flags = first ? 0 : SPYRE_IF_ACC, .d = b->acc, .a = b->sb, .b = a->f32 ? vs : b->vf,
 					 .rows = b->nq, .cols = a->hd, .k = kn, .ldd = a->sh32, .lda = b->lds,
-					 .ldb = a->sh32 });
+					 .ldb = a->f32 ? kld(a) : a->sh32 });
 }
 
 /* Prefill: a tile of keys (or values) k..k+kn-1 of group g from the input, and its own rows to the cache. */
@@ -1408,4 +1444,303 @@ SPYRE_EXPORT int spyre_kernel_attention_scalars(const struct spyre_kdesc *desc, 
 	for (uint32_t e = 0; e < SPYRE_MAX_CORES; e++)
 		scalars[DECODE_BASE_SCALARS + e] = ncf && e <= ceff ? ceff + 1 - e : 0;
 	return 0;
+}
+
+/* ============================== PAGED ATTENTION ========================== */
+
+/*
+ * Units (sequence s, a group of G KV heads g0..g0+G-1, query tokens
+ * t0..t0+nt-1 of s) round-robin over the cores. A unit loads its context
+ * length and its block-table row into the scratchpad, then loops over the
+ * blocks its queries can see (the count from the context length: BNZ GTZ
+ * on the keys left), the next block's id (LDX: times the block's bytes,
+ * bounded by num_blocks) and its K and V rows of the group's heads in
+ * flight while this block is computed (one contiguous transfer each when
+ * the group is every KV head; two buffers, the loop body emitted once per
+ * buffer): the causal mask once (a TRIL whose diagonal is a register: the
+ * queries' position minus the block's first key), then per head of the
+ * group the scores, the mask and the online softmax of the contiguous
+ * attention above, and P V.
+ */
+enum { P_CTX = 1, P_REM, P_DIAG, P_BT, P_BLK, P_T, P_ONE };
+#define PAGED_MAX_GROUP	16	/* KV heads per unit, at most */
+
+/* What the loop of one paged unit emits from. */
+struct paged_unit {
+	struct unit u;
+	struct bufs *b, sh;		/* per KV head of the group; the shared buffers */
+	uint32_t G, kn, g0;
+	uint32_t kb[2], vb[2];		/* K and V of a block, two of each */
+};
+
+/* LDX and BNZ GTZ through the emitters' counting (branch targets). */
+static void pldx(struct att *a, uint32_t c, unsigned reg, uint32_t imm, unsigned ridx, uint32_t bound, uint32_t scale)
+{
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_ldx(a->g->pb, c, reg, imm, ridx, bound, scale, 0));
+}
+
+static void pbgtz(struct att *a, uint32_t c, unsigned reg, uint32_t target)
+{
+	if (a->counting)
+		a->count++;
+	else
+		track(a, c, spyre_pb_bgtz(a->g->pb, c, reg, target));
+}
+
+/* The block at r[P_BLK]: its rows of the group's KV heads, K and V, in flight into buffers @x. */
+static void paged_load(struct att *a, const struct paged_unit *pu, int x)
+{
+	for (int v = 0; v < 2; v++)
+		dma(a, pu->u.core, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
+			.sp = v ? pu->vb[x] : pu->kb[x],
+			.mem = { .sym = v ? a->svc : a->skc, .off = pu->g0 * a->shd, .reg = SPYRE_PB_REG(P_BLK) },
+			.rows = pu->kn, .row_bytes = (uint32_t)(pu->G * a->shd), .mem_stride = (uint32_t)a->pk,
+			.sp_stride = (uint32_t)(pu->G * a->shd), .async = true });
+}
+
+/*
+ * Half @x of the block loop (buffers x): wait for this block's K; if a
+ * block follows (keys left > block_size), its id (the next table entry,
+ * bounded by num_blocks) and its K and V in flight into the other buffers;
+ * the mask; per KV head the scores, the online softmax, P V (V waited for
+ * after the first head's scores); the counters; then half 0 leaves to @end
+ * when no key is left, half 1 goes back to @start while keys are left.
+ */
+static void paged_half(struct att *a, const struct paged_unit *pu, int x, uint32_t start, uint32_t end)
+{
+	const struct unit *u = &pu->u;
+	const struct bufs *sh = &pu->sh;
+	uint32_t c = u->core, kn = pu->kn, pc;
+
+	ring(a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);	/* this block's K */
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_T, (uint64_t)0 - kn, P_REM);
+	pc = a->pc[c];
+	pbgtz(a, c, P_T, pc + 2);
+	ctl(a, c, SPYRE_ISA_OP_BNZ, P_ONE, pc + 5, 0);
+	pldx(a, c, P_BLK, 4, SPYRE_PB_REG(P_BT), (uint32_t)a->g->d->num_blocks, kn * (uint32_t)a->pk);
+	paged_load(a, pu, !x);
+	/* mask: -inf where key c of the block is past query i's position: c - i >= 1 + diag */
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					.d = sh->mb, .rows = (uint32_t)u->nt, .cols = kn, .ldd = sh->lds,
+					.imm = spyre_f32_bits(NEG_BIG) });
+	op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_TRIL, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+					.flags = SPYRE_IF_UPPER | SPYRE_IF_RDIAG, .d = sh->mb, .a = sh->mb,
+					.rows = (uint32_t)u->nt, .cols = kn, .ldd = sh->lds, .lda = sh->lds, .imm = 1,
+					.ldb = P_DIAG });
+	for (uint32_t j = 0; j < pu->G; j++) {
+		emit_scores(a, u, &pu->b[j], kn, pu->kb[x] + j * (uint32_t)a->shd);
+		for (uint32_t q = 0; q < a->r; q++)
+			op(a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_ADD, .dt = SPYRE_DT_FP32, .dt2 = SPYRE_DT_FP32,
+							.d = sh->sb + q * sh->lds * STICK, .a = sh->sb + q * sh->lds * STICK,
+							.b = sh->mb, .rows = (uint32_t)u->nt, .cols = kn,
+							.ldd = a->r * sh->lds, .lda = a->r * sh->lds, .ldb = sh->lds });
+		emit_stats(a, c, &pu->b[j], kn, false);
+		if (j == 0)	/* this block's V, in flight while the first head's scores were made */
+			ring(a, c, SPYRE_ISA_OP_WAIT, 0, 0, SPYRE_TOKEN_DMA, 1);
+		emit_pv(a, c, &pu->b[j], kn, false, pu->vb[x] + j * (uint32_t)a->shd);
+	}
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_BT, 4, P_BT);
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_DIAG, (uint64_t)0 - kn, P_DIAG);
+	ctl(a, c, SPYRE_ISA_OP_ADDI, P_REM, (uint64_t)0 - kn, P_REM);
+	if (x) {
+		pbgtz(a, c, P_REM, start);
+	} else {
+		pc = a->pc[c];
+		pbgtz(a, c, P_REM, pc + 2);
+		ctl(a, c, SPYRE_ISA_OP_BNZ, P_ONE, end, 0);
+	}
+}
+
+/* Scratchpad of a paged unit: @G KV heads, @nt tokens (nq = nt * r query rows per head), key tiles of one block. */
+static uint64_t paged_unit_bytes(const struct att *a, uint64_t G, uint64_t nt, uint64_t bs, uint64_t tbp,
+				 uint64_t ctp)
+{
+	uint64_t nq = nt * a->r, ls = kg_pitch(bs, SPYRE_DT_FP32);
+
+	return tbp + ctp + G * (nq * a->shd + nq * a->shd32 + 6 * vec_bytes(nq)) + 4 * bs * G * a->shd +
+	       nq * ls + a->hd * kg_pitch(bs, a->dt) + nt * ls + (a->f32 ? 0 : bs * a->shd32);
+}
+
+int kg_gen_paged_attention(struct kgen *g)
+{
+	const struct spyre_kdesc *d = g->d;
+	struct att a = { .g = g, .dt = d->dtype, .hd = d->head_dim, .heads = d->heads, .kvh = d->kv_heads,
+			 .max_pos = d->max_pos, .m = d->m };
+	uint64_t n = d->n, bs = d->block_size, nb = d->num_blocks;
+
+	if (!a.heads || !n || !a.max_pos)
+		return kg_fail(g, "heads, n (sequences) and max_pos must be non-zero");
+	if (a.kvh && a.heads % a.kvh)
+		return kg_fail(g, "heads %u is not a multiple of kv_heads %u", a.heads, a.kvh);
+	if (a.m % n)
+		return kg_fail(g, "m %llu rows are not a whole number per sequence (n %llu)", (unsigned long long)a.m,
+			       (unsigned long long)n);
+	if (a.heads > 4096 || a.max_pos > (1u << 24) || n > 65535)
+		return kg_fail(g, "heads %u, max_pos %u or n %llu too large", a.heads, a.max_pos,
+			       (unsigned long long)n);
+	a.esz = SPYRE_DT_SIZE(a.dt);
+	a.f32 = a.dt == SPYRE_DT_FP32;
+	a.sh = kg_sticks(a.hd, a.dt);
+	a.sh32 = kg_sticks(a.hd, SPYRE_DT_FP32);
+	a.shd = (uint64_t)a.sh * STICK;
+	a.shd32 = (uint64_t)a.sh32 * STICK;
+	a.pq = a.heads * a.shd;
+	a.pk = a.kvh * a.shd;
+	if (kg_paged_check(g, a.pk))
+		return -EINVAL;
+	a.r = a.heads / a.kvh;
+	a.scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)a.hd));
+
+	uint64_t qps = a.m / n, max_blocks = kg_cdiv(a.max_pos, bs), bb = bs * a.pk;
+	uint64_t tbp = kg_pitch(max_blocks, SPYRE_DT_INT32), ctp = kg_pitch(n, SPYRE_DT_INT32);
+
+	if (qps > a.max_pos)
+		return kg_fail(g, "%llu rows per sequence do not fit a context of max_pos %u", (unsigned long long)qps,
+			       a.max_pos);
+	a.sq = kg_slot(g, "q", a.dt, a.m, (uint64_t)a.heads * a.hd, a.pq, SPYRE_SYM_IN);
+	a.skc = kg_slot(g, "kc", a.dt, nb * bs, (uint64_t)a.kvh * a.hd, a.pk, SPYRE_SYM_IN);
+	a.svc = kg_slot(g, "vc", a.dt, nb * bs, (uint64_t)a.kvh * a.hd, a.pk, SPYRE_SYM_IN);
+	int sbt = kg_slot(g, "block_tables", SPYRE_DT_INT32, n, max_blocks, tbp, SPYRE_SYM_IN);
+	int sct = kg_slot(g, "ctx_lens", SPYRE_DT_INT32, 1, n, ctp, SPYRE_SYM_IN);
+
+	a.so = kg_slot(g, "o", a.dt, a.m, (uint64_t)a.heads * a.hd, a.pq, SPYRE_SYM_OUT);
+	if (g->failed)
+		return -EINVAL;
+
+	/*
+	 * Tokens per unit: enough units (one per KV head) for the cores. Then the
+	 * KV heads per unit: the most (a divisor of kv_heads) that still gives
+	 * as many units as that: a block's rows of more heads are one longer
+	 * transfer (every head: one contiguous run) and the mask is made once.
+	 * Then, until a unit fits, fewer heads, then fewer tokens.
+	 */
+	uint64_t per = (uint64_t)n * a.kvh, tb = kg_max64(1, kg_min64(qps, kg_cdiv(g->cores, per)));
+	uint64_t nt = kg_cdiv(qps, tb), want = kg_min64(g->cores, per * kg_cdiv(qps, nt));
+	uint32_t G = 1;
+
+	for (uint32_t x = a.kvh < PAGED_MAX_GROUP ? a.kvh : PAGED_MAX_GROUP; x >= 1; x--)
+		if (a.kvh % x == 0 && n * (a.kvh / x) * kg_cdiv(qps, nt) >= want) {
+			G = x;
+			break;
+		}
+	while (paged_unit_bytes(&a, G, nt, bs, tbp, ctp) > g->sp_bytes && (G > 1 || nt > 1)) {
+		if (G > 1) {
+			do
+				G--;
+			while (a.kvh % G);
+		} else {
+			nt = kg_cdiv(nt, 2);
+		}
+	}
+	if (paged_unit_bytes(&a, G, nt, bs, tbp, ctp) > g->sp_bytes)
+		return kg_fail(g, "paged attention: one token of %u heads x head_dim %u with blocks of %llu keys "
+			       "does not fit a scratchpad of %u bytes", a.r, a.hd, (unsigned long long)bs, g->sp_bytes);
+	a.ldk = G * a.sh;
+
+	uint64_t ntb = kg_cdiv(qps, nt), ng = a.kvh / G, total = n * ng * ntb;
+	uint32_t kn = (uint32_t)bs;
+
+	for (uint64_t ui = 0; ui < total && !g->failed; ui++) {
+		uint64_t s = ui / (ng * ntb), rest = ui % (ng * ntb), t0 = (rest % ntb) * nt;
+		uint32_t g0 = (uint32_t)(rest / ntb) * G, c = (uint32_t)(ui % g->cores), tb_sp, ct_sp, start, end;
+		struct paged_unit pu = { .G = G, .kn = kn, .g0 = g0 };
+		struct unit u = { .g = g0, .j0 = 0, .nj = a.r, .t0 = s * qps + t0, .nt = kg_min64(nt, qps - t0),
+				  .nparts = 1, .core = c };
+		struct bufs b[PAGED_MAX_GROUP], sh;	/* one per KV head of the group */
+
+		memset(&sh, 0, sizeof(sh));
+		sh.nq = (uint32_t)(u.nt * a.r);
+		sh.kt = kn;
+		sh.vs = (uint32_t)vec_bytes(sh.nq);
+		sh.lds = kg_sticks(kn, SPYRE_DT_FP32);
+		sh.ldkt = kg_sticks(kn, a.dt);
+		kg_sp_reset(g, c);
+		tb_sp = kg_sp_alloc(g, c, tbp);
+		ct_sp = kg_sp_alloc(g, c, ctp);
+		for (int x = 0; x < 2; x++) {
+			pu.kb[x] = kg_sp_alloc(g, c, bs * G * a.shd);
+			pu.vb[x] = kg_sp_alloc(g, c, bs * G * a.shd);
+		}
+		sh.sb = kg_sp_alloc(g, c, (uint64_t)sh.nq * sh.lds * STICK);
+		sh.xt = kg_sp_alloc(g, c, (uint64_t)a.hd * sh.ldkt * STICK);
+		sh.mb = kg_sp_alloc(g, c, u.nt * sh.lds * STICK);
+		if (!a.f32)
+			sh.vf = kg_sp_alloc(g, c, bs * a.shd32);
+		for (uint32_t j = 0; j < G; j++) {
+			b[j] = sh;
+			b[j].qb = kg_sp_alloc(g, c, (uint64_t)sh.nq * a.shd);
+			b[j].acc = kg_sp_alloc(g, c, (uint64_t)sh.nq * a.shd32);
+			b[j].m = kg_sp_alloc(g, c, sh.vs);
+			b[j].mn = kg_sp_alloc(g, c, sh.vs);
+			b[j].mt = kg_sp_alloc(g, c, sh.vs);
+			b[j].al = kg_sp_alloc(g, c, sh.vs);
+			b[j].lv = kg_sp_alloc(g, c, sh.vs);
+			b[j].lt = kg_sp_alloc(g, c, sh.vs);
+		}
+		if (g->failed)
+			break;
+		/* the step's tables: the context lengths and this sequence's block-table row */
+		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = ct_sp, .mem = { .sym = sct },
+								     .row_bytes = (uint32_t)ctp });
+		dma(&a, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){ .sp = tb_sp, .mem = { .sym = sbt, .off = s * tbp },
+								     .row_bytes = (uint32_t)tbp });
+		for (uint32_t j = 0; j < G; j++) {
+			struct unit uj = u;
+
+			uj.g = g0 + j;
+			emit_load_q(&a, &uj, &b[j], SPYRE_ISA_OP_LOAD);
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b[j].m, .rows = 1, .cols = sh.nq,
+							 .imm = spyre_f32_bits(NEG_BIG) });
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b[j].lv, .rows = 1, .cols = sh.nq,
+							 .imm = 0 });
+			op(&a, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = SPYRE_DT_FP32,
+							 .dt2 = SPYRE_DT_FP32, .d = b[j].acc, .rows = sh.nq, .cols = a.hd,
+							 .ldd = a.sh32, .imm = 0 });
+		}
+		/*
+		 * ctx = ctx_lens[s] (<= max_pos); the queries' positions are ctx - qps + t0 + i:
+		 * keys left = ctx - qps + t0 + nt, the mask diagonal of block 0 = ctx - qps + t0.
+		 */
+		track(&a, c, spyre_pb_ldx(g->pb, c, P_CTX, ct_sp + (uint32_t)(s * 4), 0, a.max_pos + 1, 1, 0));
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_REM, t0 + u.nt - qps, P_CTX);
+		ctl(&a, c, SPYRE_ISA_OP_ADDI, P_DIAG, t0 - qps, P_CTX);
+		ctl(&a, c, SPYRE_ISA_OP_LI, P_BT, tb_sp, 0);
+		/* block 0 (always inside the context) in flight before the loop */
+		pu.u = u;
+		pu.b = b;
+		pu.sh = sh;
+		pldx(&a, c, P_BLK, 0, SPYRE_PB_REG(P_BT), (uint32_t)nb, (uint32_t)bb);
+		paged_load(&a, &pu, 0);
+		ctl(&a, c, SPYRE_ISA_OP_LI, P_ONE, 1, 0);
+		/*
+		 * The loop: two halves (buffers 0 and 1: tensor ops take no address
+		 * register), each: block i's K has arrived; block i + 1's K and V go in
+		 * flight into the other buffers when there is a block i + 1; block i
+		 * is computed. Half 0 leaves to the end when no key is left, half 1
+		 * goes back to half 0 while keys are left.
+		 */
+		a.counting = true;
+		a.count = 0;
+		paged_half(&a, &pu, 1, 0, 0);
+		a.counting = false;
+		start = a.pc[c];
+		end = start + 2 * a.count + 1;
+		paged_half(&a, &pu, 0, start, end);
+		paged_half(&a, &pu, 1, start, end);
+		if (a.pc[c] != end)
+			kg_fail(g, "internal: paged attention loop ends at %u, not %u", a.pc[c], end);
+		for (uint32_t j = 0; j < G; j++) {
+			struct unit uj = u;
+
+			uj.g = g0 + j;
+			emit_normalize(&a, c, &b[j]);
+			emit_load_q(&a, &uj, &b[j], SPYRE_ISA_OP_STORE);
+		}
+	}
+	return kg_ok(g);
 }

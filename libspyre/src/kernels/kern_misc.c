@@ -57,7 +57,7 @@ static int emb_check(const struct spyre_kdesc *d, char *why, size_t len)
 		return snprintf(why, len, "m (tokens), n (vocabulary) and k (hidden) must be non-zero, got "
 				"m %llu n %llu k %llu", (unsigned long long)d->m, (unsigned long long)d->n,
 				(unsigned long long)d->k), -1;
-	if (d->m > EMB_MAX_TOKENS)
+	if (d->m > EMB_MAX_TOKENS && !(d->flags & SPYRE_KF_INDEXED))
 		return snprintf(why, len, "m = %llu tokens: at most %u per launch (one scalar each in the "
 				"argument block)", (unsigned long long)d->m, EMB_MAX_TOKENS), -1;
 	if (kg_pitch(d->k, d->dtype) > UINT32_MAX || d->n > (UINT64_MAX / 4) / kg_pitch(d->k, d->dtype))
@@ -78,6 +78,9 @@ SPYRE_EXPORT int spyre_kernel_embedding_scalars(const struct spyre_kdesc *desc, 
 				   desc->op);
 	if (emb_check(desc, why, sizeof(why)))
 		return spyre_error(-EINVAL, "spyre_kernel_embedding_scalars: %s", why);
+	if (desc->flags & SPYRE_KF_INDEXED)
+		return spyre_error(-EINVAL, "spyre_kernel_embedding_scalars: an indexed embedding (SPYRE_KF_INDEXED) "
+				   "reads its ids from a slot, it has no scalars");
 	for (uint64_t i = 0; i < desc->m; i++) {
 		if (tokens[i] < 0 || (uint64_t)tokens[i] >= desc->n)
 			return spyre_error(-EINVAL, "spyre_kernel_embedding_scalars: token %llu is id %d, outside "
@@ -99,20 +102,36 @@ int kg_gen_embedding(struct kgen *g)
 
 	if (emb_check(d, why, sizeof(why)))
 		return kg_fail(g, "%s", why);
+	bool indexed = d->flags & SPYRE_KF_INDEXED;
+	uint64_t ip = kg_pitch(m, SPYRE_DT_INT32);
+	int si = -1;
+
+	if (indexed && (d->n > UINT32_MAX || pitch > UINT32_MAX || m > 65535))
+		return kg_fail(g, "indexed: a table of %llu rows of %llu bytes, or m %llu, too large for LDX",
+			       (unsigned long long)d->n, (unsigned long long)pitch, (unsigned long long)m);
 	st = kg_slot(g, "table", dt, d->n, k, pitch, SPYRE_SYM_IN);
+	if (indexed)
+		si = kg_slot(g, "ids", SPYRE_DT_INT32, 1, m, ip, SPYRE_SYM_IN);
 	sy = kg_slot(g, "y", dt, m, k, pitch, SPYRE_SYM_OUT);
 	if (g->failed)
 		return -EINVAL;
-	spyre_pb_set_scalars(g->pb, (uint32_t)m);
+	if (!indexed)
+		spyre_pb_set_scalars(g->pb, (uint32_t)m);
 
 	/* columns per tile: the whole row if it fits (and SCALE's 65535 columns when scaling) */
 	uint64_t cw = k, cmax = scale != 1.0f ? COLS_MAX / gran * gran : UINT64_MAX;
 
 	if (cw > cmax)
 		cw = cmax;
-	if (kg_pitch(cw, dt) > g->sp_bytes)
-		cw = g->sp_bytes / STICK * gran;
-	uint64_t tr = g->sp_bytes / kg_pitch(cw, dt);
+	/* indexed: the ids row comes first in every core's scratchpad */
+	uint64_t avail = g->sp_bytes - (indexed ? ip : 0);
+
+	if (indexed && ip + STICK > g->sp_bytes)
+		return kg_fail(g, "indexed: %llu ids do not fit a scratchpad of %u bytes", (unsigned long long)m,
+			       g->sp_bytes);
+	if (kg_pitch(cw, dt) > avail)
+		cw = avail / STICK * gran;
+	uint64_t tr = avail / kg_pitch(cw, dt);
 
 	for (uint32_t c = 0; c < g->cores; c++) {
 		struct kg_range r = kg_split(m, g->cores, c, 1);
@@ -121,19 +140,29 @@ int kg_gen_embedding(struct kgen *g)
 		if (!r.count)
 			continue;
 		kg_sp_reset(g, c);
+		uint32_t ib = indexed ? kg_sp_alloc(g, c, ip) : 0;
 		uint32_t xb = kg_sp_alloc(g, c, t_rows * kg_pitch(cw, dt));
 
 		if (g->failed)
 			return -EINVAL;
+		if (indexed)
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, ib, si, 0, 1, ip, ip);
 		for (uint64_t r0 = 0; r0 < r.count; r0 += t_rows) {
 			uint64_t rows = kg_min64(r.count - r0, t_rows);
 
 			for (uint64_t j0 = 0; j0 < k; j0 += cw) {
 				uint64_t w = kg_min64(k - j0, cw), tp = kg_pitch(w, dt);
 
-				/* row i: r1 = scalar i (its byte offset in the table), LOAD at table + r1 */
+				/*
+				 * row i: r1 = scalar i (its byte offset in the table), or indexed
+				 * ids[i] * pitch (bounded by the vocabulary), LOAD at table + r1
+				 */
 				for (uint64_t i = 0; i < rows; i++) {
-					spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, r.start + r0 + i, 0);
+					if (indexed)
+						spyre_pb_ldx(g->pb, c, 1, ib + (uint32_t)((r.start + r0 + i) * 4), 0,
+							     (uint32_t)d->n, (uint32_t)pitch, 0);
+					else
+						spyre_pb_ctl(g->pb, c, SPYRE_ISA_OP_LDARG, 1, r.start + r0 + i, 0);
 					spyre_pb_dma(g->pb, c, SPYRE_ISA_OP_LOAD, &(struct spyre_pb_dma){
 						.sp = xb + (uint32_t)(i * tp),
 						.mem = { .sym = st, .off = j0 * esz, .reg = SPYRE_PB_REG(1) },

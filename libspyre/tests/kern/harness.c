@@ -138,6 +138,9 @@ void kh_edges(void (*fn)(void *ctx, uint32_t dt, uint32_t cores, uint64_t m, uin
 					   (i & 1) ? SPYRE_KF_RELOC : 0);
 }
 
+bool kh_fault_expected;
+struct spyre_launch_result kh_last_result;
+
 int kh_run(const struct spyre_kdesc *d, struct kh_slot *slots, uint32_t nslots, const uint64_t *scalars,
 	   uint32_t nscalars, struct spyre_kernel_info *infop)
 {
@@ -196,6 +199,9 @@ int kh_run(const struct spyre_kdesc *d, struct kh_slot *slots, uint32_t nslots, 
 	}
 	rc = flatmem_run(&M, E, img, sz, va, nslots, scalars, nscalars, info.core_mask, &res);
 	free(img);
+	kh_last_result = res;
+	if (rc && kh_fault_expected)
+		return rc;
 	kh_last_device_ns = res.device_ns;
 	{
 		uint64_t busy = 0;

@@ -25,6 +25,7 @@
 
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
+#include "spyre_engine.h"	/* struct spyre_launch_result */
 #include "spyre_isa_codec.h"	/* spyre_dtype_name(): "fp32", "fp16", ... in the tests' messages */
 #include "../../../tests/tap.h"
 
@@ -58,6 +59,12 @@ struct kh_slot {
  */
 int kh_run(const struct spyre_kdesc *d, struct kh_slot *slots, uint32_t nslots, const uint64_t *scalars,
 	   uint32_t nscalars, struct spyre_kernel_info *info);
+/*
+ * With kh_fault_expected set, an engine fault is not a failed check: kh_run
+ * returns its status and kh_last_result holds where (hostile-input tests).
+ */
+extern bool kh_fault_expected;
+extern struct spyre_launch_result kh_last_result;
 /* The last kh_run's modeled device ns and per-core busy cycles sum / (cycles x cores). */
 extern uint64_t kh_last_device_ns;
 extern double kh_last_utilization;

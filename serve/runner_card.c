@@ -1,0 +1,689 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The card runner (runner_card.h): a step of a flattened batch as kernels
+ * of libspyre's kernel library over a paged KV cache in device memory.
+ *
+ * Per step: the host checks the batch (a careless engine gets an error,
+ * not a device fault), writes the step's tables into one pinned buffer and
+ * copies it to the device once; then the launches: the indexed embedding
+ * (token ids from the tables), per layer RMSNorm, the Q/K/V projections,
+ * RoPE with a position per row, the KV write through the slot mapping,
+ * one PAGED_ATTENTION per run of consecutive sequences with the same
+ * number of rows (the decodes: one launch; a prefill chunk: one), the
+ * output projection, the residual, the MLP; then the rows that sample
+ * gathered (the indexed embedding over the hidden states), the final norm,
+ * the LM head and ARGMAX on those rows only. The greedy tokens (and the
+ * logits when asked) come back in one copy each.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runner_card.h"
+#include "spyre_isa.h"
+#include "spyre_kernels.h"
+
+#define I32 SPYRE_DT_INT32
+
+struct card_layer {
+	spyre_dptr_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd, kc, vc;
+};
+
+struct card {
+	struct spyre_runner runner;	/* what the constructor hands out; freed with the rest */
+	spyre_device_t *dev;
+	struct spyre_model_config cfg;
+	uint32_t dt, cores, sp_bytes, bs, nb, max_seqs, max_tokens, max_blocks;
+	uint64_t ph, pq, pk, cache_bytes;
+	spyre_stream_t *stream;
+	spyre_kcache_t *kcache;
+	spyre_dptr_t embed, final_norm, lm_head, rope_cos, rope_sin;
+	struct card_layer *layer;
+	/* activations for max_tokens rows, the sampled rows for max_seqs */
+	spyre_dptr_t x, h, q, k, v, a, t, xs, hs, logits, argmax, tables;
+	uint64_t tables_bytes;
+	/* pinned host buffers: the step's tables, the results */
+	uint8_t *host_tables;
+	int32_t *host_argmax;
+	void *host_logits;
+	spyre_dptr_t *allocs;
+	uint32_t nallocs, capallocs;
+	uint64_t launches;
+	char *err;		/* the caller's message buffer of the running call */
+	size_t errlen;
+};
+
+static int fail(struct card *c, int ret, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(struct card *c, int ret, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!c->err || !c->errlen)
+		return ret < 0 ? ret : -EINVAL;
+	va_start(ap, fmt);
+	n = vsnprintf(c->err, c->errlen, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n + 4 < c->errlen && ret < 0 && ret != -EINVAL && *spyre_last_error())
+		snprintf(c->err + n, c->errlen - (size_t)n, ": %s", spyre_last_error());
+	return ret < 0 ? ret : -EINVAL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t ipitch(uint64_t n)
+{
+	return spyre_kernel_pitch(n, I32);
+}
+
+/* ---- set-up ------------------------------------------------------------------- */
+
+static int dalloc(struct card *c, uint64_t bytes, spyre_dptr_t *p)
+{
+	int ret;
+
+	if (c->nallocs == c->capallocs) {
+		uint32_t cap = c->capallocs ? 2 * c->capallocs : 64;
+		spyre_dptr_t *n = realloc(c->allocs, cap * sizeof(*n));
+
+		if (!n)
+			return fail(c, -ENOMEM, "host memory");
+		c->allocs = n;
+		c->capallocs = cap;
+	}
+	ret = spyre_malloc(c->dev, bytes, p);
+	if (ret)
+		return fail(c, ret, "device memory: %llu bytes", (unsigned long long)bytes);
+	c->allocs[c->nallocs++] = *p;
+	return 0;
+}
+
+static int upload_bytes(struct card *c, spyre_dptr_t *p, void *buf, uint64_t bytes)
+{
+	int ret = dalloc(c, bytes, p);
+
+	if (!ret && (ret = spyre_memcpy(c->dev, *p, (uint64_t)(uintptr_t)buf, bytes, SPYRE_MEMCPY_H2D)))
+		fail(c, ret, "uploading weights");
+	free(buf);
+	return ret;
+}
+
+/* A host fp32 [rows x cols] in the stick layout. */
+static int upload(struct card *c, spyre_dptr_t *p, const float *src, uint64_t rows, uint64_t cols)
+{
+	uint64_t bytes = rows * spyre_kernel_pitch(cols, c->dt);
+	void *buf = malloc(bytes);
+
+	if (!buf)
+		return fail(c, -ENOMEM, "host memory");
+	spyre_kernel_pack(buf, src, rows, cols, 0, c->dt);
+	return upload_bytes(c, p, buf, bytes);
+}
+
+/* Weight slot @slot of @d, written by the kernel library from the checkpoint's [out x in]. */
+static int upload_weight(struct card *c, spyre_dptr_t *p, const struct spyre_kdesc *d, uint32_t slot,
+			 const float *src)
+{
+	size_t bytes = 0;
+	void *buf;
+	int ret = spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, NULL, &bytes);
+
+	if (ret)
+		return fail(c, ret, "%s weight", spyre_kernel_op_name(d->op));
+	buf = malloc(bytes);
+	if (!buf)
+		return fail(c, -ENOMEM, "host memory");
+	spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
+	return upload_bytes(c, p, buf, bytes);
+}
+
+static struct spyre_kdesc kd(const struct card *c, uint32_t op, uint64_t m, uint64_t n, uint64_t k)
+{
+	return (struct spyre_kdesc){ .size = sizeof(struct spyre_kdesc), .op = op, .dtype = c->dt,
+				     .cores = c->cores, .m = m, .n = n, .k = k, .sp_bytes = c->sp_bytes };
+}
+
+/* The step's table buffer: tokens, positions, slots [T], sample rows [S], then per run ctx [n] + tables [n x mb]. */
+static uint64_t tables_max_bytes(const struct card *c)
+{
+	return 3 * ipitch(c->max_tokens) + ipitch(c->max_seqs) +
+	       (uint64_t)c->max_seqs * (SPYRE_STICK_BYTES + ipitch(c->max_blocks));
+}
+
+static void card_free(void *self)
+{
+	struct card *c = self;
+
+	if (!c)
+		return;
+	if (c->stream)
+		spyre_stream_synchronize(c->stream);
+	if (c->kcache)
+		spyre_kcache_destroy(c->kcache);
+	if (c->stream)
+		spyre_stream_destroy(c->stream);
+	for (uint32_t i = 0; i < c->nallocs; i++)
+		spyre_free(c->dev, c->allocs[i]);
+	free(c->allocs);
+	if (c->host_tables)
+		spyre_free_host(c->dev, c->host_tables);
+	if (c->host_argmax)
+		spyre_free_host(c->dev, c->host_argmax);
+	if (c->host_logits)
+		spyre_free_host(c->dev, c->host_logits);
+	free(c->layer);
+	free(c);
+}
+
+static int card_step(void *self, const struct spyre_runner_batch *b, struct spyre_runner_stats *st, char *err,
+		     size_t errlen);
+
+static const struct spyre_runner_ops card_ops = { .step = card_step, .free = card_free };
+
+static int setup(struct card *c, const struct spyre_model_weights *w, const struct spyre_runner_card_opts *o)
+{
+	const struct spyre_model_config *cfg = &c->cfg;
+	struct spyre_device_props props = { .size = sizeof(props) };
+	uint32_t hd = cfg->head_dim, qd = cfg->heads * hd, kvd = cfg->kv_heads * hd;
+	uint64_t need;
+	int ret;
+
+	if (o->dtype != SPYRE_DT_FP32 && o->dtype != SPYRE_DT_FP16 && o->dtype != SPYRE_DT_BF16 &&
+	    o->dtype != SPYRE_DT_DL16)
+		return fail(c, -EINVAL, "dtype %u is not fp32, fp16, bf16 or dl16", o->dtype);
+	if (!w || w->layers != cfg->layers)
+		return fail(c, -EINVAL, "the weights are not of this config (%u layers)", cfg->layers);
+	ret = spyre_device_get_props(c->dev, &props);
+	if (ret)
+		return fail(c, ret, "device properties");
+	c->dt = o->dtype;
+	c->cores = o->cores ? o->cores : props.num_cores;
+	if (c->cores > props.num_cores)
+		return fail(c, -EINVAL, "%u cores requested, the device has %u", c->cores, props.num_cores);
+	c->sp_bytes = props.scratchpad_bytes;
+	c->bs = o->block_size ? o->block_size : 64;
+	c->max_seqs = o->max_num_seqs ? o->max_num_seqs : 16;
+	c->max_tokens = o->max_num_batched_tokens ? o->max_num_batched_tokens : cfg->max_pos;
+	if (c->bs > 4096 || c->max_seqs > 4096 || c->max_tokens > 65535 || c->max_seqs > c->max_tokens)
+		return fail(c, -EINVAL, "block_size %u (at most 4096), max_num_seqs %u (at most 4096 and at most the "
+			    "tokens) or max_num_batched_tokens %u (at most 65535) out of range", c->bs, c->max_seqs,
+			    c->max_tokens);
+	c->max_blocks = (cfg->max_pos + c->bs - 1) / c->bs;
+	c->nb = o->num_blocks ? o->num_blocks : c->max_blocks * c->max_seqs;
+	c->ph = spyre_kernel_pitch(cfg->hidden, c->dt);
+	c->pq = spyre_kernel_grouped_pitch(qd, hd, c->dt);
+	c->pk = spyre_kernel_grouped_pitch(kvd, hd, c->dt);
+	c->cache_bytes = (uint64_t)c->nb * c->bs * c->pk;
+	/* the KV caches and activations; the weights are checked as they are allocated */
+	need = 2 * cfg->layers * c->cache_bytes + (uint64_t)c->max_tokens * (3 * c->ph + 2 * c->pq + 2 * c->pk);
+	if (need > props.mem_size)
+		return fail(c, -ENOMEM, "the KV caches (%u blocks of %u tokens, %u layers) and activations need "
+			    "%.1f MiB, the device has %.1f MiB", c->nb, c->bs, cfg->layers, need / 1048576.0,
+			    props.mem_size / 1048576.0);
+	ret = spyre_stream_create(c->dev, SPYRE_STREAM_PRIORITY_NORMAL, &c->stream);
+	if (ret)
+		return fail(c, ret, "stream");
+	ret = spyre_kcache_create(c->dev, 4096, &c->kcache);
+	if (ret)
+		return fail(c, ret, "kernel cache");
+	c->layer = calloc(cfg->layers, sizeof(*c->layer));
+	if (!c->layer)
+		return fail(c, -ENOMEM, "host memory");
+
+	struct spyre_kdesc dq = kd(c, SPYRE_KOP_LINEAR, 1, qd, cfg->hidden);
+	struct spyre_kdesc dkv = kd(c, SPYRE_KOP_LINEAR, 1, kvd, cfg->hidden);
+	struct spyre_kdesc dout = kd(c, SPYRE_KOP_LINEAR, 1, cfg->hidden, qd);
+	struct spyre_kdesc dmlp = kd(c, SPYRE_KOP_MLP, 1, cfg->ffn, cfg->hidden);
+	struct spyre_kdesc dlm = kd(c, SPYRE_KOP_LINEAR, 1, cfg->vocab, cfg->hidden);
+
+	dq.out_group = dkv.out_group = hd;
+	dout.in_group = hd;
+	if ((ret = upload(c, &c->embed, w->embed, cfg->vocab, cfg->hidden)) ||
+	    (ret = upload(c, &c->final_norm, w->final_norm, 1, cfg->hidden)) ||
+	    (ret = upload_weight(c, &c->lm_head, &dlm, 1, w->lm_head)))
+		return ret;
+	for (uint32_t l = 0; l < cfg->layers; l++) {
+		const struct spyre_layer_weights *lw = &w->layer[l];
+		struct card_layer *lb = &c->layer[l];
+
+		if ((ret = upload(c, &lb->attn_norm, lw->attn_norm, 1, cfg->hidden)) ||
+		    (ret = upload_weight(c, &lb->wq, &dq, 1, lw->wq)) ||
+		    (ret = upload_weight(c, &lb->wk, &dkv, 1, lw->wk)) ||
+		    (ret = upload_weight(c, &lb->wv, &dkv, 1, lw->wv)) ||
+		    (ret = upload_weight(c, &lb->wo, &dout, 1, lw->wo)) ||
+		    (ret = upload(c, &lb->mlp_norm, lw->mlp_norm, 1, cfg->hidden)) ||
+		    (ret = upload_weight(c, &lb->wg, &dmlp, 1, lw->w_gate)) ||
+		    (ret = upload_weight(c, &lb->wu, &dmlp, 2, lw->w_up)) ||
+		    (ret = upload_weight(c, &lb->wd, &dmlp, 3, lw->w_down)) ||
+		    (ret = dalloc(c, c->cache_bytes, &lb->kc)) || (ret = dalloc(c, c->cache_bytes, &lb->vc)))
+			return ret;
+		/* finite values everywhere: rows past a context are read (masked) */
+		if ((ret = spyre_memset_async(c->stream, lb->kc, 0, c->cache_bytes)) ||
+		    (ret = spyre_memset_async(c->stream, lb->vc, 0, c->cache_bytes)))
+			return fail(c, ret, "clearing the KV caches");
+	}
+	{
+		uint64_t tb = (uint64_t)cfg->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32);
+		void *cs = malloc(tb), *sn = malloc(tb);
+
+		if (!cs || !sn) {
+			free(cs);
+			free(sn);
+			return fail(c, -ENOMEM, "host memory");
+		}
+		spyre_kernel_rope_tables(cs, sn, cfg->max_pos, hd, cfg->rope_theta);
+		ret = dalloc(c, tb, &c->rope_cos);
+		ret = ret ?: dalloc(c, tb, &c->rope_sin);
+		ret = ret ?: spyre_memcpy(c->dev, c->rope_cos, (uint64_t)(uintptr_t)cs, tb, SPYRE_MEMCPY_H2D);
+		ret = ret ?: spyre_memcpy(c->dev, c->rope_sin, (uint64_t)(uintptr_t)sn, tb, SPYRE_MEMCPY_H2D);
+		free(cs);
+		free(sn);
+		if (ret)
+			return fail(c, ret, "RoPE tables");
+	}
+	{
+		uint64_t mt = c->max_tokens, ms = c->max_seqs, pv = spyre_kernel_pitch(cfg->vocab, c->dt);
+
+		c->tables_bytes = tables_max_bytes(c);
+		if ((ret = dalloc(c, mt * c->ph, &c->x)) || (ret = dalloc(c, mt * c->ph, &c->h)) ||
+		    (ret = dalloc(c, mt * c->ph, &c->t)) || (ret = dalloc(c, mt * c->pq, &c->q)) ||
+		    (ret = dalloc(c, mt * c->pq, &c->a)) || (ret = dalloc(c, mt * c->pk, &c->k)) ||
+		    (ret = dalloc(c, mt * c->pk, &c->v)) || (ret = dalloc(c, ms * c->ph, &c->xs)) ||
+		    (ret = dalloc(c, ms * c->ph, &c->hs)) || (ret = dalloc(c, ms * pv, &c->logits)) ||
+		    (ret = dalloc(c, ipitch(ms), &c->argmax)) || (ret = dalloc(c, c->tables_bytes, &c->tables)))
+			return ret;
+		ret = spyre_malloc_host(c->dev, c->tables_bytes, (void **)&c->host_tables);
+		ret = ret ?: spyre_malloc_host(c->dev, ipitch(ms), (void **)&c->host_argmax);
+		ret = ret ?: spyre_malloc_host(c->dev, ms * pv, &c->host_logits);
+		if (ret)
+			return fail(c, ret, "pinned host memory");
+	}
+	ret = spyre_stream_synchronize(c->stream);
+	return ret ? fail(c, ret, "clearing the KV caches") : 0;
+}
+
+int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
+			  const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
+			  struct spyre_runner **out, char *err, size_t errlen)
+{
+	static const struct spyre_runner_card_opts defaults = { .dtype = SPYRE_DT_FP16 };
+	struct card *c;
+	int ret;
+
+	if (!dev || !cfg || !out) {
+		snprintf(err, errlen, "card runner: NULL device, config or runner");
+		return -EINVAL;
+	}
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of host memory");
+		return -ENOMEM;
+	}
+	c->dev = dev;
+	c->cfg = *cfg;
+	c->err = err;
+	c->errlen = errlen;
+	ret = setup(c, w, opts ? opts : &defaults);
+	c->err = NULL;
+	c->errlen = 0;
+	if (ret) {
+		card_free(c);
+		return ret;
+	}
+	c->runner = (struct spyre_runner){ .ops = &card_ops, .self = c, .vocab = cfg->vocab, .block_size = c->bs,
+					   .num_blocks = c->nb, .max_model_len = cfg->max_pos,
+					   .eos_token_id = (int32_t)cfg->eos_token_id, .name = "card" };
+	*out = &c->runner;
+	return 0;
+}
+
+/* ---- a step ------------------------------------------------------------------- */
+
+/*
+ * The rows a step runs: num_tokens rounded up to a bucket (powers of two to
+ * 64, then multiples of 64; at most max_num_batched_tokens), so that the
+ * kernels of the rows (embedding to MLP) are built for a dozen shapes, not
+ * for every batch size. The padding rows take token 0 at position 0 and
+ * slot -1: nothing is written to the caches, no sequence attends to them,
+ * and their outputs are never read.
+ */
+static uint32_t rows_bucket(const struct card *c, uint32_t t)
+{
+	uint32_t b = 1;
+
+	if (t > 64)
+		b = (t + 63) / 64 * 64;
+	else
+		while (b < t)
+			b *= 2;
+	return b < c->max_tokens ? b : c->max_tokens;
+}
+
+/* A run of consecutive sequences with the same number of rows: one attention launch. */
+struct run {
+	uint32_t s0, n, rows;	/* first sequence, sequences, rows each */
+	uint64_t ctx_off, bt_off;	/* in the table buffer */
+};
+
+static int launch(struct card *c, const struct spyre_kdesc *d, const spyre_dptr_t *slots, uint32_t n)
+{
+	spyre_kernel_t *k;
+	int ret = spyre_kernel_get(c->kcache, d, &k);
+
+	if (ret)
+		return fail(c, ret, "%s kernel (%llu rows)", spyre_kernel_op_name(d->op), (unsigned long long)d->m);
+	ret = spyre_kernel_launch(c->stream, k, slots, n, NULL, 0);
+	spyre_kernel_put(k);
+	if (ret)
+		return fail(c, ret, "launching %s", spyre_kernel_op_name(d->op));
+	c->launches++;
+	return 0;
+}
+
+/* The batch against the runner's limits and runner.h's contract; 0 or -EINVAL naming the first fault. */
+static int check_batch(struct card *c, const struct spyre_runner_batch *b)
+{
+	uint32_t T = b->num_tokens, S = b->num_seqs;
+	uint64_t nslots = (uint64_t)c->nb * c->bs;
+
+	if (!T || T > c->max_tokens)
+		return fail(c, -EINVAL, "num_tokens %u: 1..%u (max_num_batched_tokens)", T, c->max_tokens);
+	if (!S || S > c->max_seqs || S > T)
+		return fail(c, -EINVAL, "num_seqs %u: 1..%u (max_num_seqs) and at most num_tokens", S, c->max_seqs);
+	if (!b->tokens || !b->positions || !b->slot_mapping || !b->query_start || !b->context_lens ||
+	    !b->block_tables)
+		return fail(c, -EINVAL, "a NULL array in the batch");
+	if (!b->max_blocks || b->max_blocks > c->max_blocks)
+		return fail(c, -EINVAL, "max_blocks %u: 1..%u (max_model_len / block_size)", b->max_blocks,
+			    c->max_blocks);
+	if (b->query_start[0] != 0 || b->query_start[S] != T)
+		return fail(c, -EINVAL, "query_start must run from 0 to num_tokens (%u), got %u .. %u", T,
+			    b->query_start[0], b->query_start[S]);
+	for (uint32_t r = 0; r < T; r++) {
+		if (b->tokens[r] < 0 || (uint32_t)b->tokens[r] >= c->cfg.vocab)
+			return fail(c, -EINVAL, "row %u: token %d is not in the vocabulary (0..%u)", r, b->tokens[r],
+				    c->cfg.vocab - 1);
+		if (b->slot_mapping[r] < -1 || b->slot_mapping[r] >= (int64_t)nslots)
+			return fail(c, -EINVAL, "row %u: slot %lld outside -1..%llu", r, (long long)b->slot_mapping[r],
+				    (unsigned long long)nslots - 1);
+	}
+	for (uint32_t s = 0; s < S; s++) {
+		uint32_t q0 = b->query_start[s], q1 = b->query_start[s + 1], ctx = b->context_lens[s];
+
+		if (q1 <= q0 || q1 > T)
+			return fail(c, -EINVAL, "sequence %u: query_start %u .. %u is empty or not increasing", s, q0,
+				    q1);
+		if (ctx > c->cfg.max_pos || ctx < q1 - q0)
+			return fail(c, -EINVAL, "sequence %u: context length %u outside %u..%u", s, ctx, q1 - q0,
+				    c->cfg.max_pos);
+		for (uint32_t r = q0; r < q1; r++)
+			if (b->positions[r] != (int32_t)(ctx - (q1 - r)))
+				return fail(c, -EINVAL, "sequence %u row %u: position %d, the rows of a sequence are its "
+					    "last positions up to context_lens - 1 (%u)", s, r, b->positions[r], ctx - 1);
+		if ((ctx + c->bs - 1) / c->bs > b->max_blocks)
+			return fail(c, -EINVAL, "sequence %u: a context of %u needs %u blocks, the tables have %u "
+				    "columns", s, ctx, (ctx + c->bs - 1) / c->bs, b->max_blocks);
+		for (uint32_t i = 0; i < (ctx + c->bs - 1) / c->bs; i++) {
+			int32_t blk = b->block_tables[(uint64_t)s * b->max_blocks + i];
+
+			if (blk < 0 || (uint32_t)blk >= c->nb)
+				return fail(c, -EINVAL, "sequence %u: block %u of its context is %d, outside 0..%u", s,
+					    i, blk, c->nb - 1);
+		}
+	}
+	return 0;
+}
+
+/* The step's tables into host_tables (int32 stick rows); the runs of the attention into @runs. */
+static uint64_t fill_tables(struct card *c, const struct spyre_runner_batch *b, uint32_t T, struct run *runs,
+			    uint32_t *nruns, uint64_t *off_pos, uint64_t *off_slot, uint64_t *off_samp)
+{
+	uint32_t S = b->num_seqs, nr = 0;
+	uint8_t *p = c->host_tables;
+	uint64_t o = 0, pbt = ipitch(c->max_blocks);
+
+	memset(p, 0, c->tables_bytes);
+	for (uint32_t r = 0; r < T; r++) {
+		/* the padding rows past num_tokens: token 0, position 0, no slot */
+		int32_t slot = r < b->num_tokens ? (int32_t)b->slot_mapping[r] : -1;
+
+		if (r >= b->num_tokens) {
+			memcpy(p + 2 * ipitch(T) + 4ull * r, &slot, 4);
+			continue;
+		}
+
+		memcpy(p + 4ull * r, &b->tokens[r], 4);
+		memcpy(p + ipitch(T) + 4ull * r, &b->positions[r], 4);
+		memcpy(p + 2 * ipitch(T) + 4ull * r, &slot, 4);
+	}
+	*off_pos = ipitch(T);
+	*off_slot = 2 * ipitch(T);
+	*off_samp = 3 * ipitch(T);
+	for (uint32_t s = 0; s < S; s++) {
+		int32_t last = (int32_t)b->query_start[s + 1] - 1;
+
+		memcpy(p + *off_samp + 4ull * s, &last, 4);
+	}
+	o = *off_samp + ipitch(S);
+	for (uint32_t s = 0; s < S;) {
+		uint32_t rows = b->query_start[s + 1] - b->query_start[s], n = 1;
+
+		while (s + n < S && b->query_start[s + n + 1] - b->query_start[s + n] == rows)
+			n++;
+		runs[nr] = (struct run){ .s0 = s, .n = n, .rows = rows, .ctx_off = o, .bt_off = o + ipitch(n) };
+		for (uint32_t i = 0; i < n; i++) {
+			int32_t ctx = (int32_t)b->context_lens[s + i];
+			uint8_t *row = p + runs[nr].bt_off + (uint64_t)i * pbt;
+
+			memcpy(p + o + 4ull * i, &ctx, 4);
+			for (uint32_t j = 0; j < c->max_blocks; j++) {
+				/* entries past the context are never read: -1 */
+				int32_t v = j < b->max_blocks ? b->block_tables[(uint64_t)(s + i) * b->max_blocks + j] : -1;
+
+				memcpy(row + 4ull * j, &v, 4);
+			}
+		}
+		o = runs[nr].bt_off + (uint64_t)n * pbt;
+		nr++;
+		s += n;
+	}
+	*nruns = nr;
+	return o;
+}
+
+static int step_launches(struct card *c, const struct spyre_runner_batch *b, uint32_t T, const struct run *runs,
+			 uint32_t nruns, uint64_t off_pos, uint64_t off_slot, uint64_t off_samp)
+{
+	const struct spyre_model_config *cfg = &c->cfg;
+	uint32_t S = b->num_seqs, hd = cfg->head_dim, qd = cfg->heads * hd, kvd = cfg->kv_heads * hd;
+	spyre_dptr_t tb = c->tables;
+	struct spyre_kdesc d;
+	int ret;
+
+	d = kd(c, SPYRE_KOP_EMBEDDING, T, cfg->vocab, cfg->hidden);
+	d.flags = SPYRE_KF_INDEXED;
+	d.scale = cfg->embedding_multiplier;
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->embed, tb, c->x }, 3)))
+		return ret;
+	for (uint32_t l = 0; l < cfg->layers; l++) {
+		const struct card_layer *L = &c->layer[l];
+
+		d = kd(c, SPYRE_KOP_RMSNORM, T, cfg->hidden, 0);
+		d.eps = cfg->norm_eps;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, L->attn_norm, c->h }, 3)))
+			return ret;
+		d = kd(c, SPYRE_KOP_LINEAR, T, qd, cfg->hidden);
+		d.out_group = hd;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->h, L->wq, c->q }, 3)))
+			return ret;
+		d = kd(c, SPYRE_KOP_LINEAR, T, kvd, cfg->hidden);
+		d.out_group = hd;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->h, L->wk, c->k }, 3)) ||
+		    (ret = launch(c, &d, (spyre_dptr_t[]){ c->h, L->wv, c->v }, 3)))
+			return ret;
+		for (int qk = 0; qk < 2; qk++) {
+			d = kd(c, SPYRE_KOP_ROPE, T, 0, 0);
+			d.flags = SPYRE_KF_INDEXED;
+			d.heads = qk ? cfg->kv_heads : cfg->heads;
+			d.head_dim = hd;
+			d.max_pos = cfg->max_pos;
+			ret = launch(c, &d, (spyre_dptr_t[]){ qk ? c->k : c->q, c->rope_cos, c->rope_sin, tb + off_pos,
+							     qk ? c->k : c->q }, 5);
+			if (ret)
+				return ret;
+		}
+		d = kd(c, SPYRE_KOP_PAGED_KV_WRITE, T, 0, 0);
+		d.kv_heads = cfg->kv_heads;
+		d.head_dim = hd;
+		d.block_size = c->bs;
+		d.num_blocks = c->nb;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->k, c->v, tb + off_slot, L->kc, L->vc }, 5)))
+			return ret;
+		for (uint32_t i = 0; i < nruns; i++) {
+			const struct run *r = &runs[i];
+			uint64_t row0 = b->query_start[r->s0];
+
+			d = kd(c, SPYRE_KOP_PAGED_ATTENTION, (uint64_t)r->n * r->rows, r->n, 0);
+			d.heads = cfg->heads;
+			d.kv_heads = cfg->kv_heads;
+			d.head_dim = hd;
+			d.max_pos = cfg->max_pos;
+			d.scale = cfg->attention_multiplier;
+			d.block_size = c->bs;
+			d.num_blocks = c->nb;
+			ret = launch(c, &d, (spyre_dptr_t[]){ c->q + row0 * c->pq, L->kc, L->vc, tb + r->bt_off,
+							     tb + r->ctx_off, c->a + row0 * c->pq }, 6);
+			if (ret)
+				return ret;
+		}
+		d = kd(c, SPYRE_KOP_LINEAR, T, cfg->hidden, qd);
+		d.in_group = hd;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->a, L->wo, c->t }, 3)))
+			return ret;
+		d = kd(c, SPYRE_KOP_ADD, T, cfg->hidden, 0);
+		d.alpha = cfg->residual_multiplier;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, c->t, c->x }, 3)))
+			return ret;
+		d = kd(c, SPYRE_KOP_RMSNORM, T, cfg->hidden, 0);
+		d.eps = cfg->norm_eps;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, L->mlp_norm, c->h }, 3)))
+			return ret;
+		d = kd(c, SPYRE_KOP_MLP, T, cfg->ffn, cfg->hidden);
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->h, L->wg, L->wu, L->wd, c->t }, 5)))
+			return ret;
+		d = kd(c, SPYRE_KOP_ADD, T, cfg->hidden, 0);
+		d.alpha = cfg->residual_multiplier;
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, c->t, c->x }, 3)))
+			return ret;
+	}
+	/* the rows that sample: gathered, normed, projected, argmax */
+	d = kd(c, SPYRE_KOP_EMBEDDING, S, T, cfg->hidden);
+	d.flags = SPYRE_KF_INDEXED;
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, tb + off_samp, c->xs }, 3)))
+		return ret;
+	d = kd(c, SPYRE_KOP_RMSNORM, S, cfg->hidden, 0);
+	d.eps = cfg->norm_eps;
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->xs, c->final_norm, c->hs }, 3)))
+		return ret;
+	d = kd(c, SPYRE_KOP_LINEAR, S, cfg->vocab, cfg->hidden);
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->hs, c->lm_head, c->logits }, 3)))
+		return ret;
+	d = kd(c, SPYRE_KOP_ARGMAX, S, cfg->vocab, 0);
+	return launch(c, &d, (spyre_dptr_t[]){ c->logits, c->argmax }, 2);
+}
+
+static int card_step(void *self, const struct spyre_runner_batch *b, struct spyre_runner_stats *st, char *err,
+		     size_t errlen)
+{
+	struct card *c = self;
+	struct spyre_stream_stats ss = { .size = sizeof(ss) };
+	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used, pv;
+	uint32_t nruns, T;
+	struct run *runs;
+	int ret;
+
+	c->err = err;
+	c->errlen = errlen;
+	if (err && errlen)
+		err[0] = 0;
+	if (!b) {
+		ret = fail(c, -EINVAL, "NULL batch");
+		goto out;
+	}
+	ret = check_batch(c, b);
+	if (ret)
+		goto out;
+	runs = calloc(b->num_seqs, sizeof(*runs));
+	if (!runs) {
+		ret = fail(c, -ENOMEM, "host memory");
+		goto out;
+	}
+	T = rows_bucket(c, b->num_tokens);
+	used = fill_tables(c, b, T, runs, &nruns, &off_pos, &off_slot, &off_samp);
+	c->launches = 0;
+	ret = spyre_stream_reset_stats(c->stream);
+	/* the step's one small copy, then its launches */
+	ret = ret ?: spyre_memcpy_async(c->stream, c->tables, (uint64_t)(uintptr_t)c->host_tables, used,
+					SPYRE_MEMCPY_H2D);
+	if (ret)
+		fail(c, ret, "copying the step's tables");
+	else
+		ret = step_launches(c, b, T, runs, nruns, off_pos, off_slot, off_samp);
+	free(runs);
+	pv = spyre_kernel_pitch(c->cfg.vocab, c->dt);
+	if (!ret && b->argmax && (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_argmax, c->argmax,
+							    ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
+		fail(c, ret, "copying the tokens back");
+	if (!ret && b->logits &&
+	    (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_logits, c->logits,
+				      b->num_seqs * pv, SPYRE_MEMCPY_D2H)))
+		fail(c, ret, "copying the logits back");
+	{
+		int sret = spyre_stream_synchronize(c->stream);
+
+		if (!ret && sret)
+			ret = fail(c, sret, "step");
+	}
+	if (ret)
+		goto out;
+	ret = spyre_stream_get_stats(c->stream, &ss);
+	if (ret) {
+		fail(c, ret, "stream statistics");
+		goto out;
+	}
+	if (ss.failed_launches) {
+		ret = fail(c, -EIO, "%llu kernels of the step faulted: %s", (unsigned long long)ss.failed_launches,
+			   spyre_last_error());
+		goto out;
+	}
+	if (b->argmax)
+		memcpy(b->argmax, c->host_argmax, 4ull * b->num_seqs);
+	if (b->logits) {
+		float inv = 1.0f / c->cfg.logits_scaling;
+
+		spyre_kernel_unpack(b->logits, c->host_logits, b->num_seqs, c->cfg.vocab, 0, c->dt);
+		for (uint64_t i = 0; i < (uint64_t)b->num_seqs * c->cfg.vocab; i++)
+			b->logits[i] *= inv;
+	}
+	if (st) {
+		st->host_ns = now_ns() - t0;
+		st->device_ns = ss.device_ns;
+		st->launches = c->launches;
+	}
+out:
+	c->err = NULL;
+	c->errlen = 0;
+	return ret;
+}
