@@ -107,3 +107,12 @@ $(B)/tests/model-bert-asan-test: $(BERT_TEST_DEPS) $(MODEL_SRCS) $(MODEL_ISA_SRC
 	@mkdir -p $(@D)
 	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_SAN) -DBERT_EXPECTED='"$(abspath $(BERT_EXPECTED))"' $< $(MODEL_SRCS) \
 		$(MODEL_ISA_SRCS) -o $@ -lm
+
+# spyre-embed: the encoder on the CPU reference or a card (bert_device.c, through libspyre's kernel library)
+model-all: $(B)/bin/spyre-embed
+$(B)/bin/spyre-embed: $(MODEL_DIR)/spyre-embed.c $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/tests/bert-expect.h \
+		$(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) $(B)/lib/libspyre.so libspyre/include/spyre.h \
+		libspyre/include/spyre_kernels.h
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/bert_device.c -o $@ \
+		$(MODEL_LIB) $(ISA_LIB) -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread
