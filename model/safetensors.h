@@ -8,7 +8,8 @@
  *		  ..., "__metadata__": { "KEY": "VALUE", ... } }
  *
  * Offsets are relative to the data area. The reader accepts the dtypes F32,
- * F16 and BF16 (others are refused by name), ranks 0..SPYRE_ST_MAX_RANK, and
+ * F16, BF16 and I64 (others are refused by name; I64, which BERT checkpoints
+ * carry as embeddings.position_ids, is listed but never read as floats), ranks 0..SPYRE_ST_MAX_RANK, and
  * checks everything: N within the file and at most 100 MiB, strict JSON (a
  * repeated name is an error), the three fields of each tensor and no other,
  * shape product * dtype size == END - BEGIN without overflow, BEGIN <= END
@@ -30,6 +31,7 @@ enum spyre_st_dtype {
 	SPYRE_ST_F32,
 	SPYRE_ST_F16,
 	SPYRE_ST_BF16,
+	SPYRE_ST_I64,		/* listed and checked, not readable by spyre_st_read_f32() */
 };
 
 struct spyre_st_tensor {
@@ -58,13 +60,14 @@ const struct spyre_st_tensor *spyre_st_find(const struct spyre_st *st, const cha
 /* A string of __metadata__, or NULL. */
 const char *spyre_st_metadata(const struct spyre_st *st, const char *key);
 
-const char *spyre_st_dtype_name(enum spyre_st_dtype dtype);	/* "F32", "F16", "BF16" */
+const char *spyre_st_dtype_name(enum spyre_st_dtype dtype);	/* "F32", "F16", "BF16", "I64" */
 unsigned int spyre_st_dtype_size(enum spyre_st_dtype dtype);
 
 /*
  * Tensor @name as fp32 into @out (its element count), checking that it has
  * rank @expected_rank and shape @expected_shape. Errors: "tensor 'X' not
- * found", "tensor 'X' has shape [a,b], expected [c,d]".
+ * found", "tensor 'X' has shape [a,b], expected [c,d]", "tensor 'X' has
+ * dtype 'I64', not a float (F32, F16, BF16)".
  */
 int spyre_st_read_f32(const struct spyre_st *st, const char *name, uint32_t expected_rank,
 		      const uint64_t *expected_shape, float *out, char *err, size_t errlen);

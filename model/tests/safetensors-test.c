@@ -411,6 +411,38 @@ static void test_writer_errors(void)
 		  strstr(err, "/nonexistent/w.safetensors.tmp: No such file or directory"), "%s", err);
 }
 
+/* I64 (BERT's embeddings.position_ids): listed with its 8-byte size, refused as floats. */
+static void test_i64(void)
+{
+	static const char hdr[] = "{\"ids\":{\"dtype\":\"I64\",\"shape\":[1,3],\"data_offsets\":[0,24]},"
+				  "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}";
+	size_t n = strlen(hdr), len = 8 + n + 28;
+	unsigned char *buf = calloc(1, len);
+	struct spyre_st *st = NULL;
+	const struct spyre_st_tensor *t;
+	float out[3];
+
+	for (int i = 0; i < 8; i++)
+		buf[i] = (unsigned char)((uint64_t)n >> (8 * i));
+	memcpy(buf + 8, hdr, n);
+	if (!TAP_CHECK(spyre_st_open_mem(buf, len, &st, err, sizeof(err)) == 0, "%s", err)) {
+		free(buf);
+		return;
+	}
+	t = spyre_st_find(st, "ids");
+	TAP_CHECK(t && t->dtype == SPYRE_ST_I64 && t->nelem == 3 && t->end - t->begin == 24, "ids listed");
+	TAP_STREQ("I64", spyre_st_dtype_name(SPYRE_ST_I64));
+	TAP_EQ(8u, spyre_st_dtype_size(SPYRE_ST_I64));
+	TAP_CHECK(spyre_st_read_f32(st, "ids", 2, (uint64_t[]){ 1, 3 }, out, err, sizeof(err)) == -1 &&
+		  !strcmp(err, "tensor 'ids' has dtype 'I64', not a float (F32, F16, BF16)"), "%s", err);
+	TAP_CHECK(spyre_st_read_f32(st, "w", 1, (uint64_t[]){ 1 }, out, err, sizeof(err)) == 0 && out[0] == 0.0f,
+		  "%s", err);
+	spyre_st_close(st);
+	free(buf);
+	/* its size is 8 bytes an element: 3 elements in 12 bytes is refused */
+	hdr_bad("{\"ids\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,12]}}", 12, "tensor 'ids'");
+}
+
 static const struct tap_case cases[] = {
 	{ "f16", test_f16 },
 	{ "bf16", test_bf16 },
@@ -419,6 +451,7 @@ static const struct tap_case cases[] = {
 	{ "read_errors", test_read_errors },
 	{ "truncated", test_truncated },
 	{ "writer_errors", test_writer_errors },
+	{ "i64", test_i64 },
 };
 
 int main(int argc, char **argv)
