@@ -33,6 +33,7 @@ PACKAGES=(
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
 	libopenblas-dev clang libclang-rt-14-dev
 	bc libelf-dev
+	libmicrohttpd-dev
 )
 # Step venv: the interpreter and its venv module; g++ builds the extension
 # against the venv's PyTorch headers on the host.
