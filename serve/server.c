@@ -346,11 +346,13 @@ static int prompt_ids(struct spyre_server *s, struct spyre_oai_gen *g, int32_t *
 			spyre_oai_fail(e, 400, "prompt", "token id %d at %zu is outside the vocabulary (%u tokens)",
 				       (*ids)[i], i, s->o.vocab);
 			free(*ids);
+			*ids = NULL;
 			return -1;
 		}
 	if (!*n) {
 		spyre_oai_fail(e, 400, "prompt", "the prompt is empty");
 		free(*ids);
+		*ids = NULL;
 		return -1;
 	}
 	return 0;
