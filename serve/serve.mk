@@ -42,7 +42,7 @@ $(B)/tests/serve-openai-test: $(SERVE_DIR)/tests/openai-test.c $(SERVE_DIR)/open
 
 ifneq ($(and $(ENGINE_LIB),$(TOKENIZER_LIB)),)
 SERVE_TOOLS := $(B)/bin/spyre-serve $(B)/serve/spyre-serve-asan
-SERVE_E2E_TESTS := $(B)/tests/serve-server-test $(B)/tests/serve-server-asan-test $(B)/tests/serve-openai-client-test
+SERVE_E2E_TESTS := $(B)/tests/serve-server-test $(B)/tests/serve-server-asan-test
 serve-all: $(SERVE_TOOLS) $(SERVE_E2E_TESTS)
 host-tests: $(SERVE_E2E_TESTS)
 
@@ -73,9 +73,4 @@ $(B)/tests/serve-server-asan-test: $(SERVE_DIR)/tests/server-test.c $(SERVE_DIR)
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) -DSERVE_TEST_ASAN $< $(UTIL_DIR)/json.c -o $@ $(MODEL_LIBS) -lpthread
 
-# The official openai Python client (frameworks/pytorch/requirements.txt) against spyre-serve.
-$(B)/tests/serve-openai-client-test: $(SERVE_DIR)/tests/openai-client-test.sh \
-		$(SERVE_DIR)/tests/openai_client.py $(B)/bin/spyre-serve
-	@mkdir -p $(@D)
-	install -m 0755 $< $@
 endif
