@@ -34,6 +34,7 @@ PACKAGES=(
 	libopenblas-dev clang libclang-rt-14-dev
 	libslirp-dev
 	bc libelf-dev
+	libmicrohttpd-dev
 )
 # Step venv: the interpreter and its venv module; g++ builds the extension
 # against the venv's PyTorch headers on the host.
