@@ -8,9 +8,7 @@
 MODEL_DIR := model
 # The strict JSON parser is a small library of its own (util/), used here too.
 UTIL_DIR := util
-MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c ref_paged.c)
-
-MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c bert.c)
+MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c ref_paged.c bert.c)
 MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h) $(UTIL_DIR)/json.h
 MODEL_OBJS := $(patsubst %.c,$(B)/%.o,$(MODEL_SRCS))
 MODEL_LIB := $(B)/model/libspyre-model.a

@@ -138,8 +138,7 @@ $(SERVE_CARD_SAN_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_DIR)/runne
 # http.c (the library's glue), openai.c (requests, responses, errors, stop
 # strings), metrics.c (Prometheus text), server.c (the routes), util/jsonw.c
 # (the JSON writer). spyre-serve links the engine and the tokenizer; it and
-# its end-to-end tests are built once both are in the tree (ENGINE_LIB and
-# TOKENIZER_LIB defined above). The ASan+UBSan server compiles everything
+# its end-to-end tests. The ASan+UBSan server compiles everything
 # from source.
 
 SRV_SRCS := $(addprefix $(SERVE_DIR)/,http.c openai.c metrics.c server.c) $(UTIL_DIR)/jsonw.c
@@ -156,23 +155,22 @@ $(B)/tests/serve-openai-test: $(SERVE_DIR)/tests/openai-test.c $(SERVE_DIR)/open
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $< $(SERVE_DIR)/openai.c $(UTIL_DIR)/jsonw.c $(UTIL_DIR)/json.c -o $@ -lm
 
-ifneq ($(and $(ENGINE_LIB),$(TOKENIZER_LIB)),)
 SERVE_TOOLS := $(B)/bin/spyre-serve $(B)/serve/spyre-serve-asan
 SERVE_E2E_TESTS := $(B)/tests/serve-server-test $(B)/tests/serve-server-asan-test
 serve-all: $(SERVE_TOOLS) $(SERVE_E2E_TESTS)
 host-tests: $(SERVE_E2E_TESTS)
 
 $(B)/bin/spyre-serve: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h \
-		$(TOKENIZER_LIB) $(ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB)
+		$(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) -o $@ $(TOKENIZER_LIB) $(ENGINE_LIBS) \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIBS) \
 		$(SERVE_MHD_LIBS)
 
 # Not in build/bin (the guest image copies build/bin): the test starts it.
-$(B)/serve/spyre-serve-asan: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h \
-		$(TOKENIZER_SRCS) $(ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS)
+$(B)/serve/spyre-serve-asan: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h $(TOK_HDRS) \
+		$(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS)
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $(SERVE_SAN) $< $(SRV_SRCS) $(TOKENIZER_SRCS) $(ENGINE_SRCS) \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(TOK_SRCS) $(SERVE_ENGINE_SRCS) \
 		$(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ $(SERVE_MHD_LIBS) -lpthread -lm
 
 # The end-to-end test: spyre-serve on a free loopback port, talked to over
@@ -189,4 +187,3 @@ $(B)/tests/serve-server-asan-test: $(SERVE_DIR)/tests/server-test.c $(SERVE_DIR)
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) -DSERVE_TEST_ASAN $< $(UTIL_DIR)/json.c -o $@ $(MODEL_LIBS) -lpthread
 
-endif
