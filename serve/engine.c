@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine_int.h"
 
@@ -497,6 +498,12 @@ static int step(struct spyre_engine *e)
 	pthread_mutex_unlock(&e->lock);
 
 	rc = e->runner->ops->step(e->runner->self, &b, &rs, e->step_err, sizeof(e->step_err));
+	if (e->opts.min_step_us) {
+		uint64_t spent = now_ns() - t;
+
+		if (spent < e->opts.min_step_us * 1000ull)
+			usleep((useconds_t)((e->opts.min_step_us * 1000ull - spent) / 1000));
+	}
 
 	pthread_mutex_lock(&e->lock);
 	t = now_ns();

@@ -45,6 +45,12 @@ struct spyre_engine_opts {
 	 * clipped to it.
 	 */
 	uint32_t max_batch_tkv;
+	/*
+	 * Each step lasts at least this long (0: off): a slower device for
+	 * tests and demos that need requests to stay in flight (spyre-serve
+	 * --min-step-us).
+	 */
+	uint32_t min_step_us;
 };
 
 struct spyre_sampling {

@@ -59,7 +59,9 @@ static void usage(FILE *f)
 		"  --no-prefix-caching           compute every prompt block\n"
 		"  --max-body BYTES              request body limit, 413 above (default 1048576)\n"
 		"  --timeout S                   idle connection timeout in seconds (default 60)\n"
-		"  --max-connections N           open connections at most (default 1024)\n");
+		"  --max-connections N           open connections at most (default 1024)\n"
+		"  --min-step-us US              each engine step lasts at least US microseconds (default 0:\n"
+		"                                off; a slower device for tests and demos)\n");
 }
 
 static int num(const char *opt, const char *s, uint64_t max, uint64_t *out)
@@ -84,7 +86,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "--seed", UINT64_MAX }, { "--port", 65535 }, { "--max-num-seqs", 4096 },
 		{ "--max-num-batched-tokens", 1u << 20 }, { "--num-blocks", 1u << 24 }, { "--block-size", 4096 },
 		{ "--max-waiting", 1u << 20 }, { "--max-body", 1ull << 30 }, { "--timeout", 86400 },
-		{ "--max-connections", 65536 }, { "--device", 64 },
+		{ "--max-connections", 65536 }, { "--device", 64 }, { "--min-step-us", 10000000 },
 	};
 	uint64_t v[sizeof(nums) / sizeof(nums[0])];
 	bool set[sizeof(nums) / sizeof(nums[0])] = { 0 };
@@ -144,6 +146,7 @@ static int parse(int argc, char **argv, struct options *o)
 	if (set[8]) o->http.timeout_s = (uint32_t)v[8];
 	if (set[9]) o->http.max_connections = (uint32_t)v[9];
 	if (set[10]) o->device = (int)v[10];
+	if (set[11]) o->engine.min_step_us = (uint32_t)v[11];
 	for (k = 2; k <= 9; k++)
 		if (set[k] && !v[k] && k != 1) {
 			fprintf(stderr, "spyre-serve: %s must be at least 1\n", nums[k].name);

@@ -485,7 +485,11 @@ static void test_metrics(void)
 	TAP_CMP(get_metric(S.port, "vllm:num_requests_waiting"), ==, 0.0);
 }
 
-/* A second server with one running request and one waiting: the next gets 429. */
+/*
+ * A second server with one running request and one waiting: the next gets
+ * 429. Its steps last 20 ms, so the first request (200 tokens) is still
+ * running when the others arrive, however fast the host.
+ */
 static void test_queue_full(void)
 {
 	const char *body = "{\"prompt\":[1,2,3],\"max_tokens\":200,\"ignore_eos\":true,\"stream\":true}";
@@ -496,7 +500,7 @@ static void test_queue_full(void)
 	char *req = hrequest("POST", "/v1/completions", body, &n);
 	struct hresp r;
 
-	if (start_server(&q, "--max-num-seqs 1 --max-waiting 1")) {
+	if (start_server(&q, "--max-num-seqs 1 --max-waiting 1 --min-step-us 20000")) {
 		TAP_CHECK(0, "second server did not start");
 		free(req);
 		return;
