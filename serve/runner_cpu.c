@@ -143,42 +143,45 @@ static bool exists(const char *path)
 	return !stat(path, &st);
 }
 
+int spyre_serve_model_load(const struct spyre_runner_cpu_opts *o, struct spyre_model_config *cfg,
+			   struct spyre_model_weights *w, char *err, size_t errlen)
+{
+	char path[4200];
+
+	memset(w, 0, sizeof(*w));
+	if (o->model_dir) {
+		snprintf(path, sizeof(path), "%s/config.json", o->model_dir);
+		if (spyre_model_config_load(path, cfg, err, errlen))
+			return -EINVAL;
+	} else if (spyre_model_config_preset(o->config ? o->config : "tiny", cfg) &&
+		   spyre_model_config_load(o->config, cfg, err, errlen)) {
+		return -EINVAL;
+	}
+	if (spyre_model_bytes(cfg, 4) > (2ull << 30))
+		return failf(err, errlen, -E2BIG, "the model's fp32 weights are above the 2 GiB host limit");
+	snprintf(path, sizeof(path), "%s/model.safetensors", o->model_dir ? o->model_dir : "");
+	if (o->model_dir && exists(path)) {
+		if (spyre_model_weights_load_file(cfg, path, w, err, errlen))
+			return -EINVAL;
+	} else if (spyre_model_weights_random(cfg, o->seed ? o->seed : 1, w)) {
+		return failf(err, errlen, -ENOMEM, "out of memory for the weights");
+	}
+	return 0;
+}
+
 int spyre_runner_cpu_new(const struct spyre_runner_cpu_opts *o, struct spyre_runner **out, char *err,
 			 size_t errlen)
 {
 	struct runner_cpu *rc;
-	char path[4200];
 	int ret;
 
 	*out = NULL;
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		return failf(err, errlen, -ENOMEM, "out of memory");
-	if (o->model_dir) {
-		snprintf(path, sizeof(path), "%s/config.json", o->model_dir);
-		if (spyre_model_config_load(path, &rc->cfg, err, errlen)) {
-			ret = -EINVAL;
-			goto bad;
-		}
-	} else if (spyre_model_config_preset(o->config ? o->config : "tiny", &rc->cfg) &&
-		   spyre_model_config_load(o->config, &rc->cfg, err, errlen)) {
-		ret = -EINVAL;
+	ret = spyre_serve_model_load(o, &rc->cfg, &rc->w, err, errlen);
+	if (ret)
 		goto bad;
-	}
-	if (spyre_model_bytes(&rc->cfg, 4) > (2ull << 30)) {
-		ret = failf(err, errlen, -E2BIG, "the model's fp32 weights are above the 2 GiB host limit");
-		goto bad;
-	}
-	snprintf(path, sizeof(path), "%s/model.safetensors", o->model_dir ? o->model_dir : "");
-	if (o->model_dir && exists(path)) {
-		if (spyre_model_weights_load_file(&rc->cfg, path, &rc->w, err, errlen)) {
-			ret = -EINVAL;
-			goto bad;
-		}
-	} else if (spyre_model_weights_random(&rc->cfg, o->seed ? o->seed : 1, &rc->w)) {
-		ret = failf(err, errlen, -ENOMEM, "out of memory for the weights");
-		goto bad;
-	}
 	rc->own_weights = true;
 	ret = init(rc, o->act_dtype, o->num_blocks, o->block_size, err, errlen);
 	if (ret)

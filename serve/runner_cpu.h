@@ -29,6 +29,13 @@ struct spyre_runner_cpu_opts {
 };
 
 /* 0 and *@out (free with spyre_runner_free), or -errno with a message. */
+/*
+ * The model of @o (model_dir, config, seed; the rest ignored) as the CPU
+ * runner loads it, for another runner (the card's): 0, or -errno with @err.
+ * @w is allocated (spyre_model_weights_free) unless it failed.
+ */
+int spyre_serve_model_load(const struct spyre_runner_cpu_opts *o, struct spyre_model_config *cfg,
+			   struct spyre_model_weights *w, char *err, size_t errlen);
 int spyre_runner_cpu_new(const struct spyre_runner_cpu_opts *o, struct spyre_runner **out, char *err,
 			 size_t errlen);
 /*

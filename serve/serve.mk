@@ -161,17 +161,20 @@ serve-all: $(SERVE_TOOLS) $(SERVE_E2E_TESTS)
 host-tests: $(SERVE_E2E_TESTS)
 
 $(B)/bin/spyre-serve: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h \
-		$(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB)
+		$(SERVE_DIR)/runner_card.h $(SERVE_CARD_OBJ) $(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
+		$(B)/lib/libspyre.so
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIBS) \
-		$(SERVE_MHD_LIBS)
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) $(SERVE_CARD_OBJ) -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIB) \
+		$(MODEL_LIB) -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) $(SERVE_MHD_LIBS) -lpthread -lm
 
 # Not in build/bin (the guest image copies build/bin): the test starts it.
 $(B)/serve/spyre-serve-asan: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h $(TOK_HDRS) \
-		$(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS)
+		$(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) \
+		$(MODEL_ISA_SRCS) $(B)/lib/libspyre.so
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(TOK_SRCS) $(SERVE_ENGINE_SRCS) \
-		$(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ $(SERVE_MHD_LIBS) -lpthread -lm
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(SERVE_DIR)/runner_card.c \
+		$(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ \
+		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../../build/lib' $(SERVE_MHD_LIBS) -lpthread -lm
 
 # The end-to-end test: spyre-serve on a free loopback port, talked to over
 # raw sockets; its greedy tokens checked against the CPU reference.

@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "http.h"
+#include "runner_card.h"
 #include "runner_cpu.h"
 #include "server.h"
 #include "tokenizer.h"
@@ -172,6 +173,32 @@ static void default_tokenizer(char *path, size_t len)
 }
 
 /* The runner of --runner: the CPU reference here; the card's runner plugs in at this one place. */
+static spyre_device_t *card_dev;	/* --runner card: open until the runner is freed */
+
+/* The card runner: the model loaded as the CPU runner loads it, packed onto card --device. */
+static int open_card(const struct options *o, const struct spyre_runner_cpu_opts *co, struct spyre_runner **r,
+		     char *err, size_t errlen)
+{
+	struct spyre_runner_card_opts ko = {
+		.dtype = SPYRE_DT_FP32, .block_size = o->block_size, .num_blocks = o->num_blocks,
+		.max_num_seqs = o->engine.max_num_seqs, .max_num_batched_tokens = o->engine.max_num_batched_tokens,
+	};
+	struct spyre_model_config cfg;
+	struct spyre_model_weights w;
+	int ret = spyre_device_open(o->device, &card_dev);
+
+	if (ret) {
+		snprintf(err, errlen, "card %d: %s", o->device, spyre_last_error());
+		return ret;
+	}
+	ret = spyre_serve_model_load(co, &cfg, &w, err, errlen);
+	if (ret)
+		return ret;
+	ret = spyre_runner_card_new(card_dev, &cfg, &w, &ko, r, err, errlen);
+	spyre_model_weights_free(&w);
+	return ret;
+}
+
 static int open_runner(const struct options *o, struct spyre_runner **r, char *err, size_t errlen)
 {
 	struct spyre_runner_cpu_opts co = {
@@ -179,10 +206,8 @@ static int open_runner(const struct options *o, struct spyre_runner **r, char *e
 		.block_size = o->block_size,
 	};
 
-	if (!strcmp(o->runner, "card")) {
-		snprintf(err, errlen, "--runner card: the card runner is not built into this spyre-serve yet");
-		return -ENOSYS;
-	}
+	if (!strcmp(o->runner, "card"))
+		return open_card(o, &co, r, err, errlen);
 	return spyre_runner_cpu_new(&co, r, err, errlen);
 }
 
@@ -274,6 +299,7 @@ out:
 		spyre_engine_free(engine);
 	spyre_server_free(server);
 	spyre_runner_free(runner);
+	spyre_device_close(card_dev);
 	if (tok)
 		spyre_tokenizer_free(tok);
 	return rc;
