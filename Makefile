@@ -53,7 +53,7 @@ HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test \
 	$(B)/tests/docs-figures-test $(B)/tests/props-help-test
 
-.PHONY: all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check boot-soak lint vm-shell clean help install
+.PHONY: serve all setup debug-kernel guest-python module module-debug lib tools selftests host-tests bench bench-run demo check boot-soak lint vm-shell clean help install
 
 # module-debug only where the debug kernel is built (`make check` builds both).
 all: module lib tools selftests host-tests $(if $(wildcard $(DEBUG_KBUILD)/.spyre-key),module-debug)
@@ -61,6 +61,7 @@ all: module lib tools selftests host-tests $(if $(wildcard $(DEBUG_KBUILD)/.spyr
 help:
 	@echo "make demo        set up if needed, build, boot a VM with a spyre card, run spyre-smi"
 	@echo "make check       set up if needed, build, run host and VM tests"
+	@echo "make serve       set up if needed, build, boot a VM running spyre-serve on a card, port 8000 on 127.0.0.1 (SPYRE_MODEL=dir)"
 	@echo "make setup       install packages, Linux $(KVER), QEMU with the device (idempotent)"
 	@echo "make all         build spyre.ko, libspyre, tools, selftests, host tests"
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
@@ -373,6 +374,12 @@ demo:
 	tools/setup/setup.sh all
 	$(MAKE) all
 	tools/demo
+
+# spyre-serve on a card in a VM, its port 8000 on the host's 127.0.0.1:8000 (docs/serve.md)
+serve:
+	tools/setup/setup.sh all
+	$(MAKE) all
+	tools/serve
 
 check:
 	tools/setup/setup.sh all debug-kernel guest-python
