@@ -55,8 +55,9 @@ static int start_server(struct server *s, const char *extra)
 	if (!s->pid) {
 		dup2(fds[1], 1);
 		close(fds[0]);
-		snprintf(cmd, sizeof(cmd), "exec %s --port 0 --max-body 65536 --timeout 5 %s 2>>%s", server_path,
-			 extra, s->errfile);
+		/* SPYRE_SERVE_ARGS: what every server of the run adds (the guest's: the card runner) */
+		snprintf(cmd, sizeof(cmd), "exec %s --port 0 --max-body 65536 --timeout 5 %s %s 2>>%s", server_path,
+			 getenv("SPYRE_SERVE_ARGS") ? getenv("SPYRE_SERVE_ARGS") : "", extra, s->errfile);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
