@@ -79,11 +79,12 @@ static void test_names(void)
 {
 	TAP_STREQ("success", spyre_strerror(0));
 	TAP_STREQ(strerror(EINVAL), spyre_strerror(-EINVAL));
-	/* Engine faults by name (SPYRE_FAULT_* of spyre_isa.h: 0, 6, 13, then unknown). */
+	/* Engine faults by name (SPYRE_FAULT_* of spyre_isa.h: 0, 6, 13, 14 (LDX's bad index), then unknown). */
 	TAP_STREQ("no fault", spyre_engine_fault_name(0));
 	TAP_STREQ("scratchpad access out of range", spyre_engine_fault_name(6));
 	TAP_STREQ("no such slot", spyre_engine_fault_name(13));
-	TAP_STREQ("unknown engine fault", spyre_engine_fault_name(14));
+	TAP_STREQ("index out of bounds", spyre_engine_fault_name(14));
+	TAP_STREQ("unknown engine fault", spyre_engine_fault_name(15));
 	TAP_STREQ("unknown engine fault", spyre_engine_fault_name(UINT32_MAX));
 }
 
