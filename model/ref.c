@@ -221,6 +221,31 @@ void spyre_ref_round_all(spyre_round_fn round, float *x, size_t n)
 	round_all(round, x, n);
 }
 
+void spyre_ref_layer_out(const struct spyre_model_config *c, const struct spyre_layer_weights *L, spyre_round_fn R,
+			 uint32_t n, float *a, float *x, float *h, float *g, float *u, float *o)
+{
+	uint32_t H = c->hidden, Q = c->heads * c->head_dim, F = c->ffn;
+
+	round_all(R, a, (size_t)n * Q);
+	spyre_ref_matmul(a, n, L->wo, H, Q, o);
+	round_all(R, o, (size_t)n * H);
+	for (size_t i = 0; i < (size_t)n * H; i++)
+		x[i] = R(x[i] + c->residual_multiplier * o[i]);
+
+	/* MLP block */
+	for (uint32_t r = 0; r < n; r++)
+		spyre_ref_rmsnorm(x + (size_t)r * H, L->mlp_norm, H, c->norm_eps, h + (size_t)r * H);
+	round_all(R, h, (size_t)n * H);
+	spyre_ref_matmul(h, n, L->w_gate, F, H, g);
+	spyre_ref_matmul(h, n, L->w_up, F, H, u);
+	for (size_t i = 0; i < (size_t)n * F; i++)
+		g[i] = R(spyre_ref_silu(g[i]) * u[i]);
+	spyre_ref_matmul(g, n, L->w_down, H, F, o);
+	round_all(R, o, (size_t)n * H);
+	for (size_t i = 0; i < (size_t)n * H; i++)
+		x[i] = R(x[i] + c->residual_multiplier * o[i]);
+}
+
 static float *rebase(const float *p, const struct spyre_model_weights *from, float *to)
 {
 	return to + (p - from->storage);
@@ -418,24 +443,7 @@ int spyre_ref_prefill(struct spyre_ref *ref, const int32_t *tokens, uint32_t n, 
 			spyre_ref_attention(q + (size_t)r * Q, ref->kc[l], ref->vc[l], pos0 + r + 1, c->heads,
 					    c->kv_heads, c->head_dim, c->attention_multiplier,
 					    a + (size_t)r * Q, p);
-		round_all(R, a, (size_t)n * Q);
-		spyre_ref_matmul(a, n, L->wo, H, Q, o);
-		round_all(R, o, (size_t)n * H);
-		for (size_t i = 0; i < (size_t)n * H; i++)
-			x[i] = R(x[i] + c->residual_multiplier * o[i]);
-
-		/* MLP block */
-		for (uint32_t r = 0; r < n; r++)
-			spyre_ref_rmsnorm(x + (size_t)r * H, L->mlp_norm, H, c->norm_eps, h + (size_t)r * H);
-		round_all(R, h, (size_t)n * H);
-		spyre_ref_matmul(h, n, L->w_gate, F, H, g);
-		spyre_ref_matmul(h, n, L->w_up, F, H, u);
-		for (size_t i = 0; i < (size_t)n * F; i++)
-			g[i] = R(spyre_ref_silu(g[i]) * u[i]);
-		spyre_ref_matmul(g, n, L->w_down, H, F, o);
-		round_all(R, o, (size_t)n * H);
-		for (size_t i = 0; i < (size_t)n * H; i++)
-			x[i] = R(x[i] + c->residual_multiplier * o[i]);
+		spyre_ref_layer_out(c, L, R, n, a, x, h, g, u, o);
 	}
 
 	if (logits_last) {

@@ -57,6 +57,15 @@ spyre_round_fn spyre_ref_round_fn(unsigned int act_dtype);
 const char *spyre_ref_dtype_name(unsigned int act_dtype);	/* "fp32", "fp16", "bf16", "dl16" */
 /* x[i] = round(x[i]) for @n floats (nothing for spyre_ref_round_none). */
 void spyre_ref_round_all(spyre_round_fn round, float *x, size_t n);
+/*
+ * The rest of a layer after attention, for @n rows: a (the attention output,
+ * rounded here) through o_proj into the residual x, then the MLP block into x
+ * (ref.c's math above); h, g, u, o are scratch of n x hidden, n x
+ * intermediate, n x intermediate, n x hidden floats. Shared by the reference
+ * and the paged reference (ref_paged.c).
+ */
+void spyre_ref_layer_out(const struct spyre_model_config *c, const struct spyre_layer_weights *L, spyre_round_fn R,
+			 uint32_t n, float *a, float *x, float *h, float *g, float *u, float *o);
 
 struct spyre_ref;
 

@@ -10,21 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errf.h"
 #include "ref_paged.h"
 
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 /* ---- the cache ---- */
 
@@ -80,45 +68,45 @@ int spyre_paged_batch_check(const struct spyre_paged_batch *b, const struct spyr
 	uint64_t nslots = (uint64_t)kv->num_blocks * kv->block_size;
 
 	if (!b->num_tokens || !b->num_seqs)
-		return failf(err, errlen, -EINVAL, "empty batch (%u rows, %u sequences)", b->num_tokens,
+		return errfc(err, errlen, -EINVAL, "empty batch (%u rows, %u sequences)", b->num_tokens,
 			     b->num_seqs);
 	if (!b->tokens || !b->positions || !b->slot_mapping || !b->query_start || !b->context_lens ||
 	    !b->block_tables || !b->max_blocks)
-		return failf(err, errlen, -EINVAL, "a batch array is missing (or max_blocks is 0)");
+		return errfc(err, errlen, -EINVAL, "a batch array is missing (or max_blocks is 0)");
 	if (b->num_seqs > b->num_tokens)
-		return failf(err, errlen, -EINVAL, "%u sequences in %u rows", b->num_seqs, b->num_tokens);
+		return errfc(err, errlen, -EINVAL, "%u sequences in %u rows", b->num_seqs, b->num_tokens);
 	if (b->query_start[0] != 0 || b->query_start[b->num_seqs] != b->num_tokens)
-		return failf(err, errlen, -EINVAL, "query_start runs %u..%u, not 0..%u", b->query_start[0],
+		return errfc(err, errlen, -EINVAL, "query_start runs %u..%u, not 0..%u", b->query_start[0],
 			     b->query_start[b->num_seqs], b->num_tokens);
 	for (uint32_t s = 0; s < b->num_seqs; s++) {
 		uint32_t r0 = b->query_start[s], r1 = b->query_start[s + 1], ctx = b->context_lens[s];
 		const int32_t *bt = b->block_tables + (size_t)s * b->max_blocks;
 
 		if (r1 <= r0 || r1 > b->num_tokens)
-			return failf(err, errlen, -EINVAL, "query_start[%u..%u] = %u..%u: not a non-empty range", s,
+			return errfc(err, errlen, -EINVAL, "query_start[%u..%u] = %u..%u: not a non-empty range", s,
 				     s + 1, r0, r1);
 		if (!ctx || ctx > max_pos || (uint64_t)ctx > (uint64_t)b->max_blocks * kv->block_size)
-			return failf(err, errlen, -EINVAL,
+			return errfc(err, errlen, -EINVAL,
 				     "context_lens[%u] = %u: not in [1, min(max_pos %u, max_blocks %u x block_size %u)]",
 				     s, ctx, max_pos, b->max_blocks, kv->block_size);
 		for (uint32_t i = 0; i < (ctx + kv->block_size - 1) / kv->block_size; i++)
 			if (bt[i] < 0 || (uint32_t)bt[i] >= kv->num_blocks)
-				return failf(err, errlen, -EINVAL, "block_tables[%u][%u] = %d: not in [0, %u)", s, i,
+				return errfc(err, errlen, -EINVAL, "block_tables[%u][%u] = %d: not in [0, %u)", s, i,
 					     bt[i], kv->num_blocks);
 		for (uint32_t r = r0; r < r1; r++) {
 			int64_t slot = b->slot_mapping[r];
 
 			if (b->tokens[r] < 0 || (uint32_t)b->tokens[r] >= vocab)
-				return failf(err, errlen, -EINVAL, "tokens[%u] = %d: not in [0, %u)", r, b->tokens[r],
+				return errfc(err, errlen, -EINVAL, "tokens[%u] = %d: not in [0, %u)", r, b->tokens[r],
 					     vocab);
 			if (slot == -1)
 				continue;
 			if (b->positions[r] < 0 || (uint32_t)b->positions[r] >= ctx)
-				return failf(err, errlen, -EINVAL,
+				return errfc(err, errlen, -EINVAL,
 					     "positions[%u] = %d: not in [0, context_lens[%u] = %u)", r,
 					     b->positions[r], s, ctx);
 			if (slot < 0 || (uint64_t)slot >= nslots)
-				return failf(err, errlen, -EINVAL, "slot_mapping[%u] = %lld: not in [0, %llu) or -1",
+				return errfc(err, errlen, -EINVAL, "slot_mapping[%u] = %lld: not in [0, %llu) or -1",
 					     r, (long long)slot, (unsigned long long)nslots);
 		}
 	}
@@ -220,7 +208,7 @@ int spyre_ref_paged_step(const struct spyre_ref *ref, struct spyre_paged_kv *kv,
 	int rc;
 
 	if (kv->layers != c->layers || kv->kv_heads != c->kv_heads || kv->head_dim != c->head_dim)
-		return failf(err, errlen, -EINVAL, "the KV cache (%u layers, %u kv heads x %u) is not the model's "
+		return errfc(err, errlen, -EINVAL, "the KV cache (%u layers, %u kv heads x %u) is not the model's "
 			     "(%u, %u x %u)", kv->layers, kv->kv_heads, kv->head_dim, c->layers, c->kv_heads,
 			     c->head_dim);
 	rc = spyre_paged_batch_check(b, kv, V, c->max_pos, err, errlen);
@@ -237,7 +225,7 @@ int spyre_ref_paged_step(const struct spyre_ref *ref, struct spyre_paged_kv *kv,
 	u = malloc((size_t)n * F * sizeof(float));
 	if (!logits && argmax)
 		lg = malloc((size_t)V * sizeof(float));
-	rc = failf(err, errlen, -ENOMEM, "out of memory for a step of %u rows", n);
+	rc = errfc(err, errlen, -ENOMEM, "out of memory for a step of %u rows", n);
 	if (!x || !h || !q || !k || !v || !a || !o || !g || !u || (!logits && argmax && !lg))
 		goto out;
 
@@ -267,24 +255,7 @@ int spyre_ref_paged_step(const struct spyre_ref *ref, struct spyre_paged_kv *kv,
 		if (spyre_ref_paged_attention_batch(b, kv->k[l], kv->v[l], kv->block_size, c->heads, c->kv_heads,
 						    c->head_dim, c->attention_multiplier, q, a))
 			goto out;
-		spyre_ref_round_all(R, a, (size_t)n * Q);
-		spyre_ref_matmul(a, n, L->wo, H, Q, o);
-		spyre_ref_round_all(R, o, (size_t)n * H);
-		for (size_t i = 0; i < (size_t)n * H; i++)
-			x[i] = R(x[i] + c->residual_multiplier * o[i]);
-
-		/* MLP block */
-		for (uint32_t r = 0; r < n; r++)
-			spyre_ref_rmsnorm(x + (size_t)r * H, L->mlp_norm, H, c->norm_eps, h + (size_t)r * H);
-		spyre_ref_round_all(R, h, (size_t)n * H);
-		spyre_ref_matmul(h, n, L->w_gate, F, H, g);
-		spyre_ref_matmul(h, n, L->w_up, F, H, u);
-		for (size_t i = 0; i < (size_t)n * F; i++)
-			g[i] = R(spyre_ref_silu(g[i]) * u[i]);
-		spyre_ref_matmul(g, n, L->w_down, H, F, o);
-		spyre_ref_round_all(R, o, (size_t)n * H);
-		for (size_t i = 0; i < (size_t)n * H; i++)
-			x[i] = R(x[i] + c->residual_multiplier * o[i]);
+		spyre_ref_layer_out(c, L, R, n, a, x, h, g, u, o);
 	}
 
 	/* the last row of each sequence samples */

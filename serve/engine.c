@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errf.h"
 #include "engine_int.h"
 
 static uint64_t now_ns(void)
@@ -29,19 +30,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static void req_free(struct spyre_req *r)
 {
@@ -66,7 +54,7 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 	*out = NULL;
 	if (!runner || !runner->ops || !runner->ops->step || !runner->vocab || !runner->block_size ||
 	    !runner->num_blocks || !runner->max_model_len)
-		return failf(err, errlen, -EINVAL, "the runner is incomplete (ops, vocab, block size, blocks, context)");
+		return errfc(err, errlen, -EINVAL, "the runner is incomplete (ops, vocab, block size, blocks, context)");
 	bs = runner->block_size;
 	if (opts)
 		o = *opts;
@@ -77,17 +65,17 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 	if (!o.max_waiting)
 		o.max_waiting = 256;
 	if (o.max_num_batched_tokens % bs)
-		return failf(err, errlen, -EINVAL, "max_num_batched_tokens (%u) is not a multiple of the block size (%u)",
+		return errfc(err, errlen, -EINVAL, "max_num_batched_tokens (%u) is not a multiple of the block size (%u)",
 			     o.max_num_batched_tokens, bs);
 	if (o.max_num_batched_tokens < o.max_num_seqs - 1 + bs)
-		return failf(err, errlen, -EINVAL,
+		return errfc(err, errlen, -EINVAL,
 			     "max_num_batched_tokens (%u) leaves no whole block for a prefill chunk beside %u decodes",
 			     o.max_num_batched_tokens, o.max_num_seqs - 1);
 	if (o.max_num_seqs > 4096 || o.max_num_batched_tokens > (1u << 20) || o.max_waiting > (1u << 20))
-		return failf(err, errlen, -EINVAL, "max_num_seqs, max_num_batched_tokens or max_waiting is too large");
+		return errfc(err, errlen, -EINVAL, "max_num_seqs, max_num_batched_tokens or max_waiting is too large");
 	e = calloc(1, sizeof(*e));
 	if (!e)
-		return failf(err, errlen, -ENOMEM, "out of memory");
+		return errfc(err, errlen, -ENOMEM, "out of memory");
 	e->runner = runner;
 	e->opts = o;
 	e->block_size = bs;
@@ -125,7 +113,7 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 	if (!e->blocks || !e->events || !e->items || !e->b_tokens || !e->b_positions || !e->b_slots || !e->b_qs || !e->b_ctx ||
 	    !e->b_tables || !e->b_argmax || !e->b_logits || !e->sample_scratch) {
 		spyre_engine_free(e);
-		return failf(err, errlen, -ENOMEM, "out of memory for the engine (%u blocks, %u sequences)",
+		return errfc(err, errlen, -ENOMEM, "out of memory for the engine (%u blocks, %u sequences)",
 			     runner->num_blocks, o.max_num_seqs);
 	}
 	e->stats.blocks_total = runner->num_blocks;
@@ -249,32 +237,32 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 	int rc;
 
 	if (!p || !p->prompt || !p->prompt_len)
-		return failf(err, errlen, -EINVAL, "the prompt is empty");
+		return errfc(err, errlen, -EINVAL, "the prompt is empty");
 	if (p->prompt_len >= rn->max_model_len || (e->opts.max_model_len && p->prompt_len >= e->opts.max_model_len))
-		return failf(err, errlen, -E2BIG, "the prompt's %u tokens reach the model's context (%u)",
+		return errfc(err, errlen, -E2BIG, "the prompt's %u tokens reach the model's context (%u)",
 			     p->prompt_len, e->opts.max_model_len && e->opts.max_model_len < rn->max_model_len ?
 			     e->opts.max_model_len : rn->max_model_len);
 	if (p->prompt_len >= e->limit)
-		return failf(err, errlen, -E2BIG, "the prompt's %u tokens do not fit the KV cache (%u blocks of %u%s)",
+		return errfc(err, errlen, -E2BIG, "the prompt's %u tokens do not fit the KV cache (%u blocks of %u%s)",
 			     p->prompt_len, rn->num_blocks, e->block_size,
 			     e->opts.max_batch_tkv ? ", or max_batch_tkv" : "");
 	for (uint32_t i = 0; i < p->prompt_len; i++)
 		if (p->prompt[i] < 0 || (uint32_t)p->prompt[i] >= rn->vocab)
-			return failf(err, errlen, -EINVAL, "prompt token %u: id %d is not in [0, %u)", i, p->prompt[i],
+			return errfc(err, errlen, -EINVAL, "prompt token %u: id %d is not in [0, %u)", i, p->prompt[i],
 				     rn->vocab);
 	if (!p->max_tokens)
-		return failf(err, errlen, -EINVAL, "max_tokens is 0");
+		return errfc(err, errlen, -EINVAL, "max_tokens is 0");
 	rc = spyre_sampling_check(&p->sampling);
 	if (rc)
-		return failf(err, errlen, rc, "bad sampling parameters: temperature %g (want [0, 1e4]), top_p %g "
+		return errfc(err, errlen, rc, "bad sampling parameters: temperature %g (want [0, 1e4]), top_p %g "
 			     "(want (0, 1])", (double)p->sampling.temperature, (double)p->sampling.top_p);
 	if (p->n_stop_ids && !p->stop_ids)
-		return failf(err, errlen, -EINVAL, "%u stop ids but no array", p->n_stop_ids);
+		return errfc(err, errlen, -EINVAL, "%u stop ids but no array", p->n_stop_ids);
 	if (p->n_stop_ids > 1024)
-		return failf(err, errlen, -E2BIG, "%u stop ids (at most 1024)", p->n_stop_ids);
+		return errfc(err, errlen, -E2BIG, "%u stop ids (at most 1024)", p->n_stop_ids);
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return failf(err, errlen, -ENOMEM, "out of memory");
+		return errfc(err, errlen, -ENOMEM, "out of memory");
 	r->limit = e->limit;
 	r->tokens = malloc((size_t)r->limit * sizeof(int32_t));
 	r->blocks = malloc((size_t)e->max_blocks_per_req * sizeof(int32_t));
@@ -282,7 +270,7 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 	r->stop_ids = malloc((p->n_stop_ids ? p->n_stop_ids : 1) * sizeof(int32_t));
 	if (!r->tokens || !r->blocks || !r->hashes || !r->stop_ids) {
 		req_free(r);
-		return failf(err, errlen, -ENOMEM, "out of memory");
+		return errfc(err, errlen, -ENOMEM, "out of memory");
 	}
 	memcpy(r->tokens, p->prompt, p->prompt_len * sizeof(int32_t));
 	if (p->n_stop_ids)
@@ -305,8 +293,8 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 		pthread_mutex_unlock(&e->lock);
 		req_free(r);
 		if (stopping)
-			return failf(err, errlen, -ESHUTDOWN, "the engine is shutting down");
-		return failf(err, errlen, -EAGAIN, "%u requests are waiting already (max_waiting)", n);
+			return errfc(err, errlen, -ESHUTDOWN, "the engine is shutting down");
+		return errfc(err, errlen, -EAGAIN, "%u requests are waiting already (max_waiting)", n);
 	}
 	r->id = e->next_id++;
 	r->d_arrival = e->stats.runner_device_ns;

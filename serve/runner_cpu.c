@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "errf.h"
 #include "ref_paged.h"
 #include "runner_cpu.h"
 
@@ -23,19 +24,6 @@ struct runner_cpu {
 	struct spyre_paged_kv kv;
 };
 
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int failf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static int cpu_step(void *self, const struct spyre_runner_batch *b, struct spyre_runner_stats *st, char *err,
 		    size_t errlen)
@@ -87,19 +75,19 @@ static int init(struct runner_cpu *rc, unsigned int act_dtype, uint32_t num_bloc
 	int ret;
 
 	if (!spyre_ref_round_fn(act_dtype))
-		return failf(err, errlen, -EINVAL, "unknown activation dtype %u", act_dtype);
+		return errfc(err, errlen, -EINVAL, "unknown activation dtype %u", act_dtype);
 	if (!block_size)
 		block_size = 64;
 	if (block_size > 4096)
-		return failf(err, errlen, -EINVAL, "block size %u is above 4096", block_size);
+		return errfc(err, errlen, -EINVAL, "block size %u is above 4096", block_size);
 	if (!num_blocks)
 		num_blocks = 4 * ((c->max_pos + block_size - 1) / block_size);
 	rc->ref = spyre_ref_new(c, &rc->w, act_dtype);
 	if (!rc->ref)
-		return failf(err, errlen, -ENOMEM, "the reference model could not be set up (config or memory)");
+		return errfc(err, errlen, -ENOMEM, "the reference model could not be set up (config or memory)");
 	ret = spyre_paged_kv_alloc(&rc->kv, c, num_blocks, block_size);
 	if (ret)
-		return failf(err, errlen, ret, "the KV cache of %u blocks of %u: %s", num_blocks, block_size,
+		return errfc(err, errlen, ret, "the KV cache of %u blocks of %u: %s", num_blocks, block_size,
 			     ret == -ENOMEM ? "out of memory" : "too large");
 	rc->r.ops = &cpu_ops;
 	rc->r.self = rc;
@@ -124,7 +112,7 @@ int spyre_runner_cpu_new_from(const struct spyre_model_config *cfg, const struct
 		return -EINVAL;
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
-		return failf(err, errlen, -ENOMEM, "out of memory");
+		return errfc(err, errlen, -ENOMEM, "out of memory");
 	rc->cfg = *cfg;
 	rc->w = *w;
 	ret = init(rc, act_dtype, num_blocks, block_size, err, errlen);
@@ -158,13 +146,13 @@ int spyre_serve_model_load(const struct spyre_runner_cpu_opts *o, struct spyre_m
 		return -EINVAL;
 	}
 	if (spyre_model_bytes(cfg, 4) > (2ull << 30))
-		return failf(err, errlen, -E2BIG, "the model's fp32 weights are above the 2 GiB host limit");
+		return errfc(err, errlen, -E2BIG, "the model's fp32 weights are above the 2 GiB host limit");
 	snprintf(path, sizeof(path), "%s/model.safetensors", o->model_dir ? o->model_dir : "");
 	if (o->model_dir && exists(path)) {
 		if (spyre_model_weights_load_file(cfg, path, w, err, errlen))
 			return -EINVAL;
 	} else if (spyre_model_weights_random(cfg, o->seed ? o->seed : 1, w)) {
-		return failf(err, errlen, -ENOMEM, "out of memory for the weights");
+		return errfc(err, errlen, -ENOMEM, "out of memory for the weights");
 	}
 	return 0;
 }
@@ -178,7 +166,7 @@ int spyre_runner_cpu_new(const struct spyre_runner_cpu_opts *o, struct spyre_run
 	*out = NULL;
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
-		return failf(err, errlen, -ENOMEM, "out of memory");
+		return errfc(err, errlen, -ENOMEM, "out of memory");
 	ret = spyre_serve_model_load(o, &rc->cfg, &rc->w, err, errlen);
 	if (ret)
 		goto bad;
