@@ -403,6 +403,20 @@ static int gather(struct spyre_dbert *db, spyre_dptr_t table, uint64_t n, const 
 	return 0;
 }
 
+/* x = LayerNorm(x + t) with weight @w, bias @b: a post-LayerNorm residual over M rows. */
+static int add_norm(struct spyre_dbert *db, uint64_t M, spyre_dptr_t w, spyre_dptr_t b)
+{
+	const struct acts *a = &db->a;
+	struct spyre_kdesc d = kd(db, SPYRE_KOP_ADD, M, db->cfg.hidden, 0);
+	int ret = launch(db, &d, (spyre_dptr_t[]){ a->x, a->t, a->x }, 3, NULL, 0);
+
+	if (ret)
+		return ret;
+	d = kd(db, SPYRE_KOP_LAYERNORM, M, db->cfg.hidden, 0);
+	d.eps = db->cfg.norm_eps;
+	return launch(db, &d, (spyre_dptr_t[]){ a->x, w, b, a->x }, 4, NULL, 0);
+}
+
 /* The kernels of one batch: B sentences of L (padded) tokens, ids and positions [B*L]. */
 static int run(struct spyre_dbert *db, uint32_t B, uint32_t L, const int32_t *tok, const int32_t *pos)
 {
@@ -473,12 +487,7 @@ static int run(struct spyre_dbert *db, uint32_t B, uint32_t L, const int32_t *to
 		d = linear_desc(db, M, H, H);
 		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->q, y->wo, y->bo, a->t }, 4, NULL, 0)))
 			return ret;
-		d = kd(db, SPYRE_KOP_ADD, M, H, 0);
-		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->x, a->t, a->x }, 3, NULL, 0)))
-			return ret;
-		d = kd(db, SPYRE_KOP_LAYERNORM, M, H, 0);
-		d.eps = c->norm_eps;
-		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->x, y->ln1_w, y->ln1_b, a->x }, 4, NULL, 0)))
+		if ((ret = add_norm(db, M, y->ln1_w, y->ln1_b)))
 			return ret;
 		d = linear_desc(db, M, F, H);
 		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->x, y->wi, y->bi, a->f }, 4, NULL, 0)))
@@ -489,12 +498,7 @@ static int run(struct spyre_dbert *db, uint32_t B, uint32_t L, const int32_t *to
 		d = linear_desc(db, M, H, F);
 		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->f, y->wd, y->bd, a->t }, 4, NULL, 0)))
 			return ret;
-		d = kd(db, SPYRE_KOP_ADD, M, H, 0);
-		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->x, a->t, a->x }, 3, NULL, 0)))
-			return ret;
-		d = kd(db, SPYRE_KOP_LAYERNORM, M, H, 0);
-		d.eps = c->norm_eps;
-		if ((ret = launch(db, &d, (spyre_dptr_t[]){ a->x, y->ln2_w, y->ln2_b, a->x }, 4, NULL, 0)))
+		if ((ret = add_norm(db, M, y->ln2_w, y->ln2_b)))
 			return ret;
 	}
 	/* mean over each sentence's tokens: poolw [1 x L] . x [L x H] per sentence */
