@@ -93,11 +93,12 @@ demo-torch: setup
 	tools/vm/run --python --timeout 2400 --copy $(TORCH_OUT) -- /spyre/pytorch/tests/demo-torch
 
 # make check-hf-full: test_hf's cases that make check leaves out (SPYRE_HF_FULL=1: the tiny models
-# compiled in fp16, the 12-layer Llama in fp16, the 12-layer Granite; an hour or more under TCG)
+# compiled in fp16 and with Inductor, the 12-layer Llama compiled and in fp16, the 12-layer Granite;
+# an hour or more under TCG)
 .PHONY: check-hf-full
 check-hf-full: torch-ext
 	tools/vm/run --python --timeout 7200 --copy $(TORCH_OUT) -- env SPYRE_HF_FULL=1 \
-		/spyre/pytorch/tests/spyre-torch-test /spyre/pytorch hf_tiny_compiled_fp16 hf_llama_12l_fp16 \
+		/spyre/pytorch/tests/spyre-torch-test /spyre/pytorch hf_tiny_compiled hf_tiny_compiled_fp16 hf_llama_12l_fp32 hf_llama_12l_fp16 \
 		hf_granite_12l_fp32 hf_granite_12l_fp16
 
 # make bench-torch (part of make bench): eager vs torch.compile on test_hf's 12-layer Llama in the
