@@ -515,6 +515,178 @@ void spyre_oai_tok_free(struct spyre_oai_tok *t)
 	memset(t, 0, sizeof(*t));
 }
 
+int spyre_oai_parse_embed(const char *body, size_t len, struct spyre_oai_embed *x, struct spyre_oai_error *e)
+{
+	const struct spyre_json_node *root, *v, *f;
+	size_t i, count;
+
+	memset(x, 0, sizeof(*x));
+	if (parse_doc(body, len, &x->doc, e))
+		return -1;
+	root = spyre_json_root(x->doc);
+	if (get_model(root, &x->model, e))
+		goto fail;
+	f = field(root, "encoding_format");
+	if (f) {
+		const char *fmt = spyre_json_string(f, NULL);
+
+		if (!fmt) {
+			wrong_type(e, "encoding_format", "a string", f);
+			goto fail;
+		}
+		if (strcmp(fmt, "float") && strcmp(fmt, "base64")) {
+			spyre_oai_fail(e, 400, "encoding_format", "'encoding_format' must be \"float\" or "
+				       "\"base64\", not \"%.64s\"", fmt);
+			goto fail;
+		}
+		x->base64 = !strcmp(fmt, "base64");
+	}
+	if (field(root, "dimensions")) {
+		spyre_oai_fail(e, 400, "dimensions", "'dimensions' is not supported by this model");
+		goto fail;
+	}
+	v = field(root, "input");
+	if (!v) {
+		spyre_oai_fail(e, 400, "input", "'input' is required");
+		goto fail;
+	}
+	if (spyre_json_type(v) == SPYRE_JSON_STRING) {
+		count = 1;
+	} else if (spyre_json_type(v) == SPYRE_JSON_ARRAY) {
+		count = is_int_array(v) ? 1 : spyre_json_count(v);
+		if (!spyre_json_count(v)) {
+			spyre_oai_fail(e, 400, "input", "'input' must not be empty");
+			goto fail;
+		}
+	} else {
+		wrong_type(e, "input", "a string, an array of strings or of token ids", v);
+		goto fail;
+	}
+	if (count > SPYRE_OAI_MAX_EMBED_INPUTS) {
+		spyre_oai_fail(e, 400, "input", "'input' has %zu inputs, at most %u are accepted", count,
+			       SPYRE_OAI_MAX_EMBED_INPUTS);
+		goto fail;
+	}
+	x->in = calloc(count, sizeof(*x->in));
+	if (!x->in) {
+		spyre_oai_fail(e, 500, "input", "out of memory");
+		goto fail;
+	}
+	x->n = count;
+	if (spyre_json_type(v) == SPYRE_JSON_STRING) {
+		x->in[0].text = spyre_json_string(v, &x->in[0].text_len);
+	} else if (is_int_array(v)) {
+		if (get_ids(v, "input", &x->in[0].ids, &x->in[0].n_ids, e))
+			goto fail;
+	} else {
+		enum spyre_json_type t0 = spyre_json_type(spyre_json_at(v, 0, NULL));
+
+		for (i = 0; i < count; i++) {
+			const struct spyre_json_node *el = spyre_json_at(v, i, NULL);
+
+			if (t0 == SPYRE_JSON_STRING && spyre_json_type(el) == SPYRE_JSON_STRING) {
+				x->in[i].text = spyre_json_string(el, &x->in[i].text_len);
+			} else if (t0 == SPYRE_JSON_ARRAY && is_int_array(el)) {
+				if (get_ids(el, "input", &x->in[i].ids, &x->in[i].n_ids, e))
+					goto fail;
+			} else {
+				spyre_oai_fail(e, 400, "input", "'input' must be a string, an array of strings, of "
+					       "token ids, or of arrays of token ids (element %zu is %s)", i,
+					       spyre_json_type_name(spyre_json_type(el)));
+				goto fail;
+			}
+		}
+	}
+	for (i = 0; i < count; i++)
+		if (x->in[i].text ? !x->in[i].text_len : !x->in[i].n_ids) {
+			spyre_oai_fail(e, 400, "input", "input %zu is empty", i);
+			goto fail;
+		}
+	return 0;
+fail:
+	spyre_oai_embed_free(x);
+	return -1;
+}
+
+void spyre_oai_embed_free(struct spyre_oai_embed *x)
+{
+	size_t i;
+
+	for (i = 0; i < x->n && x->in; i++)
+		free(x->in[i].ids);
+	free(x->in);
+	spyre_json_free(x->doc);
+	memset(x, 0, sizeof(*x));
+}
+
+static void base64(struct spyre_buf *b, const unsigned char *p, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char q[4];
+	size_t i;
+
+	for (i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+			     (i + 2 < n ? p[i + 2] : 0);
+
+		q[0] = tab[v >> 18 & 63];
+		q[1] = tab[v >> 12 & 63];
+		q[2] = i + 1 < n ? tab[v >> 6 & 63] : '=';
+		q[3] = i + 2 < n ? tab[v & 63] : '=';
+		spyre_buf_add(b, q, 4);
+	}
+}
+
+void spyre_oai_embed_response(const char *model, const float *vec, size_t n, uint32_t dim, bool b64,
+			      uint32_t prompt_tokens, struct spyre_buf *out)
+{
+	struct spyre_jw w;
+	size_t i, k;
+
+	spyre_jw_init(&w, out);
+	spyre_jw_obj(&w);
+	spyre_jw_key(&w, "object");
+	spyre_jw_str(&w, "list");
+	spyre_jw_key(&w, "data");
+	spyre_jw_arr(&w);
+	for (i = 0; i < n; i++) {
+		const float *v = vec + i * dim;
+
+		spyre_jw_obj(&w);
+		spyre_jw_key(&w, "object");
+		spyre_jw_str(&w, "embedding");
+		spyre_jw_key(&w, "index");
+		spyre_jw_uint(&w, i);
+		spyre_jw_key(&w, "embedding");
+		if (b64) {
+			/* the float32s' bytes, little-endian (the host's order: x86-64 and aarch64 Linux) */
+			struct spyre_buf s;
+
+			spyre_buf_init(&s);
+			base64(&s, (const unsigned char *)v, dim * sizeof(float));
+			spyre_jw_strn(&w, s.p ? s.p : "", s.len);
+			spyre_buf_free(&s);
+		} else {
+			spyre_jw_arr(&w);
+			for (k = 0; k < dim; k++)
+				spyre_jw_double(&w, v[k]);
+			spyre_jw_arr_end(&w);
+		}
+		spyre_jw_obj_end(&w);
+	}
+	spyre_jw_arr_end(&w);
+	spyre_jw_key(&w, "model");
+	spyre_jw_str(&w, model);
+	spyre_jw_key(&w, "usage");
+	spyre_jw_obj(&w);
+	spyre_jw_key(&w, "prompt_tokens");
+	spyre_jw_uint(&w, prompt_tokens);
+	spyre_jw_key(&w, "total_tokens");
+	spyre_jw_uint(&w, prompt_tokens);
+	spyre_jw_obj_end(&w);
+	spyre_jw_obj_end(&w);
+}
+
 void spyre_oai_chat_prompt(const struct spyre_oai_message *m, size_t n, bool granite, struct spyre_buf *out)
 {
 	size_t i;

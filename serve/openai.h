@@ -96,6 +96,37 @@ int spyre_oai_parse_detokenize(const char *body, size_t len, struct spyre_oai_to
 void spyre_oai_tok_free(struct spyre_oai_tok *t);
 
 /*
+ * /v1/embeddings: {"model", "input", "encoding_format"}. "input" is a
+ * string, an array of strings, an array of token ids, or an array of arrays
+ * of token ids; at most SPYRE_OAI_MAX_EMBED_INPUTS inputs, none empty.
+ * "encoding_format": "float" (default) or "base64" (little-endian float32s).
+ * "dimensions" is refused unless it is absent or null.
+ */
+#define SPYRE_OAI_MAX_EMBED_INPUTS 256
+struct spyre_oai_embed_input {
+	const char *text;		/* a string input, or NULL */
+	size_t text_len;
+	int32_t *ids;			/* token ids (malloc'ed), or NULL */
+	size_t n_ids;
+};
+struct spyre_oai_embed {
+	struct spyre_json *doc;
+	const char *model;		/* NULL: not given */
+	struct spyre_oai_embed_input *in;	/* malloc'ed */
+	size_t n;
+	bool base64;
+};
+int spyre_oai_parse_embed(const char *body, size_t len, struct spyre_oai_embed *x, struct spyre_oai_error *e);
+void spyre_oai_embed_free(struct spyre_oai_embed *x);
+/*
+ * The response: @n vectors of @dim floats (@vec [n][dim]), as floats or
+ * base64, {"object":"list","data":[{"object":"embedding","index":i,
+ * "embedding":...}],"model":...,"usage":{"prompt_tokens","total_tokens"}}.
+ */
+void spyre_oai_embed_response(const char *model, const float *vec, size_t n, uint32_t dim, bool base64,
+			      uint32_t prompt_tokens, struct spyre_buf *out);
+
+/*
  * The default chat template (spyre-serve runs no Jinja): each message as
  * "<|role|>\n" content "\n", then "<|assistant|>\n" for the reply. With the
  * Granite roles' special tokens in the vocabulary (@granite), Granite's:

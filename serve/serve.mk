@@ -161,32 +161,32 @@ serve-all: $(SERVE_TOOLS) $(SERVE_E2E_TESTS)
 host-tests: $(SERVE_E2E_TESTS)
 
 $(B)/bin/spyre-serve: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h \
-		$(SERVE_DIR)/runner_card.h $(SERVE_CARD_OBJ) $(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
+		$(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/bert_device.h $(SERVE_CARD_OBJ) $(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
 		$(B)/lib/libspyre.so
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) $(SERVE_CARD_OBJ) -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIB) \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) $(SERVE_CARD_OBJ) $(MODEL_DIR)/bert_device.c -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIB) \
 		$(MODEL_LIB) -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) $(SERVE_MHD_LIBS) -lpthread -lm
 
 # Not in build/bin (the guest image copies build/bin): the test starts it.
 $(B)/serve/spyre-serve-asan: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h $(TOK_HDRS) \
-		$(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) \
+		$(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/bert_device.h $(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) \
 		$(MODEL_ISA_SRCS) $(B)/lib/libspyre.so
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(SERVE_DIR)/runner_card.c \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(SERVE_DIR)/runner_card.c $(MODEL_DIR)/bert_device.c \
 		$(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../../build/lib' $(SERVE_MHD_LIBS) -lpthread -lm
 
 # The end-to-end test: spyre-serve on a free loopback port, talked to over
 # raw sockets; its greedy tokens checked against the CPU reference.
-$(B)/tests/serve-server-test: $(SERVE_DIR)/tests/server-test.c $(SERVE_DIR)/tests/http-client.h \
+$(B)/tests/serve-server-test: $(SERVE_DIR)/tests/server-test.c $(SERVE_DIR)/tests/http-client.h $(TOK_LIB) \
 		$(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) $(SERVE_TEST_HDRS) $(B)/bin/spyre-serve
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $< $(UTIL_DIR)/json.c -o $@ $(MODEL_LIBS) -lpthread
+	$(CC) $(SERVE_CFLAGS) $< $(UTIL_DIR)/json.c -o $@ $(TOK_LIB) $(MODEL_LIBS) -lpthread
 
 # The same cases and a bounded mixed load on the ASan+UBSan server; it must
 # exit 0 on SIGTERM with nothing on its stderr from the sanitizers.
-$(B)/tests/serve-server-asan-test: $(SERVE_DIR)/tests/server-test.c $(SERVE_DIR)/tests/http-client.h \
+$(B)/tests/serve-server-asan-test: $(SERVE_DIR)/tests/server-test.c $(SERVE_DIR)/tests/http-client.h $(TOK_LIB) \
 		$(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) $(SERVE_TEST_HDRS) $(B)/serve/spyre-serve-asan
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) -DSERVE_TEST_ASAN $< $(UTIL_DIR)/json.c -o $@ $(MODEL_LIBS) -lpthread
+	$(CC) $(SERVE_CFLAGS) -DSERVE_TEST_ASAN $< $(UTIL_DIR)/json.c -o $@ $(TOK_LIB) $(MODEL_LIBS) -lpthread
 

@@ -29,6 +29,7 @@ struct spyre_server {
 	bool granite_template;
 	int64_t created;
 	uint64_t next_id;		/* atomic */
+	pthread_mutex_t embed_lock;	/* one encoder call at a time */
 };
 
 struct qev {
@@ -127,6 +128,10 @@ static bool model_ok(struct spyre_server *s, const char *model, struct spyre_oai
 {
 	if (!model || !strcmp(model, s->o.model_name))
 		return true;
+	if (s->o.embed_name && !strcmp(model, s->o.embed_name)) {
+		spyre_oai_fail(e, 400, "model", "The model `%s` is an embedding model: use /v1/embeddings", model);
+		return false;
+	}
 	spyre_oai_fail(e, 404, "model", "The model `%s` does not exist.", model);
 	return false;
 }
@@ -494,6 +499,22 @@ static void models(struct spyre_server *s, struct spyre_http_conn *c)
 	spyre_jw_key(&w, "max_model_len");
 	spyre_jw_uint(&w, s->o.max_model_len);
 	spyre_jw_obj_end(&w);
+	if (s->o.embed_name) {
+		spyre_jw_obj(&w);
+		spyre_jw_key(&w, "id");
+		spyre_jw_str(&w, s->o.embed_name);
+		spyre_jw_key(&w, "object");
+		spyre_jw_str(&w, "model");
+		spyre_jw_key(&w, "created");
+		spyre_jw_int(&w, s->created);
+		spyre_jw_key(&w, "owned_by");
+		spyre_jw_str(&w, "spyre");
+		spyre_jw_key(&w, "root");
+		spyre_jw_str(&w, s->o.embed_name);
+		spyre_jw_key(&w, "max_model_len");
+		spyre_jw_uint(&w, s->o.embed_max_len);
+		spyre_jw_obj_end(&w);
+	}
 	spyre_jw_arr_end(&w);
 	spyre_jw_obj_end(&w);
 	reply_buf(c, 200, "application/json", &b);
@@ -611,6 +632,107 @@ fail:
 	reply_error(c, &e, NULL);
 }
 
+/*
+ * /v1/embeddings: parse, tokenize each text input ([CLS] ... [SEP]),
+ * truncate to the model's longest input (a text keeps its last token, the
+ * [SEP]; ids are cut), and run the whole request as one batch of the
+ * encoder. The call runs on the HTTP thread (under embed_lock): other
+ * connections wait for it (a batch of MiniLM is milliseconds to a few
+ * hundred on the CPU; the card's handle has its own lock too).
+ */
+static void embeddings(struct spyre_server *s, struct spyre_http_conn *c, const struct spyre_http_request *rq)
+{
+	struct spyre_oai_error e = { 0 };
+	struct spyre_oai_embed x;
+	struct spyre_buf b;
+	int32_t *ids = NULL;
+	uint32_t *lens = NULL, total = 0, max = s->o.embed_max_len;
+	float *vec = NULL;
+	size_t i, k, o = 0;
+	char err[256];
+	int rc;
+
+	if (spyre_oai_parse_embed(rq->body, rq->body_len, &x, &e)) {
+		reply_error(c, &e, NULL);
+		return;
+	}
+	if (x.model && !strcmp(x.model, s->o.model_name)) {
+		spyre_oai_fail(&e, 400, "model", "The model `%s` does not support embeddings", x.model);
+		goto out;
+	}
+	if (!s->o.embed_name) {
+		if (x.model)
+			spyre_oai_fail(&e, 404, "model", "The model `%s` does not exist.", x.model);
+		else
+			spyre_oai_fail(&e, 400, "model", "The model `%s` does not support embeddings",
+				       s->o.model_name);
+		goto out;
+	}
+	if (x.model && strcmp(x.model, s->o.embed_name)) {
+		spyre_oai_fail(&e, 404, "model", "The model `%s` does not exist.", x.model);
+		goto out;
+	}
+	ids = malloc(x.n * max * sizeof(*ids));
+	lens = malloc(x.n * sizeof(*lens));
+	vec = malloc(x.n * s->o.embed_dim * sizeof(*vec));
+	if (!ids || !lens || !vec) {
+		spyre_oai_fail(&e, 500, NULL, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < x.n; i++) {
+		const int32_t *in = x.in[i].ids;
+		int32_t *t = NULL;
+		size_t n = x.in[i].n_ids;
+
+		if (x.in[i].text) {
+			rc = spyre_tokenizer_encode(s->o.embed_tok, x.in[i].text, x.in[i].text_len, true, &t, &n, err,
+						    sizeof(err));
+			if (rc) {
+				spyre_oai_fail(&e, rc == -ENOMEM ? 500 : 400, "input", "cannot tokenize input %zu: %s",
+					       i, err);
+				goto out;
+			}
+			in = t;
+		}
+		if (!n) {
+			free(t);
+			spyre_oai_fail(&e, 400, "input", "input %zu has no tokens", i);
+			goto out;
+		}
+		for (k = 0; k < n; k++)
+			if ((uint32_t)in[k] >= s->o.embed_vocab) {
+				spyre_oai_fail(&e, 400, "input", "input %zu: token id %d is outside the vocabulary "
+					       "(%u tokens)", i, in[k], s->o.embed_vocab);
+				free(t);
+				goto out;
+			}
+		lens[i] = (uint32_t)(n < max ? n : max);
+		memcpy(ids + o, in, lens[i] * sizeof(*ids));
+		if (t && n > max)
+			ids[o + max - 1] = t[n - 1];	/* the [SEP] stays, as the tokenizer's truncation */
+		o += lens[i];
+		total += lens[i];
+		free(t);
+	}
+	pthread_mutex_lock(&s->embed_lock);
+	rc = s->o.embed(s->o.embed_ctx, ids, lens, (uint32_t)x.n, vec, err, sizeof(err));
+	pthread_mutex_unlock(&s->embed_lock);
+	if (rc) {
+		spyre_oai_fail(&e, rc == -EINVAL ? 400 : 500, rc == -EINVAL ? "input" : NULL, "%s", err);
+		goto out;
+	}
+	spyre_buf_init(&b);
+	spyre_oai_embed_response(s->o.embed_name, vec, x.n, s->o.embed_dim, x.base64, total, &b);
+	reply_buf(c, 200, "application/json", &b);
+out:
+	if (e.status)
+		reply_error(c, &e, NULL);
+	free(ids);
+	free(lens);
+	free(vec);
+	spyre_oai_embed_free(&x);
+}
+
 enum route { R_COMPLETIONS, R_CHAT, R_EMBEDDINGS, R_MODELS, R_HEALTH, R_VERSION, R_TOKENIZE, R_DETOKENIZE,
 	     R_METRICS };
 
@@ -656,11 +778,7 @@ static void request(void *user, struct spyre_http_conn *c, const struct spyre_ht
 	switch (routes[i].r) {
 	case R_COMPLETIONS: generate(s, c, rq, SPYRE_OAI_COMPLETION); break;
 	case R_CHAT: generate(s, c, rq, SPYRE_OAI_CHAT); break;
-	case R_EMBEDDINGS:
-		/* The hook of an embedding model (issue 22 item 5): this one generates. */
-		spyre_oai_fail(&e, 400, "model", "The model `%s` does not support embeddings", s->o.model_name);
-		reply_error(c, &e, NULL);
-		break;
+	case R_EMBEDDINGS: embeddings(s, c, rq); break;
 	case R_MODELS: models(s, c); break;
 	case R_HEALTH: spyre_http_reply(c, 200, "text/plain", "", 0, NULL); break;
 	case R_VERSION: version(s, c); break;
@@ -684,8 +802,10 @@ struct spyre_server *spyre_server_new(const struct spyre_server_opts *o)
 	if (!s)
 		return NULL;
 	s->o = *o;
+	pthread_mutex_init(&s->embed_lock, NULL);
 	s->metrics = spyre_metrics_new(o->model_name, o->max_model_len);
 	if (!s->metrics) {
+		pthread_mutex_destroy(&s->embed_lock);
 		free(s);
 		return NULL;
 	}
@@ -701,5 +821,6 @@ void spyre_server_free(struct spyre_server *s)
 	if (!s)
 		return;
 	spyre_metrics_free(s->metrics);
+	pthread_mutex_destroy(&s->embed_lock);
 	free(s);
 }

