@@ -67,7 +67,7 @@ help:
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
 	@echo "make guest-python  the venv (PyTorch 2.13, frameworks/pytorch/requirements.txt) and the guest's Python root filesystem (tools/vm/run --python; cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
-	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c"
+	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c, serving (make bench-serve: spyre-serve under serve-bench on the host)"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 	@echo "make boot-soak   boot each kind of test VM N times (N=100 KINDS=... TCG=single|multi), report the failure rate"
@@ -336,6 +336,45 @@ $(B)/bench/kernels-bench: bench/kernels-bench.c $(B)/lib/libspyre.a $(ENGINE_LIB
 		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm -o $@
 BENCHES += $(B)/bench/kernels-bench
 
+# The serving client with `vllm bench serve`'s metrics (docs/serve.md, "serve-bench"):
+# plain loopback sockets (serve/tests/http-client.h), the SSE chunks parsed with util/json.c
+$(B)/bench/serve-bench: bench/serve-bench.c serve/tests/http-client.h util/json.c util/json.h
+	@mkdir -p $(@D)
+	$(CC) $(SERVE_CFLAGS) -Iserve/tests $< util/json.c -o $@ -lpthread -lm
+BENCHES += $(B)/bench/serve-bench
+
+# Its host test: spyre-serve (CPU runner, tiny model) on a free port, 8 prompts at 1 and 4
+host-tests: $(B)/tests/serve-bench-test $(B)/bench/serve-bench
+$(B)/tests/serve-bench-test: serve/tests/serve-bench-test.sh $(B)/bench/serve-bench $(B)/bin/spyre-serve \
+		$(B)/bin/spyre-json-get
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
+# make bench-serve: spyre-serve (CPU runner, tiny model, --port 0) on the host,
+# serve-bench at 1,4,16,32 in flight (SERVE_BENCH_PROMPTS prompts of SERVE_BENCH_IN
+# tokens in, SERVE_BENCH_OUT out), the table, and output throughput c16 / c1.
+SERVE_BENCH_PROMPTS ?= 64
+SERVE_BENCH_IN ?= 32
+SERVE_BENCH_OUT ?= 32
+.PHONY: bench-serve
+bench-serve: $(B)/bin/spyre-serve $(B)/bench/serve-bench $(B)/bin/spyre-json-get
+	@mkdir -p $(B)/bench-out
+	@echo "== serving: spyre-serve (CPU runner, tiny model) under serve-bench (host)"
+	@set -e; out=$(B)/bench-out; rm -f $$out/serve.port; \
+	$(B)/bin/spyre-serve --port 0 >$$out/serve.port 2>$$out/serve.err & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null' EXIT; \
+	i=0; while [ $$i -lt 100 ] && ! grep -q : $$out/serve.port 2>/dev/null; do sleep 0.1; i=$$((i + 1)); done; \
+	port=$$(head -n 1 $$out/serve.port | sed 's/.*://'); \
+	[ -n "$$port" ] || { echo "spyre-serve did not start:"; cat $$out/serve.err; exit 1; }; \
+	$(B)/bench/serve-bench --url http://127.0.0.1:$$port --model tiny --num-prompts $(SERVE_BENCH_PROMPTS) \
+		--input-len $(SERVE_BENCH_IN) --output-len $(SERVE_BENCH_OUT) --concurrency 1,4,16,32 \
+		--json $$out/serve-bench.json >$$out/serve-bench.out || { cat $$out/serve-bench.out; exit 1; }; \
+	cat $$out/serve-bench.out; \
+	c1=$$($(B)/bin/spyre-json-get $$out/serve-bench.json levels.max_concurrency=1.output_throughput); \
+	c16=$$($(B)/bin/spyre-json-get $$out/serve-bench.json levels.max_concurrency=16.output_throughput); \
+	awk -v a="$$c16" -v b="$$c1" 'BEGIN { printf "output throughput c16 / c1: %.2fx\n", a / b }' \
+		| tee -a $$out/serve-bench.out
+
 bench: setup
 	$(MAKE) bench-run
 
@@ -364,6 +403,7 @@ bench-run: all $(BENCHES) bench-engine
 		echo "-- dispatch$$m"; \
 		tr -d '\r' <$(B)/bench-out/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
 	done
+	$(MAKE) bench-serve
 	$(if $(wildcard $(TORCH_HDR)),$(MAKE) bench-torch,@echo "== PyTorch bench skipped: no venv")
 	bench/published $(B)/bench-out
 

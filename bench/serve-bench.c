@@ -1,0 +1,612 @@
+// SPDX-License-Identifier: MIT
+/*
+ * serve-bench - a load client for spyre-serve with the metrics of
+ * `vllm bench serve` (docs/serve.md, "serve-bench"): N streamed completions
+ * of an exact prompt length (token-id lists, seeded) and an exact output
+ * length (ignore_eos, max_tokens), at each concurrency level (at most that
+ * many in flight); per level successful requests, duration, request /
+ * output-token / total-token throughput and the mean, median and p99 of TTFT,
+ * TPOT = (E2EL - TTFT) / (out - 1), ITL (gaps between streamed chunks that
+ * carry tokens) and E2EL. A request fails unless it answers 200, ends with
+ * [DONE] and streams exactly --output-len tokens.
+ *
+ * Loopback only (plain sockets, serve/tests/http-client.h; the SSE chunks
+ * parsed with util/json.c). Exit status: 0 every request of every level
+ * succeeded, 1 some failed, 2 bad usage or the server unreachable.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "http-client.h"
+#include "json.h"
+
+#define MAX_LEVELS 16
+
+struct opts {
+	int port;
+	const char *model;
+	int num_prompts, input_len, output_len, vocab;
+	uint64_t seed;
+	int levels[MAX_LEVELS], nlevels;
+	const char *json;
+	int timeout_s;
+};
+
+struct req {
+	char *body;
+	/* results */
+	bool ok;
+	int out_tokens;
+	double ttft, e2el;	/* seconds */
+	double *itl;		/* gaps, seconds */
+	int n_itl;
+	char err[96];
+};
+
+struct level {
+	int conc;
+	struct req *reqs;
+	int next;		/* the next request to start */
+	pthread_mutex_t lock;
+	const struct opts *o;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* splitmix64: the prompts' token ids */
+static uint64_t mix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static char *body_of(const struct opts *o, int i)
+{
+	size_t cap = (size_t)o->input_len * 12 + strlen(o->model) + 512;
+	char *b = malloc(cap);
+	uint64_t s = o->seed * 1000003u + (uint64_t)i;
+	int k, n;
+
+	n = snprintf(b, cap, "{\"model\":\"%s\",\"prompt\":[", o->model);
+	for (k = 0; k < o->input_len; k++)
+		n += snprintf(b + n, cap - n, "%s%d", k ? "," : "", 1 + (int)(mix(&s) % (uint64_t)(o->vocab - 1)));
+	snprintf(b + n, cap - n, "],\"max_tokens\":%d,\"ignore_eos\":true,\"temperature\":0,\"stream\":true,"
+		 "\"return_token_ids\":true,\"stream_options\":{\"include_usage\":true}}", o->output_len);
+	return b;
+}
+
+/* ---- one streamed request ------------------------------------------------------------------ */
+
+struct stream {
+	char *raw;		/* bytes received */
+	size_t rlen, rcap, rpos;	/* rpos: body bytes consumed (after the head) */
+	bool head_done, chunked, body_end;
+	char *body;		/* decoded body */
+	size_t blen, bcap, bpos;	/* bpos: SSE bytes consumed */
+	int status;
+};
+
+static void grow(char **p, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return;
+	while (*cap < need)
+		*cap = *cap ? *cap * 2 : 4096;
+	*p = realloc(*p, *cap);
+}
+
+/* Move what is complete of the body from raw to body (undoing chunked encoding). */
+static void decode(struct stream *s)
+{
+	if (!s->head_done) {
+		char *end;
+
+		s->raw[s->rlen] = '\0';
+		end = strstr(s->raw, "\r\n\r\n");
+		if (!end)
+			return;
+		*end = '\0';
+		if (sscanf(s->raw, "HTTP/1.%*d %d", &s->status) != 1)
+			s->status = -1;
+		s->chunked = strcasestr(s->raw, "Transfer-Encoding: chunked") != NULL;
+		*end = '\r';
+		s->head_done = true;
+		s->rpos = (size_t)(end - s->raw) + 4;
+	}
+	for (;;) {
+		size_t avail = s->rlen - s->rpos;
+		char *p = s->raw + s->rpos, *nl, *end;
+		unsigned long n;
+
+		if (!avail || s->body_end)
+			return;
+		if (!s->chunked) {
+			grow(&s->body, &s->bcap, s->blen + avail + 1);
+			memcpy(s->body + s->blen, p, avail);
+			s->blen += avail;
+			s->rpos += avail;
+			s->body[s->blen] = '\0';
+			return;
+		}
+		nl = memmem(p, avail, "\r\n", 2);
+		if (!nl)
+			return;
+		n = strtoul(p, &end, 16);
+		if (end == p) {
+			s->body_end = true;	/* malformed */
+			return;
+		}
+		if (!n) {
+			s->body_end = true;
+			return;
+		}
+		if ((size_t)(nl + 2 - p) + n + 2 > avail)
+			return;
+		grow(&s->body, &s->bcap, s->blen + n + 1);
+		memcpy(s->body + s->blen, nl + 2, n);
+		s->blen += n;
+		s->body[s->blen] = '\0';
+		s->rpos += (size_t)(nl + 2 - p) + n + 2;
+	}
+}
+
+static void run_req(struct req *r, const struct opts *o)
+{
+	struct stream s = { 0 };
+	size_t n;
+	char *msg = hrequest("POST", "/v1/completions", r->body, &n);
+	int fd = hconnect(o->port, o->timeout_s), itl_cap = 0, usage_tokens = -1;
+	double t0 = now(), last = 0;
+	bool done = false, bad = false;
+
+	r->ok = false;
+	r->out_tokens = 0;
+	r->ttft = -1;
+	if (fd < 0 || hsend(fd, msg, n)) {
+		snprintf(r->err, sizeof(r->err), "cannot connect or send");
+		goto out;
+	}
+	for (;;) {
+		ssize_t k;
+		double t;
+
+		grow(&s.raw, &s.rcap, s.rlen + 65536 + 1);
+		k = recv(fd, s.raw + s.rlen, s.rcap - s.rlen - 1, 0);
+		if (k <= 0)
+			break;
+		t = now();
+		s.rlen += (size_t)k;
+		decode(&s);
+		if (s.head_done && s.status != 200) {
+			continue;	/* read the error body to its end */
+		}
+		/* complete SSE events */
+		for (;;) {
+			char *ev = s.body ? s.body + s.bpos : NULL, *end, *data, err[128];
+			struct spyre_json *doc;
+			const struct spyre_json_node *root, *ch, *ids, *u;
+			int got;
+
+			if (!ev || !(end = strstr(ev, "\n\n")))
+				break;
+			s.bpos = (size_t)(end + 2 - s.body);
+			data = strstr(ev, "data: ");
+			if (!data || data > end)
+				continue;
+			data += 6;
+			if (!strncmp(data, "[DONE]", 6)) {
+				done = true;
+				continue;
+			}
+			if (spyre_json_parse(data, (size_t)(end - data), &doc, err, sizeof(err))) {
+				snprintf(r->err, sizeof(r->err), "bad chunk: %.60s", err);
+				bad = true;
+				continue;
+			}
+			root = spyre_json_root(doc);
+			ch = spyre_json_at(spyre_json_get(root, "choices"), 0, NULL);
+			ids = spyre_json_get(ch, "token_ids");
+			got = (int)spyre_json_count(ids);
+			u = spyre_json_get(spyre_json_get(root, "usage"), "completion_tokens");
+			if (u) {
+				double d;
+
+				if (!spyre_json_number(u, &d))
+					usage_tokens = (int)d;
+			}
+			spyre_json_free(doc);
+			if (got > 0) {
+				if (r->ttft < 0) {
+					r->ttft = t - t0;
+				} else {
+					if (r->n_itl == itl_cap)
+						r->itl = realloc(r->itl, sizeof(double) * (size_t)(itl_cap = itl_cap ? itl_cap * 2 : 64));
+					r->itl[r->n_itl++] = t - last;
+				}
+				last = t;
+				r->out_tokens += got;
+			}
+		}
+		if (s.body_end)
+			break;
+	}
+	r->e2el = now() - t0;
+	if (!s.head_done || s.status != 200)
+		snprintf(r->err, sizeof(r->err), "HTTP status %d%s%.60s", s.status, s.body ? ": " : "",
+			 s.body ? s.body : "");
+	else if (bad)
+		;
+	else if (!done)
+		snprintf(r->err, sizeof(r->err), "no [DONE] (after %d tokens)", r->out_tokens);
+	else if (r->out_tokens != o->output_len)
+		snprintf(r->err, sizeof(r->err), "%d tokens, not %d", r->out_tokens, o->output_len);
+	else if (usage_tokens >= 0 && usage_tokens != r->out_tokens)
+		snprintf(r->err, sizeof(r->err), "usage says %d tokens, %d streamed", usage_tokens, r->out_tokens);
+	else
+		r->ok = true;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(msg);
+	free(s.raw);
+	free(s.body);
+}
+
+static void *worker(void *arg)
+{
+	struct level *l = arg;
+
+	for (;;) {
+		int i;
+
+		pthread_mutex_lock(&l->lock);
+		i = l->next < l->o->num_prompts ? l->next++ : -1;
+		pthread_mutex_unlock(&l->lock);
+		if (i < 0)
+			return NULL;
+		run_req(&l->reqs[i], l->o);
+	}
+}
+
+/* ---- statistics -------------------------------------------------------------------------------- */
+
+struct stat3 {
+	double mean, p50, p99;
+};
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* numpy.percentile's default (linear interpolation); values in ms */
+static double pct(const double *v, int n, double q)
+{
+	double pos = q / 100.0 * (n - 1), f = floor(pos);
+	int i = (int)f;
+
+	if (i + 1 >= n)
+		return v[n - 1];
+	return v[i] + (v[i + 1] - v[i]) * (pos - f);
+}
+
+static struct stat3 stats(double *v, int n)
+{
+	struct stat3 s = { 0, 0, 0 };
+	int i;
+
+	if (!n)
+		return s;
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	for (i = 0; i < n; i++)
+		s.mean += v[i];
+	s.mean = s.mean / n * 1e3;
+	s.p50 = pct(v, n, 50) * 1e3;
+	s.p99 = pct(v, n, 99) * 1e3;
+	return s;
+}
+
+struct result {
+	int conc, completed, failed;
+	long input_tokens, output_tokens;
+	double duration, req_tp, out_tp, tot_tp;
+	struct stat3 ttft, tpot, itl, e2el;
+};
+
+static int run_level(const struct opts *o, int conc, struct result *res)
+{
+	struct level l = { .conc = conc, .o = o };
+	pthread_t *t = calloc((size_t)conc, sizeof(*t));
+	double *ttft, *tpot, *e2el, *itl, t0;
+	int i, k, nt = 0, ntpot = 0, nitl = 0, nitl_all = 0, shown = 0;
+
+	pthread_mutex_init(&l.lock, NULL);
+	l.reqs = calloc((size_t)o->num_prompts, sizeof(*l.reqs));
+	for (i = 0; i < o->num_prompts; i++)
+		l.reqs[i].body = body_of(o, i);
+	t0 = now();
+	for (i = 0; i < conc; i++)
+		if (pthread_create(&t[i], NULL, worker, &l)) {
+			fprintf(stderr, "serve-bench: pthread_create failed\n");
+			exit(2);
+		}
+	for (i = 0; i < conc; i++)
+		pthread_join(t[i], NULL);
+	memset(res, 0, sizeof(*res));
+	res->conc = conc;
+	res->duration = now() - t0;
+	for (i = 0; i < o->num_prompts; i++)
+		nitl_all += l.reqs[i].n_itl;
+	ttft = calloc((size_t)o->num_prompts + 1, sizeof(double));
+	tpot = calloc((size_t)o->num_prompts + 1, sizeof(double));
+	e2el = calloc((size_t)o->num_prompts + 1, sizeof(double));
+	itl = calloc((size_t)nitl_all + 1, sizeof(double));
+	for (i = 0; i < o->num_prompts; i++) {
+		struct req *r = &l.reqs[i];
+
+		if (!r->ok) {
+			res->failed++;
+			if (shown++ < 3)
+				fprintf(stderr, "serve-bench: c=%d request %d failed: %s\n", conc, i, r->err);
+			continue;
+		}
+		res->completed++;
+		res->input_tokens += o->input_len;
+		res->output_tokens += r->out_tokens;
+		ttft[nt] = r->ttft;
+		e2el[nt++] = r->e2el;
+		if (r->out_tokens > 1)
+			tpot[ntpot++] = (r->e2el - r->ttft) / (r->out_tokens - 1);
+		for (k = 0; k < r->n_itl; k++)
+			itl[nitl++] = r->itl[k];
+	}
+	res->req_tp = res->completed / res->duration;
+	res->out_tp = res->output_tokens / res->duration;
+	res->tot_tp = (res->input_tokens + res->output_tokens) / res->duration;
+	res->ttft = stats(ttft, nt);
+	res->tpot = stats(tpot, ntpot);
+	res->itl = stats(itl, nitl);
+	res->e2el = stats(e2el, nt);
+	for (i = 0; i < o->num_prompts; i++) {
+		free(l.reqs[i].body);
+		free(l.reqs[i].itl);
+	}
+	free(l.reqs);
+	free(t);
+	free(ttft);
+	free(tpot);
+	free(e2el);
+	free(itl);
+	pthread_mutex_destroy(&l.lock);
+	return res->failed ? 1 : 0;
+}
+
+/* ---- output ------------------------------------------------------------------------------------ */
+
+static void table(const struct opts *o, const struct result *r, int n)
+{
+	int i;
+
+#define ROW(label, fmt, expr)                                   \
+	do {                                                    \
+		printf("%-34s", label);                         \
+		for (i = 0; i < n; i++)                         \
+			printf(" %12" fmt, expr);               \
+		printf("\n");                                   \
+	} while (0)
+#define STAT(name, f)                                           \
+	ROW(name " mean (ms)", ".2f", r[i].f.mean);             \
+	ROW(name " p50 (ms)", ".2f", r[i].f.p50);               \
+	ROW(name " p99 (ms)", ".2f", r[i].f.p99)
+
+	printf("serve-bench: model %s, %d prompts, %d tokens in, %d out\n", o->model, o->num_prompts, o->input_len,
+	       o->output_len);
+	printf("%-34s", "concurrency");
+	for (i = 0; i < n; i++)
+		printf(" %12d", r[i].conc);
+	printf("\n");
+	ROW("successful requests", "d", r[i].completed);
+	ROW("failed requests", "d", r[i].failed);
+	ROW("duration (s)", ".3f", r[i].duration);
+	ROW("total input tokens", "ld", r[i].input_tokens);
+	ROW("total generated tokens", "ld", r[i].output_tokens);
+	ROW("request throughput (req/s)", ".2f", r[i].req_tp);
+	ROW("output token throughput (tok/s)", ".1f", r[i].out_tp);
+	ROW("total token throughput (tok/s)", ".1f", r[i].tot_tp);
+	STAT("TTFT", ttft);
+	STAT("TPOT", tpot);
+	STAT("ITL", itl);
+	STAT("E2EL", e2el);
+#undef STAT
+#undef ROW
+}
+
+static int write_json(const struct opts *o, const struct result *r, int n)
+{
+	FILE *f = strcmp(o->json, "-") ? fopen(o->json, "w") : stdout;
+	int i;
+
+	if (!f) {
+		fprintf(stderr, "serve-bench: %s: %s\n", o->json, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "{\"model\":\"%s\",\"num_prompts\":%d,\"input_len\":%d,\"output_len\":%d,\"seed\":%" PRIu64
+		",\"levels\":[", o->model, o->num_prompts, o->input_len, o->output_len, o->seed);
+	for (i = 0; i < n; i++) {
+		const struct result *x = &r[i];
+
+		fprintf(f, "%s\n{\"max_concurrency\":%d,\"completed\":%d,\"failed\":%d,\"duration\":%.6f,"
+			"\"total_input_tokens\":%ld,\"total_output_tokens\":%ld,\"request_throughput\":%.6f,"
+			"\"output_throughput\":%.6f,\"total_token_throughput\":%.6f", i ? "," : "", x->conc,
+			x->completed, x->failed, x->duration, x->input_tokens, x->output_tokens, x->req_tp, x->out_tp,
+			x->tot_tp);
+#define J(name, m) \
+		fprintf(f, ",\"mean_" name "_ms\":%.6f,\"median_" name "_ms\":%.6f,\"p99_" name "_ms\":%.6f", \
+			x->m.mean, x->m.p50, x->m.p99)
+		J("ttft", ttft);
+		J("tpot", tpot);
+		J("itl", itl);
+		J("e2el", e2el);
+#undef J
+		fprintf(f, "}");
+	}
+	fprintf(f, "]}\n");
+	if (f != stdout && fclose(f)) {
+		fprintf(stderr, "serve-bench: %s: %s\n", o->json, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- command line ------------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: serve-bench [options]\n"
+		"  --url URL            the server, http://127.0.0.1:PORT or http://localhost:PORT (loopback only;\n"
+		"                       default http://127.0.0.1:8000)\n"
+		"  --model NAME         the served model name (default tiny)\n"
+		"  --num-prompts N      requests per concurrency level (default 64)\n"
+		"  --input-len N        prompt tokens, exact (default 32)\n"
+		"  --output-len N       generated tokens, exact: ignore_eos, max_tokens (default 32)\n"
+		"  --concurrency LIST   levels, comma-separated: at most that many in flight (default 1,4,16,32)\n"
+		"  --vocab N            prompt token ids drawn from 1..N-1 (default 512: the tiny model's)\n"
+		"  --seed N             seed of the prompts' token ids (default 0)\n"
+		"  --timeout S          socket timeout per request in seconds (default 300)\n"
+		"  --json FILE          the results as JSON too (- : stdout)\n");
+}
+
+static int posint(const char *opt, const char *s, int min, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > 1000000) {
+		fprintf(stderr, "serve-bench: %s: '%s' is not a number from %d to 1000000\n", opt, s, min);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_url(const char *u, int *port)
+{
+	const char *p;
+
+	if (!strncmp(u, "http://", 7))
+		u += 7;
+	if (!strncmp(u, "127.0.0.1:", 10))
+		p = u + 10;
+	else if (!strncmp(u, "localhost:", 10))
+		p = u + 10;
+	else
+		return -1;
+	if (posint("--url port", strtok(strdup(p), "/"), 1, port) || *port > 65535)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .port = 8000, .model = "tiny", .num_prompts = 64, .input_len = 32, .output_len = 32,
+			  .vocab = 512, .levels = { 1, 4, 16, 32 }, .nlevels = 4, .timeout_s = 300 };
+	struct result res[MAX_LEVELS];
+	int i, failed = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int bad = 0;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!v) {
+			fprintf(stderr, "serve-bench: %s: unknown option or missing value\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i++;
+		if (!strcmp(a, "--url"))
+			bad = parse_url(v, &o.port);
+		else if (!strcmp(a, "--model"))
+			o.model = v;
+		else if (!strcmp(a, "--num-prompts"))
+			bad = posint(a, v, 1, &o.num_prompts);
+		else if (!strcmp(a, "--input-len"))
+			bad = posint(a, v, 1, &o.input_len);
+		else if (!strcmp(a, "--output-len"))
+			bad = posint(a, v, 1, &o.output_len);
+		else if (!strcmp(a, "--vocab"))
+			bad = posint(a, v, 2, &o.vocab);
+		else if (!strcmp(a, "--timeout"))
+			bad = posint(a, v, 1, &o.timeout_s);
+		else if (!strcmp(a, "--seed")) {
+			char *end;
+
+			o.seed = strtoull(v, &end, 0);
+			bad = end == v || *end;
+		} else if (!strcmp(a, "--json"))
+			o.json = v;
+		else if (!strcmp(a, "--concurrency")) {
+			char *s = strdup(v), *tok, *save;
+
+			o.nlevels = 0;
+			for (tok = strtok_r(s, ",", &save); tok && !bad; tok = strtok_r(NULL, ",", &save)) {
+				if (o.nlevels == MAX_LEVELS) {
+					fprintf(stderr, "serve-bench: at most %d concurrency levels\n", MAX_LEVELS);
+					bad = 1;
+				} else {
+					bad = posint(a, tok, 1, &o.levels[o.nlevels++]);
+				}
+			}
+			bad = bad || !o.nlevels;
+			free(s);
+		} else {
+			fprintf(stderr, "serve-bench: %s: unknown option\n", a);
+			bad = 1;
+		}
+		if (bad) {
+			if (!strcmp(a, "--url"))
+				fprintf(stderr, "serve-bench: --url: '%s': loopback only, http://127.0.0.1:PORT\n", v);
+			usage(stderr);
+			return 2;
+		}
+	}
+	/* the server answers at all */
+	{
+		struct hresp r;
+
+		if (http_do(o.port, "GET", "/health", NULL, &r) || r.status != 200) {
+			fprintf(stderr, "serve-bench: no healthy server at 127.0.0.1:%d (status %d)\n", o.port,
+				r.status);
+			hresp_free(&r);
+			return 2;
+		}
+		hresp_free(&r);
+	}
+	for (i = 0; i < o.nlevels; i++)
+		failed |= run_level(&o, o.levels[i], &res[i]);
+	table(&o, res, o.nlevels);
+	if (o.json && write_json(&o, res, o.nlevels))
+		return 2;
+	return failed ? 1 : 0;
+}
