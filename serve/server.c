@@ -473,6 +473,25 @@ static void closed(void *user, void *ctx, bool ok)
 
 /* ---- the other routes --------------------------------------------------------------------------- */
 
+/* One entry of GET /v1/models. */
+static void model_card(struct spyre_jw *w, const struct spyre_server *s, const char *name, uint32_t max_len)
+{
+	spyre_jw_obj(w);
+	spyre_jw_key(w, "id");
+	spyre_jw_str(w, name);
+	spyre_jw_key(w, "object");
+	spyre_jw_str(w, "model");
+	spyre_jw_key(w, "created");
+	spyre_jw_int(w, s->created);
+	spyre_jw_key(w, "owned_by");
+	spyre_jw_str(w, "spyre");
+	spyre_jw_key(w, "root");
+	spyre_jw_str(w, name);
+	spyre_jw_key(w, "max_model_len");
+	spyre_jw_uint(w, max_len);
+	spyre_jw_obj_end(w);
+}
+
 static void models(struct spyre_server *s, struct spyre_http_conn *c)
 {
 	struct spyre_buf b;
@@ -485,35 +504,9 @@ static void models(struct spyre_server *s, struct spyre_http_conn *c)
 	spyre_jw_str(&w, "list");
 	spyre_jw_key(&w, "data");
 	spyre_jw_arr(&w);
-	spyre_jw_obj(&w);
-	spyre_jw_key(&w, "id");
-	spyre_jw_str(&w, s->o.model_name);
-	spyre_jw_key(&w, "object");
-	spyre_jw_str(&w, "model");
-	spyre_jw_key(&w, "created");
-	spyre_jw_int(&w, s->created);
-	spyre_jw_key(&w, "owned_by");
-	spyre_jw_str(&w, "spyre");
-	spyre_jw_key(&w, "root");
-	spyre_jw_str(&w, s->o.model_name);
-	spyre_jw_key(&w, "max_model_len");
-	spyre_jw_uint(&w, s->o.max_model_len);
-	spyre_jw_obj_end(&w);
+	model_card(&w, s, s->o.model_name, s->o.max_model_len);
 	if (s->o.embed_name) {
-		spyre_jw_obj(&w);
-		spyre_jw_key(&w, "id");
-		spyre_jw_str(&w, s->o.embed_name);
-		spyre_jw_key(&w, "object");
-		spyre_jw_str(&w, "model");
-		spyre_jw_key(&w, "created");
-		spyre_jw_int(&w, s->created);
-		spyre_jw_key(&w, "owned_by");
-		spyre_jw_str(&w, "spyre");
-		spyre_jw_key(&w, "root");
-		spyre_jw_str(&w, s->o.embed_name);
-		spyre_jw_key(&w, "max_model_len");
-		spyre_jw_uint(&w, s->o.embed_max_len);
-		spyre_jw_obj_end(&w);
+		model_card(&w, s, s->o.embed_name, s->o.embed_max_len);
 	}
 	spyre_jw_arr_end(&w);
 	spyre_jw_obj_end(&w);
