@@ -19,7 +19,7 @@ all: serve-all
 # (gen-unicode.py); the agreement test's references come from Hugging Face
 # tokenizers in the venv (tests/tokref.py), when the venv has it.
 TOK_SRCS := $(addprefix $(SERVE_DIR)/,tokenizer.c tokenizer_text.c tokenizer_model.c tokenizer_unicode.c)
-TOK_HDRS := $(SERVE_DIR)/tokenizer.h $(SERVE_DIR)/tokenizer_impl.h $(UTIL_DIR)/json.h \
+TOK_HDRS := $(SERVE_DIR)/tokenizer.h $(SERVE_DIR)/tokenizer_impl.h $(UTIL_DIR)/json.h $(UTIL_DIR)/utf8.h \
 	$(B)/serve/tokenizer_unicode_tables.h
 TOK_OBJS := $(patsubst $(SERVE_DIR)/%.c,$(B)/serve/%.o,$(TOK_SRCS))
 TOK_LIB := $(B)/serve/libspyre-tokenizer.a
@@ -143,7 +143,7 @@ $(SERVE_CARD_SAN_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_DIR)/runne
 
 SRV_SRCS := $(addprefix $(SERVE_DIR)/,http.c openai.c metrics.c server.c) $(UTIL_DIR)/jsonw.c
 SRV_HDRS := $(addprefix $(SERVE_DIR)/,http.h openai.h metrics.h server.h engine.h runner.h tokenizer.h) \
-	$(UTIL_DIR)/jsonw.h $(UTIL_DIR)/json.h
+	$(UTIL_DIR)/jsonw.h $(UTIL_DIR)/json.h $(UTIL_DIR)/utf8.h
 SERVE_MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 SERVE_MHD_LIBS := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd)
 

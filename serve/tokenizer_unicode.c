@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
 #include "tokenizer_impl.h"
 #include "tokenizer_unicode_tables.h"
 
@@ -114,45 +115,6 @@ uint32_t tok_utf8_next(const char *s, size_t *i)
 	return (c & 0x07) << 18 | (uint32_t)(u[1] & 0x3f) << 12 | (uint32_t)(u[2] & 0x3f) << 6 | (u[3] & 0x3f);
 }
 
-/*
- * One step of UTF-8 validation at s[0..n): the length of the valid character
- * there (> 0), or -(the length of the maximal ill-formed subsequence), or 0
- * when the text ends inside a sequence that more bytes could complete.
- */
-static int utf8_step(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-	int w;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		w = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		w = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		w = 4;
-	else
-		return -1;
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	for (int k = 1; k < w; k++) {
-		if ((size_t)k >= n)
-			return 0;
-		if (s[k] < lo || s[k] > hi)
-			return -k;
-		lo = 0x80;
-		hi = 0xbf;
-	}
-	return w;
-}
-
 size_t tok_utf8_valid_len(const char *s, size_t n)
 {
 	const unsigned char *u = (const unsigned char *)s;
@@ -165,7 +127,7 @@ size_t tok_utf8_valid_len(const char *s, size_t n)
 			i++;
 			continue;
 		}
-		k = utf8_step(u + i, n - i);
+		k = spyre_utf8_step(u + i, n - i);
 		if (k <= 0)
 			return i;
 		i += (size_t)k;
@@ -182,7 +144,7 @@ int tok_utf8_lossy(const char *s, size_t n, bool hold, size_t *held, struct tok_
 	if (held)
 		*held = 0;
 	while (i < n) {
-		int k = u[i] < 0x80 ? 1 : utf8_step(u + i, n - i);
+		int k = u[i] < 0x80 ? 1 : spyre_utf8_step(u + i, n - i);
 
 		if (k > 0) {
 			i += (size_t)k;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* jsonw.c - a growable byte buffer and a JSON writer (jsonw.h). */
+#include "utf8.h"
 #include "jsonw.h"
 
 #include <inttypes.h>
@@ -114,30 +115,12 @@ char *spyre_buf_steal(struct spyre_buf *b, size_t *len)
 	return p;
 }
 
-/*
- * The length of the valid UTF-8 character at @s (1..4), or 0 when the bytes
- * there are not one (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
- */
+/* The length of the valid UTF-8 character at @s (1..4), or 0 when the bytes there are not one. */
 static size_t utf8_char(const unsigned char *s, size_t n)
 {
-	unsigned char c = s[0];
+	int k = spyre_utf8_step(s, n);
 
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c >= 0xe0 && c <= 0xef) {
-		unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-
-		return n >= 3 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-	}
-	if (c >= 0xf0 && c <= 0xf4) {
-		unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-
-		return n >= 4 && s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ?
-			4 : 0;
-	}
-	return 0;
+	return k > 0 ? (size_t)k : 0;
 }
 
 size_t spyre_utf8_valid_prefix(const char *s, size_t n)
