@@ -67,7 +67,7 @@ help:
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
 	@echo "make guest-python  the venv (PyTorch 2.13, frameworks/pytorch/requirements.txt) and the guest's Python root filesystem (tools/vm/run --python; cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
-	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c, serving (make bench-serve: spyre-serve under serve-bench on the host)"
+	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c, serving (make bench-serve: spyre-serve under serve-bench, CPU runner on the host and the card in timed mode)"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 	@echo "make boot-soak   boot each kind of test VM N times (N=100 KINDS=... TCG=single|multi), report the failure rate"
@@ -343,6 +343,11 @@ $(B)/bench/serve-bench: bench/serve-bench.c serve/tests/http-client.h util/json.
 	$(CC) $(SERVE_CFLAGS) -Iserve/tests $< util/json.c -o $@ -lpthread -lm
 BENCHES += $(B)/bench/serve-bench
 
+$(B)/bench/serve-bench.sh: bench/serve-bench.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+BENCHES += $(B)/bench/serve-bench.sh
+
 # Its host test: spyre-serve (CPU runner, tiny model) on a free port, 8 prompts at 1 and 4
 host-tests: $(B)/tests/serve-bench-test $(B)/bench/serve-bench
 $(B)/tests/serve-bench-test: serve/tests/serve-bench-test.sh $(B)/bench/serve-bench $(B)/bin/spyre-serve \
@@ -350,30 +355,26 @@ $(B)/tests/serve-bench-test: serve/tests/serve-bench-test.sh $(B)/bench/serve-be
 	@mkdir -p $(@D)
 	install -m 0755 $< $@
 
-# make bench-serve: spyre-serve (CPU runner, tiny model, --port 0) on the host,
-# serve-bench at 1,4,16,32 in flight (SERVE_BENCH_PROMPTS prompts of SERVE_BENCH_IN
-# tokens in, SERVE_BENCH_OUT out), the table, and output throughput c16 / c1.
+# make bench-serve: spyre-serve under serve-bench (bench/serve-bench.sh: the levels 1, 4, 16 and 32
+# in flight, SERVE_BENCH_PROMPTS prompts of SERVE_BENCH_IN tokens in, SERVE_BENCH_OUT out; the table,
+# the engine's steps, and output throughput c16 / c1): on the host's CPU runner, then on the card in
+# the VM in timed mode (docs/serve.md, "serve-bench"), server and client sharing the guest's one CPU.
 SERVE_BENCH_PROMPTS ?= 64
+SERVE_BENCH_CARD_PROMPTS ?= 256
 SERVE_BENCH_IN ?= 32
 SERVE_BENCH_OUT ?= 32
 .PHONY: bench-serve
-bench-serve: $(B)/bin/spyre-serve $(B)/bench/serve-bench $(B)/bin/spyre-json-get
+bench-serve: $(B)/bin/spyre-serve $(B)/bench/serve-bench $(B)/bench/serve-bench.sh $(B)/bin/spyre-json-get
 	@mkdir -p $(B)/bench-out
 	@echo "== serving: spyre-serve (CPU runner, tiny model) under serve-bench (host)"
-	@set -e; out=$(B)/bench-out; rm -f $$out/serve.port; \
-	$(B)/bin/spyre-serve --port 0 >$$out/serve.port 2>$$out/serve.err & pid=$$!; \
-	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null' EXIT; \
-	i=0; while [ $$i -lt 100 ] && ! grep -q : $$out/serve.port 2>/dev/null; do sleep 0.1; i=$$((i + 1)); done; \
-	port=$$(head -n 1 $$out/serve.port | sed 's/.*://'); \
-	[ -n "$$port" ] || { echo "spyre-serve did not start:"; cat $$out/serve.err; exit 1; }; \
-	$(B)/bench/serve-bench --url http://127.0.0.1:$$port --model tiny --num-prompts $(SERVE_BENCH_PROMPTS) \
-		--input-len $(SERVE_BENCH_IN) --output-len $(SERVE_BENCH_OUT) --concurrency 1,4,16,32 \
-		--json $$out/serve-bench.json >$$out/serve-bench.out || { cat $$out/serve-bench.out; exit 1; }; \
-	cat $$out/serve-bench.out; \
-	c1=$$($(B)/bin/spyre-json-get $$out/serve-bench.json levels.max_concurrency=1.output_throughput); \
-	c16=$$($(B)/bin/spyre-json-get $$out/serve-bench.json levels.max_concurrency=16.output_throughput); \
-	awk -v a="$$c16" -v b="$$c1" 'BEGIN { printf "output throughput c16 / c1: %.2fx\n", a / b }' \
-		| tee -a $$out/serve-bench.out
+	SERVE_BENCH_PROMPTS=$(SERVE_BENCH_PROMPTS) SERVE_BENCH_IN=$(SERVE_BENCH_IN) SERVE_BENCH_OUT=$(SERVE_BENCH_OUT) \
+		$(B)/bench/serve-bench.sh $(B)/bench-out/serve-cpu
+	@echo "== serving: spyre-serve on the card (tiny model, fp32) under serve-bench (in the VM, timed)"
+	tools/vm/run -q --timed --timeout 1800 --copy $(B)/bench --copy model/configs/tiny \
+		--out $(B)/bench-out/serve-card--timed.out -- env SERVE_BENCH_PROMPTS=$(SERVE_BENCH_CARD_PROMPTS) \
+		SERVE_BENCH_IN=$(SERVE_BENCH_IN) SERVE_BENCH_OUT=$(SERVE_BENCH_OUT) /spyre/bench/serve-bench.sh /tmp/serve \
+		--runner card --tokenizer /spyre/tiny/tokenizer.json
+	tr -d '\r' <$(B)/bench-out/serve-card--timed.out
 
 bench: setup
 	$(MAKE) bench-run

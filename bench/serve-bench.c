@@ -44,7 +44,7 @@ struct req {
 	double ttft, e2el;	/* seconds */
 	double *itl;		/* gaps, seconds */
 	int n_itl;
-	char err[96];
+	char err[128];
 };
 
 struct level {
@@ -86,6 +86,40 @@ static char *body_of(const struct opts *o, int i)
 	snprintf(b + n, cap - n, "],\"max_tokens\":%d,\"ignore_eos\":true,\"temperature\":0,\"stream\":true,"
 		 "\"return_token_ids\":true,\"stream_options\":{\"include_usage\":true}}", o->output_len);
 	return b;
+}
+
+/*
+ * The client shares the CPU with the server when both run in one VM (the
+ * card's run in timed mode), so a chunk is first scanned, not parsed: the
+ * number of ids in its "token_ids" array. A key can only occur unescaped as a
+ * key (inside a JSON string its quotes are escaped). 0, or -1 when the chunk
+ * needs a full parse (no "token_ids", an "error" or a "usage" key).
+ */
+static int scan_chunk(const char *d, size_t n, int *got)
+{
+	const char *p = memmem(d, n, "\"token_ids\":", 12), *end = d + n;
+	int count = 0;
+	bool in_num = false;
+
+	if (!p || memmem(d, n, "\"error\":", 8) || memmem(d, n, "\"usage\":", 8))
+		return -1;
+	for (p += 12; p < end && (*p == ' ' || *p == '\t'); p++)
+		;
+	if (p == end || *p++ != '[')
+		return -1;
+	for (; p < end && *p != ']'; p++) {
+		bool digit = *p >= '0' && *p <= '9';
+
+		if (digit && !in_num)
+			count++;
+		else if (!digit && *p != ',' && *p != ' ' && *p != '-')
+			return -1;
+		in_num = digit;
+	}
+	if (p == end)
+		return -1;
+	*got = count;
+	return 0;
 }
 
 /* ---- one streamed request ------------------------------------------------------------------ */
@@ -211,12 +245,21 @@ static void run_req(struct req *r, const struct opts *o)
 				done = true;
 				continue;
 			}
+			if (!scan_chunk(data, (size_t)(end - data), &got))
+				goto counted;
 			if (spyre_json_parse(data, (size_t)(end - data), &doc, err, sizeof(err))) {
 				snprintf(r->err, sizeof(r->err), "bad chunk: %.60s", err);
 				bad = true;
 				continue;
 			}
 			root = spyre_json_root(doc);
+			if (spyre_json_get(root, "error")) {	/* an error event in the stream */
+				const char *m = spyre_json_string(spyre_json_get(spyre_json_get(root, "error"),
+										 "message"), NULL);
+
+				snprintf(r->err, sizeof(r->err), "error event: %.100s", m ? m : "(no message)");
+				bad = true;
+			}
 			ch = spyre_json_at(spyre_json_get(root, "choices"), 0, NULL);
 			ids = spyre_json_get(ch, "token_ids");
 			got = (int)spyre_json_count(ids);
@@ -228,6 +271,7 @@ static void run_req(struct req *r, const struct opts *o)
 					usage_tokens = (int)d;
 			}
 			spyre_json_free(doc);
+counted:
 			if (got > 0) {
 				if (r->ttft < 0) {
 					r->ttft = t - t0;
@@ -326,19 +370,49 @@ struct result {
 	long input_tokens, output_tokens;
 	double duration, req_tp, out_tp, tot_tp;
 	struct stat3 ttft, tpot, itl, e2el;
+	/* from spyre-serve's /metrics around the level (-1: not served) */
+	double steps, host_s, device_s, queue_s, server_ttft_s;
 };
+
+/*
+ * The server's counters around a level: spyre-serve's engine (docs/serve.md,
+ * "Metrics") and vLLM's queue time and TTFT sums and counts; -1 each where a
+ * server has none.
+ */
+#define NCOUNTERS 7
+static void engine_counters(int port, double v[NCOUNTERS])
+{
+	static const char *const names[NCOUNTERS] = {
+		"spyre:engine_steps_total", "spyre:runner_host_seconds_total", "spyre:runner_device_seconds_total",
+		"vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count",
+		"vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
+	};
+	int i;
+
+	for (i = 0; i < NCOUNTERS; i++)
+		v[i] = get_metric(port, names[i]);
+}
+
+/* (a1 - a0) / (n1 - n0) of two counters around a level, -1 without them */
+static double delta_mean(const double *c0, const double *c1, int sum, int count)
+{
+	double n = c1[count] - c0[count];
+
+	return c0[sum] >= 0 && c1[sum] >= 0 && c0[count] >= 0 && n > 0 ? (c1[sum] - c0[sum]) / n : -1;
+}
 
 static int run_level(const struct opts *o, int conc, struct result *res)
 {
 	struct level l = { .conc = conc, .o = o };
 	pthread_t *t = calloc((size_t)conc, sizeof(*t));
-	double *ttft, *tpot, *e2el, *itl, t0;
+	double *ttft, *tpot, *e2el, *itl, t0, c0[NCOUNTERS], c1[NCOUNTERS];
 	int i, k, nt = 0, ntpot = 0, nitl = 0, nitl_all = 0, shown = 0;
 
 	pthread_mutex_init(&l.lock, NULL);
 	l.reqs = calloc((size_t)o->num_prompts, sizeof(*l.reqs));
 	for (i = 0; i < o->num_prompts; i++)
 		l.reqs[i].body = body_of(o, i);
+	engine_counters(o->port, c0);
 	t0 = now();
 	for (i = 0; i < conc; i++)
 		if (pthread_create(&t[i], NULL, worker, &l)) {
@@ -350,6 +424,12 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 	memset(res, 0, sizeof(*res));
 	res->conc = conc;
 	res->duration = now() - t0;
+	engine_counters(o->port, c1);
+	res->steps = c0[0] >= 0 && c1[0] >= 0 ? c1[0] - c0[0] : -1;
+	res->host_s = c0[1] >= 0 && c1[1] >= 0 ? c1[1] - c0[1] : -1;
+	res->device_s = c0[2] >= 0 && c1[2] >= 0 ? c1[2] - c0[2] : -1;
+	res->queue_s = delta_mean(c0, c1, 3, 4);
+	res->server_ttft_s = delta_mean(c0, c1, 5, 6);
 	for (i = 0; i < o->num_prompts; i++)
 		nitl_all += l.reqs[i].n_itl;
 	ttft = calloc((size_t)o->num_prompts + 1, sizeof(double));
@@ -432,6 +512,16 @@ static void table(const struct opts *o, const struct result *r, int n)
 	STAT("TPOT", tpot);
 	STAT("ITL", itl);
 	STAT("E2EL", e2el);
+	if (r[0].steps > 0) {	/* spyre-serve: what the engine did */
+		ROW("engine steps", ".0f", r[i].steps);
+		ROW("tokens per step (in + out)", ".2f",
+		    r[i].steps > 0 ? (r[i].input_tokens + r[i].output_tokens) / r[i].steps : 0);
+		ROW("runner host time per step (ms)", ".3f", r[i].steps > 0 ? r[i].host_s * 1e3 / r[i].steps : 0);
+		ROW("device time per step (ms)", ".3f", r[i].steps > 0 ? r[i].device_s * 1e3 / r[i].steps : 0);
+		ROW("wall time per step (ms)", ".3f", r[i].steps > 0 ? r[i].duration * 1e3 / r[i].steps : 0);
+		ROW("server: queue time mean (ms)", ".2f", r[i].queue_s * 1e3);
+		ROW("server: TTFT mean (ms)", ".2f", r[i].server_ttft_s * 1e3);
+	}
 #undef STAT
 #undef ROW
 }
@@ -463,6 +553,9 @@ static int write_json(const struct opts *o, const struct result *r, int n)
 		J("itl", itl);
 		J("e2el", e2el);
 #undef J
+		if (x->steps >= 0)
+			fprintf(f, ",\"engine_steps\":%.0f,\"runner_host_s\":%.6f,\"device_s\":%.6f", x->steps,
+				x->host_s, x->device_s);
 		fprintf(f, "}");
 	}
 	fprintf(f, "]}\n");

@@ -58,10 +58,24 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 	bs = runner->block_size;
 	if (opts)
 		o = *opts;
-	if (!o.max_num_seqs)
-		o.max_num_seqs = 32;
-	if (!o.max_num_batched_tokens)
-		o.max_num_batched_tokens = (512 + bs - 1) / bs * bs;
+	/* defaults within the runner's limits; explicit options beyond them are refused */
+	if (!o.max_num_seqs) {
+		o.max_num_seqs = SPYRE_DEFAULT_MAX_NUM_SEQS;
+		if (runner->max_num_seqs && runner->max_num_seqs < o.max_num_seqs)
+			o.max_num_seqs = runner->max_num_seqs;
+	}
+	if (!o.max_num_batched_tokens) {
+		o.max_num_batched_tokens = (SPYRE_DEFAULT_MAX_NUM_BATCHED_TOKENS + bs - 1) / bs * bs;
+		if (runner->max_num_tokens && runner->max_num_tokens < o.max_num_batched_tokens)
+			o.max_num_batched_tokens = runner->max_num_tokens / bs * bs;
+	}
+	if (runner->max_num_seqs && o.max_num_seqs > runner->max_num_seqs)
+		return errfc(err, errlen, -EINVAL, "max_num_seqs (%u) is more than the %s runner takes in a step (%u)",
+			     o.max_num_seqs, runner->name ? runner->name : "model", runner->max_num_seqs);
+	if (runner->max_num_tokens && o.max_num_batched_tokens > runner->max_num_tokens)
+		return errfc(err, errlen, -EINVAL,
+			     "max_num_batched_tokens (%u) is more than the %s runner takes in a step (%u)",
+			     o.max_num_batched_tokens, runner->name ? runner->name : "model", runner->max_num_tokens);
 	if (!o.max_waiting)
 		o.max_waiting = 256;
 	if (o.max_num_batched_tokens % bs)
@@ -498,6 +512,7 @@ static int step(struct spyre_engine *e)
 	e->stats.steps++;
 	e->stats.runner_host_ns += rs.host_ns;
 	e->stats.runner_device_ns += rs.device_ns;
+	e->stats.runner_builds += rs.builds;
 	for (uint32_t s = 0; s < e->nitems; s++) {
 		if (rc)
 			finish(e, e->items[s].r, e->items[s].r->aborted ? SPYRE_FINISH_ABORT : SPYRE_FINISH_ERROR,

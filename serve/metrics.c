@@ -155,15 +155,15 @@ void spyre_metrics_finished(struct spyre_metrics *m, int reason, double e2e_s, u
 	pthread_mutex_unlock(&m->lock);
 }
 
-static void metric(struct spyre_buf *o, const char *m, const char *name, const char *type, const char *help)
+/* ns: "vllm" for vLLM's metrics, "spyre" for the engine's own */
+static void metric(struct spyre_buf *o, const char *ns, const char *name, const char *type, const char *help)
 {
-	spyre_buf_printf(o, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\n", name, help, name, type);
-	(void)m;
+	spyre_buf_printf(o, "# HELP %s:%s %s\n# TYPE %s:%s %s\n", ns, name, help, ns, name, type);
 }
 
-static void value(struct spyre_buf *o, const char *model, const char *name, double v)
+static void value(struct spyre_buf *o, const char *ns, const char *model, const char *name, double v)
 {
-	spyre_buf_printf(o, "vllm:%s{model_name=\"%s\"} %.17g\n", name, model, v);
+	spyre_buf_printf(o, "%s:%s{model_name=\"%s\"} %.17g\n", ns, name, model, v);
 }
 
 void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_stats *st, struct spyre_buf *o)
@@ -172,25 +172,35 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 	size_t i, k;
 	int r;
 
-	metric(o, mn, "num_requests_running", "gauge", "Number of requests in model execution batches.");
-	value(o, mn, "num_requests_running", st->running);
-	metric(o, mn, "num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-	value(o, mn, "num_requests_waiting", st->waiting);
-	metric(o, mn, "kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-	value(o, mn, "kv_cache_usage_perc", st->blocks_total ? (double)st->blocks_used / st->blocks_total : 0.0);
-	metric(o, mn, "prefix_cache_queries", "counter", "Prefix cache queries, in terms of number of queried tokens.");
-	value(o, mn, "prefix_cache_queries_total", (double)st->prefix_cache_queries);
-	metric(o, mn, "prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.");
-	value(o, mn, "prefix_cache_hits_total", (double)st->prefix_cache_hits);
-	metric(o, mn, "num_preemptions", "counter", "Cumulative number of preemption from the engine.");
-	value(o, mn, "num_preemptions_total", (double)st->preemptions);
+	metric(o, "vllm", "num_requests_running", "gauge", "Number of requests in model execution batches.");
+	value(o, "vllm", mn, "num_requests_running", st->running);
+	metric(o, "vllm", "num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
+	value(o, "vllm", mn, "num_requests_waiting", st->waiting);
+	metric(o, "vllm", "kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
+	value(o, "vllm", mn, "kv_cache_usage_perc", st->blocks_total ? (double)st->blocks_used / st->blocks_total : 0.0);
+	metric(o, "vllm", "prefix_cache_queries", "counter", "Prefix cache queries, in terms of number of queried tokens.");
+	value(o, "vllm", mn, "prefix_cache_queries_total", (double)st->prefix_cache_queries);
+	metric(o, "vllm", "prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.");
+	value(o, "vllm", mn, "prefix_cache_hits_total", (double)st->prefix_cache_hits);
+	metric(o, "vllm", "num_preemptions", "counter", "Cumulative number of preemption from the engine.");
+	value(o, "vllm", mn, "num_preemptions_total", (double)st->preemptions);
+	metric(o, "spyre", "engine_steps", "counter", "Engine steps run (one runner call each).");
+	value(o, "spyre", mn, "engine_steps_total", (double)st->steps);
+	metric(o, "spyre", "runner_host_seconds", "counter", "Host time spent in the runner's steps.");
+	value(o, "spyre", mn, "runner_host_seconds_total", st->runner_host_ns * 1e-9);
+	metric(o, "spyre", "runner_device_seconds", "counter",
+	       "Modeled device time of the runner's steps (card runner; 0 on the CPU).");
+	value(o, "spyre", mn, "runner_device_seconds_total", st->runner_device_ns * 1e-9);
+	metric(o, "spyre", "runner_kernel_builds", "counter",
+	       "Kernels the runner built while serving (shapes the warm-up did not cover).");
+	value(o, "spyre", mn, "runner_kernel_builds_total", (double)st->runner_builds);
 
 	pthread_mutex_lock(&m->lock);
-	metric(o, mn, "prompt_tokens", "counter", "Number of prefill tokens processed.");
-	value(o, mn, "prompt_tokens_total", (double)m->prompt_tokens);
-	metric(o, mn, "generation_tokens", "counter", "Number of generation tokens processed.");
-	value(o, mn, "generation_tokens_total", (double)m->generation_tokens);
-	metric(o, mn, "request_success", "counter", "Count of successfully processed requests.");
+	metric(o, "vllm", "prompt_tokens", "counter", "Number of prefill tokens processed.");
+	value(o, "vllm", mn, "prompt_tokens_total", (double)m->prompt_tokens);
+	metric(o, "vllm", "generation_tokens", "counter", "Number of generation tokens processed.");
+	value(o, "vllm", mn, "generation_tokens_total", (double)m->generation_tokens);
+	metric(o, "vllm", "request_success", "counter", "Count of successfully processed requests.");
 	for (r = SPYRE_FINISH_LENGTH; r <= SPYRE_FINISH_ERROR; r++)
 		spyre_buf_printf(o, "vllm:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %llu\n",
 				 spyre_oai_finish_name(r), mn, (unsigned long long)m->finished[r]);
@@ -198,7 +208,7 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 		const struct hist *h = &m->h[k];
 		uint64_t cum = 0;
 
-		metric(o, mn, h->name, "histogram", h->help);
+		metric(o, "vllm", h->name, "histogram", h->help);
 		for (i = 0; i < h->n; i++) {
 			cum += h->count[i];
 			spyre_buf_printf(o, "vllm:%s_bucket{le=\"%g\",model_name=\"%s\"} %llu\n", h->name, h->le[i],

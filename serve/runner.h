@@ -46,11 +46,19 @@ struct spyre_runner_batch {
 	int32_t *argmax;
 };
 
+/*
+ * The engine's defaults for its step limits (engine.h), which a runner sized
+ * without explicit limits takes too: one home for both.
+ */
+#define SPYRE_DEFAULT_MAX_NUM_SEQS 32
+#define SPYRE_DEFAULT_MAX_NUM_BATCHED_TOKENS 512
+
 /* What a step cost (for benchmarks and /metrics); a runner fills what it knows. */
 struct spyre_runner_stats {
 	uint64_t host_ns;
 	uint64_t device_ns;	/* modeled device time (card runner), 0 on the CPU */
 	uint64_t launches;
+	uint64_t builds;	/* kernels the step built (card runner: shapes not seen or warmed up before) */
 };
 
 struct spyre_runner_ops {
@@ -67,6 +75,8 @@ struct spyre_runner {
 	uint32_t block_size;
 	uint32_t num_blocks;	/* KV blocks the runner allocated */
 	uint32_t max_model_len;	/* max_position_embeddings */
+	uint32_t max_num_seqs;	/* sequences a step may hold, 0: any (the engine sizes itself within) */
+	uint32_t max_num_tokens;	/* rows a step may hold, 0: any */
 	int32_t eos_token_id;
 	const char *name;	/* "cpu" or "card" */
 };

@@ -213,8 +213,9 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 		return fail(c, -EINVAL, "%u cores requested, the device has %u", c->cores, props.num_cores);
 	c->sp_bytes = props.scratchpad_bytes;
 	c->bs = o->block_size ? o->block_size : 64;
-	c->max_seqs = o->max_num_seqs ? o->max_num_seqs : 16;
-	c->max_tokens = o->max_num_batched_tokens ? o->max_num_batched_tokens : cfg->max_pos;
+	c->max_seqs = o->max_num_seqs ? o->max_num_seqs : SPYRE_DEFAULT_MAX_NUM_SEQS;
+	c->max_tokens = o->max_num_batched_tokens ? o->max_num_batched_tokens :
+		(SPYRE_DEFAULT_MAX_NUM_BATCHED_TOKENS + c->bs - 1) / c->bs * c->bs;
 	if (c->bs > 4096 || c->max_seqs > 4096 || c->max_tokens > 65535 || c->max_seqs > c->max_tokens)
 		return fail(c, -EINVAL, "block_size %u (at most 4096), max_num_seqs %u (at most 4096 and at most the "
 			    "tokens) or max_num_batched_tokens %u (at most 65535) out of range", c->bs, c->max_seqs,
@@ -313,6 +314,8 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 	return ret ? fail(c, ret, "clearing the KV caches") : 0;
 }
 
+static int warm_up(struct card *c, char *err, size_t errlen);
+
 int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 			  const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
 			  struct spyre_runner **out, char *err, size_t errlen)
@@ -342,8 +345,16 @@ int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *
 		card_free(c);
 		return ret;
 	}
+	if (opts && opts->warmup) {
+		ret = warm_up(c, err, errlen);
+		if (ret) {
+			card_free(c);
+			return ret;
+		}
+	}
 	c->runner = (struct spyre_runner){ .ops = &card_ops, .self = c, .vocab = cfg->vocab, .block_size = c->bs,
 					   .num_blocks = c->nb, .max_model_len = cfg->max_pos,
+					   .max_num_seqs = c->max_seqs, .max_num_tokens = c->max_tokens,
 					   .eos_token_id = (int32_t)cfg->eos_token_id, .name = "card" };
 	*out = &c->runner;
 	return 0;
@@ -609,6 +620,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 {
 	struct card *c = self;
 	struct spyre_stream_stats ss = { .size = sizeof(ss) };
+	struct spyre_kcache_stats k0 = { .size = sizeof(k0) }, k1 = { .size = sizeof(k1) };
 	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used, pv;
 	uint32_t nruns, T;
 	struct run *runs;
@@ -631,6 +643,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		goto out;
 	}
 	T = rows_bucket(c, b->num_tokens);
+	spyre_kcache_get_stats(c->kcache, &k0);
 	used = fill_tables(c, b, T, runs, &nruns, &off_pos, &off_slot, &off_samp);
 	c->launches = 0;
 	ret = spyre_stream_reset_stats(c->stream);
@@ -681,9 +694,66 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		st->host_ns = now_ns() - t0;
 		st->device_ns = ss.device_ns;
 		st->launches = c->launches;
+		spyre_kcache_get_stats(c->kcache, &k1);
+		st->builds = k1.misses - k0.misses;
 	}
 out:
 	c->err = NULL;
 	c->errlen = 0;
+	return ret;
+}
+
+/*
+ * Warm-up (vLLM on Spyre compiles its shapes before it serves): one dummy
+ * step per sequence count 1..max_seqs (one row each: the decodes' shapes,
+ * and the sampling kernels of every count) and one per row bucket above
+ * those (sequences of up to max_position_embeddings rows), so that serving
+ * builds no kernel but the attention of a prefill chunk of a new length.
+ * The dummy rows write their K/V into block 0, which no request holds yet
+ * (and every request writes a slot before it reads it).
+ */
+static int warm_up(struct card *c, char *err, size_t errlen)
+{
+	uint32_t T = c->max_tokens, mp = c->cfg.max_pos, mb = c->max_blocks;
+	int32_t *tok = calloc(T, sizeof(int32_t)), *pos = calloc(T, sizeof(int32_t));
+	int32_t *bt = calloc((size_t)T * mb, sizeof(int32_t)), *am = calloc(T, sizeof(int32_t));
+	int64_t *slot = calloc(T, sizeof(int64_t));
+	uint32_t *qs = calloc(T + 1, sizeof(uint32_t)), *ctx = calloc(T, sizeof(uint32_t));
+	int ret = 0;
+
+	if (!tok || !pos || !bt || !am || !slot || !qs || !ctx) {
+		snprintf(err, errlen, "warm-up: out of host memory");
+		ret = -ENOMEM;
+	}
+	for (uint32_t n = 1; !ret && n <= T; n = n < c->max_seqs ? n + 1 : rows_bucket(c, n + 1)) {
+		/* n rows: n sequences of one row, or (above max_seqs) as few sequences as max_pos allows */
+		uint32_t S = n <= c->max_seqs ? n : (n + mp - 1) / mp, r = 0;
+
+		if (S > c->max_seqs)	/* more rows than max_num_seqs contexts hold: never asked for */
+			break;
+		for (uint32_t s = 0; s < S; s++) {
+			uint32_t rows = n / S + (s < n % S);
+
+			qs[s] = r;
+			ctx[s] = rows;
+			for (uint32_t i = 0; i < rows; i++, r++) {
+				pos[r] = (int32_t)i;
+				slot[r] = i % c->bs;
+			}
+		}
+		qs[S] = n;
+		ret = card_step(c, &(struct spyre_runner_batch){ .num_tokens = n, .tokens = tok, .positions = pos,
+				.slot_mapping = slot, .num_seqs = S, .query_start = qs, .context_lens = ctx,
+				.block_tables = bt, .max_blocks = mb, .argmax = am }, NULL, err, errlen);
+		if (n == T)
+			break;
+	}
+	free(tok);
+	free(pos);
+	free(bt);
+	free(am);
+	free(slot);
+	free(qs);
+	free(ctx);
 	return ret;
 }

@@ -25,8 +25,10 @@ struct spyre_runner_card_opts {
 	uint32_t cores;			/* 0: all the device has */
 	uint32_t block_size;		/* tokens per KV block, 0: 64 */
 	uint32_t num_blocks;		/* KV blocks per layer, 0: max_num_seqs whole contexts */
-	uint32_t max_num_seqs;		/* sequences per step, 0: 16 */
-	uint32_t max_num_batched_tokens;	/* rows per step, 0: max_position_embeddings */
+	uint32_t max_num_seqs;		/* sequences per step, 0: SPYRE_DEFAULT_MAX_NUM_SEQS (32) */
+	uint32_t max_num_batched_tokens;	/* rows per step, 0: SPYRE_DEFAULT_MAX_NUM_BATCHED_TOKENS (512)
+						 * rounded up to whole blocks */
+	bool warmup;			/* build every kernel of the step's shapes before serving (below) */
 };
 
 /*

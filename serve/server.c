@@ -174,6 +174,9 @@ static void on_event(void *user, const struct spyre_event *ev)
 		if (ev->error)
 			snprintf(j->error, sizeof(j->error), "%s", ev->error);
 	}
+	if (ev->kind == SPYRE_EVENT_FINISHED && ev->reason == SPYRE_FINISH_ERROR)	/* the operator's to see */
+		fprintf(stderr, "spyre-serve: a request failed in the model runner: %s\n",
+			ev->error ? ev->error : "(no detail)");
 	reason = j->stop_hit && ev->reason == SPYRE_FINISH_ABORT ? SPYRE_FINISH_STOP : (int)ev->reason;
 	pthread_mutex_unlock(&j->lock);
 	if (ev->kind == SPYRE_EVENT_FINISHED)

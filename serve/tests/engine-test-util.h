@@ -43,6 +43,7 @@ struct fake_runner {
 	uint32_t nbatches;
 	uint32_t bad;			/* rows that read an unwritten or misplaced position */
 	int fail_at;			/* the step (1-based) that fails with -EIO, 0: never */
+	uint32_t bad_batches;		/* steps beyond r.max_num_seqs / r.max_num_tokens (refused) */
 	uint32_t sleep_us;		/* per step (the thread tests) */
 	void (*hook)(void *arg);	/* called inside each step (e.g. to abort meanwhile) */
 	void *hook_arg;
@@ -113,6 +114,13 @@ static int fake_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		fb->logits = b->logits != NULL;
 	}
 	f->nbatches++;
+	if ((f->r.max_num_seqs && b->num_seqs > f->r.max_num_seqs) ||
+	    (f->r.max_num_tokens && b->num_tokens > f->r.max_num_tokens)) {
+		f->bad_batches++;
+		snprintf(err, errlen, "fake runner: %u sequences, %u rows: beyond its limits", b->num_seqs,
+			 b->num_tokens);
+		return -EINVAL;
+	}
 	if (f->hook)
 		f->hook(f->hook_arg);
 	if (f->fail_at && (int)f->nbatches == f->fail_at) {
@@ -182,7 +190,9 @@ static inline struct fake_runner *fake_new(uint32_t vocab, uint32_t block_size, 
 	struct fake_runner *f = calloc(1, sizeof(*f));
 	size_t n = (size_t)num_blocks * block_size;
 
-	f->r = (struct spyre_runner){ &fake_ops, f, vocab, block_size, num_blocks, max_model_len, eos, "fake" };
+	f->r = (struct spyre_runner){ .ops = &fake_ops, .self = f, .vocab = vocab, .block_size = block_size,
+				     .num_blocks = num_blocks, .max_model_len = max_model_len, .eos_token_id = eos,
+				     .name = "fake" };
 	f->slot_tok = calloc(n, sizeof(int32_t));
 	f->slot_pos = malloc(n * sizeof(int32_t));
 	for (size_t i = 0; i < n; i++)

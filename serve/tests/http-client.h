@@ -144,4 +144,35 @@ static inline int http_do(int port, const char *method, const char *path, const 
 	return r->status ? 0 : -1;
 }
 
+/*
+ * A sample's value in Prometheus text: the first line starting with name
+ * (a metric name, or a name and the start of its labels, e.g.
+ * "vllm:request_success_total{finished_reason=\"abort\""); -1 when absent.
+ */
+static inline double prom_value(const char *text, const char *name)
+{
+	const char *p = text;
+	size_t n = strlen(name);
+
+	while (p && *p) {
+		if (!strncmp(p, name, n) && (strchr(name, '{') || p[n] == '{' || p[n] == ' '))
+			return strtod(strchr(p + n, ' ') + 1, NULL);
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	return -1;
+}
+
+/* GET /metrics and one sample's value; -1 when unreachable or absent. */
+static inline double get_metric(int port, const char *name)
+{
+	struct hresp r;
+	double v = -1;
+
+	if (!http_do(port, "GET", "/metrics", NULL, &r) && r.status == 200)
+		v = prom_value(r.body, name);
+	hresp_free(&r);
+	return v;
+}
+
 #endif /* SPYRE_SERVE_TEST_HTTP_CLIENT_H */

@@ -349,8 +349,76 @@ static void test_bad_options(void)
 		  "more sequences than tokens: %s", err);
 }
 
+/* One step of @ns sequences of @rows rows each, contexts of @rows (fresh prompts) in block 0. */
+static int step_shape(struct spyre_runner *r, uint32_t ns, uint32_t rows, struct spyre_runner_stats *st,
+		      char *err, size_t errlen)
+{
+	static int32_t tok[64], pos[64], bt[8 * 4], am[8];	/* every table entry block 0 */
+	static int64_t slot[64];
+	static uint32_t qs[9], ctx[8];
+
+	for (uint32_t s = 0, i = 0; s < ns; s++) {
+		qs[s] = i;
+		ctx[s] = rows;
+		for (uint32_t k = 0; k < rows; k++, i++) {
+			tok[i] = (int32_t)(i % cfg.vocab);
+			pos[i] = (int32_t)k;
+			slot[i] = k % BS;
+		}
+	}
+	qs[ns] = ns * rows;
+	memset(st, 0, sizeof(*st));
+	return r->ops->step(r->self, &(struct spyre_runner_batch){ .num_tokens = ns * rows, .tokens = tok,
+			    .positions = pos, .slot_mapping = slot, .num_seqs = ns, .query_start = qs,
+			    .context_lens = ctx, .block_tables = bt, .max_blocks = (rows + BS - 1) / BS, .argmax = am },
+			    st, err, errlen);
+}
+
+/*
+ * Warm-up: every decode shape (1..max_num_seqs sequences of one row) and
+ * row bucket is built at creation; serving them builds nothing, a prefill
+ * chunk of a new length builds its attention only (once). Without it the
+ * first step builds its kernels.
+ */
+static void test_warmup(void)
+{
+	struct spyre_runner_card_opts o = { .dtype = SPYRE_DT_FP32, .cores = 8, .block_size = BS, .num_blocks = 8,
+					    .max_num_seqs = 4, .max_num_batched_tokens = 64, .warmup = true };
+	struct spyre_runner_stats st;
+	struct spyre_runner *r;
+	char err[512] = "";
+
+	if (!TAP_CHECK(!spyre_runner_card_new(dev, &cfg, &w, &o, &r, err, sizeof(err)), "warm-up: %s", err))
+		return;
+	TAP_EQ(4u, r->max_num_seqs);
+	TAP_EQ(64u, r->max_num_tokens);
+	for (uint32_t ns = 1; ns <= 4; ns++) {
+		TAP_CHECK(!step_shape(r, ns, 1, &st, err, sizeof(err)), "%u decodes: %s", ns, err);
+		TAP_EQ(0ull, (unsigned long long)st.builds);
+	}
+	TAP_CHECK(!step_shape(r, 1, 20, &st, err, sizeof(err)), "a chunk of 20: %s", err);
+	TAP_EQ(1ull, (unsigned long long)st.builds);	/* its attention: 20 rows of one sequence */
+	TAP_CHECK(!step_shape(r, 1, 20, &st, err, sizeof(err)), "a chunk of 20 again: %s", err);
+	TAP_EQ(0ull, (unsigned long long)st.builds);
+	TAP_CHECK(!step_shape(r, 1, 64, &st, err, sizeof(err)), "a chunk of 64: %s", err);
+	TAP_EQ(0ull, (unsigned long long)st.builds);	/* the bucket of 64 was warmed with one sequence */
+	TAP_EQ(-EINVAL, step_shape(r, 5, 1, &st, err, sizeof(err)));	/* beyond max_num_seqs */
+	TAP_CHECK(strstr(err, "num_seqs 5"), "'%s'", err);
+	spyre_runner_free(r);
+
+	o.warmup = false;
+	if (!TAP_CHECK(!spyre_runner_card_new(dev, &cfg, &w, &o, &r, err, sizeof(err)), "no warm-up: %s", err))
+		return;
+	TAP_CHECK(!step_shape(r, 2, 1, &st, err, sizeof(err)), "2 decodes: %s", err);
+	TAP_CHECK(st.builds >= 10, "the first step built %llu kernels", (unsigned long long)st.builds);
+	TAP_CHECK(!step_shape(r, 2, 1, &st, err, sizeof(err)), "2 decodes again: %s", err);
+	TAP_EQ(0ull, (unsigned long long)st.builds);
+	spyre_runner_free(r);
+}
+
 static const struct tap_case cases[] = {
 	{ "fp32", test_fp32 },
+	{ "warmup", test_warmup },
 	{ "fp16", test_fp16 },
 	{ "bad_options", test_bad_options },
 };

@@ -767,6 +767,41 @@ static void test_bad_params(void)
 		TAP_CHECK(strstr(err, "whole block"), "'%s'", err);
 		TAP_EQ(-EINVAL, spyre_engine_new(NULL, &o, &e2, err, sizeof(err)));
 		spyre_runner_free(&f->r);
+		/* a runner's step limits: the defaults stay within them, explicit options beyond are refused */
+		f = fake_new(V, 4, 128, 64, -1);
+		f->r.max_num_seqs = 6;
+		f->r.max_num_tokens = 30;
+		o = (struct spyre_engine_opts){ 0 };
+		TAP_EQ(0, spyre_engine_new(&f->r, &o, &e2, err, sizeof(err)));
+		{
+			struct spyre_engine_debug *d = calloc(1, sizeof(*d));
+			struct recorder *rc = malloc(sizeof(*rc));
+			int32_t pr[40];
+			uint32_t k, most = 0;
+
+			rec_init(rc);
+			prompt_fill(pr, 40, 7);
+			for (k = 0; k < 9; k++) {	/* more than 6 at once, prompts longer than 28 rows */
+				q = req_params(pr, 33, 20);
+				TAP_EQ(0, spyre_engine_add(e2, &q, rec_event, rc, &id, err, sizeof(err)));
+			}
+			while (spyre_engine_step(e2) > 0) {
+				spyre_engine_debug_state(e2, d);
+				most = d->n_running > most ? d->n_running : most;
+			}
+			TAP_EQ(6u, most);	/* max_num_seqs defaulted to the runner's 6 */
+			TAP_EQ(0u, f->bad_batches);	/* no step beyond 6 sequences or 28 (= 30 in blocks of 4) rows */
+			spyre_engine_free(e2);
+			free(d);
+			free(rc);
+		}
+		o = (struct spyre_engine_opts){ .max_num_seqs = 7 };
+		TAP_EQ(-EINVAL, spyre_engine_new(&f->r, &o, &e2, err, sizeof(err)));
+		TAP_CHECK(strstr(err, "max_num_seqs (7) is more than the fake runner takes in a step (6)"), "'%s'", err);
+		o = (struct spyre_engine_opts){ .max_num_batched_tokens = 32 };
+		TAP_EQ(-EINVAL, spyre_engine_new(&f->r, &o, &e2, err, sizeof(err)));
+		TAP_CHECK(strstr(err, "max_num_batched_tokens (32) is more than"), "'%s'", err);
+		spyre_runner_free(&f->r);
 	}
 }
 

@@ -196,31 +196,6 @@ static int ids_of(const struct hresp *r, bool stream, int32_t *ids, int max, cha
 }
 
 /* A metric's value (first sample whose name and labels start with @name), or -1. */
-static double metric(const char *text, const char *name)
-{
-	const char *p = text;
-	size_t n = strlen(name);
-
-	while (p && *p) {
-		if (!strncmp(p, name, n) && (strchr(name, '{') || p[n] == '{' || p[n] == ' '))
-			return strtod(strchr(p + n, ' ') + 1, NULL);
-		p = strchr(p, '\n');
-		p = p ? p + 1 : NULL;
-	}
-	return -1;
-}
-
-static double get_metric(int port, const char *name)
-{
-	struct hresp r;
-	double v = -1;
-
-	if (!http_do(port, "GET", "/metrics", NULL, &r))
-		v = metric(r.body, name);
-	hresp_free(&r);
-	return v;
-}
-
 static bool healthy(int port)
 {
 	struct hresp r;

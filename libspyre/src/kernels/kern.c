@@ -606,7 +606,8 @@ struct spyre_kernel {
 	spyre_program_t *prog;
 	unsigned int refs;		/* atomic: the cache's while listed + each get's */
 	bool cached;			/* under cache->lock: in the list */
-	struct spyre_kernel *next;
+	struct spyre_kernel *next;	/* the cache's list of every kernel */
+	struct spyre_kernel *hnext;	/* the chain of its hash bucket */
 };
 
 /* A stream's work buffer: the "work" slot of the kernels launched on it without one. */
@@ -615,6 +616,9 @@ struct kwork {
 	spyre_dptr_t ptr;
 	uint64_t bytes;
 };
+
+/* Hash buckets of a cache (a power of two). */
+#define KCACHE_BUCKETS 1024
 
 /* Streams with a work buffer before the cache drops them all (after a device synchronize). */
 #define KWORK_MAX 32
@@ -634,6 +638,8 @@ struct spyre_kcache {
 	unsigned int refs;		/* atomic: the owner's + one per live kernel */
 	pthread_mutex_t lock;
 	struct spyre_kernel *head;
+	/* the same kernels by the hash of their key: a get costs the same with thousands cached */
+	struct spyre_kernel *bucket[KCACHE_BUCKETS];
 	struct spyre_kcache_stats stats;
 	/*
 	 * Held from choosing a work buffer until its launch is queued, so a
@@ -644,6 +650,34 @@ struct spyre_kcache {
 	struct kwork work[KWORK_MAX];
 	uint32_t nwork;
 };
+
+/* The bucket of a normalized key (its padding zeroed by normalize()): 64-bit FNV-1a over its words. */
+static uint32_t kcache_hash(const struct spyre_kdesc *d)
+{
+	const unsigned char *p = (const unsigned char *)d;
+	uint64_t h = 1469598103934665603ull, w;
+	size_t i;
+
+	for (i = 0; i + 8 <= sizeof(*d); i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+	}
+	for (; i < sizeof(*d); i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	h ^= h >> 32;
+	return (uint32_t)h & (KCACHE_BUCKETS - 1);
+}
+
+/* Under c->lock: the cached kernel of @d, or NULL. */
+static struct spyre_kernel *kcache_find(struct spyre_kcache *c, const struct spyre_kdesc *d, uint32_t b)
+{
+	struct spyre_kernel *k;
+
+	for (k = c->bucket[b]; k; k = k->hnext)
+		if (!memcmp(&k->key, d, sizeof(*d)))
+			return k;
+	return NULL;
+}
 
 static void kcache_put(struct spyre_kcache *c)
 {
@@ -707,6 +741,7 @@ SPYRE_EXPORT void spyre_kcache_destroy(spyre_kcache_t *c)
 	pthread_mutex_lock(&c->lock);
 	k = c->head;
 	c->head = NULL;
+	memset(c->bucket, 0, sizeof(c->bucket));
 	c->stats.kernels = 0;
 	c->capacity = 0;	/* kernels got after this are not kept */
 	for (n = k; n; n = n->next)
@@ -741,6 +776,7 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 	struct spyre_kernel *k;
 	struct spyre_kdesc d;
 	uint64_t t0;
+	uint32_t b;
 	void *img;
 	size_t sz;
 	int ret;
@@ -763,15 +799,15 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 		return spyre_error(-EINVAL, "%s: a scratchpad of %u bytes; the device has %u per core",
 				   kg_ops[d.op].name, d.sp_bytes, c->props.scratchpad_bytes);
 
+	b = kcache_hash(&d);
 	pthread_mutex_lock(&c->lock);
-	for (k = c->head; k; k = k->next) {
-		if (!memcmp(&k->key, &d, sizeof(d))) {
-			__atomic_add_fetch(&k->refs, 1, __ATOMIC_RELAXED);
-			c->stats.hits++;
-			pthread_mutex_unlock(&c->lock);
-			*out = k;
-			return 0;
-		}
+	k = kcache_find(c, &d, b);
+	if (k) {
+		__atomic_add_fetch(&k->refs, 1, __ATOMIC_RELAXED);
+		c->stats.hits++;
+		pthread_mutex_unlock(&c->lock);
+		*out = k;
+		return 0;
 	}
 	c->stats.misses++;
 	pthread_mutex_unlock(&c->lock);
@@ -801,9 +837,7 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 		struct spyre_kernel *o;
 
 		/* another thread may have built the same kernel meanwhile: use the first */
-		for (o = c->head; o; o = o->next)
-			if (!memcmp(&o->key, &d, sizeof(d)))
-				break;
+		o = kcache_find(c, &d, b);
 		if (o) {
 			__atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&c->lock);
@@ -815,6 +849,8 @@ SPYRE_EXPORT int spyre_kernel_get(spyre_kcache_t *c, const struct spyre_kdesc *d
 		k->refs++;	/* the cache's; not yet visible to other threads */
 		k->next = c->head;
 		c->head = k;
+		k->hnext = c->bucket[b];
+		c->bucket[b] = k;
 		c->stats.kernels++;
 	}
 	pthread_mutex_unlock(&c->lock);
