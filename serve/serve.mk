@@ -160,6 +160,13 @@ SERVE_E2E_TESTS := $(B)/tests/serve-server-test $(B)/tests/serve-server-asan-tes
 serve-all: $(SERVE_TOOLS) $(SERVE_E2E_TESTS)
 host-tests: $(SERVE_E2E_TESTS)
 
+# The official OpenAI Python client (the venv's pinned openai) against spyre-serve on the host
+host-tests: $(B)/tests/serve-openai-client-test
+$(B)/tests/serve-openai-client-test: $(SERVE_DIR)/tests/openai-client-test.sh $(SERVE_DIR)/tests/openai_client_test.py \
+		$(B)/bin/spyre-serve
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+
 $(B)/bin/spyre-serve: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h \
 		$(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/bert_device.h $(SERVE_CARD_OBJ) $(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
 		$(B)/lib/libspyre.so
