@@ -219,12 +219,14 @@ static inline int tap_selected_(const char *name, int argc, char **argv)
 
 /*
  * Run the cases named in @argv (all without arguments) in order, the plan
- * first. Returns the exit status: 0, 1 (a check failed) or 77 (all skipped).
+ * first: only the cases run are planned and numbered (a run of a few cases
+ * reports no skips it did not mean). Returns the exit status: 0, 1 (a check
+ * failed) or 77 (all skipped).
  */
 static inline int tap_run(const struct tap_case *cases, size_t n, int argc, char **argv)
 {
 	unsigned int passed = 0, failed = 0, skipped = 0;
-	size_t i;
+	size_t i, k = 0, planned = 0;
 	int a;
 
 	for (a = 1; a < argc; a++) {
@@ -233,32 +235,32 @@ static inline int tap_run(const struct tap_case *cases, size_t n, int argc, char
 		if (i == n)
 			tap_bail("no case named '%s'", argv[a]);
 	}
-	tap_line_("1..", "%zu", n);
+	for (i = 0; i < n; i++)
+		planned += tap_selected_(cases[i].name, argc, argv);
+	tap_line_("1..", "%zu", planned);
 	for (i = 0; i < n; i++) {
-		if (!tap_selected_(cases[i].name, argc, argv)) {
-			tap_line_("ok ", "%zu - %s # SKIP not selected", i + 1, cases[i].name);
-			skipped++;
+		if (!tap_selected_(cases[i].name, argc, argv))
 			continue;
-		}
+		k++;
 		__atomic_store_n(&tap_state.case_failed, 0, __ATOMIC_SEQ_CST);
 		tap_state.skip[0] = '\0';
 		cases[i].fn();
 		if (__atomic_load_n(&tap_state.case_failed, __ATOMIC_SEQ_CST)) {
-			tap_line_("not ok ", "%zu - %s", i + 1, cases[i].name);
+			tap_line_("not ok ", "%zu - %s", k, cases[i].name);
 			failed++;
 		} else if (tap_state.skip[0]) {
-			tap_line_("ok ", "%zu - %s # SKIP %s", i + 1, cases[i].name, tap_state.skip);
+			tap_line_("ok ", "%zu - %s # SKIP %s", k, cases[i].name, tap_state.skip);
 			skipped++;
 		} else {
-			tap_line_("ok ", "%zu - %s", i + 1, cases[i].name);
+			tap_line_("ok ", "%zu - %s", k, cases[i].name);
 			passed++;
 		}
 	}
-	tap_diag("%zu case%s: %u passed, %u failed, %u skipped; %u checks, %u failed", n,
-		 n == 1 ? "" : "s", passed, failed, skipped, tap_state.checks, tap_state.failed);
+	tap_diag("%zu case%s: %u passed, %u failed, %u skipped; %u checks, %u failed", planned,
+		 planned == 1 ? "" : "s", passed, failed, skipped, tap_state.checks, tap_state.failed);
 	if (failed || tap_state.failed)
 		return 1;
-	return n && skipped == n ? 77 : 0;
+	return planned && skipped == planned ? 77 : 0;
 }
 
 #define TAP_RUN(cases, argc, argv) tap_run(cases, sizeof(cases) / sizeof((cases)[0]), argc, argv)
