@@ -49,7 +49,9 @@ COSINE_MIN = 0.9999
 FULL = os.environ.get("SPYRE_HF_FULL") == "1"
 # Inductor's first compile of a generate takes 10-25 min per model under TCG: make check compiles with the
 # backend "spyre" (and test_compile runs Inductor on small modules); the full run with both.
-BACKENDS = [None, "spyre"] if FULL else ["spyre"]
+# SPYRE_HF_BACKENDS=default,spyre (or one of them): the compile backends to run (a rerun of one)
+BACKENDS = ([None if b == "default" else b for b in os.environ["SPYRE_HF_BACKENDS"].split(",")]
+            if os.environ.get("SPYRE_HF_BACKENDS") else [None, "spyre"] if FULL else ["spyre"])
 _ref = None
 
 
@@ -153,8 +155,9 @@ def run_compiled(c, model, key, backend):
         spyre_torch.synchronize()
         t2 = time.time() - t
     except Exception as e:
-        msg = str(e).strip().splitlines()
-        return c.ok(False, f"{what}: {type(e).__name__}: {msg[0] if msg else ''}"[:400])
+        # the whole message (Dynamo's BackendCompilerFailed puts the cause on its second line)
+        msg = [line for line in str(e).strip().splitlines() if line.strip() and "TORCHDYNAMO" not in line]
+        return c.ok(False, f"{what}: {type(e).__name__}: {' | '.join(msg[:8])}"[:1500])
     finally:
         model._compiled_call_impl = None  # back to eager for the next backend
     n = counters["stats"]["unique_graphs"] - graphs
