@@ -26,7 +26,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.5.0
+LIBSPYRE_VERSION := 0.7.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
@@ -45,7 +45,7 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/s
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
-	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test
+	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -181,6 +181,13 @@ $(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
 
+# Launch graphs on real cards: capture, replay, update, errors, threads.
+$(B)/selftests/spyre_graph_test: libspyre/tests/spyre_graph_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
+
 # The kernel library and its cache on real cards, from several threads and streams.
 $(B)/selftests/spyre_kcache_test: libspyre/tests/spyre_kcache_test.c $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h
@@ -259,9 +266,12 @@ SAN_CFLAGS_asan := -fsanitize=address -fno-omit-frame-pointer
 SAN_CFLAGS_tsan := -fsanitize=thread
 LIB_ASAN_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre-asan/%.o,$(LIB_SRCS))
 LIB_TSAN_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre-tsan/%.o,$(LIB_SRCS))
+LIB_SAN_OBJS_asan := $(LIB_ASAN_OBJS)
+LIB_SAN_OBJS_tsan := $(LIB_TSAN_OBJS)
 
 host-tests: $(B)/tests/stream-race-test $(B)/tests/stream-race-tsan-test
-selftests: $(B)/selftests/spyre_runtime_asan_test
+selftests: $(B)/selftests/spyre_runtime_asan_test $(B)/selftests/spyre_graph_asan_test \
+	$(B)/selftests/spyre_graph_tsan_test
 
 $(B)/libspyre-asan/%.o: libspyre/src/%.c $(LIB_HDRS)
 	@mkdir -p $(@D)
@@ -303,6 +313,15 @@ $(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LI
 	$(CC) $(CFLAGS) $(SAN_CFLAGS_asan) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
 		-I$(ISA_DIR) $(DRM_CFLAGS) $< $(LIB_ASAN_OBJS) -o $@ $(ISA_LIB) $(DRM_LIBS) $(UDEV_LIBS) \
 		-lpthread -lm
+
+# The graph test in the VM under AddressSanitizer and ThreadSanitizer.
+$(B)/selftests/spyre_graph_%san_test: libspyre/tests/spyre_graph_test.c $(LIB_ASAN_OBJS) $(LIB_TSAN_OBJS) \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
+	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN_CFLAGS_$*san) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
+		-I$(ISA_DIR) $(DRM_CFLAGS) $< $(LIB_SAN_OBJS_$*san) -o $@ $(ISA_LIB) \
+		$(DRM_LIBS) $(UDEV_LIBS) -lpthread -lm
 
 # The command-line tools' host test (arguments, no card, assembler limits).
 host-tests: $(B)/tests/tools-cli-test

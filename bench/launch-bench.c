@@ -9,7 +9,10 @@
  *  2. bindings 1 .. 64 slots, and the published comparison's case (a
  *     64 KiB program with 16 bindings);
  *  3. end-to-end launch rate (launch + wait, tiny program) as a ratio to a
- *     null driver ioctl (GET_PARAM) in the same VM.
+ *     null driver ioctl (GET_PARAM) in the same VM;
+ *  4. a captured graph of GRAPH_LAUNCHES patch-free launches replayed with
+ *     spyre_graph_launch() (one SUBMIT), per launch, vs the same launches
+ *     one by one, and a replay that updates one launch's bindings first.
  * Host cost = wall time inside spyre_launch() per launch, averaged over a
  * burst of launches that alternate between two binding sets (so the patch
  * path must patch and upload every time); the burst is then synchronized.
@@ -31,6 +34,7 @@
 
 #define BURST 24		/* launches per burst: below the 32-slot argument ring */
 #define BURSTS 7		/* the cheapest burst counts: TCG timing is noisy */
+#define GRAPH_LAUNCHES 30	/* a decode step's launches; below the 32-slot argument ring */
 
 static double now_us(void)
 {
@@ -111,6 +115,70 @@ static double launch_cost(spyre_device_t *dev, spyre_stream_t *s, int abs, size_
 	return best;
 }
 
+static void die(void)
+{
+	fprintf(stderr, "launch-bench: %s\n", spyre_last_error());
+	exit(1);
+}
+
+/*
+ * Host cost per launch of GRAPH_LAUNCHES launches of a 1 KiB patch-free
+ * program with alternating bindings: one by one (*@single), as replays of
+ * their captured graph (*@replay), and as replays after an update of one
+ * launch's bindings (*@updated). Each the cheapest of BURSTS bursts.
+ */
+static void graph_cost(spyre_device_t *dev, spyre_stream_t *s, const spyre_dptr_t *a,
+		       const spyre_dptr_t *b, double *single, double *replay, double *updated)
+{
+	spyre_graph_exec_t *x;
+	spyre_program_t *prog;
+	spyre_graph_t *g;
+	double t, one, rep, upd;
+	size_t size;
+	void *img = build(0, 1024, 4, &size);
+	int i, r;
+
+	if (!img || spyre_program_load(dev, img, size, &prog))
+		die();
+	free(img);
+	if (spyre_stream_begin_capture(s))
+		die();
+	for (i = 0; i < GRAPH_LAUNCHES; i++)
+		if (spyre_launch(s, prog, 1, i % 2 ? a : b, 4, NULL, 0))
+			die();
+	if (spyre_stream_end_capture(s, &g) || spyre_graph_instantiate(g, &x) || spyre_graph_launch(x, s) ||
+	    spyre_stream_synchronize(s))
+		die();
+	*single = *replay = *updated = 1e30;
+	for (r = 0; r < BURSTS; r++) {
+		t = now_us();
+		for (i = 0; i < GRAPH_LAUNCHES; i++)
+			if (spyre_launch(s, prog, 1, i % 2 ? a : b, 4, NULL, 0))
+				die();
+		one = (now_us() - t) / GRAPH_LAUNCHES;
+		if (spyre_stream_synchronize(s))
+			die();
+		t = now_us();
+		if (spyre_graph_launch(x, s))
+			die();
+		rep = (now_us() - t) / GRAPH_LAUNCHES;
+		if (spyre_stream_synchronize(s))
+			die();
+		t = now_us();
+		if (spyre_graph_exec_set_kernel_args(x, 0, r % 2 ? a : b, 4, NULL, 0) || spyre_graph_launch(x, s))
+			die();
+		upd = (now_us() - t) / GRAPH_LAUNCHES;
+		if (spyre_stream_synchronize(s))
+			die();
+		*single = one < *single ? one : *single;
+		*replay = rep < *replay ? rep : *replay;
+		*updated = upd < *updated ? upd : *updated;
+	}
+	spyre_graph_exec_destroy(x);
+	spyre_graph_destroy(g);
+	spyre_program_unload(prog);
+}
+
 int main(void)
 {
 	static const size_t sizes[] = { 1024, 4096, 16384, 65536, 262144, 1048576 };
@@ -172,6 +240,16 @@ int main(void)
 		printf("end to end: %.1f us per launch+wait, %.1f us per null ioctl: %.1fx a null ioctl "
 		       "(%.0f launches/s)\n", e2e_us, ioctl_us, e2e_us / ioctl_us, 1e6 / e2e_us);
 		spyre_program_unload(prog);
+	}
+
+	/* Graph replay vs launches one by one (both patch-free). */
+	{
+		double single, replay, updated;
+
+		graph_cost(dev, s, a, b, &single, &replay, &updated);
+		printf("graph replay: %d launches, host us per launch: one by one %.2f, replay %.2f "
+		       "(%.1fx less), replay after an update %.2f (%.1fx less)\n", GRAPH_LAUNCHES, single,
+		       replay, single / replay, updated, single / updated);
 	}
 	spyre_stream_destroy(s);
 	spyre_device_close(dev);

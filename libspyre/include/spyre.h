@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define LIBSPYRE_VERSION_MAJOR 0
-#define LIBSPYRE_VERSION_MINOR 3
+#define LIBSPYRE_VERSION_MINOR 7
 
 /** An open spyre device. */
 typedef struct spyre_device spyre_device_t;
@@ -346,6 +346,12 @@ struct spyre_stream_stats {
 	uint64_t arg_bytes;
 	uint64_t upload_bytes;		/**< program bytes uploaded by the patch path (patched copies) */
 	uint64_t memset_bytes;		/**< bytes set by spyre_memset_async() */
+	/* Since 0.7: a caller's older, smaller structure is filled up to its size. */
+	/**
+	 * jobs submitted (one SUBMIT ioctl each): one per launch, copy or event
+	 * record, one per job of a graph replay (spyre_graph_launch())
+	 */
+	uint64_t jobs;
 };
 
 /**
@@ -369,6 +375,122 @@ int spyre_stream_get_stats(spyre_stream_t *stream, struct spyre_stream_stats *st
  * Return: 0; -EIO when the stream is poisoned (the totals are zeroed all the same).
  */
 int spyre_stream_reset_stats(spyre_stream_t *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Graphs (since 0.7)                                                         */
+/* ------------------------------------------------------------------------ */
+
+/** A captured sequence of stream work, and an instance of it ready to replay. */
+typedef struct spyre_graph spyre_graph_t;
+typedef struct spyre_graph_exec spyre_graph_exec_t;
+
+/** What a node of a graph does; nodes are numbered 0, 1, ... in capture order. */
+enum spyre_graph_node_kind {
+	SPYRE_GRAPH_NODE_LAUNCH = 1,	/**< spyre_launch() (patch-free programs only) */
+	SPYRE_GRAPH_NODE_COPY = 2,	/**< spyre_memcpy_async(): D2D, or H2D/D2H with spyre_malloc_host() memory */
+	SPYRE_GRAPH_NODE_MEMSET = 3,	/**< spyre_memset_async() */
+	SPYRE_GRAPH_NODE_EVENT_RECORD = 4,	/**< spyre_event_record() */
+};
+
+/**
+ * spyre_stream_begin_capture() - record @stream's work into a graph instead
+ * of running it. Until spyre_stream_end_capture(), spyre_launch() (and
+ * spyre_kernel_launch()), spyre_memcpy_async(), spyre_memset_async() and
+ * spyre_event_record() on @stream add a node each and return without
+ * submitting anything; their arguments are checked as always. Calls that
+ * wait for or order the stream (synchronize, query, wait_event, callbacks,
+ * statistics, destroy) and copies of pageable host memory fail with -EBUSY
+ * and leave the capture as it was. Work enqueued before the call still runs.
+ * Return: 0; -EBUSY when @stream already captures; -EINVAL for NULL.
+ */
+int spyre_stream_begin_capture(spyre_stream_t *stream);
+
+/**
+ * spyre_stream_end_capture() - stop capturing and hand the graph over.
+ * @graph: receives the graph (possibly of no node); free it with
+ * spyre_graph_destroy(). The programs, events and memory its nodes name
+ * must outlive it and its execs.
+ * Return: 0; -EINVAL when @stream does not capture.
+ */
+int spyre_stream_end_capture(spyre_stream_t *stream, spyre_graph_t **graph);
+
+/** spyre_stream_is_capturing() - 1 while @stream captures a graph, 0 if not, -EINVAL for NULL. */
+int spyre_stream_is_capturing(spyre_stream_t *stream);
+
+/** spyre_graph_node_count() - the nodes of @graph (>= 0), -EINVAL for NULL. */
+int spyre_graph_node_count(const spyre_graph_t *graph);
+
+/** A node of a graph. */
+struct spyre_graph_node_info {
+	uint32_t size;			/**< In: sizeof(struct spyre_graph_node_info). */
+	uint32_t kind;			/**< enum spyre_graph_node_kind */
+	uint32_t num_slots;		/**< a launch: its program's slots, else 0 */
+	uint32_t num_scalars;		/**< a launch: its program's scalars, else 0 */
+	uint32_t packets;		/**< device packets it takes */
+	uint32_t pad;
+	uint64_t bytes;			/**< a copy's or a memset's bytes, else 0 */
+};
+
+/** spyre_graph_get_node() - describe node @index; -EINVAL for a bad index or size. */
+int spyre_graph_get_node(const spyre_graph_t *graph, uint32_t index, struct spyre_graph_node_info *info);
+
+/** spyre_graph_destroy() - free a graph; its execs stay usable. NULL is a no-op. */
+int spyre_graph_destroy(spyre_graph_t *graph);
+
+/**
+ * spyre_graph_instantiate() - make @graph replayable: device memory for
+ * every launch's argument block is allocated up front, and the packets of
+ * all nodes are built once, in capture order, as jobs of up to
+ * DRM_SPYRE_MAX_JOB_PACKETS packets (less three: room for an argument
+ * update and a trace's timestamps); a node's packets never straddle two
+ * jobs. @exec is independent of @graph, which may be destroyed or
+ * instantiated again.
+ * Return: 0; -EINVAL for NULL or a graph still being captured; -ENOMEM.
+ */
+int spyre_graph_instantiate(spyre_graph_t *graph, spyre_graph_exec_t **exec);
+
+/** What an exec submits per replay. */
+struct spyre_graph_exec_info {
+	uint32_t size;			/**< In: sizeof(struct spyre_graph_exec_info). */
+	uint32_t num_nodes;
+	uint32_t num_jobs;		/**< SUBMIT ioctls per replay */
+	uint32_t num_packets;		/**< packets per replay (plus one after an update) */
+	uint64_t arg_bytes;		/**< device bytes of its argument blocks */
+};
+
+int spyre_graph_exec_get_info(const spyre_graph_exec_t *exec, struct spyre_graph_exec_info *info);
+
+/**
+ * spyre_graph_launch() - replay @exec on @stream: one SUBMIT per job of the
+ * exec, after the work enqueued on @stream so far and after the exec's
+ * previous replay (on whichever stream). Asynchronous, as spyre_launch();
+ * completion and failures show on @stream (synchronize, events). A fault
+ * inside a replay poisons @stream with a detail that names the node
+ * ("graph node 7 (launch)"). Event record nodes record their events on
+ * @stream, reached at the end of the job that holds them.
+ * Return: 0; -EIO on a poisoned stream; -EBUSY on a capturing stream;
+ * -EINVAL for NULL or a stream of another device. A failure after the first
+ * job leaves the replay's earlier jobs submitted.
+ */
+int spyre_graph_launch(spyre_graph_exec_t *exec, spyre_stream_t *stream);
+
+/**
+ * spyre_graph_exec_set_kernel_args() - new bindings and/or scalars for
+ * launch node @node of @exec, without rebuilding it: the next replay
+ * writes the node's argument block on the card before its first packet;
+ * replays enqueued before still use the old ones.
+ * @slots: @nslots device pointers (the program's slot count, checked as by
+ * spyre_launch()), or @nslots 0 to keep the bindings.
+ * @scalars: @nscalars scalars (the program's count), or @nscalars 0 to keep them.
+ * Return: 0; -EINVAL with a detail for a bad node index, a node that is
+ * not a launch, wrong counts or a bad binding (naming the slot).
+ */
+int spyre_graph_exec_set_kernel_args(spyre_graph_exec_t *exec, uint32_t node,
+				     const spyre_dptr_t *slots, uint32_t nslots,
+				     const uint64_t *scalars, uint32_t nscalars);
+
+/** spyre_graph_exec_destroy() - wait for the exec's replays, then free it. NULL is a no-op. */
+int spyre_graph_exec_destroy(spyre_graph_exec_t *exec);
 
 /* ------------------------------------------------------------------------ */
 /* Traces (since 0.3)                                                         */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "spyre_accel.h"
@@ -127,6 +128,38 @@ static_assert(SPYRE_ENGINE_FAULT_COUNT < SPYRE_RECORD_UNWRITTEN, "no engine faul
 
 #define SPYRE_MAX_WAITS 16
 
+/*
+ * Recent jobs of a stream whose packets have names (graph replays): the
+ * fault report of a failed one names its packet's node. A failure is
+ * reported by the stream's next SUBMIT or synchronize; one more than this
+ * many named jobs later is reported without the name.
+ */
+#define SPYRE_NAMED_JOBS 64
+
+/*
+ * What the packets of a job are, for the fault report of a failed job (a
+ * graph exec's, graph.c): shared by the jobs that submit them, referenced by
+ * each stream entry that may report one (atomic @refs), released by the last.
+ */
+struct spyre_job_names {
+	unsigned int refs;
+	/* Into @buf: what @packet of the job with @cookie (its submitter's) is, e.g. "graph node 7 (launch)". */
+	void (*describe)(const struct spyre_job_names *n, uint64_t cookie, uint32_t packet,
+			 char *buf, size_t size);
+	void (*release)(struct spyre_job_names *n);
+};
+
+static inline void spyre_job_names_get(struct spyre_job_names *n)
+{
+	__atomic_add_fetch(&n->refs, 1, __ATOMIC_RELAXED);
+}
+
+static inline void spyre_job_names_put(struct spyre_job_names *n)
+{
+	if (n && !__atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL))
+		n->release(n);
+}
+
 struct spyre_callback {
 	void (*fn)(void *arg);
 	void *arg;
@@ -164,6 +197,15 @@ struct spyre_stream {
 	 * (launch.c).
 	 */
 	struct spyre_stream_stats stats;
+	/* The graph this stream captures (spyre_stream_begin_capture()), NULL when not capturing */
+	struct spyre_graph *capture;
+	/* Named jobs (graph replays), a ring: the stream point of each, 0 if free */
+	struct {
+		uint64_t point;
+		struct spyre_job_names *names;	/* referenced */
+		uint64_t cookie;
+	} named[SPYRE_NAMED_JOBS];
+	uint32_t named_next;
 	/* The tracer's hooks and state for this stream; both NULL unless traced (spyre_trace_start()) */
 	const struct spyre_trace_hooks *tracer;
 	struct spyre_trace_queue *trace;
@@ -214,12 +256,69 @@ struct spyre_job {
 	uint64_t bytes;			/* bytes its COPY packets move */
 	const struct spyre_launch_record *record;	/* a LAUNCH's record (host mapping), or NULL */
 	uint32_t core_mask;		/* a LAUNCH's cores */
+	/* What a capture (struct spyre_graph) keeps of it beyond its packets, or of a replay's job */
+	uint32_t node;			/* enum spyre_graph_node_kind */
+	uint32_t copy_kind;		/* a copy: enum spyre_memcpy_kind */
+	struct spyre_program *prog;	/* a LAUNCH: its program ... */
+	const uint64_t *args;		/* ... and its argument block: @nslots slot addresses, then scalars */
+	uint32_t nslots, nargs;
+	struct spyre_event *event;	/* an event record */
+	/* A replay's job: its packets' names and the cookie they take (graph.c) */
+	struct spyre_job_names *names;
+	uint64_t cookie;
 };
+
+/*
+ * A graph: the jobs a capturing stream's calls built (stream.c adds them,
+ * under the stream's lock), as nodes whose packets are kept one after another
+ * and whose launches keep their argument blocks; graph.c instantiates it.
+ * A LAUNCH's args and record operands are 0 in @packets: each exec places them.
+ */
+struct spyre_graph_node {
+	uint32_t kind;			/* enum spyre_graph_node_kind */
+	uint32_t first, count;		/* its packets, @packets[first .. first + count) */
+	uint32_t arg0, nslots, nargs;	/* a launch: its block @args[arg0 .. arg0 + nargs), slots first */
+	uint32_t copy_kind;		/* a copy: enum spyre_memcpy_kind */
+	uint64_t bytes;			/* a copy's or a memset's bytes */
+	struct spyre_program *prog;	/* a launch */
+	struct spyre_event *event;	/* an event record */
+};
+
+struct spyre_graph {
+	struct spyre_device *dev;
+	struct spyre_stream *stream;	/* capturing it; NULL once captured */
+	struct spyre_graph_node *nodes;
+	uint32_t nnodes, cap_nodes;
+	uint8_t *packets;		/* SPYRE_PKT_SIZE each */
+	uint32_t npackets, cap_packets;
+	uint64_t *args;
+	uint32_t nargs, cap_args;
+};
+
+/* Free @g's storage (graph.c's spyre_graph_destroy(); stream.c's for a capture its stream outlived). */
+static inline void spyre_graph_free(struct spyre_graph *g)
+{
+	if (!g)
+		return;
+	free(g->nodes);
+	free(g->packets);
+	free(g->args);
+	free(g);
+}
 
 int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job);
 int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *job);
 /* Submit the single COPY @p as a job of its own. */
-int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p);
+int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, enum spyre_memcpy_kind kind);
+/* Count @size bytes copied in direction @kind on @s (under its lock) and its device. */
+void spyre_stream_count_copy_locked(struct spyre_stream *s, enum spyre_memcpy_kind kind, uint64_t size);
+/* Under s->lock: later jobs of @s wait for @point of the timeline syncobj @timeline. */
+int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point);
+/* -EBUSY with a detail naming @call when @s captures a graph (under s->lock), else 0. */
+int spyre_stream_capturing_locked(struct spyre_stream *s, const char *call);
+/* An event record: its TIMESTAMP; once the job that holds it is submitted, mark it recorded there. */
+void spyre_event_prep_record(struct spyre_event *e, void *pkt);
+void spyre_event_mark_locked(struct spyre_event *e, struct spyre_stream *s, uint64_t point);
 int spyre_stream_wait_point(struct spyre_stream *s, uint64_t point);
 int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *done);
 /*
@@ -363,5 +462,8 @@ struct spyre_program {
 
 /* The COPY of @pr's host copy to its device image: at load, and after a re-patch. */
 void spyre_program_prep_upload(const struct spyre_program *pr, struct spyre_pkt_copy *p);
+
+/* launch.c: 0 when every slot binding of @pr lies in a big enough allocation of its device, else -EINVAL naming the slot. */
+int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots);
 
 #endif

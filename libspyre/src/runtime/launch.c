@@ -175,7 +175,7 @@ static int block_free_locked(struct spyre_stream *s, struct spyre_launch_state *
 }
 
 /* Each binding must lie in an allocation of this device, big enough. */
-static int check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots)
+int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots)
 {
 	struct spyre_device *dev = pr->dev;
 	const struct spyre_alloc *a;
@@ -298,6 +298,33 @@ static int image_current_locked(struct spyre_program *pr, struct spyre_stream *s
 	return 0;
 }
 
+/*
+ * While @s captures: the launch as a node of the graph, with its argument
+ * block; no ring block, no record. The patch path's shared image cannot be
+ * replayed with bindings of its own.
+ */
+static int capture_launch_locked(struct spyre_stream *s, struct spyre_program *pr, uint32_t core_mask,
+				 const spyre_dptr_t *slots, const uint64_t *scalars)
+{
+	struct spyre_pkt_launch pk;
+	uint64_t args[SPYRE_ARG_WORDS];
+	uint32_t nsyms = pr->hdr.num_syms, nscal = pr->hdr.num_scalars;
+	struct spyre_job job = { .packets = &pk, .count = 1, .what = "launch", .core_mask = core_mask,
+				 .node = SPYRE_GRAPH_NODE_LAUNCH, .prog = pr, .args = args,
+				 .nslots = nsyms, .nargs = nsyms + nscal };
+
+	if (pr->path != SPYRE_LAUNCH_FAST)
+		return spyre_error(-ENOTSUP, "spyre_launch: the stream is capturing a graph, and the "
+				   "program has relocations (the patch path): only patch-free "
+				   "programs can be captured");
+	memcpy(args, slots, nsyms * sizeof(*args));
+	if (nscal)
+		memcpy(args + nsyms, scalars, nscal * sizeof(*args));
+	memset(&pk, 0, sizeof(pk));
+	spyre_prep_launch(&pk, pr->image.va, 0, core_mask, 0);
+	return spyre_stream_submit_locked(s, &job);
+}
+
 static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 		  const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars, uint32_t nscalars)
 {
@@ -323,12 +350,16 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 				   "got %u and %u", nsyms, nscal, nslots, nscalars);
 	if (!core_mask)
 		return spyre_error(-EINVAL, "spyre_launch: empty core mask");
-	ret = check_bindings(pr, slots);
+	ret = spyre_launch_check_bindings(pr, slots);
 	if (ret)
 		return ret;
 	nargs = nsyms + nscal;
 
 	pthread_mutex_lock(&s->lock);
+	if (s->capture) {
+		ret = capture_launch_locked(s, pr, core_mask, slots, scalars);
+		goto out;
+	}
 	ret = launch_state_get_locked(s, &r);
 	if (ret)
 		goto out;

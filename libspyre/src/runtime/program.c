@@ -47,7 +47,7 @@ static int upload_work(struct spyre_stream *s, void *arg)
 	struct spyre_pkt_copy p;
 
 	spyre_program_prep_upload(arg, &p);
-	return spyre_stream_copy(s, &p);
+	return spyre_stream_copy(s, &p, SPYRE_MEMCPY_H2D);
 }
 
 /* Load the image @v viewed, its container checked. */

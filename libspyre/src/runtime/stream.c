@@ -81,47 +81,63 @@ static const char *mmu_fault_name(uint32_t cause)
 	return SPYRE_NAME_OF(names, cause, "unknown cause");
 }
 
+/*
+ * Into @buf: "stream job N", and for a named job (a graph replay's) still in
+ * the ring, ", graph node 7 (launch)": what its failing @packet is.
+ */
+static void job_where_locked(struct spyre_stream *s, uint64_t job_seq, uint32_t packet, char *buf,
+			     size_t size)
+{
+	int n = snprintf(buf, size, "stream job %llu", (unsigned long long)job_seq);
+	uint32_t i;
+
+	for (i = 0; i < SPYRE_NAMED_JOBS; i++)
+		if (s->named[i].point == job_seq && s->named[i].names && n > 0 && (size_t)n + 2 < size) {
+			memcpy(buf + n, ", ", 2);
+			s->named[i].names->describe(s->named[i].names, s->named[i].cookie, packet,
+						    buf + n + 2, size - (size_t)n - 2);
+			break;
+		}
+}
+
 /* Poison the stream with the failure @e the driver recorded on its queue. */
 static int poison_locked(struct spyre_stream *s, struct drm_spyre_queue_error e)
 {
+	char job[128];
 	uint32_t cause;
 
 	s->poisoned = 1;
 	cause = SPYRE_FAULT_CAUSE(e.fault.info);
 	if (s->trace)
 		e.fault.packet = spyre_trace_packet_locked(s, e.job_seq, e.fault.packet);
+	job_where_locked(s, e.job_seq, e.fault.packet, job, sizeof(job));
 	if (e.fault.error == DRM_SPYRE_ERROR_TIMEOUT)
-		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu hung and was reset (stream poisoned)",
-			 (unsigned long long)e.job_seq);
+		snprintf(s->poison, sizeof(s->poison), "%s hung and was reset (stream poisoned)", job);
 	else if (e.fault.error == DRM_SPYRE_ERROR_RESET)
-		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu canceled by a device reset (stream poisoned)",
-			 (unsigned long long)e.job_seq);
+		snprintf(s->poison, sizeof(s->poison), "%s canceled by a device reset (stream poisoned)",
+			 job);
 	else if (e.fault.error == DRM_SPYRE_ERROR_CANCELED)
-		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu canceled: the context is banned",
-			 (unsigned long long)e.job_seq);
+		snprintf(s->poison, sizeof(s->poison), "%s canceled: the context is banned", job);
 	else if (e.fault.hw_error == SPYRE_ERR_ENGINE)
 		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu: program fault on core %u at instruction %u: %s "
+			 "%s: program fault on core %u at instruction %u: %s "
 			 "(engine fault %u), address 0x%llx (stream poisoned)",
-			 (unsigned long long)e.job_seq, e.fault.core, e.fault.pc,
+			 job, e.fault.core, e.fault.pc,
 			 spyre_engine_fault_name(cause), cause,
 			 (unsigned long long)e.fault.addr);
 	else if (e.fault.info)
 		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu failed at packet %u: %s at device address 0x%llx"
+			 "%s failed at packet %u: %s at device address 0x%llx"
 			 " (%s, %s: %s) (stream poisoned)",
-			 (unsigned long long)e.job_seq, e.fault.packet,
+			 job, e.fault.packet,
 			 hw_error_name(e.fault.hw_error), (unsigned long long)e.fault.addr,
 			 SPYRE_FAULT_ACCESS(e.fault.info) == SPYRE_ACCESS_WRITE ? "write" : "read",
 			 fault_source_name(SPYRE_FAULT_SOURCE(e.fault.info)),
 			 mmu_fault_name(cause));
 	else
 		snprintf(s->poison, sizeof(s->poison),
-			 "stream job %llu failed at packet %u: %s (stream poisoned)",
-			 (unsigned long long)e.job_seq, e.fault.packet, hw_error_name(e.fault.hw_error));
+			 "%s failed at packet %u: %s (stream poisoned)",
+			 job, e.fault.packet, hw_error_name(e.fault.hw_error));
 	return spyre_error(-EIO, "%s", s->poison);
 }
 
@@ -192,6 +208,13 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 	cb->fn = fn;
 	cb->arg = arg;
 	pthread_mutex_lock(&s->lock);
+	if (s->capture) {
+		int ret = spyre_stream_capturing_locked(s, "spyre_stream_add_callback");
+
+		pthread_mutex_unlock(&s->lock);
+		free(cb);
+		return ret;
+	}
 	if (!s->thread_started) {
 		if (pthread_create(&s->thread, NULL, callback_thread, s)) {
 			pthread_mutex_unlock(&s->lock);
@@ -210,6 +233,100 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
+}
+
+/* ---- capture ------------------------------------------------------------------ */
+
+int spyre_stream_capturing_locked(struct spyre_stream *s, const char *call)
+{
+	if (!s->capture)
+		return 0;
+	return spyre_error(-EBUSY, "%s: the stream is capturing a graph "
+			   "(spyre_stream_end_capture() first)", call);
+}
+
+static int stream_capturing(struct spyre_stream *s, const char *call)
+{
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, call);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* Room for @n more of @size bytes in the array *@p of *@cap, holding @used. */
+static int grow(void *p, uint32_t *cap, uint32_t used, uint32_t n, size_t size)
+{
+	uint32_t want = *cap ? *cap : 16;
+	void *q;
+
+	if (used + n <= *cap)
+		return 0;
+	while (want < used + n)
+		want *= 2;
+	q = realloc(*(void **)p, (size_t)want * size);
+	if (!q)
+		return spyre_error(-ENOMEM, "out of memory");
+	*(void **)p = q;
+	*cap = want;
+	return 0;
+}
+
+/*
+ * While @s captures: add @job to the graph as a node, instead of submitting
+ * it. A LAUNCH keeps its argument block; its args and record operands are
+ * left 0, for each exec to place (graph.c).
+ */
+static int capture_locked(struct spyre_stream *s, const struct spyre_job *job)
+{
+	struct spyre_graph *g = s->capture;
+	struct spyre_graph_node *n;
+	int ret;
+
+	ret = grow(&g->nodes, &g->cap_nodes, g->nnodes, 1, sizeof(*g->nodes));
+	ret = ret ?: grow(&g->packets, &g->cap_packets, g->npackets, job->count, SPYRE_PKT_SIZE);
+	ret = ret ?: grow(&g->args, &g->cap_args, g->nargs, job->nargs, sizeof(*g->args));
+	if (ret)
+		return ret;
+	n = &g->nodes[g->nnodes++];
+	memset(n, 0, sizeof(*n));
+	n->kind = job->node;
+	n->first = g->npackets;
+	n->count = job->count;
+	n->copy_kind = job->copy_kind;
+	n->bytes = job->bytes;
+	n->event = job->event;
+	memcpy(g->packets + (size_t)g->npackets * SPYRE_PKT_SIZE, job->packets,
+	       (size_t)job->count * SPYRE_PKT_SIZE);
+	g->npackets += job->count;
+	if (job->node == SPYRE_GRAPH_NODE_LAUNCH) {
+		struct spyre_pkt_launch *l =
+			(struct spyre_pkt_launch *)(g->packets + (size_t)n->first * SPYRE_PKT_SIZE);
+
+		l->args = 0;
+		l->record = 0;
+		n->prog = job->prog;
+		n->arg0 = g->nargs;
+		n->nslots = job->nslots;
+		n->nargs = job->nargs;
+		memcpy(g->args + g->nargs, job->args, (size_t)job->nargs * sizeof(*job->args));
+		g->nargs += job->nargs;
+	}
+	return 0;
+}
+
+/* A named job was submitted as stream point s->point: keep its names for a fault report. */
+static void name_job_locked(struct spyre_stream *s, const struct spyre_job *job)
+{
+	uint32_t i = s->named_next;
+
+	spyre_job_names_put(s->named[i].names);
+	spyre_job_names_get(job->names);
+	s->named[i].point = s->point;
+	s->named[i].names = job->names;
+	s->named[i].cookie = job->cookie;
+	s->named_next = (i + 1) % SPYRE_NAMED_JOBS;
 }
 
 /* ---- streams ---------------------------------------------------------------- */
@@ -244,6 +361,8 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 
 	if (s->poisoned)
 		return spyre_error(-EIO, "%s", s->poison);
+	if (s->capture)
+		return capture_locked(s, job);
 	wait_callbacks_locked(s);
 	if (__builtin_expect(th != NULL, 0)) {
 		uint8_t pre[SPYRE_PKT_SIZE], post[SPYRE_PKT_SIZE];
@@ -285,6 +404,9 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 		th->job_submitted(s, job, a.out_sync_point, t_submit);
 	s->point++;
 	s->nwaits = 0;
+	s->stats.jobs++;
+	if (job->names)
+		name_job_locked(s, job);
 	return 0;
 }
 
@@ -343,9 +465,10 @@ int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job)
 	return ret;
 }
 
-int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p)
+int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, enum spyre_memcpy_kind kind)
 {
-	struct spyre_job job = { .packets = p, .count = 1, .what = "copy", .bytes = p->size };
+	struct spyre_job job = { .packets = p, .count = 1, .what = "copy", .bytes = p->size,
+				 .node = SPYRE_GRAPH_NODE_COPY, .copy_kind = kind };
 
 	return spyre_stream_submit(s, &job);
 }
@@ -425,6 +548,11 @@ static int stream_synchronize(spyre_stream_t *s)
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_synchronize: NULL stream");
 	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, "spyre_stream_synchronize");
+	if (ret) {
+		pthread_mutex_unlock(&s->lock);
+		return ret;
+	}
 	if (s->nwaits && !s->poisoned) {
 		/* Pending event waits are stream work too: flush them into a NOP. */
 		ret = submit_nop_locked(s);
@@ -459,7 +587,8 @@ SPYRE_EXPORT int spyre_stream_query(spyre_stream_t *s)
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_query: NULL stream");
 	pthread_mutex_lock(&s->lock);
-	ret = check_errors_locked(s);
+	ret = spyre_stream_capturing_locked(s, "spyre_stream_query");
+	ret = ret ?: check_errors_locked(s);
 	if (!ret && drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1))
 		ret = spyre_error(-errno, "querying the stream failed");
 	if (!ret && (done < s->point || s->cb_done != s->cb_queued))
@@ -477,15 +606,24 @@ SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 	if (!e->recorded)
 		return 0;	/* as in CUDA: waiting for an unrecorded event is a no-op */
 	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, "spyre_stream_wait_event");
+	ret = ret ?: spyre_stream_add_wait_locked(s, e->timeline, e->point);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point)
+{
+	int ret = 0;
+
 	if (s->nwaits == SPYRE_MAX_WAITS)
 		ret = submit_nop_locked(s);	/* too many pending waits: flush them into an empty job */
 	if (!ret) {
-		s->waits[s->nwaits].handle = e->timeline;
+		s->waits[s->nwaits].handle = timeline;
 		s->waits[s->nwaits].flags = 0;
-		s->waits[s->nwaits].point = e->point;
+		s->waits[s->nwaits].point = point;
 		s->nwaits++;
 	}
-	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
 
@@ -495,8 +633,12 @@ static void stream_release(struct spyre_stream *s)
 	struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
 	struct spyre_device *dev = s->dev;
 
+	uint32_t i;
+
 	if (s->launch)
 		s->launch_release(dev, s->launch);
+	for (i = 0; i < SPYRE_NAMED_JOBS; i++)
+		spyre_job_names_put(s->named[i].names);
 	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 	drmSyncobjDestroy(dev->fd, s->timeline);
 	pthread_cond_destroy(&s->cond);
@@ -541,14 +683,18 @@ struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after,
 	return best;
 }
 
-SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
+/* Destroy @s, also while it captures (spyre_streams_fini(): the capture is dropped). */
+static int stream_destroy(struct spyre_stream *s)
 {
-	struct spyre_device *dev;
+	struct spyre_device *dev = s->dev;
+	struct spyre_graph *g;
 	size_t i;
 
-	if (!s)
-		return 0;
-	dev = s->dev;
+	pthread_mutex_lock(&s->lock);
+	g = s->capture;
+	s->capture = NULL;
+	pthread_mutex_unlock(&s->lock);
+	spyre_graph_free(g);
 	spyre_stream_synchronize(s);
 	pthread_mutex_lock(&s->lock);
 	spyre_trace_stream_gone_locked(s);
@@ -568,6 +714,15 @@ SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
 	pthread_mutex_unlock(&dev->lock);
 	spyre_stream_put(s);
 	return 0;
+}
+
+SPYRE_EXPORT int spyre_stream_destroy(spyre_stream_t *s)
+{
+	if (!s)
+		return 0;
+	if (stream_capturing(s, "spyre_stream_destroy"))
+		return -EBUSY;
+	return stream_destroy(s);
 }
 
 static int device_synchronize(spyre_device_t *dev)
@@ -600,7 +755,7 @@ SPYRE_EXPORT int spyre_device_synchronize(spyre_device_t *dev)
 void spyre_streams_fini(struct spyre_device *dev)
 {
 	while (dev->nstreams)
-		spyre_stream_destroy(dev->streams[dev->nstreams - 1]);
+		stream_destroy(dev->streams[dev->nstreams - 1]);
 	free(dev->streams);
 }
 
@@ -636,22 +791,32 @@ SPYRE_EXPORT int spyre_event_destroy(spyre_event_t *e)
 	return 0;
 }
 
+void spyre_event_prep_record(struct spyre_event *e, void *pkt)
+{
+	spyre_prep_timestamp(pkt, SPYRE_AS_VIRT, e->ts.va);
+}
+
+void spyre_event_mark_locked(struct spyre_event *e, struct spyre_stream *s, uint64_t point)
+{
+	e->timeline = s->timeline;
+	e->point = point;
+	e->recorded = true;
+}
+
 static int event_record(spyre_event_t *e, spyre_stream_t *s)
 {
 	struct spyre_pkt_sem p;
-	struct spyre_job job = { .packets = &p, .count = 1, .what = "timestamp" };
+	struct spyre_job job = { .packets = &p, .count = 1, .what = "timestamp",
+				 .node = SPYRE_GRAPH_NODE_EVENT_RECORD, .event = e };
 	int ret;
 
 	if (!e || !s || e->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_event_record: NULL argument or another device");
-	spyre_prep_timestamp(&p, SPYRE_AS_VIRT, e->ts.va);
+	spyre_event_prep_record(e, &p);
 	pthread_mutex_lock(&s->lock);
 	ret = submit_locked(s, &job);
-	if (!ret) {
-		e->timeline = s->timeline;
-		e->point = s->point;
-		e->recorded = true;
-	}
+	if (!ret && !s->capture)
+		spyre_event_mark_locked(e, s, s->point);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -741,6 +906,14 @@ static uint64_t pinned_va(struct spyre_device *dev, const void *p, size_t size)
 	return va;
 }
 
+/* Device address of @size bytes at @p, whole sticks of spyre_malloc_host() memory (copied in place), or 0. */
+static uint64_t pinned_sticks_va(struct spyre_device *dev, const void *p, size_t size)
+{
+	uint64_t va = pinned_va(dev, p, size);
+
+	return va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES) ? va : 0;
+}
+
 static int staging_get_locked(struct spyre_device *dev)
 {
 	if (dev->staging.handle)
@@ -766,15 +939,15 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 					   "(dst 0x%llx src 0x%llx size %zu)", (unsigned long long)dst,
 					   (unsigned long long)src, size);
 		spyre_prep_copy_va(&p, src, dst, size);
-		return spyre_stream_copy(s, &p);
+		return spyre_stream_copy(s, &p, kind);
 	case SPYRE_MEMCPY_H2D:
 		if (dst % SPYRE_STICK_BYTES)
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
 					   (unsigned long long)dst);
-		va = pinned_va(dev, (const void *)(uintptr_t)src, size);
-		if (va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES)) {
+		va = pinned_sticks_va(dev, (const void *)(uintptr_t)src, size);
+		if (va) {
 			spyre_prep_copy_va(&p, va, dst, size);
-			return spyre_stream_copy(s, &p);
+			return spyre_stream_copy(s, &p, kind);
 		}
 		/* Stage: the tail stick keeps its device bytes beyond size. */
 		pthread_mutex_lock(&dev->staging_lock);
@@ -787,14 +960,14 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 			if (whole != n) {
 				spyre_prep_copy_va(&p, dst + off + whole - SPYRE_STICK_BYTES,
 					 dev->staging.va + whole - SPYRE_STICK_BYTES, SPYRE_STICK_BYTES);
-				ret = spyre_stream_copy(s, &p);
+				ret = spyre_stream_copy(s, &p, kind);
 				ret = ret ?: spyre_stream_synchronize(s);
 				if (ret)
 					break;
 			}
 			memcpy(dev->staging.map, (const char *)(uintptr_t)src + off, n);
 			spyre_prep_copy_va(&p, dev->staging.va, dst + off, whole);
-			ret = spyre_stream_copy(s, &p);
+			ret = spyre_stream_copy(s, &p, kind);
 			/* The staging buffer is reused: wait before refilling it. */
 			ret = ret ?: spyre_stream_synchronize(s);
 		}
@@ -804,10 +977,10 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 		if (src % SPYRE_STICK_BYTES)
 			return spyre_error(-EINVAL, "device address 0x%llx is not 128-byte aligned",
 					   (unsigned long long)src);
-		va = pinned_va(dev, (const void *)(uintptr_t)dst, size);
-		if (va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES)) {
+		va = pinned_sticks_va(dev, (const void *)(uintptr_t)dst, size);
+		if (va) {
 			spyre_prep_copy_va(&p, src, va, size);
-			return spyre_stream_copy(s, &p);
+			return spyre_stream_copy(s, &p, kind);
 		}
 		pthread_mutex_lock(&dev->staging_lock);
 		ret = staging_get_locked(dev);
@@ -815,7 +988,7 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
 			spyre_prep_copy_va(&p, src + off, dev->staging.va,
 				 (n + SPYRE_STICK_BYTES - 1) & ~(size_t)(SPYRE_STICK_BYTES - 1));
-			ret = spyre_stream_copy(s, &p);
+			ret = spyre_stream_copy(s, &p, kind);
 			ret = ret ?: spyre_stream_synchronize(s);
 			if (!ret)
 				memcpy((char *)(uintptr_t)dst + off, dev->staging.map, n);
@@ -826,23 +999,44 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 	return spyre_error(-EINVAL, "unknown copy kind %d", (int)kind);
 }
 
-/* A copy, counted on its stream and its device once enqueued (or done). */
+/*
+ * A copy, counted on its stream and its device once enqueued (or done); while
+ * the stream captures, a node (counted when replayed), if it is one packet.
+ */
 static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t size,
 		     enum spyre_memcpy_kind kind)
 {
-	struct spyre_device *dev = s->dev;
-	int ret = copy_run(s, dst, src, size, kind);
+	uint64_t host = kind == SPYRE_MEMCPY_H2D ? src : dst;
+	bool capturing;
+	int ret;
 
-	if (ret || !size)
+	pthread_mutex_lock(&s->lock);
+	capturing = s->capture != NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (capturing && kind != SPYRE_MEMCPY_D2D && size &&
+	    !pinned_sticks_va(s->dev, (const void *)(uintptr_t)host, size))
+		return spyre_error(-EBUSY, "spyre_memcpy_async: the stream is capturing a graph: a "
+				   "captured copy of host memory needs whole sticks of "
+				   "spyre_malloc_host() memory");
+	ret = copy_run(s, dst, src, size, kind);
+	if (ret || !size || capturing)
 		return ret;
 	pthread_mutex_lock(&s->lock);
+	spyre_stream_count_copy_locked(s, kind, size);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+void spyre_stream_count_copy_locked(struct spyre_stream *s, enum spyre_memcpy_kind kind, uint64_t size)
+{
+	struct spyre_device *dev = s->dev;
+
 	if (kind == SPYRE_MEMCPY_H2D)
 		s->stats.h2d_bytes += size;
 	else if (kind == SPYRE_MEMCPY_D2H)
 		s->stats.d2h_bytes += size;
 	else
 		s->stats.d2d_bytes += size;
-	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_lock(&dev->lock);
 	if (kind == SPYRE_MEMCPY_H2D)
 		dev->stats.h2d_bytes += size;
@@ -851,7 +1045,6 @@ static int copy_impl(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t 
 	else
 		dev->stats.d2d_bytes += size;
 	pthread_mutex_unlock(&dev->lock);
-	return 0;
 }
 
 static const char *copy_what(enum spyre_memcpy_kind kind)
@@ -951,7 +1144,7 @@ SPYRE_EXPORT int spyre_memcpy(spyre_device_t *dev, uint64_t dst, uint64_t src, s
 static int memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value, size_t size)
 {
 	struct spyre_pkt_copy p[64];
-	struct spyre_job job = { .packets = p, .what = "copy" };
+	struct spyre_job job = { .packets = p, .what = "copy", .node = SPYRE_GRAPH_NODE_MEMSET };
 	struct spyre_device *dev;
 	size_t done, n = 0;
 	uint64_t values;
@@ -982,7 +1175,7 @@ static int memset_async(spyre_stream_t *s, spyre_dptr_t dst, uint8_t value, size
 	job.bytes = size;		/* what the packets move: a stick, then doubling to @size */
 	pthread_mutex_lock(&s->lock);
 	ret = submit_locked(s, &job);
-	if (!ret)
+	if (!ret && !s->capture)
 		s->stats.memset_bytes += size;
 	pthread_mutex_unlock(&s->lock);
 	return ret;

@@ -1,0 +1,568 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: libspyre's launch graphs on real cards (run in the VM; also
+ * built with AddressSanitizer and ThreadSanitizer): a stream's kernel
+ * launches (an embedding, then 29 adds and ReLUs of the kernel library),
+ * copies and an event record captured into a graph, replayed again and
+ * again with every result checked against a CPU reference; a replay of the
+ * 30 launches is one SUBMIT (the stream's job count); new token scalars and
+ * new bindings between replays, while a replay enqueued before the update
+ * still computes with the old ones; replays on two streams in turn; a graph
+ * of 600 launches split into jobs, each replay one SUBMIT per job; capture
+ * misuse (waits, pageable copies, patch-path programs, a second capture,
+ * destroy) refused with -EBUSY / -ENOTSUP and a detail, bad node indices
+ * and bindings refused with -EINVAL naming them; an exec replayed after the
+ * stream of its previous replay was destroyed; a faulting node named in the
+ * stream's error; threads capturing and replaying on their own streams.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "spyre.h"
+#include "spyre_kernels.h"
+#include "spyre_progbuild.h"
+
+#define M	4		/* tokens (rows) */
+#define H	32		/* hidden: one fp32 stick per row */
+#define V	64		/* vocabulary */
+#define ROW	(H * 4)		/* bytes of a row */
+#define BUF	(M * ROW)	/* bytes of an [M x H] matrix */
+#define CHAIN	30		/* launches of the graph: an embedding, then add/relu in turn */
+
+/* The kernels of the chain and the memory they work on. */
+struct chain {
+	spyre_device_t *dev;
+	spyre_kcache_t *cache;
+	spyre_kernel_t *emb, *add, *relu;
+	struct spyre_kdesc emb_desc;
+	spyre_dptr_t table, bias[2], x[2], out;
+	float h_table[V * H], h_bias[2][M * H];
+	float *pinned;			/* [M x H], spyre_malloc_host() */
+};
+
+static int chain_kernel(struct chain *c, uint32_t op, spyre_kernel_t **k, struct spyre_kdesc *keep)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = op, .dtype = SPYRE_DT_FP32, .cores = 2,
+				 .m = M, .n = op == SPYRE_KOP_EMBEDDING ? V : H,
+				 .k = op == SPYRE_KOP_EMBEDDING ? H : 0 };
+
+	if (keep)
+		*keep = d;
+	return spyre_kernel_get(c->cache, &d, k);
+}
+
+/* Small integers: every sum is exact in fp32, on the card and here. */
+static int chain_init(struct chain *c, spyre_device_t *dev, unsigned int seed)
+{
+	int i, b, ret;
+
+	memset(c, 0, sizeof(*c));
+	c->dev = dev;
+	ret = spyre_kcache_create(dev, 16, &c->cache);
+	ret = ret ?: chain_kernel(c, SPYRE_KOP_EMBEDDING, &c->emb, &c->emb_desc);
+	ret = ret ?: chain_kernel(c, SPYRE_KOP_ADD, &c->add, NULL);
+	ret = ret ?: chain_kernel(c, SPYRE_KOP_RELU, &c->relu, NULL);
+	ret = ret ?: spyre_malloc(dev, V * ROW, &c->table);
+	for (b = 0; b < 2 && !ret; b++) {
+		ret = spyre_malloc(dev, BUF, &c->bias[b]);
+		ret = ret ?: spyre_malloc(dev, BUF, &c->x[b]);
+	}
+	ret = ret ?: spyre_malloc(dev, BUF, &c->out);
+	ret = ret ?: spyre_malloc_host(dev, BUF, (void **)&c->pinned);
+	if (ret)
+		return ret;
+	for (i = 0; i < V * H; i++)
+		c->h_table[i] = (float)((int)((i * 7 + seed * 13) % 41) - 20);
+	for (b = 0; b < 2; b++)
+		for (i = 0; i < M * H; i++)
+			c->h_bias[b][i] = (float)((int)((i * 5 + b * 11 + seed) % 9) - 4 + b);
+	ret = spyre_memcpy(dev, c->table, (uintptr_t)c->h_table, sizeof(c->h_table), SPYRE_MEMCPY_H2D);
+	for (b = 0; b < 2 && !ret; b++)
+		ret = spyre_memcpy(dev, c->bias[b], (uintptr_t)c->h_bias[b], BUF, SPYRE_MEMCPY_H2D);
+	return ret;
+}
+
+static void chain_fini(struct chain *c)
+{
+	int b;
+
+	if (c->pinned)
+		spyre_free_host(c->dev, c->pinned);
+	for (b = 0; b < 2; b++) {
+		spyre_free(c->dev, c->bias[b]);
+		spyre_free(c->dev, c->x[b]);
+	}
+	spyre_free(c->dev, c->table);
+	spyre_free(c->dev, c->out);
+	spyre_kernel_put(c->emb);
+	spyre_kernel_put(c->add);
+	spyre_kernel_put(c->relu);
+	spyre_kcache_destroy(c->cache);
+}
+
+/* Launch i of the chain: 0 the embedding into x[0], then x[i % 2] = add(x[!], bias) or relu(x[!]). */
+static int chain_launch(struct chain *c, spyre_stream_t *s, int i, const int32_t *tokens, int bias)
+{
+	uint64_t sc[M];
+	int ret;
+
+	if (i == 0) {
+		ret = spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc);
+		return ret ?: spyre_kernel_launch(s, c->emb, (spyre_dptr_t[]){ c->table, c->x[0] }, 2, sc, M);
+	}
+	if (i % 2)
+		return spyre_kernel_launch(s, c->add, (spyre_dptr_t[]){ c->x[(i - 1) % 2], c->bias[bias],
+					   c->x[i % 2] }, 3, NULL, 0);
+	return spyre_kernel_launch(s, c->relu, (spyre_dptr_t[]){ c->x[(i - 1) % 2], c->x[i % 2] }, 2, NULL, 0);
+}
+
+/* The chain's result on the CPU; @bias_of[i] is the bias of launch i (an add). */
+static void chain_ref(const struct chain *c, int n, const int32_t *tokens, const int *bias_of, float *y)
+{
+	int i, r, k;
+
+	for (r = 0; r < M; r++)
+		memcpy(y + r * H, c->h_table + tokens[r] * H, ROW);
+	for (i = 1; i < n; i++)
+		for (k = 0; k < M * H; k++)
+			y[k] = i % 2 ? y[k] + c->h_bias[bias_of[i]][k] : (y[k] > 0 ? y[k] : 0);
+}
+
+/* Capture the chain of @n launches, then a D2D copy to out and a D2H copy to pinned. */
+static int chain_capture(struct chain *c, spyre_stream_t *s, int n, const int32_t *tokens,
+			 spyre_graph_t **g)
+{
+	int i, ret;
+
+	ret = spyre_stream_begin_capture(s);
+	for (i = 0; i < n && !ret; i++)
+		ret = chain_launch(c, s, i, tokens, 0);
+	ret = ret ?: spyre_memcpy_async(s, c->out, c->x[(n - 1) % 2], BUF, SPYRE_MEMCPY_D2D);
+	ret = ret ?: spyre_memcpy_async(s, (uintptr_t)c->pinned, c->out, BUF, SPYRE_MEMCPY_D2H);
+	if (ret) {
+		spyre_graph_t *drop;
+
+		if (!spyre_stream_end_capture(s, &drop))
+			spyre_graph_destroy(drop);
+		return ret;
+	}
+	return spyre_stream_end_capture(s, g);
+}
+
+static uint64_t stream_jobs(spyre_stream_t *s)
+{
+	struct spyre_stream_stats st = { .size = sizeof(st) };
+
+	if (spyre_stream_get_stats(s, &st))
+		return UINT64_MAX;
+	return st.jobs;
+}
+
+FIXTURE(graph) {
+	spyre_device_t *dev;
+	spyre_stream_t *s;
+	struct chain c;
+};
+
+FIXTURE_SETUP(graph)
+{
+	if (spyre_device_count() < 1)
+		SKIP(return, "no spyre device");
+	ASSERT_EQ(0, spyre_device_open(0, &self->dev)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &self->s));
+	ASSERT_EQ(0, chain_init(&self->c, self->dev, 1)) TH_LOG("%s", spyre_last_error());
+}
+
+FIXTURE_TEARDOWN(graph)
+{
+	if (!self->dev)
+		return;
+	chain_fini(&self->c);
+	spyre_device_close(self->dev);
+}
+
+TEST_F(graph, capture_replay_update_and_one_submit)
+{
+	struct spyre_graph_node_info ni = { .size = sizeof(ni) };
+	struct spyre_graph_exec_info xi = { .size = sizeof(xi) };
+	int32_t tokens[M] = { 3, 0, 63, 17 };
+	int bias_of[CHAIN] = { 0 }, i, r, k;
+	float ref[M * H], old_ref[M * H], *old;
+	struct chain *c = &self->c;
+	spyre_stream_t *s2;
+	spyre_graph_exec_t *x;
+	spyre_graph_t *g;
+	spyre_event_t *ev;
+	uint64_t jobs, sc[M];
+
+	ASSERT_EQ(0, spyre_event_create(self->dev, &ev));
+	ASSERT_EQ(0, spyre_stream_begin_capture(self->s));
+	ASSERT_EQ(1, spyre_stream_is_capturing(self->s));
+	for (i = 0; i < CHAIN; i++)
+		ASSERT_EQ(0, chain_launch(c, self->s, i, tokens, 0)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, c->out, c->x[(CHAIN - 1) % 2], BUF, SPYRE_MEMCPY_D2D));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)c->pinned, c->out, BUF, SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_event_record(ev, self->s));
+	ASSERT_EQ(0, spyre_stream_end_capture(self->s, &g));
+	ASSERT_EQ(0, spyre_stream_is_capturing(self->s));
+	/* Nothing ran while capturing. */
+	ASSERT_EQ(0, stream_jobs(self->s));
+	ASSERT_EQ(-EINVAL, spyre_event_query(ev));
+
+	ASSERT_EQ(CHAIN + 3, spyre_graph_node_count(g));
+	ASSERT_EQ(0, spyre_graph_get_node(g, 0, &ni));
+	ASSERT_EQ(SPYRE_GRAPH_NODE_LAUNCH, ni.kind);
+	ASSERT_EQ(2, ni.num_slots);
+	ASSERT_EQ(M, ni.num_scalars);
+	ASSERT_EQ(0, spyre_graph_get_node(g, CHAIN, &ni));
+	ASSERT_EQ(SPYRE_GRAPH_NODE_COPY, ni.kind);
+	ASSERT_EQ(BUF, ni.bytes);
+	ASSERT_EQ(0, spyre_graph_get_node(g, CHAIN + 2, &ni));
+	ASSERT_EQ(SPYRE_GRAPH_NODE_EVENT_RECORD, ni.kind);
+	ASSERT_EQ(-EINVAL, spyre_graph_get_node(g, CHAIN + 3, &ni));
+
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));		/* the exec stands on its own */
+	ASSERT_EQ(0, spyre_graph_exec_get_info(x, &xi));
+	ASSERT_EQ(CHAIN + 3, xi.num_nodes);
+	ASSERT_EQ(1, xi.num_jobs);
+	ASSERT_LE(CHAIN * 2 * 8, xi.arg_bytes);
+
+	/* Replays, each one SUBMIT, each checked. */
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (r = 0; r < 5; r++) {
+		memset(c->pinned, 0xff, BUF);
+		jobs = stream_jobs(self->s);
+		ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(jobs + 1, stream_jobs(self->s));
+		for (k = 0; k < M * H; k++)
+			ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("replay %d element %d", r, k);
+		ASSERT_EQ(0, spyre_event_query(ev));	/* recorded by the replay */
+	}
+
+	/* New tokens and new biases: no rebuild, still one SUBMIT. */
+	memcpy(old_ref, ref, sizeof(ref));
+	old = calloc(1, BUF);
+	ASSERT_NE(NULL, old);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s));
+	/* Stream order: this copy reads the replay enqueued before the update. */
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)c->pinned, c->out, BUF, SPYRE_MEMCPY_D2H));
+	tokens[0] = 42;
+	tokens[3] = 1;
+	ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
+	ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M)) TH_LOG("%s", spyre_last_error());
+	for (i = 1; i < CHAIN; i += 4) {
+		bias_of[i] = 1;
+		ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, (uint32_t)i, (spyre_dptr_t[]){
+			c->x[(i - 1) % 2], c->bias[1], c->x[i % 2] }, 3, NULL, 0)) TH_LOG("%s", spyre_last_error());
+	}
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	memcpy(old, c->pinned, BUF);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(old_ref[k], old[k]) TH_LOG("the replay before the update, element %d", k);
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	ASSERT_NE(0, memcmp(ref, old_ref, sizeof(ref)));
+	jobs = stream_jobs(self->s);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(jobs + 1, stream_jobs(self->s));	/* the update rides in the replay's job */
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("after the update, element %d", k);
+
+	/* Replays on two streams in turn, updated in between: ordered, the last one wins. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2));
+	for (r = 0; r < 6; r++) {
+		tokens[1] = r * 9;
+		ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
+		ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M));
+		ASSERT_EQ(0, spyre_graph_launch(x, r % 2 ? s2 : self->s)) TH_LOG("%s", spyre_last_error());
+	}
+	ASSERT_EQ(0, spyre_stream_synchronize(s2));	/* the last replay was on s2 */
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("two streams, element %d", k);
+
+	/* The stream of the last replay destroyed: the next, on another, still works. */
+	ASSERT_EQ(0, spyre_stream_destroy(s2));
+	memset(c->pinned, 0, BUF);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("after the destroy, element %d", k);
+
+	free(old);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_event_destroy(ev));
+}
+
+#define LONG_CHAIN 600
+
+TEST_F(graph, long_graph_split_into_jobs)
+{
+	struct spyre_graph_exec_info xi = { .size = sizeof(xi) };
+	int32_t tokens[M] = { 5, 6, 7, 8 };
+	static int bias_of[LONG_CHAIN];
+	struct chain *c = &self->c;
+	spyre_event_t *mid, *end;
+	spyre_graph_exec_t *x;
+	spyre_graph_t *g;
+	float ref[M * H], ms;
+	uint64_t jobs;
+	int i, r, k;
+
+	ASSERT_EQ(0, spyre_event_create(self->dev, &mid));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &end));
+	ASSERT_EQ(0, spyre_stream_begin_capture(self->s));
+	for (i = 0; i < LONG_CHAIN; i++) {
+		ASSERT_EQ(0, chain_launch(c, self->s, i, tokens, 0)) TH_LOG("%s", spyre_last_error());
+		if (i == LONG_CHAIN / 4)
+			ASSERT_EQ(0, spyre_event_record(mid, self->s));
+	}
+	ASSERT_EQ(0, spyre_memset_async(self->s, c->out, 0, BUF));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)c->pinned, c->x[(LONG_CHAIN - 1) % 2], BUF,
+					SPYRE_MEMCPY_D2H));
+	ASSERT_EQ(0, spyre_event_record(end, self->s));
+	ASSERT_EQ(0, spyre_stream_end_capture(self->s, &g));
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_exec_get_info(x, &xi));
+	ASSERT_EQ(3, xi.num_jobs);	/* 600 launches and a few packets, 253 a job */
+	ASSERT_EQ(LONG_CHAIN + 4, xi.num_nodes);	/* two event records, a memset, a copy */
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	chain_ref(c, LONG_CHAIN, tokens, bias_of, ref);
+	for (r = 0; r < 3; r++) {
+		memset(c->pinned, 0xff, BUF);
+		jobs = stream_jobs(self->s);
+		ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(jobs + 3, stream_jobs(self->s));
+		for (k = 0; k < M * H; k++)
+			ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("replay %d element %d", r, k);
+		ASSERT_EQ(0, spyre_event_elapsed_ms(mid, end, &ms)) TH_LOG("%s", spyre_last_error());
+		ASSERT_LT(0, ms);
+	}
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_event_destroy(mid));
+	ASSERT_EQ(0, spyre_event_destroy(end));
+}
+
+static void *patch_image(size_t *size)
+{
+	return spyre_pb_relu_image(SPYRE_PB_ADDR_RELOC, 32, 4096, size);
+}
+
+TEST_F(graph, capture_misuse_and_bad_nodes)
+{
+	int32_t tokens[M] = { 1, 2, 3, 4 };
+	struct chain *c = &self->c;
+	spyre_program_t *pp;
+	spyre_graph_exec_t *x;
+	spyre_graph_t *g, *g2;
+	spyre_event_t *ev;
+	spyre_dptr_t small, io[2];
+	float host[M * H];
+	size_t size;
+	void *img;
+
+	img = patch_image(&size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &pp));
+	free(img);
+	ASSERT_EQ(0, spyre_event_create(self->dev, &ev));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 128, &small));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &io[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &io[1]));
+
+	ASSERT_EQ(0, spyre_event_record(ev, self->s));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(-EINVAL, spyre_stream_end_capture(self->s, &g));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "not capturing"));
+	ASSERT_EQ(0, spyre_stream_begin_capture(self->s));
+	ASSERT_EQ(-EBUSY, spyre_stream_begin_capture(self->s));
+	ASSERT_EQ(-EBUSY, spyre_stream_synchronize(self->s));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "capturing a graph")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EBUSY, spyre_stream_query(self->s));
+	ASSERT_EQ(-EBUSY, spyre_stream_wait_event(self->s, ev));
+	ASSERT_EQ(-EBUSY, spyre_stream_destroy(self->s));
+	ASSERT_EQ(-EBUSY, spyre_stream_get_stats(self->s, &(struct spyre_stream_stats){ .size = 64 }));
+	/* Pageable host memory needs staging and a wait: refused. */
+	ASSERT_EQ(-EBUSY, spyre_memcpy_async(self->s, c->out, (uintptr_t)host, BUF, SPYRE_MEMCPY_H2D));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "spyre_malloc_host")) TH_LOG("%s", spyre_last_error());
+	/* The patch path's shared image cannot be replayed. */
+	ASSERT_EQ(-ENOTSUP, spyre_launch(self->s, pp, 1, io, 2, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "patch-free")) TH_LOG("%s", spyre_last_error());
+	/* Arguments are checked as always, and a refused call adds no node. */
+	ASSERT_EQ(-EINVAL, spyre_kernel_launch(self->s, c->relu, (spyre_dptr_t[]){ c->x[0], small }, 2, NULL, 0));
+	ASSERT_EQ(0, chain_launch(c, self->s, 0, tokens, 0));
+	ASSERT_EQ(0, chain_launch(c, self->s, 1, tokens, 0));
+	ASSERT_EQ(0, spyre_event_record(ev, self->s));
+	ASSERT_EQ(0, spyre_stream_end_capture(self->s, &g));
+	ASSERT_EQ(3, spyre_graph_node_count(g));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));	/* capturing no more */
+
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x));
+	/* A replay into a capturing stream is refused. */
+	ASSERT_EQ(0, spyre_stream_begin_capture(self->s));
+	ASSERT_EQ(-EBUSY, spyre_graph_launch(x, self->s));
+	ASSERT_EQ(0, spyre_stream_end_capture(self->s, &g2));
+	ASSERT_EQ(0, spyre_graph_node_count(g2));
+	ASSERT_EQ(0, spyre_graph_destroy(g2));
+
+	ASSERT_EQ(-EINVAL, spyre_graph_exec_set_kernel_args(x, 3, NULL, 0, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "no node 3")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EINVAL, spyre_graph_exec_set_kernel_args(x, 2, NULL, 0, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "graph node 2 is an event record, not a launch"))
+		TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EINVAL, spyre_graph_exec_set_kernel_args(x, 1, (spyre_dptr_t[]){ c->x[0] }, 1, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "takes 3 slots")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EINVAL, spyre_graph_exec_set_kernel_args(x, 1, (spyre_dptr_t[]){ c->x[0], small, c->x[1] },
+							    3, NULL, 0));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "graph node 1: slot 1")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EINVAL, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, (uint64_t[]){ 1 }, 1));
+	ASSERT_EQ(-EINVAL, spyre_graph_launch(NULL, self->s));
+	ASSERT_EQ(-EINVAL, spyre_graph_launch(x, NULL));
+	ASSERT_EQ(-EINVAL, spyre_graph_instantiate(NULL, &x));
+	ASSERT_EQ(-EINVAL, spyre_stream_begin_capture(NULL));
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	ASSERT_EQ(0, spyre_graph_exec_destroy(NULL));
+	ASSERT_EQ(0, spyre_graph_destroy(NULL));
+
+	/* A stream destroyed while capturing is refused; at close, the device drops the capture. */
+	ASSERT_EQ(0, spyre_stream_begin_capture(self->s));
+	ASSERT_EQ(0, chain_launch(c, self->s, 0, tokens, 0));
+
+	ASSERT_EQ(0, spyre_free(self->dev, small));
+	ASSERT_EQ(0, spyre_free(self->dev, io[0]));
+	ASSERT_EQ(0, spyre_free(self->dev, io[1]));
+	ASSERT_EQ(0, spyre_event_destroy(ev));
+	ASSERT_EQ(0, spyre_program_unload(pp));
+}
+
+TEST_F(graph, faulting_node_is_named)
+{
+	spyre_program_t *good, *bad;
+	struct chain *c = &self->c;
+	spyre_dptr_t io[2];
+	spyre_graph_exec_t *x;
+	spyre_graph_t *g;
+	size_t size;
+	void *img;
+	int i;
+
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 4096, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &good));
+	free(img);
+	/* "x" claims 64 bytes, the load reads 4096: the engine faults. */
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 64, &size);
+	ASSERT_NE(NULL, img);
+	ASSERT_EQ(0, spyre_program_load(self->dev, img, size, &bad));
+	free(img);
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &io[0]));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &io[1]));
+
+	ASSERT_EQ(0, spyre_stream_begin_capture(self->s));
+	ASSERT_EQ(0, spyre_memset_async(self->s, io[0], 0, 4096));
+	for (i = 0; i < 5; i++)
+		ASSERT_EQ(0, spyre_launch(self->s, i == 3 ? bad : good, 1, io, 2, NULL, 0))
+			TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_end_capture(self->s, &g));
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x));
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s));
+	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	/* Node 0 is the memset, launch 3 is node 4. */
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "graph node 4 (launch): program fault"))
+		TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	ASSERT_EQ(0, spyre_program_unload(good));
+	ASSERT_EQ(0, spyre_program_unload(bad));
+	(void)c;
+}
+
+/* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */
+#define THREADS 3
+#define THREAD_REPLAYS 12
+
+struct worker {
+	spyre_device_t *dev;
+	unsigned int seed;
+	int bad;
+	char why[256];
+};
+
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	int32_t tokens[M] = { (int32_t)w->seed, 2, 3, 4 };
+	int bias_of[8] = { 0 }, r, k, n = 6;
+	spyre_stream_t *s = NULL;
+	spyre_graph_exec_t *x = NULL;
+	spyre_graph_t *g = NULL;
+	struct chain *c;
+	float ref[M * H];
+	uint64_t sc[M];
+	int ret;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	ret = chain_init(c, w->dev, w->seed);
+	ret = ret ?: spyre_stream_create(w->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s);
+	ret = ret ?: chain_capture(c, s, n, tokens, &g);
+	ret = ret ?: spyre_graph_instantiate(g, &x);
+	for (r = 0; r < THREAD_REPLAYS && !ret; r++) {
+		tokens[2] = (int32_t)((w->seed * 7 + (unsigned int)r * 5) % V);
+		ret = spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc);
+		ret = ret ?: spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M);
+		ret = ret ?: spyre_graph_launch(x, s);
+		ret = ret ?: spyre_stream_synchronize(s);
+		chain_ref(c, n, tokens, bias_of, ref);
+		for (k = 0; k < M * H && !ret; k++)
+			if (ref[k] != c->pinned[k]) {
+				snprintf(w->why, sizeof(w->why), "thread %u replay %d element %d: %g, not %g",
+					 w->seed, r, k, c->pinned[k], ref[k]);
+				w->bad = 1;
+				break;
+			}
+		if (w->bad)
+			break;
+	}
+	if (ret) {
+		snprintf(w->why, sizeof(w->why), "thread %u: %s", w->seed, spyre_last_error());
+		w->bad = 1;
+	}
+	spyre_graph_exec_destroy(x);
+	spyre_graph_destroy(g);
+	spyre_stream_destroy(s);
+	chain_fini(c);
+	free(c);
+	return NULL;
+}
+
+TEST_F(graph, threads_capture_and_replay_their_own)
+{
+	struct worker w[THREADS];
+	pthread_t t[THREADS];
+	int i;
+
+	for (i = 0; i < THREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].dev = self->dev;
+		w[i].seed = (unsigned int)i + 2;
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, worker_run, &w[i]));
+	}
+	for (i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < THREADS; i++)
+		EXPECT_EQ(0, w[i].bad) TH_LOG("%s", w[i].why);
+}
+
+TEST_HARNESS_MAIN
