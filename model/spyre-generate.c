@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "config.h"
@@ -29,8 +30,13 @@
 #include "device.h"
 #include "spyre_isa.h"
 
-/* Host fp32 weights above this are refused (--estimate still works). */
-#define MAX_HOST_WEIGHT_BYTES (2ull << 30)
+/*
+ * Host fp32 weights above this are refused (--estimate still works): a ~1 B
+ * model (granite-1b, 4.4 GiB) fits, an 8 B one does not. Below it, what the
+ * run would hold (the weights, and their rounded copy for a reference at
+ * another precision) must also fit the machine's memory.
+ */
+#define MAX_HOST_WEIGHT_BYTES (8ull << 30)
 #define MAX_PROMPT 4096
 #define ESTIMATE_CONTEXT 1024u
 
@@ -41,6 +47,8 @@ struct options {
 	const char *config;		/* --config NAME|PATH (default tiny) */
 	uint64_t seed;
 	int32_t prompt[MAX_PROMPT];
+	bool prompt_given;		/* --prompt */
+	uint32_t prompt_len;		/* --prompt-len: ids drawn once the vocabulary is known */
 	uint32_t nprompt;
 	uint32_t ntokens;		/* -n */
 	unsigned int dtype;		/* --dtype: SPYRE_REF_* */
@@ -71,6 +79,8 @@ static void usage(FILE *f)
 		"  --config NAME|PATH  a preset (tiny, granite-3.3-8b) or a config.json (default tiny)\n"
 		"  --seed N            seed of the generated weights (default 1)\n"
 		"  --prompt IDS        token ids, comma-separated (default 1,2,3,4,5,6,7,8)\n"
+		"  --prompt-len N      instead, a prompt of N ids drawn from the vocabulary (splitmix64 of\n"
+		"                      --seed: the same ids on every machine)\n"
 		"  -n N                tokens to generate (default 32; 0: none)\n"
 		"  --dtype D           reference precision: fp32, fp16, bf16, dl16 (default fp32)\n"
 		"  --save DIR          write DIR/config.json and DIR/model.safetensors\n"
@@ -185,7 +195,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		if (!takes)
 			continue;
 		if (strcmp(a, "--model") && strcmp(a, "--config") && strcmp(a, "--seed") &&
-		    strcmp(a, "--prompt") && strcmp(a, "-n") && strcmp(a, "--dtype") && strcmp(a, "--save") &&
+		    strcmp(a, "--prompt") && strcmp(a, "--prompt-len") && strcmp(a, "-n") && strcmp(a, "--dtype") && strcmp(a, "--save") &&
 		    strcmp(a, "--save-dtype") && strcmp(a, "--device") && strcmp(a, "--dispatch") &&
 		    strcmp(a, "--cores") && strcmp(a, "--trace"))
 			die_usage("unknown option '%s'", a);
@@ -200,6 +210,11 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->seed = parse_u64(a, v, UINT64_MAX);
 		} else if (!strcmp(a, "--prompt")) {
 			parse_prompt(v, o);
+			o->prompt_given = true;
+		} else if (!strcmp(a, "--prompt-len")) {
+			o->prompt_len = (uint32_t)parse_u64(a, v, MAX_PROMPT);
+			if (!o->prompt_len)
+				die_usage("--prompt-len: a prompt has at least 1 token");
 		} else if (!strcmp(a, "-n")) {
 			o->ntokens = (uint32_t)parse_u64(a, v, 1u << 20);
 		} else if (!strcmp(a, "--dtype")) {
@@ -240,12 +255,24 @@ static void parse_args(int argc, char **argv, struct options *o)
 				die_usage("--save-dtype: unknown dtype '%s' (valid: f32, f16, bf16)", v);
 		}
 	}
+	if (o->prompt_len && o->prompt_given)
+		die_usage("--prompt and --prompt-len both give the prompt; give one");
 	if (o->model_dir && o->config)
 		die_usage("--model and --config both name a config; give one");
 	if (o->device < 0 && (o->dispatch != SPYRE_DISPATCH_FAST || o->cores || o->check))
 		die_usage("--dispatch, --cores and --check need --device");
 	if (o->device < 0 && o->trace)
 		die_usage("--trace needs --device");
+}
+
+/* --prompt-len: ids of the splitmix64 stream of the seed mod vocab, the same on every machine. */
+static void draw_prompt(struct options *o, uint32_t vocab)
+{
+	uint64_t x = o->seed ^ 0x70726f6d7074ull;	/* "prompt": not the weights' stream */
+
+	for (uint32_t i = 0; i < o->prompt_len; i++)
+		o->prompt[i] = (int32_t)(spyre_splitmix64(&x) % vocab);
+	o->nprompt = o->prompt_len;
 }
 
 static bool exists(const char *path)
@@ -319,6 +346,26 @@ static void print_config(const struct model *m)
 	printf("parameters: %" PRIu64 " (%s): %s fp32, %s fp16/bf16/dl16\n", params, n, b32, b16);
 }
 
+/*
+ * What the host will hold against its memory: the fp32 weights, twice when a
+ * reference at another precision keeps a rounded copy (a CPU run or --check).
+ */
+static int host_fit(const struct options *o, const struct model *m)
+{
+	bool copy = o->dtype != SPYRE_REF_FP32 && (o->device < 0 || o->check);
+	uint64_t need = spyre_model_bytes(&m->cfg, 4) * (copy ? 2 : 1);
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t have = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;
+	char n[32], h[32];
+
+	if (need <= have / 10 * 9)
+		return 0;
+	human(n, sizeof(n), (double)need);
+	human(h, sizeof(h), (double)have);
+	return fail("%s: the host weights%s need %s, the machine has %s of memory", m->label,
+		    copy ? " and the reference's rounded copy" : "", n, h);
+}
+
 static int load_weights(const struct options *o, struct model *m)
 {
 	char err[600], path[4200];
@@ -331,6 +378,8 @@ static int load_weights(const struct options *o, struct model *m)
 		return fail("%s: %s parameters do not fit the %llu GiB limit of host fp32 weights (%s); "
 			    "use --estimate", m->label, n, MAX_HOST_WEIGHT_BYTES >> 30, b);
 	}
+	if (host_fit(o, m))
+		return 1;
 	if (o->model_dir) {
 		snprintf(path, sizeof(path), "%s/model.safetensors", o->model_dir);
 		if (exists(path)) {
@@ -861,6 +910,8 @@ int main(int argc, char **argv)
 		free(o);
 		return rc;
 	}
+	if (o->prompt_len)
+		draw_prompt(o, m.cfg.vocab);
 	for (uint32_t i = 0; i < o->nprompt; i++)
 		if ((uint32_t)o->prompt[i] >= m.cfg.vocab) {
 			fail("--prompt: token %u (%d) is not below vocab_size (%u) of %s", i + 1, o->prompt[i],

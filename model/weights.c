@@ -190,7 +190,7 @@ int spyre_model_weights_load_file(const struct spyre_model_config *c, const char
 
 /* ---- random weights ---- */
 
-static uint64_t splitmix64(uint64_t *s)
+uint64_t spyre_splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 
@@ -202,7 +202,7 @@ static uint64_t splitmix64(uint64_t *s)
 /* Uniform in [0, 1), 53 bits. */
 static double uniform(uint64_t *s)
 {
-	return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+	return (double)(spyre_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* Mean 0, standard deviation 1, in [-2 sqrt 3, 2 sqrt 3]: the sum of four
@@ -275,7 +275,7 @@ int spyre_model_weights_random(const struct spyre_model_config *c, uint64_t seed
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t ts = splitmix64(&s), count = t[i].shape[0] * (t[i].rank == 2 ? t[i].shape[1] : 1);
+		uint64_t ts = spyre_splitmix64(&s), count = t[i].shape[0] * (t[i].rank == 2 ? t[i].shape[1] : 1);
 		const char *name = t[i].name;
 
 		if (t[i].rank == 1)

@@ -74,6 +74,9 @@ int spyre_model_weights_load(const struct spyre_model_config *cfg, const struct 
 int spyre_model_weights_load_file(const struct spyre_model_config *cfg, const char *path,
 				  struct spyre_model_weights *w, char *err, size_t errlen);
 
+/* The next value of the splitmix64 stream of state @s (the generated weights' and prompts' generator). */
+uint64_t spyre_splitmix64(uint64_t *s);
+
 /*
  * Deterministic random weights (splitmix64, no libc rand, no libm: the same
  * bits on every machine) scaled so activations stay O(1) and greedy decoding

@@ -10,15 +10,6 @@
 #include "ref.h"
 #include "sample.h"
 
-uint64_t spyre_splitmix64(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 void spyre_rng_seed(struct spyre_rng *r, uint64_t seed)
 {
 	for (int i = 0; i < 4; i++)

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "weights.h"
 
 struct spyre_rng {
 	uint64_t s[4];
@@ -31,7 +32,7 @@ struct spyre_rng {
 void spyre_rng_seed(struct spyre_rng *r, uint64_t seed);
 uint64_t spyre_rng_next(struct spyre_rng *r);
 double spyre_rng_uniform(struct spyre_rng *r);	/* [0, 1), 53 bits */
-uint64_t spyre_splitmix64(uint64_t *state);
+/* spyre_splitmix64() seeds them: model/weights.h */
 
 /* 0 when @s is valid: temperature finite in [0, 1e4], top_p in (0, 1]; else -EINVAL. */
 int spyre_sampling_check(const struct spyre_sampling *s);

@@ -7,7 +7,8 @@
 # tokens (F32; BF16 files load too); a directory without model.safetensors
 # falls back to generated weights; bad input exits 1 naming the file, field
 # or tensor (a truncated safetensors, a config without vocab_size, a token
-# id or length beyond the model); bad command lines exit 2. TAP, plan last.
+# id or length beyond the model); --prompt-len draws a prompt from the seed;
+# bad command lines exit 2. TAP, plan last.
 
 top=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 gen=${SPYRE_BIN:-$top/build/bin}/spyre-generate
@@ -38,13 +39,17 @@ done
 tap_expect "another seed, other tokens" 0 "^generated:" "$gen" --seed 2
 [ "$(grep '^generated:' "$tap_out")" != "$first" ] || tap_fail "seed 2 gives seed 1's tokens"
 tap_point "the seed matters"
+tap_expect "--prompt-len 5: ids drawn from the seed" 0 "^prompt: 5 tokens: 325 379 1 60 3$" \
+	"$gen" --prompt-len 5 -n 2 -q
+tap_expect "--prompt-len with another seed" 0 "^prompt: 5 tokens: 319 56 102 293 132$" \
+	"$gen" --prompt-len 5 --seed 3 -n 2 -q
 tap_expect "-n 1" 0 "summary: prefill .* 0 decode steps" "$gen" -n 1
 tap_expect "a config file by path" 0 "^model: .*tiny/config.json \(granite\)" \
 	"$gen" --config "$top/model/configs/tiny/config.json" -n 2
 
 # ---- large models ----------------------------------------------------------------
 tap_expect "granite-3.3-8b refused without --estimate" 1 \
-	"granite-3.3-8b: 8.17 B parameters do not fit the 2 GiB limit of host fp32 weights .*use --estimate" \
+	"granite-3.3-8b: 8.17 B parameters do not fit the 8 GiB limit of host fp32 weights .*use --estimate" \
 	"$gen" --config granite-3.3-8b
 tap_expect "granite-3.3-8b --estimate" 0 "^parameters: 8170864640 \(8.17 B\)" "$gen" --config granite-3.3-8b --estimate
 grep -q "^weights: fp32 30.44 GiB (32683458560 bytes), fp16/bf16/dl16 15.22 GiB (16341729280 bytes)" "$tap_out" ||
@@ -98,6 +103,11 @@ tap_expect "more positions than the model has" 1 \
 	"$gen" -n 300
 
 # ---- bad command lines: exit 2 -----------------------------------------------------
+tap_expect "--prompt-len 0" 2 "--prompt-len: a prompt has at least 1 token" "$gen" --prompt-len 0
+tap_expect "--prompt and --prompt-len" 2 "--prompt and --prompt-len both give the prompt; give one" \
+	"$gen" --prompt 1,2 --prompt-len 4
+tap_expect "--prompt-len beyond the positions" 1 "the prompt \(300 tokens\) and 32 generated tokens need 331 positions" \
+	"$gen" --prompt-len 300
 tap_expect "an unknown option" 2 "unknown option '--fast'" "$gen" --fast
 tap_expect "an unknown dtype" 2 "--dtype: unknown dtype 'fp8' \(valid: fp32, fp16, bf16, dl16\)" "$gen" --dtype fp8
 tap_expect "an unknown save dtype" 2 "--save-dtype: unknown dtype 'f64'" "$gen" --save-dtype f64
