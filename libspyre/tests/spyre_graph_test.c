@@ -345,6 +345,14 @@ TEST_F(graph, long_graph_split_into_jobs)
 		ASSERT_EQ(0, spyre_event_elapsed_ms(mid, end, &ms)) TH_LOG("%s", spyre_last_error());
 		ASSERT_LT(0, ms);
 	}
+	/* Every launch of every replay counted, across the stream's ring of launch records. */
+	{
+		struct spyre_stream_stats st = { .size = sizeof(st) };
+
+		ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+		EXPECT_EQ(3 * LONG_CHAIN, st.launches);
+		EXPECT_EQ(9, st.jobs);
+	}
 	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 	ASSERT_EQ(0, spyre_event_destroy(mid));
 	ASSERT_EQ(0, spyre_event_destroy(end));
@@ -480,11 +488,64 @@ TEST_F(graph, faulting_node_is_named)
 	/* Node 0 is the memset, launch 3 is node 4. */
 	ASSERT_NE(NULL, strstr(spyre_last_error(), "graph node 4 (launch): program fault"))
 		TH_LOG("%s", spyre_last_error());
+	/* Launches 1-3 ran (3 with its fault), 5 never did. */
+	{
+		struct spyre_stream_stats st = { .size = sizeof(st) };
+
+		ASSERT_EQ(-EIO, spyre_stream_get_stats(self->s, &st));
+		EXPECT_EQ(4, st.launches);
+		EXPECT_EQ(1, st.failed_launches);
+	}
 	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 	ASSERT_EQ(0, spyre_graph_destroy(g));
 	ASSERT_EQ(0, spyre_program_unload(good));
 	ASSERT_EQ(0, spyre_program_unload(bad));
 	(void)c;
+}
+
+/* A replay's launches count in the stream's statistics as the same launches made one by one. */
+TEST_F(graph, replays_count_in_stream_stats)
+{
+	struct spyre_stream_stats a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+	struct spyre_launch_stats ls = { .size = sizeof(ls) };
+	int32_t tokens[M] = { 9, 8, 7, 6 };
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x;
+	spyre_graph_t *g;
+	uint64_t direct_ns;
+	int i, r;
+
+	/* The chain launched one by one: what a replay must add up to. */
+	ASSERT_EQ(0, spyre_stream_reset_stats(self->s));
+	for (i = 0; i < CHAIN; i++)
+		ASSERT_EQ(0, chain_launch(c, self->s, i, tokens, 0)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &a));
+	ASSERT_EQ(CHAIN, a.launches);
+	direct_ns = a.device_ns;
+	ASSERT_LT(0, direct_ns);
+
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	ASSERT_EQ(0, spyre_stream_reset_stats(self->s));
+	for (r = 0; r < 12; r++)
+		ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &b)) TH_LOG("%s", spyre_last_error());
+	EXPECT_EQ(12, b.jobs);
+	EXPECT_EQ(12 * CHAIN, b.launches);
+	EXPECT_EQ(0, b.failed_launches);
+	EXPECT_LT(0, b.device_ns);
+	EXPECT_LT(0, b.insns);
+	EXPECT_LT(0, b.core_cycles);
+	/* The same launches, the same modeled time (give each launch 1 ns). */
+	EXPECT_GE(12 * direct_ns + 12 * CHAIN, b.device_ns) TH_LOG("direct %llu, replays %llu",
+		(unsigned long long)direct_ns, (unsigned long long)b.device_ns);
+	EXPECT_LE(12 * direct_ns, b.device_ns + 12 * CHAIN);
+	EXPECT_EQ(12 * 2 * BUF, b.d2d_bytes + b.d2h_bytes);
+	/* The stream's last launch is the replay's last. */
+	ASSERT_EQ(0, spyre_stream_last_launch(self->s, &ls)) TH_LOG("%s", spyre_last_error());
+	EXPECT_LT(0, ls.device_ns);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */

@@ -415,10 +415,15 @@ static int submit_jobs_locked(struct spyre_graph_exec *x, struct spyre_stream *s
 			.names = &x->names->base,
 			.cookie = (uint64_t)j << 1 | u,
 		};
+		uint32_t recs[SPYRE_GRAPH_JOB_PACKETS], nrecs;
 
-		ret = spyre_stream_submit_locked(s, &job);
+		/* Its launches write records of @s: the stream's statistics count them. */
+		ret = spyre_launch_records_take_locked(s, x->packets + (size_t)x->jobs[j].first * SPYRE_PKT_SIZE,
+						       x->jobs[j].count, recs, &nrecs);
+		ret = ret ?: spyre_stream_submit_locked(s, &job);
 		if (ret)
 			break;
+		spyre_launch_records_submitted_locked(s, recs, nrecs);
 		if (u) {
 			x->stage_use[stage].id = s->id;
 			x->stage_use[stage].point = s->point;

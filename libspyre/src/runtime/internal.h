@@ -465,5 +465,15 @@ void spyre_program_prep_upload(const struct spyre_program *pr, struct spyre_pkt_
 
 /* launch.c: 0 when every slot binding of @pr lies in a big enough allocation of its device, else -EINVAL naming the slot. */
 int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots);
+/*
+ * launch.c, for a graph replay's job on @s (graph.c, under s->lock): point
+ * each LAUNCH among its @count @packets at a launch record of @s's ring, the
+ * records' indices into @recs (room for @count), their number into *@n; once
+ * the job is submitted, spyre_launch_records_submitted_locked() makes them
+ * count in the stream's statistics (and its last launch) as a spyre_launch()'s.
+ */
+int spyre_launch_records_take_locked(struct spyre_stream *s, void *packets, uint32_t count,
+				     uint32_t *recs, uint32_t *n);
+void spyre_launch_records_submitted_locked(struct spyre_stream *s, const uint32_t *recs, uint32_t n);
 
 #endif
