@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kselftest_harness.h"
 #include "spyre.h"
@@ -546,6 +547,75 @@ TEST_F(graph, replays_count_in_stream_stats)
 	ASSERT_EQ(0, spyre_stream_last_launch(self->s, &ls)) TH_LOG("%s", spyre_last_error());
 	EXPECT_LT(0, ls.device_ns);
 	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+}
+
+/*
+ * A copy of pageable host memory goes through the device's shared staging
+ * buffer, and waits: another thread beginning a capture meanwhile must not
+ * get a node of it (a replay would copy whatever the staging buffer then
+ * holds, or into it, under another thread's synchronous copy).
+ */
+struct copier {
+	spyre_stream_t *s;
+	spyre_dptr_t dst;
+	void *host;
+	size_t size;
+	int stop, copies, refused, bad;	/* stop, copies and bad: atomic */
+	char why[256];
+};
+
+static void *copier_run(void *arg)
+{
+	struct copier *k = arg;
+	int ret;
+
+	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
+		ret = spyre_memcpy_async(k->s, k->dst, (uintptr_t)k->host, k->size, SPYRE_MEMCPY_H2D);
+		if (!ret)
+			__atomic_add_fetch(&k->copies, 1, __ATOMIC_RELAXED);
+		else if (ret == -EBUSY)
+			k->refused++;
+		else {
+			snprintf(k->why, sizeof(k->why), "%d: %s", ret, spyre_last_error());
+			__atomic_store_n(&k->bad, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	return NULL;
+}
+
+TEST_F(graph, pageable_copy_racing_a_capture_adds_no_node)
+{
+	struct copier k = { .s = self->s, .size = 1 << 20 };
+	int i, nodes = 0, graphs = 0;
+	spyre_graph_t *g;
+	pthread_t t;
+
+	k.host = calloc(1, k.size);
+	ASSERT_NE(NULL, k.host);
+	ASSERT_EQ(0, spyre_malloc(self->dev, k.size, &k.dst));
+	ASSERT_EQ(0, pthread_create(&t, NULL, copier_run, &k));
+	for (i = 0; i < 400 && !__atomic_load_n(&k.bad, __ATOMIC_ACQUIRE) &&
+	     (i < 40 || __atomic_load_n(&k.copies, __ATOMIC_RELAXED) < 20); i++) {
+		if (spyre_stream_begin_capture(self->s))
+			break;
+		usleep(200);
+		if (spyre_stream_end_capture(self->s, &g))
+			break;
+		graphs++;
+		nodes += spyre_graph_node_count(g);
+		spyre_graph_destroy(g);
+		usleep(500);
+	}
+	__atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, k.bad) TH_LOG("%s", k.why);
+	EXPECT_EQ(i, graphs) TH_LOG("%s", spyre_last_error());
+	TH_LOG("%d captures, %d copies done, %d refused", graphs, k.copies, k.refused);
+	EXPECT_EQ(0, nodes) TH_LOG("staged copies captured into %d graphs", graphs);
+	spyre_stream_synchronize(self->s);
+	spyre_free(self->dev, k.dst);
+	free(k.host);
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */
