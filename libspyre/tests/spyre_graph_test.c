@@ -13,10 +13,17 @@
  * destroy) refused with -EBUSY / -ENOTSUP and a detail, bad node indices
  * and bindings refused with -EINVAL naming them; an exec replayed after the
  * stream of its previous replay was destroyed; a faulting node named in the
- * stream's error; threads capturing and replaying on their own streams.
+ * stream's error; threads capturing and replaying on their own streams;
+ * replays counted in the stream's statistics (launches, device time, the
+ * last launch, failed launches); pageable copies racing a capture on
+ * another thread never captured; spyre_graph_instantiate() failing at each
+ * of its allocations without a leak (a calloc() of the test's own, so not
+ * in the sanitizer builds).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +160,71 @@ static int chain_capture(struct chain *c, spyre_stream_t *s, int n, const int32_
 	}
 	return spyre_stream_end_capture(s, g);
 }
+
+/*
+ * Allocation failures for spyre_graph_instantiate() (only without a
+ * sanitizer, which has its own calloc): while @fail_armed on this thread,
+ * the @fail_at-th call of calloc() returns NULL, and the blocks the others
+ * return are tracked until freed (with their callers).
+ */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define CALLOC_FAILS 1
+#define TRACKED 64
+extern void *__libc_calloc(size_t n, size_t size);
+extern void __libc_free(void *p);
+static __thread bool fail_armed;
+static __thread int fail_at, fail_calls;
+static __thread void *fail_where;	/* the caller of the calloc() that failed */
+static __thread struct {
+	void *p, *caller;
+} tracked[TRACKED];
+
+void *calloc(size_t n, size_t size)
+{
+	void *p;
+	int i;
+
+	if (!fail_armed)
+		return __libc_calloc(n, size);
+	if (++fail_calls == fail_at) {
+		fail_where = __builtin_return_address(0);
+		return NULL;
+	}
+	p = __libc_calloc(n, size);
+	for (i = 0; p && i < TRACKED; i++)
+		if (!tracked[i].p) {
+			tracked[i].p = p;
+			tracked[i].caller = __builtin_return_address(0);
+			break;
+		}
+	return p;
+}
+
+void free(void *p)
+{
+	int i;
+
+	for (i = 0; p && i < TRACKED; i++)
+		if (tracked[i].p == p)
+			tracked[i].p = NULL;
+	__libc_free(p);
+}
+
+/* The blocks calloc() returned while armed, not freed since: their number; forgets them. */
+static int tracked_live(char *why, size_t size)
+{
+	int i, n = 0, len = 0;
+
+	for (i = 0; i < TRACKED; i++)
+		if (tracked[i].p) {
+			if (len >= 0 && (size_t)len < size)
+				len += snprintf(why + len, size - (size_t)len, " %p", tracked[i].caller);
+			tracked[i].p = NULL;
+			n++;
+		}
+	return n;
+}
+#endif
 
 static uint64_t stream_jobs(spyre_stream_t *s)
 {
@@ -616,6 +688,47 @@ TEST_F(graph, pageable_copy_racing_a_capture_adds_no_node)
 	spyre_stream_synchronize(self->s);
 	spyre_free(self->dev, k.dst);
 	free(k.host);
+}
+
+/* Out of memory at each allocation of spyre_graph_instantiate(): -ENOMEM, and nothing leaks. */
+TEST_F(graph, instantiate_out_of_memory_leaks_nothing)
+{
+#ifdef CALLOC_FAILS
+	int32_t tokens[M] = { 1, 2, 3, 4 };
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x = NULL;
+	spyre_graph_t *g;
+	int at, ret = -ENOMEM;
+	char why[512];
+
+	ASSERT_EQ(0, chain_capture(c, self->s, 6, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	for (at = 1; at < 40 && ret; at++) {
+		Dl_info di = { 0 };
+
+		fail_calls = 0;
+		fail_at = at;
+		fail_armed = true;
+		ret = spyre_graph_instantiate(g, &x);
+		fail_armed = false;
+		if (!ret)
+			break;
+		ASSERT_EQ(-ENOMEM, ret) TH_LOG("allocation %d: %s", at, spyre_last_error());
+		why[0] = 0;
+		dladdr(fail_where, &di);
+		EXPECT_EQ(0, tracked_live(why, sizeof(why))) TH_LOG("allocation %d failing (called at %p, "
+			"in %s, loaded at %p): blocks of callers%s not freed", at, fail_where,
+			di.dli_fname ?: "?", di.dli_fbase, why);
+	}
+	tracked_live(why, sizeof(why));
+	ASSERT_EQ(0, ret) TH_LOG("%s", spyre_last_error());
+	ASSERT_LT(2, at);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+#else
+	SKIP(return, "calloc() is the sanitizer's");
+#endif
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */

@@ -236,11 +236,14 @@ static int exec_alloc(struct spyre_graph_exec *x, const struct spyre_graph *g)
 	x->events = calloc(g->nnodes + 1, sizeof(*x->events));
 	x->packets = calloc((size_t)g->npackets + 1, SPYRE_PKT_SIZE);
 	x->names = nm = calloc(1, sizeof(*nm));
+	if (nm) {
+		/* Referenced at once: exec_free() releases it whatever failed. */
+		nm->base.refs = 1;
+		nm->base.describe = names_describe;
+		nm->base.release = names_release;
+	}
 	if (!x->nodes || !x->jobs || !x->events || !x->packets || !nm)
 		return spyre_error(-ENOMEM, "out of memory");
-	nm->base.refs = 1;
-	nm->base.describe = names_describe;
-	nm->base.release = names_release;
 	nm->node_of = calloc((size_t)g->npackets + 1, sizeof(*nm->node_of));
 	nm->kind_of = calloc(g->nnodes + 1, sizeof(*nm->kind_of));
 	nm->job_first = calloc(g->nnodes + 1, sizeof(*nm->job_first));
