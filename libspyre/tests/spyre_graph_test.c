@@ -18,7 +18,8 @@
  * last launch, failed launches); pageable copies racing a capture on
  * another thread never captured; spyre_graph_instantiate() failing at each
  * of its allocations without a leak (a calloc() of the test's own, so not
- * in the sanitizer builds).
+ * in the sanitizer builds); an update whose replay a device reset canceled
+ * sent again by the next replay, on a new stream.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -729,6 +730,80 @@ TEST_F(graph, instantiate_out_of_memory_leaks_nothing)
 #else
 	SKIP(return, "calloc() is the sanitizer's");
 #endif
+}
+
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fputs(text, f) < 0)
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/*
+ * A device reset cancels the replay that carried an update of the exec's
+ * arguments to the card: the next replay, on a new stream, must carry it
+ * again, not compute with the arguments the card had before. The replay
+ * hangs (debugfs "inject"), the card is reset (sysfs "reset").
+ */
+TEST_F(graph, update_canceled_by_a_reset_is_sent_again)
+{
+	struct spyre_device_props props = { .size = sizeof(props) };
+	int32_t tokens[M] = { 11, 12, 13, 14 };
+	int bias_of[CHAIN] = { 0 }, q, k;
+	char inject[256], reset[256], cmd[32];
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x;
+	spyre_stream_t *s2;
+	float ref[M * H];
+	spyre_graph_t *g;
+	uint64_t sc[M];
+
+	ASSERT_EQ(0, spyre_device_get_props(self->dev, &props));
+	snprintf(inject, sizeof(inject), "/sys/kernel/debug/accel/%s/inject", props.pci_address);
+	snprintf(reset, sizeof(reset), "/sys/class/accel/%s/reset", strrchr(props.devnode, '/') + 1);
+	if (access(inject, W_OK) || access(reset, W_OK))
+		SKIP(return, "no fault injection or reset attribute (debugfs, root)");
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+
+	/* New tokens; the replay that carries them hangs and is canceled by the reset. */
+	tokens[0] = 40;
+	tokens[2] = 0;
+	ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
+	ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M)) TH_LOG("%s", spyre_last_error());
+	for (q = 0; q < 16; q++) {
+		snprintf(cmd, sizeof(cmd), "%d 1", q);
+		if (write_file(inject, cmd))
+			break;
+	}
+	ASSERT_LT(0, q);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	usleep(50000);
+	ASSERT_EQ(0, write_file(reset, "1"));
+	EXPECT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	write_file(inject, "0 0");
+	TH_LOG("the replay: %s", spyre_last_error());
+
+	/* On a new stream: the new tokens. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2));
+	memset(c->pinned, 0xff, BUF);
+	ASSERT_EQ(0, spyre_graph_launch(x, s2)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(s2)) TH_LOG("%s", spyre_last_error());
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("after the reset, element %d", k);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_stream_destroy(s2));
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */

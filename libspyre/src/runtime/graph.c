@@ -16,6 +16,9 @@
  * before this one's launches, so an update never reaches a replay enqueued
  * before it. Replays of one exec are ordered, also across streams: a replay
  * on another stream than the last waits for the last one on the device.
+ * A job that carried an update may be canceled after its SUBMIT (a device
+ * reset): a replay on another stream sends the update again unless that
+ * job is known done without a failure (its own stream is poisoned then).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -123,6 +126,8 @@ struct spyre_graph_exec {
 		uint64_t id, point;	/* the stream and point of the replay that read it, 0 if none */
 	} stage_use[SPYRE_GRAPH_STAGES];
 	uint64_t last_id, last_point;	/* the stream and point of the last replay's last job */
+	/* The job that carried the last update (stream id, point, errors seen), until known done; id 0: none */
+	uint64_t upd_id, upd_point, upd_errors;
 };
 
 /* ---- capture ------------------------------------------------------------------- */
@@ -403,6 +408,30 @@ static int stage_update_locked(struct spyre_graph_exec *x, uint32_t *stage)
 	return 0;
 }
 
+/*
+ * Under x->lock: may the last update have missed the card, for a replay on
+ * @s? Its job may have been canceled after its SUBMIT (a device reset): on
+ * its own stream, later jobs are refused then (the stream is poisoned); on
+ * another, the update is sent again unless its job is known done without a
+ * failure, without waiting for it.
+ */
+static bool update_lost_locked(struct spyre_graph_exec *x, struct spyre_stream *s)
+{
+	struct spyre_stream *u;
+	int ok = 0;
+
+	if (!x->upd_id || x->upd_id == s->id)
+		return false;
+	u = spyre_stream_next(x->dev, x->upd_id - 1, x->upd_id);
+	if (u) {
+		ok = spyre_stream_point_ok_now(u, x->upd_point, x->upd_errors);
+		spyre_stream_put(u);
+	}
+	if (ok)
+		x->upd_id = 0;		/* on the card: no more checks */
+	return !ok;
+}
+
 /* Under s->lock: replay @x's jobs on @s; the first begins with the update COPY if @upd. */
 static int submit_jobs_locked(struct spyre_graph_exec *x, struct spyre_stream *s, bool upd, uint32_t stage)
 {
@@ -432,6 +461,9 @@ static int submit_jobs_locked(struct spyre_graph_exec *x, struct spyre_stream *s
 			x->stage_use[stage].point = s->point;
 			x->stage_next = (stage + 1) % SPYRE_GRAPH_STAGES;
 			x->dirty = false;
+			x->upd_id = s->id;
+			x->upd_point = s->point;
+			x->upd_errors = s->errors_seen;
 			s->stats.arg_bytes += x->args_bytes;
 		}
 		for (; e < x->nevents && x->events[e].job == j; e++)
@@ -460,7 +492,7 @@ static int graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 	if (x->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_graph_launch: the exec and the stream are on different devices");
 	pthread_mutex_lock(&x->lock);
-	upd = x->dirty && x->njobs;
+	upd = x->njobs && (x->dirty || update_lost_locked(x, s));
 	if (upd)
 		ret = stage_update_locked(x, &stage);
 	/* After the last replay, on the device: its stream, referenced while this one is submitted. */

@@ -328,6 +328,8 @@ int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *don
  * or a negative errno when the wait or the query failed. Takes no lock of @s.
  */
 int spyre_stream_point_ok(struct spyre_stream *s, uint64_t point, uint64_t errors);
+/* The same without waiting: 1 when @point is done and no new failure since @errors, else 0 (not known). */
+int spyre_stream_point_ok_now(struct spyre_stream *s, uint64_t point, uint64_t errors);
 int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
 			void *arg);
 struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);

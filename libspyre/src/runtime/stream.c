@@ -463,6 +463,19 @@ int spyre_stream_point_ok(struct spyre_stream *s, uint64_t point, uint64_t error
 	return e.error_count == errors;
 }
 
+int spyre_stream_point_ok_now(struct spyre_stream *s, uint64_t point, uint64_t errors)
+{
+	struct drm_spyre_queue_error e = { .queue_id = s->queue };
+	uint64_t done = 0;
+
+	if (drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1) || done < point)
+		return 0;
+	/* The driver records a job's failure before its fence signals. */
+	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
+		return 0;
+	return e.error_count == errors;
+}
+
 int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job)
 {
 	int ret;
