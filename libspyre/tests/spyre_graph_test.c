@@ -32,6 +32,7 @@
 
 #include "kselftest_harness.h"
 #include "spyre.h"
+#include "spyre_inject.h"
 #include "spyre_kernels.h"
 #include "spyre_progbuild.h"
 
@@ -732,20 +733,6 @@ TEST_F(graph, instantiate_out_of_memory_leaks_nothing)
 #endif
 }
 
-static int write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	int ret = 0;
-
-	if (!f)
-		return -errno;
-	if (fputs(text, f) < 0)
-		ret = -EIO;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /*
  * A device reset cancels the replay that carried an update of the exec's
  * arguments to the card: the next replay, on a new stream, must carry it
@@ -754,10 +741,9 @@ static int write_file(const char *path, const char *text)
  */
 TEST_F(graph, update_canceled_by_a_reset_is_sent_again)
 {
-	struct spyre_device_props props = { .size = sizeof(props) };
 	int32_t tokens[M] = { 11, 12, 13, 14 };
-	int bias_of[CHAIN] = { 0 }, q, k;
-	char inject[256], reset[256], cmd[32];
+	int bias_of[CHAIN] = { 0 }, k;
+	char inject[256], reset[256];
 	struct chain *c = &self->c;
 	spyre_graph_exec_t *x;
 	spyre_stream_t *s2;
@@ -765,10 +751,7 @@ TEST_F(graph, update_canceled_by_a_reset_is_sent_again)
 	spyre_graph_t *g;
 	uint64_t sc[M];
 
-	ASSERT_EQ(0, spyre_device_get_props(self->dev, &props));
-	snprintf(inject, sizeof(inject), "/sys/kernel/debug/accel/%s/inject", props.pci_address);
-	snprintf(reset, sizeof(reset), "/sys/class/accel/%s/reset", strrchr(props.devnode, '/') + 1);
-	if (access(inject, W_OK) || access(reset, W_OK))
+	if (inject_paths(self->dev, inject, reset))
 		SKIP(return, "no fault injection or reset attribute (debugfs, root)");
 	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
 	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
@@ -781,12 +764,7 @@ TEST_F(graph, update_canceled_by_a_reset_is_sent_again)
 	tokens[2] = 0;
 	ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
 	ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M)) TH_LOG("%s", spyre_last_error());
-	for (q = 0; q < 16; q++) {
-		snprintf(cmd, sizeof(cmd), "%d 1", q);
-		if (write_file(inject, cmd))
-			break;
-	}
-	ASSERT_LT(0, q);
+	ASSERT_LT(0, inject_hang_all(inject));
 	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
 	usleep(50000);
 	ASSERT_EQ(0, write_file(reset, "1"));
