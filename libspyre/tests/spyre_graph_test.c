@@ -19,7 +19,8 @@
  * another thread never captured; spyre_graph_instantiate() failing at each
  * of its allocations without a leak (a calloc() of the test's own, so not
  * in the sanitizer builds); an update whose replay a device reset canceled
- * sent again by the next replay, on a new stream.
+ * sent again by the next replay, on a new stream; a host callback updating
+ * the exec while a replay on its stream waits for it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -782,6 +783,50 @@ TEST_F(graph, update_canceled_by_a_reset_is_sent_again)
 		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("after the reset, element %d", k);
 	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 	ASSERT_EQ(0, spyre_stream_destroy(s2));
+}
+
+/*
+ * A host callback that updates an exec (the next step's token, say), pending
+ * when the exec is replayed on the callback's stream: the replay waits for
+ * the callback, which must get the exec (not wait for the replay, forever).
+ */
+struct update_cb {
+	spyre_graph_exec_t *x;
+	uint64_t sc[M];
+	int ret;
+};
+
+static void update_in_callback(void *arg)
+{
+	struct update_cb *u = arg;
+
+	usleep(200000);		/* the replay is waiting for this callback by now */
+	u->ret = spyre_graph_exec_set_kernel_args(u->x, 0, NULL, 0, u->sc, M);
+}
+
+TEST_F_TIMEOUT(graph, callback_updating_the_exec_of_a_replay, 20)
+{
+	int32_t tokens[M] = { 21, 22, 23, 24 };
+	int bias_of[CHAIN] = { 0 }, k;
+	struct update_cb u = { .ret = -1 };
+	struct chain *c = &self->c;
+	float ref[M * H];
+	spyre_graph_t *g;
+
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &u.x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	tokens[1] = 50;
+	ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, u.sc));
+	ASSERT_EQ(0, spyre_stream_add_callback(self->s, update_in_callback, &u));
+	/* After the callback in stream order: the replay has its update. */
+	ASSERT_EQ(0, spyre_graph_launch(u.x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, u.ret);
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("element %d", k);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(u.x));
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */

@@ -116,7 +116,7 @@ struct spyre_graph_exec {
 	spyre_dptr_t dev_args;		/* the argument blocks on the card */
 	uint64_t args_bytes;		/* their bytes, whole sticks; 0: no launch */
 
-	/* Protects everything below */
+	/* Protects everything below; taken after a stream's lock (graph_launch()) */
 	pthread_mutex_t lock;
 	uint64_t *shadow;		/* the blocks as the next replay has them */
 	bool dirty;			/* the next replay copies @shadow to the card first */
@@ -392,7 +392,7 @@ static int wait_stream_point(struct spyre_device *dev, uint64_t id, uint64_t poi
 	return ret;
 }
 
-/* Under x->lock: the update COPY of the next replay into @x->packets[0], from a free staging buffer. */
+/* Under s->lock and x->lock: the update COPY of the next replay into @x->packets[0], from a free staging buffer. */
 static int stage_update_locked(struct spyre_graph_exec *x, uint32_t *stage)
 {
 	uint32_t g = x->stage_next;
@@ -485,12 +485,24 @@ static int graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 	struct spyre_stream *prev = NULL;
 	uint32_t stage = 0;
 	bool upd;
-	int ret = 0;
+	int ret;
 
 	if (!x || !s)
 		return spyre_error(-EINVAL, "spyre_graph_launch: NULL argument");
 	if (x->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_graph_launch: the exec and the stream are on different devices");
+	/*
+	 * The stream's lock, then the exec's, once the stream's pending host
+	 * callbacks are done: one may update or replay the exec, and would wait
+	 * for its lock while this replay waited for the callback.
+	 */
+	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, "spyre_graph_launch");
+	if (ret) {
+		pthread_mutex_unlock(&s->lock);
+		return ret;
+	}
+	spyre_stream_wait_callbacks_locked(s);
 	pthread_mutex_lock(&x->lock);
 	upd = x->njobs && (x->dirty || update_lost_locked(x, s));
 	if (upd)
@@ -498,13 +510,11 @@ static int graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 	/* After the last replay, on the device: its stream, referenced while this one is submitted. */
 	if (!ret && x->last_id && x->last_id != s->id)
 		prev = spyre_stream_next(x->dev, x->last_id - 1, x->last_id);
-	pthread_mutex_lock(&s->lock);
-	ret = ret ?: spyre_stream_capturing_locked(s, "spyre_graph_launch");
 	if (!ret && prev)
 		ret = spyre_stream_add_wait_locked(s, prev->timeline, x->last_point);
 	ret = ret ?: submit_jobs_locked(x, s, upd, stage);
-	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_unlock(&x->lock);
+	pthread_mutex_unlock(&s->lock);
 	if (prev)
 		spyre_stream_put(prev);
 	return ret;

@@ -314,6 +314,8 @@ int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, en
 void spyre_stream_count_copy_locked(struct spyre_stream *s, enum spyre_memcpy_kind kind, uint64_t size);
 /* Under s->lock: later jobs of @s wait for @point of the timeline syncobj @timeline. */
 int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point);
+/* Under s->lock: wait until the host callbacks enqueued on @s so far have returned (the lock is dropped meanwhile). */
+void spyre_stream_wait_callbacks_locked(struct spyre_stream *s);
 /* -EBUSY with a detail naming @call when @s captures a graph (under s->lock), else 0. */
 int spyre_stream_capturing_locked(struct spyre_stream *s, const char *call);
 /* An event record: its TIMESTAMP; once the job that holds it is submitted, mark it recorded there. */

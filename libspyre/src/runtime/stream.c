@@ -196,6 +196,11 @@ static void wait_callbacks_locked(struct spyre_stream *s)
 		pthread_cond_wait(&s->cond, &s->lock);
 }
 
+void spyre_stream_wait_callbacks_locked(struct spyre_stream *s)
+{
+	wait_callbacks_locked(s);
+}
+
 SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *arg), void *arg)
 {
 	struct spyre_callback *cb;
