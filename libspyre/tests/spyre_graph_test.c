@@ -20,7 +20,8 @@
  * of its allocations without a leak (a calloc() of the test's own, so not
  * in the sanitizer builds); an update whose replay a device reset canceled
  * sent again by the next replay, on a new stream; a host callback updating
- * the exec while a replay on its stream waits for it.
+ * the exec while a replay on its stream waits for it; one exec replayed by
+ * several threads on their own streams while another updates it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -827,6 +828,83 @@ TEST_F_TIMEOUT(graph, callback_updating_the_exec_of_a_replay, 20)
 	for (k = 0; k < M * H; k++)
 		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("element %d", k);
 	ASSERT_EQ(0, spyre_graph_exec_destroy(u.x));
+}
+
+/*
+ * One exec replayed by several threads, each on its own stream, while
+ * another updates its tokens: the replays are ordered on the device, and
+ * once all are done the card holds the last update's result.
+ */
+#define SHARED_THREADS 3
+#define SHARED_REPLAYS 10
+
+struct sharer {
+	spyre_device_t *dev;
+	spyre_graph_exec_t *x;
+	int bad;
+	char why[256];
+};
+
+static void *sharer_run(void *arg)
+{
+	struct sharer *w = arg;
+	spyre_stream_t *s = NULL;
+	int r, ret;
+
+	ret = spyre_stream_create(w->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s);
+	for (r = 0; r < SHARED_REPLAYS && !ret; r++) {
+		ret = spyre_graph_launch(w->x, s);
+		if (!ret && r % 3 == 2)
+			ret = spyre_stream_synchronize(s);
+	}
+	ret = ret ?: spyre_stream_synchronize(s);
+	if (ret) {
+		snprintf(w->why, sizeof(w->why), "%d: %s", ret, spyre_last_error());
+		w->bad = 1;
+	}
+	spyre_stream_destroy(s);
+	return NULL;
+}
+
+TEST_F(graph, threads_replay_one_exec_while_it_is_updated)
+{
+	int32_t tokens[M] = { 31, 32, 33, 34 };
+	struct sharer w[SHARED_THREADS];
+	pthread_t t[SHARED_THREADS];
+	int bias_of[CHAIN] = { 0 }, i, k;
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x;
+	float ref[M * H];
+	spyre_graph_t *g;
+	uint64_t sc[M];
+
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	for (i = 0; i < SHARED_THREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].dev = self->dev;
+		w[i].x = x;
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, sharer_run, &w[i]));
+	}
+	for (i = 0; i < 20; i++) {
+		tokens[3] = (i * 7) % V;
+		ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
+		ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M)) TH_LOG("%s", spyre_last_error());
+		usleep(1000);
+	}
+	for (i = 0; i < SHARED_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < SHARED_THREADS; i++)
+		EXPECT_EQ(0, w[i].bad) TH_LOG("thread %d: %s", i, w[i].why);
+	/* One more replay, after them all: the last update's result. */
+	memset(c->pinned, 0xff, BUF);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("element %d", k);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */
