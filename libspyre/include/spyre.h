@@ -458,6 +458,7 @@ struct spyre_graph_exec_info {
 	uint64_t arg_bytes;		/**< device bytes of its argument blocks */
 };
 
+/** spyre_graph_exec_get_info() - describe @exec; -EINVAL for NULL or @info->size below 8. */
 int spyre_graph_exec_get_info(const spyre_graph_exec_t *exec, struct spyre_graph_exec_info *info);
 
 /**
