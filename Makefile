@@ -175,14 +175,14 @@ $(B)/selftests/%: selftests/%.c selftests/spyre_test.h uapi/spyre_accel.h uapi/s
 		$< -o $@ $(ISA_LIB) -lpthread -lm
 
 # libspyre's own tests run in the VM too (they need cards), with the harness.
-$(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c $(B)/lib/libspyre.so \
+$(B)/selftests/spyre_runtime_test: libspyre/tests/spyre_runtime_test.c libspyre/tests/spyre_inject.h $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
 
 # Launch graphs on real cards: capture, replay, update, errors, threads.
-$(B)/selftests/spyre_graph_test: libspyre/tests/spyre_graph_test.c $(B)/lib/libspyre.so \
+$(B)/selftests/spyre_graph_test: libspyre/tests/spyre_graph_test.c libspyre/tests/spyre_inject.h $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
@@ -306,7 +306,7 @@ $(B)/tests/trace-tsan-test: libspyre/tests/trace-test.c libspyre/tests/fake-udev
 	$(CC) $(APP_CFLAGS) $(SAN_CFLAGS_tsan) -D_GNU_SOURCE -I$(ISA_DIR) -Itools/spyre-trace-check -Iutil $< \
 		$(TRACE_TEST_SRCS) $(LIB_TSAN_OBJS) -o $@ $(ISA_LIB) -lpthread -lm
 
-$(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LIB_ASAN_OBJS) \
+$(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c libspyre/tests/spyre_inject.h $(LIB_ASAN_OBJS) \
 		libspyre/include/spyre.h $(ISA_LIB)
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)
@@ -315,7 +315,7 @@ $(B)/selftests/spyre_runtime_asan_test: libspyre/tests/spyre_runtime_test.c $(LI
 		-lpthread -lm
 
 # The graph test in the VM under AddressSanitizer and ThreadSanitizer.
-$(B)/selftests/spyre_graph_%san_test: libspyre/tests/spyre_graph_test.c $(LIB_ASAN_OBJS) $(LIB_TSAN_OBJS) \
+$(B)/selftests/spyre_graph_%san_test: libspyre/tests/spyre_graph_test.c libspyre/tests/spyre_inject.h $(LIB_ASAN_OBJS) $(LIB_TSAN_OBJS) \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
 	@test -f $(KSELFTEST)/kselftest_harness.h || { echo "kselftest harness missing: run 'make setup'"; exit 1; }
 	@mkdir -p $(@D)

@@ -458,6 +458,7 @@ struct spyre_graph_exec_info {
 	uint64_t arg_bytes;		/**< device bytes of its argument blocks */
 };
 
+/** spyre_graph_exec_get_info() - describe @exec; -EINVAL for NULL or @info->size below 8. */
 int spyre_graph_exec_get_info(const spyre_graph_exec_t *exec, struct spyre_graph_exec_info *info);
 
 /**
@@ -467,7 +468,8 @@ int spyre_graph_exec_get_info(const spyre_graph_exec_t *exec, struct spyre_graph
  * completion and failures show on @stream (synchronize, events). A fault
  * inside a replay poisons @stream with a detail that names the node
  * ("graph node 7 (launch)"). Event record nodes record their events on
- * @stream, reached at the end of the job that holds them.
+ * @stream, reached at the end of the job that holds them. The replay's
+ * launches count in @stream's statistics as spyre_launch()'s do.
  * Return: 0; -EIO on a poisoned stream; -EBUSY on a capturing stream;
  * -EINVAL for NULL or a stream of another device. A failure after the first
  * job leaves the replay's earlier jobs submitted.

@@ -13,16 +13,28 @@
  * destroy) refused with -EBUSY / -ENOTSUP and a detail, bad node indices
  * and bindings refused with -EINVAL naming them; an exec replayed after the
  * stream of its previous replay was destroyed; a faulting node named in the
- * stream's error; threads capturing and replaying on their own streams.
+ * stream's error; threads capturing and replaying on their own streams;
+ * replays counted in the stream's statistics (launches, device time, the
+ * last launch, failed launches); pageable copies racing a capture on
+ * another thread never captured; spyre_graph_instantiate() failing at each
+ * of its allocations without a leak (a calloc() of the test's own, so not
+ * in the sanitizer builds); an update whose replay a device reset canceled
+ * sent again by the next replay, on a new stream; a host callback updating
+ * the exec while a replay on its stream waits for it; one exec replayed by
+ * several threads on their own streams while another updates it.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kselftest_harness.h"
 #include "spyre.h"
+#include "spyre_inject.h"
 #include "spyre_kernels.h"
 #include "spyre_progbuild.h"
 
@@ -152,6 +164,71 @@ static int chain_capture(struct chain *c, spyre_stream_t *s, int n, const int32_
 	}
 	return spyre_stream_end_capture(s, g);
 }
+
+/*
+ * Allocation failures for spyre_graph_instantiate() (only without a
+ * sanitizer, which has its own calloc): while @fail_armed on this thread,
+ * the @fail_at-th call of calloc() returns NULL, and the blocks the others
+ * return are tracked until freed (with their callers).
+ */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define CALLOC_FAILS 1
+#define TRACKED 64
+extern void *__libc_calloc(size_t n, size_t size);
+extern void __libc_free(void *p);
+static __thread bool fail_armed;
+static __thread int fail_at, fail_calls;
+static __thread void *fail_where;	/* the caller of the calloc() that failed */
+static __thread struct {
+	void *p, *caller;
+} tracked[TRACKED];
+
+void *calloc(size_t n, size_t size)
+{
+	void *p;
+	int i;
+
+	if (!fail_armed)
+		return __libc_calloc(n, size);
+	if (++fail_calls == fail_at) {
+		fail_where = __builtin_return_address(0);
+		return NULL;
+	}
+	p = __libc_calloc(n, size);
+	for (i = 0; p && i < TRACKED; i++)
+		if (!tracked[i].p) {
+			tracked[i].p = p;
+			tracked[i].caller = __builtin_return_address(0);
+			break;
+		}
+	return p;
+}
+
+void free(void *p)
+{
+	int i;
+
+	for (i = 0; p && i < TRACKED; i++)
+		if (tracked[i].p == p)
+			tracked[i].p = NULL;
+	__libc_free(p);
+}
+
+/* The blocks calloc() returned while armed, not freed since: their number; forgets them. */
+static int tracked_live(char *why, size_t size)
+{
+	int i, n = 0, len = 0;
+
+	for (i = 0; i < TRACKED; i++)
+		if (tracked[i].p) {
+			if (len >= 0 && (size_t)len < size)
+				len += snprintf(why + len, size - (size_t)len, " %p", tracked[i].caller);
+			tracked[i].p = NULL;
+			n++;
+		}
+	return n;
+}
+#endif
 
 static uint64_t stream_jobs(spyre_stream_t *s)
 {
@@ -345,6 +422,14 @@ TEST_F(graph, long_graph_split_into_jobs)
 		ASSERT_EQ(0, spyre_event_elapsed_ms(mid, end, &ms)) TH_LOG("%s", spyre_last_error());
 		ASSERT_LT(0, ms);
 	}
+	/* Every launch of every replay counted, across the stream's ring of launch records. */
+	{
+		struct spyre_stream_stats st = { .size = sizeof(st) };
+
+		ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st));
+		EXPECT_EQ(3 * LONG_CHAIN, st.launches);
+		EXPECT_EQ(9, st.jobs);
+	}
 	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 	ASSERT_EQ(0, spyre_event_destroy(mid));
 	ASSERT_EQ(0, spyre_event_destroy(end));
@@ -480,11 +565,346 @@ TEST_F(graph, faulting_node_is_named)
 	/* Node 0 is the memset, launch 3 is node 4. */
 	ASSERT_NE(NULL, strstr(spyre_last_error(), "graph node 4 (launch): program fault"))
 		TH_LOG("%s", spyre_last_error());
+	/* Launches 1-3 ran (3 with its fault), 5 never did. */
+	{
+		struct spyre_stream_stats st = { .size = sizeof(st) };
+
+		ASSERT_EQ(-EIO, spyre_stream_get_stats(self->s, &st));
+		EXPECT_EQ(4, st.launches);
+		EXPECT_EQ(1, st.failed_launches);
+	}
 	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 	ASSERT_EQ(0, spyre_graph_destroy(g));
 	ASSERT_EQ(0, spyre_program_unload(good));
 	ASSERT_EQ(0, spyre_program_unload(bad));
 	(void)c;
+}
+
+/* A replay's launches count in the stream's statistics as the same launches made one by one. */
+TEST_F(graph, replays_count_in_stream_stats)
+{
+	struct spyre_stream_stats a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+	struct spyre_launch_stats ls = { .size = sizeof(ls) };
+	int32_t tokens[M] = { 9, 8, 7, 6 };
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x;
+	spyre_graph_t *g;
+	uint64_t direct_ns;
+	int i, r;
+
+	/* The chain launched one by one: what a replay must add up to. */
+	ASSERT_EQ(0, spyre_stream_reset_stats(self->s));
+	for (i = 0; i < CHAIN; i++)
+		ASSERT_EQ(0, chain_launch(c, self->s, i, tokens, 0)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &a));
+	ASSERT_EQ(CHAIN, a.launches);
+	direct_ns = a.device_ns;
+	ASSERT_LT(0, direct_ns);
+
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	ASSERT_EQ(0, spyre_stream_reset_stats(self->s));
+	for (r = 0; r < 12; r++)
+		ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_get_stats(self->s, &b)) TH_LOG("%s", spyre_last_error());
+	EXPECT_EQ(12, b.jobs);
+	EXPECT_EQ(12 * CHAIN, b.launches);
+	EXPECT_EQ(0, b.failed_launches);
+	EXPECT_LT(0, b.device_ns);
+	EXPECT_LT(0, b.insns);
+	EXPECT_LT(0, b.core_cycles);
+	/* The same launches, the same modeled time (give each launch 1 ns). */
+	EXPECT_GE(12 * direct_ns + 12 * CHAIN, b.device_ns) TH_LOG("direct %llu, replays %llu",
+		(unsigned long long)direct_ns, (unsigned long long)b.device_ns);
+	EXPECT_LE(12 * direct_ns, b.device_ns + 12 * CHAIN);
+	EXPECT_EQ(12 * 2 * BUF, b.d2d_bytes + b.d2h_bytes);
+	/* The stream's last launch is the replay's last. */
+	ASSERT_EQ(0, spyre_stream_last_launch(self->s, &ls)) TH_LOG("%s", spyre_last_error());
+	EXPECT_LT(0, ls.device_ns);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+}
+
+/*
+ * A copy of pageable host memory goes through the device's shared staging
+ * buffer, and waits: another thread beginning a capture meanwhile must not
+ * get a node of it (a replay would copy whatever the staging buffer then
+ * holds, or into it, under another thread's synchronous copy).
+ */
+struct copier {
+	spyre_stream_t *s;
+	spyre_dptr_t dst;
+	void *host;
+	size_t size;
+	int stop, copies, refused, bad;	/* stop, copies and bad: atomic */
+	char why[256];
+};
+
+static void *copier_run(void *arg)
+{
+	struct copier *k = arg;
+	int ret;
+
+	while (!__atomic_load_n(&k->stop, __ATOMIC_ACQUIRE)) {
+		ret = spyre_memcpy_async(k->s, k->dst, (uintptr_t)k->host, k->size, SPYRE_MEMCPY_H2D);
+		if (!ret)
+			__atomic_add_fetch(&k->copies, 1, __ATOMIC_RELAXED);
+		else if (ret == -EBUSY)
+			k->refused++;
+		else {
+			snprintf(k->why, sizeof(k->why), "%d: %s", ret, spyre_last_error());
+			__atomic_store_n(&k->bad, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	return NULL;
+}
+
+TEST_F(graph, pageable_copy_racing_a_capture_adds_no_node)
+{
+	struct copier k = { .s = self->s, .size = 1 << 20 };
+	int i, nodes = 0, graphs = 0;
+	spyre_graph_t *g;
+	pthread_t t;
+
+	k.host = calloc(1, k.size);
+	ASSERT_NE(NULL, k.host);
+	ASSERT_EQ(0, spyre_malloc(self->dev, k.size, &k.dst));
+	ASSERT_EQ(0, pthread_create(&t, NULL, copier_run, &k));
+	for (i = 0; i < 400 && !__atomic_load_n(&k.bad, __ATOMIC_ACQUIRE) &&
+	     (i < 40 || __atomic_load_n(&k.copies, __ATOMIC_RELAXED) < 20); i++) {
+		if (spyre_stream_begin_capture(self->s))
+			break;
+		usleep(200);
+		if (spyre_stream_end_capture(self->s, &g))
+			break;
+		graphs++;
+		nodes += spyre_graph_node_count(g);
+		spyre_graph_destroy(g);
+		usleep(500);
+	}
+	__atomic_store_n(&k.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, k.bad) TH_LOG("%s", k.why);
+	EXPECT_EQ(i, graphs) TH_LOG("%s", spyre_last_error());
+	TH_LOG("%d captures, %d copies done, %d refused", graphs, k.copies, k.refused);
+	EXPECT_EQ(0, nodes) TH_LOG("staged copies captured into %d graphs", graphs);
+	spyre_stream_synchronize(self->s);
+	spyre_free(self->dev, k.dst);
+	free(k.host);
+}
+
+/* Out of memory at each allocation of spyre_graph_instantiate(): -ENOMEM, and nothing leaks. */
+TEST_F(graph, instantiate_out_of_memory_leaks_nothing)
+{
+#ifdef CALLOC_FAILS
+	int32_t tokens[M] = { 1, 2, 3, 4 };
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x = NULL;
+	spyre_graph_t *g;
+	int at, ret = -ENOMEM;
+	char why[512];
+
+	ASSERT_EQ(0, chain_capture(c, self->s, 6, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	for (at = 1; at < 40 && ret; at++) {
+		Dl_info di = { 0 };
+
+		fail_calls = 0;
+		fail_at = at;
+		fail_armed = true;
+		ret = spyre_graph_instantiate(g, &x);
+		fail_armed = false;
+		if (!ret)
+			break;
+		ASSERT_EQ(-ENOMEM, ret) TH_LOG("allocation %d: %s", at, spyre_last_error());
+		why[0] = 0;
+		dladdr(fail_where, &di);
+		EXPECT_EQ(0, tracked_live(why, sizeof(why))) TH_LOG("allocation %d failing (called at %p, "
+			"in %s, loaded at %p): blocks of callers%s not freed", at, fail_where,
+			di.dli_fname ?: "?", di.dli_fbase, why);
+	}
+	tracked_live(why, sizeof(why));
+	ASSERT_EQ(0, ret) TH_LOG("%s", spyre_last_error());
+	ASSERT_LT(2, at);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+#else
+	SKIP(return, "calloc() is the sanitizer's");
+#endif
+}
+
+/*
+ * A device reset cancels the replay that carried an update of the exec's
+ * arguments to the card: the next replay, on a new stream, must carry it
+ * again, not compute with the arguments the card had before. The replay
+ * hangs (debugfs "inject"), the card is reset (sysfs "reset").
+ */
+TEST_F(graph, update_canceled_by_a_reset_is_sent_again)
+{
+	int32_t tokens[M] = { 11, 12, 13, 14 };
+	int bias_of[CHAIN] = { 0 }, k;
+	char inject[256], reset[256];
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x;
+	spyre_stream_t *s2;
+	float ref[M * H];
+	spyre_graph_t *g;
+	uint64_t sc[M];
+
+	if (inject_paths(self->dev, inject, reset))
+		SKIP(return, "no fault injection or reset attribute (debugfs, root)");
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+
+	/* New tokens; the replay that carries them hangs and is canceled by the reset. */
+	tokens[0] = 40;
+	tokens[2] = 0;
+	ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
+	ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M)) TH_LOG("%s", spyre_last_error());
+	ASSERT_LT(0, inject_hang_all(inject));
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	usleep(50000);
+	ASSERT_EQ(0, write_file(reset, "1"));
+	EXPECT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	write_file(inject, "0 0");
+	TH_LOG("the replay: %s", spyre_last_error());
+
+	/* On a new stream: the new tokens. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2));
+	memset(c->pinned, 0xff, BUF);
+	ASSERT_EQ(0, spyre_graph_launch(x, s2)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(s2)) TH_LOG("%s", spyre_last_error());
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("after the reset, element %d", k);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
+	ASSERT_EQ(0, spyre_stream_destroy(s2));
+}
+
+/*
+ * A host callback that updates an exec (the next step's token, say), pending
+ * when the exec is replayed on the callback's stream: the replay waits for
+ * the callback, which must get the exec (not wait for the replay, forever).
+ */
+struct update_cb {
+	spyre_graph_exec_t *x;
+	uint64_t sc[M];
+	int ret;
+};
+
+static void update_in_callback(void *arg)
+{
+	struct update_cb *u = arg;
+
+	usleep(200000);		/* the replay is waiting for this callback by now */
+	u->ret = spyre_graph_exec_set_kernel_args(u->x, 0, NULL, 0, u->sc, M);
+}
+
+TEST_F_TIMEOUT(graph, callback_updating_the_exec_of_a_replay, 20)
+{
+	int32_t tokens[M] = { 21, 22, 23, 24 };
+	int bias_of[CHAIN] = { 0 }, k;
+	struct update_cb u = { .ret = -1 };
+	struct chain *c = &self->c;
+	float ref[M * H];
+	spyre_graph_t *g;
+
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &u.x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	tokens[1] = 50;
+	ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, u.sc));
+	ASSERT_EQ(0, spyre_stream_add_callback(self->s, update_in_callback, &u));
+	/* After the callback in stream order: the replay has its update. */
+	ASSERT_EQ(0, spyre_graph_launch(u.x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, u.ret);
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("element %d", k);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(u.x));
+}
+
+/*
+ * One exec replayed by several threads, each on its own stream, while
+ * another updates its tokens: the replays are ordered on the device, and
+ * once all are done the card holds the last update's result.
+ */
+#define SHARED_THREADS 3
+#define SHARED_REPLAYS 10
+
+struct sharer {
+	spyre_device_t *dev;
+	spyre_graph_exec_t *x;
+	int bad;
+	char why[256];
+};
+
+static void *sharer_run(void *arg)
+{
+	struct sharer *w = arg;
+	spyre_stream_t *s = NULL;
+	int r, ret;
+
+	ret = spyre_stream_create(w->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s);
+	for (r = 0; r < SHARED_REPLAYS && !ret; r++) {
+		ret = spyre_graph_launch(w->x, s);
+		if (!ret && r % 3 == 2)
+			ret = spyre_stream_synchronize(s);
+	}
+	ret = ret ?: spyre_stream_synchronize(s);
+	if (ret) {
+		snprintf(w->why, sizeof(w->why), "%d: %s", ret, spyre_last_error());
+		w->bad = 1;
+	}
+	spyre_stream_destroy(s);
+	return NULL;
+}
+
+TEST_F(graph, threads_replay_one_exec_while_it_is_updated)
+{
+	int32_t tokens[M] = { 31, 32, 33, 34 };
+	struct sharer w[SHARED_THREADS];
+	pthread_t t[SHARED_THREADS];
+	int bias_of[CHAIN] = { 0 }, i, k;
+	struct chain *c = &self->c;
+	spyre_graph_exec_t *x;
+	float ref[M * H];
+	spyre_graph_t *g;
+	uint64_t sc[M];
+
+	ASSERT_EQ(0, chain_capture(c, self->s, CHAIN, tokens, &g)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_instantiate(g, &x)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_graph_destroy(g));
+	for (i = 0; i < SHARED_THREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].dev = self->dev;
+		w[i].x = x;
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, sharer_run, &w[i]));
+	}
+	for (i = 0; i < 20; i++) {
+		tokens[3] = (i * 7) % V;
+		ASSERT_EQ(0, spyre_kernel_embedding_scalars(&c->emb_desc, tokens, sc));
+		ASSERT_EQ(0, spyre_graph_exec_set_kernel_args(x, 0, NULL, 0, sc, M)) TH_LOG("%s", spyre_last_error());
+		usleep(1000);
+	}
+	for (i = 0; i < SHARED_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < SHARED_THREADS; i++)
+		EXPECT_EQ(0, w[i].bad) TH_LOG("thread %d: %s", i, w[i].why);
+	/* One more replay, after them all: the last update's result. */
+	memset(c->pinned, 0xff, BUF);
+	ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+	chain_ref(c, CHAIN, tokens, bias_of, ref);
+	for (k = 0; k < M * H; k++)
+		ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("element %d", k);
+	ASSERT_EQ(0, spyre_graph_exec_destroy(x));
 }
 
 /* Threads, each capturing on its own stream and replaying its own exec with its own tokens. */

@@ -25,6 +25,7 @@
 #include "kselftest_harness.h"
 #include "spyre.h"
 #include "spyre_accel.h"
+#include "spyre_inject.h"
 #include "spyre_progbuild.h"
 
 #define MiB (1u << 20)
@@ -842,20 +843,6 @@ static spyre_program_t *relu_program(spyre_device_t *dev, int abs)
 }
 
 /* Write @text to the file at @path; 0 or -errno. */
-static int write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	int ret = 0;
-
-	if (!f)
-		return -errno;
-	if (fputs(text, f) < 0)
-		ret = -EIO;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /*
  * The patch path keeps one device image per program. Stream 1 launches it with
  * new bindings (its job: the upload of the re-patched image, then the launch)
@@ -934,19 +921,15 @@ TEST_F(rt, patch_path_same_bindings_on_another_stream_run_the_new_image)
  */
 TEST_F(rt, launch_after_a_device_reset_names_the_reset)
 {
-	struct spyre_device_props props = { .size = sizeof(props) };
 	struct spyre_stream_stats st = { .size = sizeof(st) };
-	char inject[256], reset[256], cmd[32];
+	char inject[256], reset[256];
 	spyre_program_t *pf, *pp;
 	spyre_stream_t *s2;
 	spyre_dptr_t slots[2];
 	float in[1024], out[1024];
-	int i, k, q, ret = 0;
+	int i, k, ret = 0;
 
-	ASSERT_EQ(0, spyre_device_get_props(self->dev, &props));
-	snprintf(inject, sizeof(inject), "/sys/kernel/debug/accel/%s/inject", props.pci_address);
-	snprintf(reset, sizeof(reset), "/sys/class/accel/%s/reset", strrchr(props.devnode, '/') + 1);
-	if (access(inject, W_OK) || access(reset, W_OK))
+	if (inject_paths(self->dev, inject, reset))
 		SKIP(return, "no fault injection or reset attribute (debugfs, root)");
 	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[0]));
 	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &slots[1]));
@@ -956,13 +939,8 @@ TEST_F(rt, launch_after_a_device_reset_names_the_reset)
 	ASSERT_EQ(0, spyre_launch(self->s, pf, 1, slots, 2, NULL, 0));
 	ASSERT_EQ(0, spyre_stream_synchronize(self->s));
 
-	/* Every hardware queue's next job hangs; the driver refuses a queue past the last. */
-	for (q = 0; q < 16; q++) {
-		snprintf(cmd, sizeof(cmd), "%d 1", q);
-		if (write_file(inject, cmd))
-			break;
-	}
-	ASSERT_LT(0, q);
+	/* Every hardware queue's next job hangs. */
+	ASSERT_LT(0, inject_hang_all(inject));
 	for (i = 0; i < 8; i++)
 		ASSERT_EQ(0, spyre_launch(self->s, i % 2 ? pp : pf, 1, slots, 2, NULL, 0))
 			TH_LOG("%s", spyre_last_error());

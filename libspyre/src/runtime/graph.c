@@ -16,6 +16,9 @@
  * before this one's launches, so an update never reaches a replay enqueued
  * before it. Replays of one exec are ordered, also across streams: a replay
  * on another stream than the last waits for the last one on the device.
+ * A job that carried an update may be canceled after its SUBMIT (a device
+ * reset): a replay on another stream sends the update again unless that
+ * job is known done without a failure (its own stream is poisoned then).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -113,7 +116,7 @@ struct spyre_graph_exec {
 	spyre_dptr_t dev_args;		/* the argument blocks on the card */
 	uint64_t args_bytes;		/* their bytes, whole sticks; 0: no launch */
 
-	/* Protects everything below */
+	/* Protects everything below; taken after a stream's lock (graph_launch()) */
 	pthread_mutex_t lock;
 	uint64_t *shadow;		/* the blocks as the next replay has them */
 	bool dirty;			/* the next replay copies @shadow to the card first */
@@ -123,6 +126,8 @@ struct spyre_graph_exec {
 		uint64_t id, point;	/* the stream and point of the replay that read it, 0 if none */
 	} stage_use[SPYRE_GRAPH_STAGES];
 	uint64_t last_id, last_point;	/* the stream and point of the last replay's last job */
+	/* The job that carried the last update (stream id, point, errors seen), until known done; id 0: none */
+	uint64_t upd_id, upd_point, upd_errors;
 };
 
 /* ---- capture ------------------------------------------------------------------- */
@@ -236,11 +241,14 @@ static int exec_alloc(struct spyre_graph_exec *x, const struct spyre_graph *g)
 	x->events = calloc(g->nnodes + 1, sizeof(*x->events));
 	x->packets = calloc((size_t)g->npackets + 1, SPYRE_PKT_SIZE);
 	x->names = nm = calloc(1, sizeof(*nm));
+	if (nm) {
+		/* Referenced at once: exec_free() releases it whatever failed. */
+		nm->base.refs = 1;
+		nm->base.describe = names_describe;
+		nm->base.release = names_release;
+	}
 	if (!x->nodes || !x->jobs || !x->events || !x->packets || !nm)
 		return spyre_error(-ENOMEM, "out of memory");
-	nm->base.refs = 1;
-	nm->base.describe = names_describe;
-	nm->base.release = names_release;
 	nm->node_of = calloc((size_t)g->npackets + 1, sizeof(*nm->node_of));
 	nm->kind_of = calloc(g->nnodes + 1, sizeof(*nm->kind_of));
 	nm->job_first = calloc(g->nnodes + 1, sizeof(*nm->job_first));
@@ -384,7 +392,7 @@ static int wait_stream_point(struct spyre_device *dev, uint64_t id, uint64_t poi
 	return ret;
 }
 
-/* Under x->lock: the update COPY of the next replay into @x->packets[0], from a free staging buffer. */
+/* Under s->lock and x->lock: the update COPY of the next replay into @x->packets[0], from a free staging buffer. */
 static int stage_update_locked(struct spyre_graph_exec *x, uint32_t *stage)
 {
 	uint32_t g = x->stage_next;
@@ -398,6 +406,30 @@ static int stage_update_locked(struct spyre_graph_exec *x, uint32_t *stage)
 	spyre_prep_copy_va(x->packets, x->stage.va + off, x->dev_args, x->args_bytes);
 	*stage = g;
 	return 0;
+}
+
+/*
+ * Under x->lock: may the last update have missed the card, for a replay on
+ * @s? Its job may have been canceled after its SUBMIT (a device reset): on
+ * its own stream, later jobs are refused then (the stream is poisoned); on
+ * another, the update is sent again unless its job is known done without a
+ * failure, without waiting for it.
+ */
+static bool update_lost_locked(struct spyre_graph_exec *x, struct spyre_stream *s)
+{
+	struct spyre_stream *u;
+	int ok = 0;
+
+	if (!x->upd_id || x->upd_id == s->id)
+		return false;
+	u = spyre_stream_next(x->dev, x->upd_id - 1, x->upd_id);
+	if (u) {
+		ok = spyre_stream_point_ok_now(u, x->upd_point, x->upd_errors);
+		spyre_stream_put(u);
+	}
+	if (ok)
+		x->upd_id = 0;		/* on the card: no more checks */
+	return !ok;
 }
 
 /* Under s->lock: replay @x's jobs on @s; the first begins with the update COPY if @upd. */
@@ -415,15 +447,23 @@ static int submit_jobs_locked(struct spyre_graph_exec *x, struct spyre_stream *s
 			.names = &x->names->base,
 			.cookie = (uint64_t)j << 1 | u,
 		};
+		uint32_t recs[SPYRE_GRAPH_JOB_PACKETS], nrecs;
 
-		ret = spyre_stream_submit_locked(s, &job);
+		/* Its launches write records of @s: the stream's statistics count them. */
+		ret = spyre_launch_records_take_locked(s, x->packets + (size_t)x->jobs[j].first * SPYRE_PKT_SIZE,
+						       x->jobs[j].count, recs, &nrecs);
+		ret = ret ?: spyre_stream_submit_locked(s, &job);
 		if (ret)
 			break;
+		spyre_launch_records_submitted_locked(s, recs, nrecs);
 		if (u) {
 			x->stage_use[stage].id = s->id;
 			x->stage_use[stage].point = s->point;
 			x->stage_next = (stage + 1) % SPYRE_GRAPH_STAGES;
 			x->dirty = false;
+			x->upd_id = s->id;
+			x->upd_point = s->point;
+			x->upd_errors = s->errors_seen;
 			s->stats.arg_bytes += x->args_bytes;
 		}
 		for (; e < x->nevents && x->events[e].job == j; e++)
@@ -445,26 +485,36 @@ static int graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 	struct spyre_stream *prev = NULL;
 	uint32_t stage = 0;
 	bool upd;
-	int ret = 0;
+	int ret;
 
 	if (!x || !s)
 		return spyre_error(-EINVAL, "spyre_graph_launch: NULL argument");
 	if (x->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_graph_launch: the exec and the stream are on different devices");
+	/*
+	 * The stream's lock, then the exec's, once the stream's pending host
+	 * callbacks are done: one may update or replay the exec, and would wait
+	 * for its lock while this replay waited for the callback.
+	 */
+	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, "spyre_graph_launch");
+	if (ret) {
+		pthread_mutex_unlock(&s->lock);
+		return ret;
+	}
+	spyre_stream_wait_callbacks_locked(s);
 	pthread_mutex_lock(&x->lock);
-	upd = x->dirty && x->njobs;
+	upd = x->njobs && (x->dirty || update_lost_locked(x, s));
 	if (upd)
 		ret = stage_update_locked(x, &stage);
 	/* After the last replay, on the device: its stream, referenced while this one is submitted. */
 	if (!ret && x->last_id && x->last_id != s->id)
 		prev = spyre_stream_next(x->dev, x->last_id - 1, x->last_id);
-	pthread_mutex_lock(&s->lock);
-	ret = ret ?: spyre_stream_capturing_locked(s, "spyre_graph_launch");
 	if (!ret && prev)
 		ret = spyre_stream_add_wait_locked(s, prev->timeline, x->last_point);
 	ret = ret ?: submit_jobs_locked(x, s, upd, stage);
-	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_unlock(&x->lock);
+	pthread_mutex_unlock(&s->lock);
 	if (prev)
 		spyre_stream_put(prev);
 	return ret;

@@ -314,6 +314,8 @@ int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, en
 void spyre_stream_count_copy_locked(struct spyre_stream *s, enum spyre_memcpy_kind kind, uint64_t size);
 /* Under s->lock: later jobs of @s wait for @point of the timeline syncobj @timeline. */
 int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point);
+/* Under s->lock: wait until the host callbacks enqueued on @s so far have returned (the lock is dropped meanwhile). */
+void spyre_stream_wait_callbacks_locked(struct spyre_stream *s);
 /* -EBUSY with a detail naming @call when @s captures a graph (under s->lock), else 0. */
 int spyre_stream_capturing_locked(struct spyre_stream *s, const char *call);
 /* An event record: its TIMESTAMP; once the job that holds it is submitted, mark it recorded there. */
@@ -328,6 +330,8 @@ int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *don
  * or a negative errno when the wait or the query failed. Takes no lock of @s.
  */
 int spyre_stream_point_ok(struct spyre_stream *s, uint64_t point, uint64_t errors);
+/* The same without waiting: 1 when @point is done and no new failure since @errors, else 0 (not known). */
+int spyre_stream_point_ok_now(struct spyre_stream *s, uint64_t point, uint64_t errors);
 int spyre_internal_sync(struct spyre_device *dev, int (*work)(struct spyre_stream *s, void *arg),
 			void *arg);
 struct spyre_stream *spyre_stream_next(struct spyre_device *dev, uint64_t after, uint64_t last);
@@ -465,5 +469,15 @@ void spyre_program_prep_upload(const struct spyre_program *pr, struct spyre_pkt_
 
 /* launch.c: 0 when every slot binding of @pr lies in a big enough allocation of its device, else -EINVAL naming the slot. */
 int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots);
+/*
+ * launch.c, for a graph replay's job on @s (graph.c, under s->lock): point
+ * each LAUNCH among its @count @packets at a launch record of @s's ring, the
+ * records' indices into @recs (room for @count), their number into *@n; once
+ * the job is submitted, spyre_launch_records_submitted_locked() makes them
+ * count in the stream's statistics (and its last launch) as a spyre_launch()'s.
+ */
+int spyre_launch_records_take_locked(struct spyre_stream *s, void *packets, uint32_t count,
+				     uint32_t *recs, uint32_t *n);
+void spyre_launch_records_submitted_locked(struct spyre_stream *s, const uint32_t *recs, uint32_t n);
 
 #endif

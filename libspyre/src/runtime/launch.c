@@ -325,6 +325,50 @@ static int capture_launch_locked(struct spyre_stream *s, struct spyre_program *p
 	return spyre_stream_submit_locked(s, &job);
 }
 
+int spyre_launch_records_take_locked(struct spyre_stream *s, void *packets, uint32_t count,
+				     uint32_t *recs, uint32_t *n)
+{
+	struct spyre_launch_state *r = NULL;
+	uint32_t i, rec;
+	int ret = 0;
+
+	*n = 0;
+	/* A job's records must be distinct: the ring may not wrap within it. */
+	if (count > SPYRE_ARG_RECORDS)
+		return spyre_error(-E2BIG, "a job of %u packets", count);
+	for (i = 0; i < count && !ret; i++) {
+		struct spyre_pkt_launch *l = (struct spyre_pkt_launch *)((char *)packets + (size_t)i * SPYRE_PKT_SIZE);
+
+		if (l->hdr.opcode != SPYRE_PKT_OP_LAUNCH)
+			continue;
+		if (!r) {
+			ret = launch_state_get_locked(s, &r);
+			if (ret)
+				break;
+		}
+		rec = r->rec_next;
+		ret = record_free_locked(s, r, rec);
+		if (ret)
+			break;
+		record_at(r, rec)->status = SPYRE_RECORD_UNWRITTEN;
+		l->record = spyre_cpu_to_le64(r->bo.va + record_off(rec));
+		r->rec_next = (rec + 1) % SPYRE_ARG_RECORDS;
+		recs[(*n)++] = rec;
+	}
+	return ret;
+}
+
+void spyre_launch_records_submitted_locked(struct spyre_stream *s, const uint32_t *recs, uint32_t n)
+{
+	struct spyre_launch_state *r = s->launch;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		r->rec_point[recs[i]] = s->point;
+		r->last_rec = (int)recs[i];
+	}
+}
+
 static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 		  const spyre_dptr_t *slots, uint32_t nslots, const uint64_t *scalars, uint32_t nscalars)
 {

@@ -196,6 +196,11 @@ static void wait_callbacks_locked(struct spyre_stream *s)
 		pthread_cond_wait(&s->cond, &s->lock);
 }
 
+void spyre_stream_wait_callbacks_locked(struct spyre_stream *s)
+{
+	wait_callbacks_locked(s);
+}
+
 SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *arg), void *arg)
 {
 	struct spyre_callback *cb;
@@ -284,6 +289,14 @@ static int capture_locked(struct spyre_stream *s, const struct spyre_job *job)
 	struct spyre_graph_node *n;
 	int ret;
 
+	/*
+	 * Not a node (a staged copy: its packets read or write the device's
+	 * shared staging buffer, and the caller waits for it): the capture
+	 * began after the caller's check, on another thread. Refused.
+	 */
+	if (!job->node)
+		return spyre_error(-EBUSY, "a %s of staged host memory cannot be captured: the stream "
+				   "began capturing a graph meanwhile", job->what);
 	ret = grow(&g->nodes, &g->cap_nodes, g->nnodes, 1, sizeof(*g->nodes));
 	ret = ret ?: grow(&g->packets, &g->cap_packets, g->npackets, job->count, SPYRE_PKT_SIZE);
 	ret = ret ?: grow(&g->args, &g->cap_args, g->nargs, job->nargs, sizeof(*g->args));
@@ -452,6 +465,19 @@ int spyre_stream_point_ok(struct spyre_stream *s, uint64_t point, uint64_t error
 	/* The driver records a job's failure before its fence signals. */
 	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
 		return spyre_error(-errno, "querying queue %u failed", s->queue);
+	return e.error_count == errors;
+}
+
+int spyre_stream_point_ok_now(struct spyre_stream *s, uint64_t point, uint64_t errors)
+{
+	struct drm_spyre_queue_error e = { .queue_id = s->queue };
+	uint64_t done = 0;
+
+	if (drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1) || done < point)
+		return 0;
+	/* The driver records a job's failure before its fence signals. */
+	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
+		return 0;
 	return e.error_count == errors;
 }
 
@@ -914,6 +940,14 @@ static uint64_t pinned_sticks_va(struct spyre_device *dev, const void *p, size_t
 	return va && !(va % SPYRE_STICK_BYTES) && !(size % SPYRE_STICK_BYTES) ? va : 0;
 }
 
+/* A COPY through the device's staging buffer: a job of its own, which no capture takes (capture_locked()). */
+static int staged_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p)
+{
+	struct spyre_job job = { .packets = p, .count = 1, .what = "copy", .bytes = p->size };
+
+	return spyre_stream_submit(s, &job);
+}
+
 static int staging_get_locked(struct spyre_device *dev)
 {
 	if (dev->staging.handle)
@@ -960,14 +994,14 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 			if (whole != n) {
 				spyre_prep_copy_va(&p, dst + off + whole - SPYRE_STICK_BYTES,
 					 dev->staging.va + whole - SPYRE_STICK_BYTES, SPYRE_STICK_BYTES);
-				ret = spyre_stream_copy(s, &p, kind);
+				ret = staged_copy(s, &p);
 				ret = ret ?: spyre_stream_synchronize(s);
 				if (ret)
 					break;
 			}
 			memcpy(dev->staging.map, (const char *)(uintptr_t)src + off, n);
 			spyre_prep_copy_va(&p, dev->staging.va, dst + off, whole);
-			ret = spyre_stream_copy(s, &p, kind);
+			ret = staged_copy(s, &p);
 			/* The staging buffer is reused: wait before refilling it. */
 			ret = ret ?: spyre_stream_synchronize(s);
 		}
@@ -988,7 +1022,7 @@ static int copy_run(struct spyre_stream *s, uint64_t dst, uint64_t src, size_t s
 			n = size - off < SPYRE_STAGING_SIZE ? size - off : SPYRE_STAGING_SIZE;
 			spyre_prep_copy_va(&p, src + off, dev->staging.va,
 				 (n + SPYRE_STICK_BYTES - 1) & ~(size_t)(SPYRE_STICK_BYTES - 1));
-			ret = spyre_stream_copy(s, &p, kind);
+			ret = staged_copy(s, &p);
 			ret = ret ?: spyre_stream_synchronize(s);
 			if (!ret)
 				memcpy((char *)(uintptr_t)dst + off, dev->staging.map, n);
