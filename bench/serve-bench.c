@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -128,6 +129,7 @@ struct stream {
 	char *raw;		/* bytes received */
 	size_t rlen, rcap, rpos;	/* rpos: body bytes consumed (after the head) */
 	bool head_done, chunked, body_end;
+	long clen;		/* Content-Length of a body that is not chunked, -1 none */
 	char *body;		/* decoded body */
 	size_t blen, bcap, bpos;	/* bpos: SSE bytes consumed */
 	int status;
@@ -156,6 +158,11 @@ static void decode(struct stream *s)
 		if (sscanf(s->raw, "HTTP/1.%*d %d", &s->status) != 1)
 			s->status = -1;
 		s->chunked = strcasestr(s->raw, "Transfer-Encoding: chunked") != NULL;
+		{
+			const char *cl = strcasestr(s->raw, "\r\nContent-Length:");
+
+			s->clen = cl ? strtol(cl + 17, NULL, 10) : -1;
+		}
 		*end = '\r';
 		s->head_done = true;
 		s->rpos = (size_t)(end - s->raw) + 4;
@@ -173,6 +180,8 @@ static void decode(struct stream *s)
 			s->blen += avail;
 			s->rpos += avail;
 			s->body[s->blen] = '\0';
+			if (s->clen >= 0 && s->blen >= (size_t)s->clen)
+				s->body_end = true;
 			return;
 		}
 		nl = memmem(p, avail, "\r\n", 2);
@@ -197,19 +206,54 @@ static void decode(struct stream *s)
 	}
 }
 
-static void run_req(struct req *r, const struct opts *o)
+/*
+ * One request on the worker's connection *@fd (kept alive between requests,
+ * as vLLM's client pools its connections; opened when -1, closed and -1
+ * again after an error or a response that is not a whole 200 stream). A
+ * kept connection the server has closed meanwhile is reopened once.
+ */
+static void run_req(struct req *r, const struct opts *o, int *fd)
 {
 	struct stream s = { 0 };
-	size_t n;
-	char *msg = hrequest("POST", "/v1/completions", r->body, &n);
-	int fd = hconnect(o->port, o->timeout_s), itl_cap = 0, usage_tokens = -1;
+	size_t n, blen = strlen(r->body);
+	char *msg = malloc(blen + 256);
+	int itl_cap = 0, usage_tokens = -1, tries;
 	double t0 = now(), last = 0;
 	bool done = false, bad = false;
 
+	n = (size_t)snprintf(msg, 256, "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+			     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", blen);
+	memcpy(msg + n, r->body, blen);
+	n += blen;
 	r->ok = false;
 	r->out_tokens = 0;
 	r->ttft = -1;
-	if (fd < 0 || hsend(fd, msg, n)) {
+	for (tries = 0; tries < 2; tries++) {
+		bool reused = *fd >= 0;
+
+		if (*fd < 0)
+			*fd = hconnect(o->port, o->timeout_s);
+		if (*fd >= 0 && !hsend(*fd, msg, n)) {
+			/* a reused connection the server closed: nothing comes back */
+			if (reused) {
+				char c;
+				ssize_t k = recv(*fd, &c, 1, MSG_PEEK);
+
+				if (k <= 0) {
+					close(*fd);
+					*fd = -1;
+					continue;
+				}
+			}
+			break;
+		}
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		if (!reused)
+			break;
+	}
+	if (*fd < 0) {
 		snprintf(r->err, sizeof(r->err), "cannot connect or send");
 		goto out;
 	}
@@ -218,7 +262,7 @@ static void run_req(struct req *r, const struct opts *o)
 		double t;
 
 		grow(&s.raw, &s.rcap, s.rlen + 65536 + 1);
-		k = recv(fd, s.raw + s.rlen, s.rcap - s.rlen - 1, 0);
+		k = recv(*fd, s.raw + s.rlen, s.rcap - s.rlen - 1, 0);
 		if (k <= 0)
 			break;
 		t = now();
@@ -302,8 +346,10 @@ counted:
 	else
 		r->ok = true;
 out:
-	if (fd >= 0)
-		close(fd);
+	if (*fd >= 0 && !(s.body_end && s.status == 200 && done)) {
+		close(*fd);
+		*fd = -1;
+	}
 	free(msg);
 	free(s.raw);
 	free(s.body);
@@ -312,6 +358,7 @@ out:
 static void *worker(void *arg)
 {
 	struct level *l = arg;
+	int fd = -1;
 
 	for (;;) {
 		int i;
@@ -319,9 +366,12 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&l->lock);
 		i = l->next < l->o->num_prompts ? l->next++ : -1;
 		pthread_mutex_unlock(&l->lock);
-		if (i < 0)
+		if (i < 0) {
+			if (fd >= 0)
+				close(fd);
 			return NULL;
-		run_req(&l->reqs[i], l->o);
+		}
+		run_req(&l->reqs[i], l->o, &fd);
 	}
 }
 
@@ -372,6 +422,8 @@ struct result {
 	struct stat3 ttft, tpot, itl, e2el;
 	/* from spyre-serve's /metrics around the level (-1: not served) */
 	double steps, host_s, device_s, queue_s, server_ttft_s;
+	double engine_cpu_s, http_cpu_s;	/* the server's engine and HTTP threads (-1: not served) */
+	double client_cpu_s;			/* this process's CPU time over the level */
 };
 
 /*
@@ -379,18 +431,36 @@ struct result {
  * "Metrics") and vLLM's queue time and TTFT sums and counts; -1 each where a
  * server has none.
  */
-#define NCOUNTERS 7
+#define NCOUNTERS 9
 static void engine_counters(int port, double v[NCOUNTERS])
 {
 	static const char *const names[NCOUNTERS] = {
 		"spyre:engine_steps_total", "spyre:runner_host_seconds_total", "spyre:runner_device_seconds_total",
 		"vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count",
 		"vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
+		"spyre:engine_thread_cpu_seconds_total", "spyre:http_thread_cpu_seconds_total",
 	};
 	int i;
 
 	for (i = 0; i < NCOUNTERS; i++)
 		v[i] = get_metric(port, names[i]);
+}
+
+/* this process's CPU time (user + system), seconds */
+static double cpu_self(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* c1 - c0 of counter @i, -1 without it */
+static double delta(const double *c0, const double *c1, int i)
+{
+	return c0[i] >= 0 && c1[i] >= 0 ? c1[i] - c0[i] : -1;
 }
 
 /* (a1 - a0) / (n1 - n0) of two counters around a level, -1 without them */
@@ -405,7 +475,7 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 {
 	struct level l = { .conc = conc, .o = o };
 	pthread_t *t = calloc((size_t)conc, sizeof(*t));
-	double *ttft, *tpot, *e2el, *itl, t0, c0[NCOUNTERS], c1[NCOUNTERS];
+	double *ttft, *tpot, *e2el, *itl, t0, cpu0, c0[NCOUNTERS], c1[NCOUNTERS];
 	int i, k, nt = 0, ntpot = 0, nitl = 0, nitl_all = 0, shown = 0;
 
 	pthread_mutex_init(&l.lock, NULL);
@@ -413,6 +483,7 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 	for (i = 0; i < o->num_prompts; i++)
 		l.reqs[i].body = body_of(o, i);
 	engine_counters(o->port, c0);
+	cpu0 = cpu_self();
 	t0 = now();
 	for (i = 0; i < conc; i++)
 		if (pthread_create(&t[i], NULL, worker, &l)) {
@@ -424,10 +495,13 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 	memset(res, 0, sizeof(*res));
 	res->conc = conc;
 	res->duration = now() - t0;
+	res->client_cpu_s = cpu_self() - cpu0;
 	engine_counters(o->port, c1);
-	res->steps = c0[0] >= 0 && c1[0] >= 0 ? c1[0] - c0[0] : -1;
-	res->host_s = c0[1] >= 0 && c1[1] >= 0 ? c1[1] - c0[1] : -1;
-	res->device_s = c0[2] >= 0 && c1[2] >= 0 ? c1[2] - c0[2] : -1;
+	res->steps = delta(c0, c1, 0);
+	res->host_s = delta(c0, c1, 1);
+	res->device_s = delta(c0, c1, 2);
+	res->engine_cpu_s = delta(c0, c1, 7);
+	res->http_cpu_s = delta(c0, c1, 8);
 	res->queue_s = delta_mean(c0, c1, 3, 4);
 	res->server_ttft_s = delta_mean(c0, c1, 5, 6);
 	for (i = 0; i < o->num_prompts; i++)
@@ -521,7 +595,12 @@ static void table(const struct opts *o, const struct result *r, int n)
 		ROW("wall time per step (ms)", ".3f", r[i].steps > 0 ? r[i].duration * 1e3 / r[i].steps : 0);
 		ROW("server: queue time mean (ms)", ".2f", r[i].queue_s * 1e3);
 		ROW("server: TTFT mean (ms)", ".2f", r[i].server_ttft_s * 1e3);
+		ROW("engine thread CPU per step (ms)", ".3f",
+		    r[i].steps > 0 && r[i].engine_cpu_s >= 0 ? r[i].engine_cpu_s * 1e3 / r[i].steps : 0);
+		ROW("HTTP thread CPU per token (us)", ".1f",
+		    r[i].output_tokens && r[i].http_cpu_s >= 0 ? r[i].http_cpu_s * 1e6 / r[i].output_tokens : 0);
 	}
+	ROW("client CPU per token (us)", ".1f", r[i].output_tokens ? r[i].client_cpu_s * 1e6 / r[i].output_tokens : 0);
 #undef STAT
 #undef ROW
 }
@@ -556,7 +635,11 @@ static int write_json(const struct opts *o, const struct result *r, int n)
 		if (x->steps >= 0)
 			fprintf(f, ",\"engine_steps\":%.0f,\"runner_host_s\":%.6f,\"device_s\":%.6f", x->steps,
 				x->host_s, x->device_s);
-		fprintf(f, "}");
+		if (x->engine_cpu_s >= 0)
+			fprintf(f, ",\"engine_thread_cpu_s\":%.6f", x->engine_cpu_s);
+		if (x->http_cpu_s >= 0)
+			fprintf(f, ",\"http_thread_cpu_s\":%.6f", x->http_cpu_s);
+		fprintf(f, ",\"client_cpu_s\":%.6f}", x->client_cpu_s);
 	}
 	fprintf(f, "]}\n");
 	if (f != stdout && fclose(f)) {

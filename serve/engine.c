@@ -352,6 +352,14 @@ void spyre_engine_get_stats(struct spyre_engine *e, struct spyre_engine_stats *s
 	st->blocks_total = spyre_blocks_total(e->blocks);
 	st->blocks_used = st->blocks_total - spyre_blocks_num_free(e->blocks);
 	pthread_mutex_unlock(&e->lock);
+	st->thread_cpu_ns = 0;
+	if (e->started) {
+		clockid_t cid;
+		struct timespec ts;
+
+		if (!pthread_getcpuclockid(e->thread, &cid) && !clock_gettime(cid, &ts))
+			st->thread_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 }
 
 static void debug_req(const struct spyre_req *r, struct spyre_engine_debug_req *d)

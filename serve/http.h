@@ -3,8 +3,8 @@
  * http.h - spyre-serve's HTTP layer: GNU libmicrohttpd (no HTTP parsing of
  * ours) behind a small API that knows nothing of OpenAI.
  *
- * One server thread (libmicrohttpd's internal polling thread, epoll where
- * available) runs every connection; callbacks run on it and must not block.
+ * One server thread (ours, driving libmicrohttpd in its epoll mode) runs
+ * every connection; callbacks run on it and must not block.
  * A request reaches ops->request once, whole (headers and a body of at most
  * max_body bytes: a larger Content-Length gets 413 before the body is read, a
  * larger chunked body 413 as soon as it passes the limit). The handler

@@ -166,7 +166,8 @@ static void value(struct spyre_buf *o, const char *ns, const char *model, const 
 	spyre_buf_printf(o, "%s:%s{model_name=\"%s\"} %.17g\n", ns, name, model, v);
 }
 
-void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_stats *st, struct spyre_buf *o)
+void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_stats *st, double http_cpu_s,
+			  struct spyre_buf *o)
 {
 	const char *mn = m->model;
 	size_t i, k;
@@ -194,6 +195,14 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 	metric(o, "spyre", "runner_kernel_builds", "counter",
 	       "Kernels the runner built while serving (shapes the warm-up did not cover).");
 	value(o, "spyre", mn, "runner_kernel_builds_total", (double)st->runner_builds);
+	metric(o, "spyre", "engine_thread_cpu_seconds", "counter",
+	       "CPU time of the engine's thread (the steps: runner, sampling, events).");
+	value(o, "spyre", mn, "engine_thread_cpu_seconds_total", st->thread_cpu_ns * 1e-9);
+	if (http_cpu_s >= 0) {
+		metric(o, "spyre", "http_thread_cpu_seconds", "counter",
+		       "CPU time of the HTTP thread (requests, streamed chunks, sockets).");
+		value(o, "spyre", mn, "http_thread_cpu_seconds_total", http_cpu_s);
+	}
 
 	pthread_mutex_lock(&m->lock);
 	metric(o, "vllm", "prompt_tokens", "counter", "Number of prefill tokens processed.");
