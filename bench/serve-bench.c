@@ -261,7 +261,7 @@ static void run_req(struct req *r, const struct opts *o, int *fd)
 		ssize_t k;
 		double t;
 
-		grow(&s.raw, &s.rcap, s.rlen + 65536 + 1);
+		grow(&s.raw, &s.rcap, s.rlen + 16384 + 1);
 		k = recv(*fd, s.raw + s.rlen, s.rcap - s.rlen - 1, 0);
 		if (k <= 0)
 			break;

@@ -174,10 +174,14 @@ static void push_event(struct spyre_engine *e, struct spyre_req *r, enum spyre_e
 
 static void deliver_events(struct spyre_engine *e)
 {
-	for (uint32_t i = 0; i < e->nevents; i++)
+	uint32_t n = e->nevents;
+
+	for (uint32_t i = 0; i < n; i++)
 		if (e->events[i].fn)
 			e->events[i].fn(e->events[i].user, &e->events[i].ev);
 	e->nevents = 0;
+	if (n && e->opts.events_delivered)
+		e->opts.events_delivered(e->opts.events_user);
 }
 
 /* Finish @r (in a list): blocks released, FINISHED queued, freed. */

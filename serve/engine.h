@@ -51,6 +51,14 @@ struct spyre_engine_opts {
 	 * --min-step-us).
 	 */
 	uint32_t min_step_us;
+	/*
+	 * Called on the stepping thread after a step's events were delivered
+	 * (when there were any), with @events_user: where a listener that was
+	 * handed N events can act on them at once (spyre-serve wakes its
+	 * server thread once per step, not once per stream). NULL: none.
+	 */
+	void (*events_delivered)(void *user);
+	void *events_user;
 };
 
 struct spyre_sampling {

@@ -280,7 +280,19 @@ void spyre_http_end(struct spyre_http_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void spyre_http_wake(struct spyre_http_conn *c)
+static void signal_server(struct spyre_http *h)
+{
+	uint64_t one = 1;
+
+	if (write(h->wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the server thread is due to read it anyway */
+	}
+}
+
+/* This thread's server with wake-ups queued by spyre_http_wake_later() and not yet signalled. */
+static __thread struct spyre_http *later;
+
+static void wake(struct spyre_http_conn *c, bool now)
 {
 	struct spyre_http *h = c->h;
 	bool queue = false, signal;
@@ -301,13 +313,30 @@ void spyre_http_wake(struct spyre_http_conn *c)
 	c->wake_next = h->wake_head;
 	h->wake_head = c;
 	pthread_mutex_unlock(&h->wake_lock);
-	if (signal) {
-		uint64_t one = 1;
-
-		if (write(h->wake_fd, &one, sizeof(one)) < 0) {
-			/* the counter is full: the server thread is due to read it anyway */
-		}
+	if (!now) {
+		if (later && later != h)
+			signal_server(later);
+		later = h;
+	} else if (signal) {
+		signal_server(h);
 	}
+}
+
+void spyre_http_wake(struct spyre_http_conn *c)
+{
+	wake(c, true);
+}
+
+void spyre_http_wake_later(struct spyre_http_conn *c)
+{
+	wake(c, false);
+}
+
+void spyre_http_flush(void)
+{
+	if (later)
+		signal_server(later);
+	later = NULL;
 }
 
 /* Server thread: resume the queued connections; true when there were any. */

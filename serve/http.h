@@ -87,6 +87,13 @@ void spyre_http_end(struct spyre_http_conn *c);
 
 /* From any thread: have pump run soon. */
 void spyre_http_wake(struct spyre_http_conn *c);
+/*
+ * spyre_http_wake() that leaves the server thread asleep until the calling
+ * thread's spyre_http_flush(): the wake-ups a thread queues this way reach
+ * the server thread as one (the engine's step wakes all its streams at once).
+ */
+void spyre_http_wake_later(struct spyre_http_conn *c);
+void spyre_http_flush(void);
 void spyre_http_conn_get(struct spyre_http_conn *c);
 void spyre_http_conn_put(struct spyre_http_conn *c);
 

@@ -288,6 +288,12 @@ static void close_embedder(struct embedder *em)
 		spyre_tokenizer_free(em->tok);
 }
 
+static void flush_wakes(void *user)
+{
+	(void)user;
+	spyre_http_flush();
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { .runner = "cpu" };
@@ -332,6 +338,8 @@ int main(int argc, char **argv)
 			spyre_tokenizer_vocab_size(tok), runner->vocab);
 		goto out;
 	}
+	/* the server's streams woken by a step's events (spyre_http_wake_later) go out in one wake-up */
+	o.engine.events_delivered = flush_wakes;
 	if (spyre_engine_new(runner, &o.engine, &engine, err, sizeof(err)) || spyre_engine_start(engine)) {
 		fprintf(stderr, "spyre-serve: engine: %s\n", err);
 		goto out;

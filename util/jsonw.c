@@ -244,16 +244,31 @@ void spyre_jw_str(struct spyre_jw *w, const char *s)
 	spyre_jw_strn(w, s, strlen(s));
 }
 
+/* Decimal digits of @v, with a '-' when @neg (no printf: a streamed token's chunk has a few numbers). */
+static void put_u64(struct spyre_buf *b, uint64_t v, bool neg)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (neg)
+		d[--i] = '-';
+	spyre_buf_add(b, d + i, sizeof(d) - i);
+}
+
 void spyre_jw_int(struct spyre_jw *w, int64_t v)
 {
 	if (jw_value(w))
-		spyre_buf_printf(w->b, "%" PRId64, v);
+		put_u64(w->b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void spyre_jw_uint(struct spyre_jw *w, uint64_t v)
 {
 	if (jw_value(w))
-		spyre_buf_printf(w->b, "%" PRIu64, v);
+		put_u64(w->b, v, false);
 }
 
 void spyre_jw_double(struct spyre_jw *w, double v)
