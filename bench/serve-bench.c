@@ -16,7 +16,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,7 +52,6 @@ struct level {
 	int conc;
 	struct req *reqs;
 	int next;		/* the next request to start */
-	pthread_mutex_t lock;
 	const struct opts *o;
 };
 
@@ -207,172 +206,263 @@ static void decode(struct stream *s)
 }
 
 /*
- * One request on the worker's connection *@fd (kept alive between requests,
- * as vLLM's client pools its connections; opened when -1, closed and -1
- * again after an error or a response that is not a whole 200 stream). A
- * kept connection the server has closed meanwhile is reopened once.
+ * The requests of a level run on one thread, as vLLM's client runs them on
+ * one asyncio event loop: up to the level's concurrency of connections, each
+ * kept alive from one request to the next (vLLM pools its connections), an
+ * epoll over them. A connection carries one request at a time; its next
+ * request is sent as soon as the last one's stream has ended. A kept
+ * connection the server closed meanwhile (nothing came back) is reopened
+ * once for the request; a connection is closed after an error or a
+ * response that is not a whole 200 stream.
  */
-static void run_req(struct req *r, const struct opts *o, int *fd)
+struct conn {
+	int fd;
+	struct req *r;			/* in flight, or NULL */
+	bool reused;			/* the request went out on a kept connection */
+	struct stream s;
+	double t0, last;
+	int itl_cap, usage_tokens;
+	bool done, bad;
+};
+
+/* Send @c's request (its t0 set); 0, or -1 with the request failed. */
+static int send_req(struct conn *c, const struct opts *o, int ep)
 {
-	struct stream s = { 0 };
+	struct req *r = c->r;
 	size_t n, blen = strlen(r->body);
 	char *msg = malloc(blen + 256);
-	int itl_cap = 0, usage_tokens = -1, tries;
-	double t0 = now(), last = 0;
-	bool done = false, bad = false;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	int ret = -1;
 
 	n = (size_t)snprintf(msg, 256, "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
 			     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", blen);
 	memcpy(msg + n, r->body, blen);
 	n += blen;
+	c->reused = c->fd >= 0;
+	if (c->fd < 0) {
+		c->fd = hconnect(o->port, o->timeout_s);
+		if (c->fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev)) {
+			close(c->fd);
+			c->fd = -1;
+		}
+	}
+	if (c->fd >= 0 && !hsend(c->fd, msg, n))
+		ret = 0;
+	free(msg);
+	return ret;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);	/* leaves the epoll set */
+	c->fd = -1;
+}
+
+/* Start request @r on @c (t0 now). */
+static void start_req(struct conn *c, struct req *r, const struct opts *o, int ep)
+{
+	memset(&c->s, 0, sizeof(c->s));
+	c->r = r;
+	c->t0 = now();
+	c->last = 0;
+	c->itl_cap = 0;
+	c->usage_tokens = -1;
+	c->done = c->bad = false;
 	r->ok = false;
 	r->out_tokens = 0;
 	r->ttft = -1;
-	for (tries = 0; tries < 2; tries++) {
-		bool reused = *fd >= 0;
+	if (!send_req(c, o, ep))
+		return;
+	conn_close(c);
+	if (c->reused && !send_req(c, o, ep))	/* the kept connection was gone: a new one */
+		return;
+	conn_close(c);
+	snprintf(r->err, sizeof(r->err), "cannot connect or send");
+	r->e2el = now() - c->t0;
+	c->r = NULL;
+}
 
-		if (*fd < 0)
-			*fd = hconnect(o->port, o->timeout_s);
-		if (*fd >= 0 && !hsend(*fd, msg, n)) {
-			/* a reused connection the server closed: nothing comes back */
-			if (reused) {
-				char c;
-				ssize_t k = recv(*fd, &c, 1, MSG_PEEK);
+/* The stream of @c's request has ended (or its connection): judge it. */
+static void end_req(struct conn *c, const struct opts *o)
+{
+	struct req *r = c->r;
+	struct stream *s = &c->s;
 
-				if (k <= 0) {
-					close(*fd);
-					*fd = -1;
-					continue;
-				}
-			}
-			break;
-		}
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
-		if (!reused)
-			break;
-	}
-	if (*fd < 0) {
-		snprintf(r->err, sizeof(r->err), "cannot connect or send");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k;
-		double t;
-
-		grow(&s.raw, &s.rcap, s.rlen + 16384 + 1);
-		k = recv(*fd, s.raw + s.rlen, s.rcap - s.rlen - 1, 0);
-		if (k <= 0)
-			break;
-		t = now();
-		s.rlen += (size_t)k;
-		decode(&s);
-		if (s.head_done && s.status != 200) {
-			continue;	/* read the error body to its end */
-		}
-		/* complete SSE events */
-		for (;;) {
-			char *ev = s.body ? s.body + s.bpos : NULL, *end, *data, err[128];
-			struct spyre_json *doc;
-			const struct spyre_json_node *root, *ch, *ids, *u;
-			int got;
-
-			if (!ev || !(end = strstr(ev, "\n\n")))
-				break;
-			s.bpos = (size_t)(end + 2 - s.body);
-			data = strstr(ev, "data: ");
-			if (!data || data > end)
-				continue;
-			data += 6;
-			if (!strncmp(data, "[DONE]", 6)) {
-				done = true;
-				continue;
-			}
-			if (!scan_chunk(data, (size_t)(end - data), &got))
-				goto counted;
-			if (spyre_json_parse(data, (size_t)(end - data), &doc, err, sizeof(err))) {
-				snprintf(r->err, sizeof(r->err), "bad chunk: %.60s", err);
-				bad = true;
-				continue;
-			}
-			root = spyre_json_root(doc);
-			if (spyre_json_get(root, "error")) {	/* an error event in the stream */
-				const char *m = spyre_json_string(spyre_json_get(spyre_json_get(root, "error"),
-										 "message"), NULL);
-
-				snprintf(r->err, sizeof(r->err), "error event: %.100s", m ? m : "(no message)");
-				bad = true;
-			}
-			ch = spyre_json_at(spyre_json_get(root, "choices"), 0, NULL);
-			ids = spyre_json_get(ch, "token_ids");
-			got = (int)spyre_json_count(ids);
-			u = spyre_json_get(spyre_json_get(root, "usage"), "completion_tokens");
-			if (u) {
-				double d;
-
-				if (!spyre_json_number(u, &d))
-					usage_tokens = (int)d;
-			}
-			spyre_json_free(doc);
-counted:
-			if (got > 0) {
-				if (r->ttft < 0) {
-					r->ttft = t - t0;
-				} else {
-					if (r->n_itl == itl_cap)
-						r->itl = realloc(r->itl, sizeof(double) * (size_t)(itl_cap = itl_cap ? itl_cap * 2 : 64));
-					r->itl[r->n_itl++] = t - last;
-				}
-				last = t;
-				r->out_tokens += got;
-			}
-		}
-		if (s.body_end)
-			break;
-	}
-	r->e2el = now() - t0;
-	if (!s.head_done || s.status != 200)
-		snprintf(r->err, sizeof(r->err), "HTTP status %d%s%.60s", s.status, s.body ? ": " : "",
-			 s.body ? s.body : "");
-	else if (bad)
+	r->e2el = now() - c->t0;
+	if (!s->head_done || s->status != 200)
+		snprintf(r->err, sizeof(r->err), "HTTP status %d%s%.60s", s->status, s->body ? ": " : "",
+			 s->body ? s->body : "");
+	else if (c->bad)
 		;
-	else if (!done)
+	else if (!c->done)
 		snprintf(r->err, sizeof(r->err), "no [DONE] (after %d tokens)", r->out_tokens);
 	else if (r->out_tokens != o->output_len)
 		snprintf(r->err, sizeof(r->err), "%d tokens, not %d", r->out_tokens, o->output_len);
-	else if (usage_tokens >= 0 && usage_tokens != r->out_tokens)
-		snprintf(r->err, sizeof(r->err), "usage says %d tokens, %d streamed", usage_tokens, r->out_tokens);
+	else if (c->usage_tokens >= 0 && c->usage_tokens != r->out_tokens)
+		snprintf(r->err, sizeof(r->err), "usage says %d tokens, %d streamed", c->usage_tokens, r->out_tokens);
 	else
 		r->ok = true;
-out:
-	if (*fd >= 0 && !(s.body_end && s.status == 200 && done)) {
-		close(*fd);
-		*fd = -1;
-	}
-	free(msg);
-	free(s.raw);
-	free(s.body);
+	if (!(s->body_end && s->status == 200 && c->done))
+		conn_close(c);
+	free(s->raw);
+	free(s->body);
+	memset(s, 0, sizeof(*s));
+	c->r = NULL;
 }
 
-static void *worker(void *arg)
+/* The complete server-sent events received so far on @c, at time @t. */
+static void events(struct conn *c, double t)
 {
-	struct level *l = arg;
-	int fd = -1;
+	struct req *r = c->r;
+	struct stream *s = &c->s;
 
 	for (;;) {
-		int i;
+		char *ev = s->body ? s->body + s->bpos : NULL, *end, *data, err[128];
+		struct spyre_json *doc;
+		const struct spyre_json_node *root, *ch, *ids, *u;
+		int got;
 
-		pthread_mutex_lock(&l->lock);
-		i = l->next < l->o->num_prompts ? l->next++ : -1;
-		pthread_mutex_unlock(&l->lock);
-		if (i < 0) {
-			if (fd >= 0)
-				close(fd);
-			return NULL;
+		if (!ev || !(end = strstr(ev, "\n\n")))
+			break;
+		s->bpos = (size_t)(end + 2 - s->body);
+		data = strstr(ev, "data: ");
+		if (!data || data > end)
+			continue;
+		data += 6;
+		if (!strncmp(data, "[DONE]", 6)) {
+			c->done = true;
+			continue;
 		}
-		run_req(&l->reqs[i], l->o, &fd);
+		if (!scan_chunk(data, (size_t)(end - data), &got))
+			goto counted;
+		if (spyre_json_parse(data, (size_t)(end - data), &doc, err, sizeof(err))) {
+			snprintf(r->err, sizeof(r->err), "bad chunk: %.60s", err);
+			c->bad = true;
+			continue;
+		}
+		root = spyre_json_root(doc);
+		if (spyre_json_get(root, "error")) {	/* an error event in the stream */
+			const char *m = spyre_json_string(spyre_json_get(spyre_json_get(root, "error"),
+									 "message"), NULL);
+
+			snprintf(r->err, sizeof(r->err), "error event: %.100s", m ? m : "(no message)");
+			c->bad = true;
+		}
+		ch = spyre_json_at(spyre_json_get(root, "choices"), 0, NULL);
+		ids = spyre_json_get(ch, "token_ids");
+		got = (int)spyre_json_count(ids);
+		u = spyre_json_get(spyre_json_get(root, "usage"), "completion_tokens");
+		if (u) {
+			double d;
+
+			if (!spyre_json_number(u, &d))
+				c->usage_tokens = (int)d;
+		}
+		spyre_json_free(doc);
+counted:
+		if (got > 0) {
+			if (r->ttft < 0) {
+				r->ttft = t - c->t0;
+			} else {
+				if (r->n_itl == c->itl_cap)
+					r->itl = realloc(r->itl, sizeof(double) *
+							 (size_t)(c->itl_cap = c->itl_cap ? c->itl_cap * 2 : 64));
+				r->itl[r->n_itl++] = t - c->last;
+			}
+			c->last = t;
+			r->out_tokens += got;
+		}
 	}
+}
+
+/* @c's socket is readable: read (times taken when recv returns); true when its request ended. */
+static bool on_readable(struct conn *c, const struct opts *o, int ep)
+{
+	struct stream *s = &c->s;
+	ssize_t k;
+	double t;
+
+	grow(&s->raw, &s->rcap, s->rlen + 16384 + 1);
+	k = recv(c->fd, s->raw + s->rlen, s->rcap - s->rlen - 1, MSG_DONTWAIT);
+	if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	if (k <= 0) {
+		if (!s->rlen && c->reused) {	/* a kept connection the server had closed: once more */
+			struct req *r = c->r;
+			double t0 = c->t0;
+
+			conn_close(c);
+			start_req(c, r, o, ep);
+			c->t0 = t0;
+			c->reused = false;
+			return !c->r;
+		}
+		conn_close(c);
+		end_req(c, o);
+		return true;
+	}
+	t = now();
+	s->rlen += (size_t)k;
+	decode(s);
+	if (!s->head_done || s->status == 200)
+		events(c, t);
+	if (!s->body_end)
+		return false;
+	end_req(c, o);
+	return true;
+}
+
+/* Run every request of @l; at most l->conc in flight. */
+static void run_requests(struct level *l)
+{
+	const struct opts *o = l->o;
+	struct conn *cs = calloc((size_t)l->conc, sizeof(*cs));
+	struct epoll_event *evs = calloc((size_t)l->conc, sizeof(*evs));
+	int ep = epoll_create1(EPOLL_CLOEXEC), i, inflight = 0;
+
+	if (!cs || !evs || ep < 0) {
+		fprintf(stderr, "serve-bench: out of memory or epoll\n");
+		exit(2);
+	}
+	for (i = 0; i < l->conc; i++)
+		cs[i].fd = -1;
+	for (;;) {
+		int n;
+
+		/* every idle connection takes the next request */
+		for (i = 0; i < l->conc && l->next < o->num_prompts; i++)
+			if (!cs[i].r) {
+				start_req(&cs[i], &l->reqs[l->next++], o, ep);
+				inflight += cs[i].r != NULL;
+			}
+		if (!inflight)
+			break;
+		n = epoll_wait(ep, evs, l->conc, o->timeout_s * 1000);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {	/* nothing for timeout_s: every request in flight fails */
+			for (i = 0; i < l->conc; i++)
+				if (cs[i].r) {
+					conn_close(&cs[i]);
+					snprintf(cs[i].r->err, sizeof(cs[i].r->err), "no answer for %d s", o->timeout_s);
+					end_req(&cs[i], o);
+					inflight--;
+				}
+			continue;
+		}
+		for (i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (c->r && on_readable(c, o, ep))
+				inflight -= !c->r;
+		}
+	}
+	for (i = 0; i < l->conc; i++)
+		conn_close(&cs[i]);
+	close(ep);
+	free(cs);
+	free(evs);
 }
 
 /* ---- statistics -------------------------------------------------------------------------------- */
@@ -474,24 +564,16 @@ static double delta_mean(const double *c0, const double *c1, int sum, int count)
 static int run_level(const struct opts *o, int conc, struct result *res)
 {
 	struct level l = { .conc = conc, .o = o };
-	pthread_t *t = calloc((size_t)conc, sizeof(*t));
 	double *ttft, *tpot, *e2el, *itl, t0, cpu0, c0[NCOUNTERS], c1[NCOUNTERS];
 	int i, k, nt = 0, ntpot = 0, nitl = 0, nitl_all = 0, shown = 0;
 
-	pthread_mutex_init(&l.lock, NULL);
 	l.reqs = calloc((size_t)o->num_prompts, sizeof(*l.reqs));
 	for (i = 0; i < o->num_prompts; i++)
 		l.reqs[i].body = body_of(o, i);
 	engine_counters(o->port, c0);
 	cpu0 = cpu_self();
 	t0 = now();
-	for (i = 0; i < conc; i++)
-		if (pthread_create(&t[i], NULL, worker, &l)) {
-			fprintf(stderr, "serve-bench: pthread_create failed\n");
-			exit(2);
-		}
-	for (i = 0; i < conc; i++)
-		pthread_join(t[i], NULL);
+	run_requests(&l);
 	memset(res, 0, sizeof(*res));
 	res->conc = conc;
 	res->duration = now() - t0;
@@ -541,12 +623,10 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 		free(l.reqs[i].itl);
 	}
 	free(l.reqs);
-	free(t);
 	free(ttft);
 	free(tpot);
 	free(e2el);
 	free(itl);
-	pthread_mutex_destroy(&l.lock);
 	return res->failed ? 1 : 0;
 }
 
