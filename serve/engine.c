@@ -525,6 +525,7 @@ static int step(struct spyre_engine *e)
 	e->stats.runner_host_ns += rs.host_ns;
 	e->stats.runner_device_ns += rs.device_ns;
 	e->stats.runner_builds += rs.builds;
+	e->stats.runner_replays += rs.replays;
 	for (uint32_t s = 0; s < e->nitems; s++) {
 		if (rc)
 			finish(e, e->items[s].r, e->items[s].r->aborted ? SPYRE_FINISH_ABORT : SPYRE_FINISH_ERROR,

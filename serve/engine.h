@@ -147,6 +147,7 @@ struct spyre_engine_stats {
 	uint64_t steps;
 	uint64_t runner_host_ns, runner_device_ns;	/* sums of the runner's step stats */
 	uint64_t runner_builds;				/* kernels built by steps (after any warm-up) */
+	uint64_t runner_replays;			/* steps the runner replayed as a launch graph */
 	uint64_t thread_cpu_ns;		/* CPU time of the engine's thread (spyre_engine_start), else 0 */
 	uint64_t requests_finished[SPYRE_FINISH_ERROR + 1];	/* by reason */
 };

@@ -195,6 +195,9 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 	metric(o, "spyre", "runner_kernel_builds", "counter",
 	       "Kernels the runner built while serving (shapes the warm-up did not cover).");
 	value(o, "spyre", mn, "runner_kernel_builds_total", (double)st->runner_builds);
+	metric(o, "spyre", "runner_graph_replays", "counter",
+	       "Steps the runner replayed as a captured launch graph (card runner: decode steps).");
+	value(o, "spyre", mn, "runner_graph_replays_total", (double)st->runner_replays);
 	metric(o, "spyre", "engine_thread_cpu_seconds", "counter",
 	       "CPU time of the engine's thread (the steps: runner, sampling, events).");
 	value(o, "spyre", mn, "engine_thread_cpu_seconds_total", st->thread_cpu_ns * 1e-9);
