@@ -513,6 +513,7 @@ struct result {
 	/* from spyre-serve's /metrics around the level (-1: not served) */
 	double steps, host_s, device_s, queue_s, server_ttft_s;
 	double engine_cpu_s, http_cpu_s;	/* the server's engine and HTTP threads (-1: not served) */
+	double replays;				/* steps the runner replayed as launch graphs (-1: not served) */
 	double client_cpu_s;			/* this process's CPU time over the level */
 };
 
@@ -521,7 +522,7 @@ struct result {
  * "Metrics") and vLLM's queue time and TTFT sums and counts; -1 each where a
  * server has none.
  */
-#define NCOUNTERS 9
+#define NCOUNTERS 10
 static void engine_counters(int port, double v[NCOUNTERS])
 {
 	static const char *const names[NCOUNTERS] = {
@@ -529,6 +530,7 @@ static void engine_counters(int port, double v[NCOUNTERS])
 		"vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count",
 		"vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
 		"spyre:engine_thread_cpu_seconds_total", "spyre:http_thread_cpu_seconds_total",
+		"spyre:runner_graph_replays_total",
 	};
 	int i;
 
@@ -584,6 +586,7 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 	res->device_s = delta(c0, c1, 2);
 	res->engine_cpu_s = delta(c0, c1, 7);
 	res->http_cpu_s = delta(c0, c1, 8);
+	res->replays = delta(c0, c1, 9);
 	res->queue_s = delta_mean(c0, c1, 3, 4);
 	res->server_ttft_s = delta_mean(c0, c1, 5, 6);
 	for (i = 0; i < o->num_prompts; i++)
@@ -668,6 +671,7 @@ static void table(const struct opts *o, const struct result *r, int n)
 	STAT("E2EL", e2el);
 	if (r[0].steps > 0) {	/* spyre-serve: what the engine did */
 		ROW("engine steps", ".0f", r[i].steps);
+		ROW("steps replayed as graphs", ".0f", r[i].replays > 0 ? r[i].replays : 0);
 		ROW("tokens per step (in + out)", ".2f",
 		    r[i].steps > 0 ? (r[i].input_tokens + r[i].output_tokens) / r[i].steps : 0);
 		ROW("runner host time per step (ms)", ".3f", r[i].steps > 0 ? r[i].host_s * 1e3 / r[i].steps : 0);
@@ -715,6 +719,8 @@ static int write_json(const struct opts *o, const struct result *r, int n)
 		if (x->steps >= 0)
 			fprintf(f, ",\"engine_steps\":%.0f,\"runner_host_s\":%.6f,\"device_s\":%.6f", x->steps,
 				x->host_s, x->device_s);
+		if (x->replays >= 0)
+			fprintf(f, ",\"graph_replays\":%.0f", x->replays);
 		if (x->engine_cpu_s >= 0)
 			fprintf(f, ",\"engine_thread_cpu_s\":%.6f", x->engine_cpu_s);
 		if (x->http_cpu_s >= 0)

@@ -339,8 +339,27 @@ void spyre_http_flush(void)
 	later = NULL;
 }
 
-/* Server thread: resume the queued connections; true when there were any. */
-static bool resume_queued(struct spyre_http *h)
+/* Server thread: resume @c if it is suspended (and open); @dequeue: taken off the wake queue; @wake: set its wake. */
+static void resume(struct spyre_http_conn *c, bool dequeue, bool wake)
+{
+	bool suspended;
+
+	pthread_mutex_lock(&c->lock);
+	if (dequeue) {
+		c->queued = false;
+		c->wake_next = NULL;
+	}
+	if (wake)
+		c->wake = true;
+	suspended = c->suspended && c->alive;
+	c->suspended = false;
+	pthread_mutex_unlock(&c->lock);
+	if (suspended)
+		MHD_resume_connection(c->mc);
+}
+
+/* Server thread: resume the queued connections. */
+static void resume_queued(struct spyre_http *h)
 {
 	struct spyre_http_conn *c, *next;
 
@@ -348,43 +367,20 @@ static bool resume_queued(struct spyre_http *h)
 	c = h->wake_head;
 	h->wake_head = NULL;
 	pthread_mutex_unlock(&h->wake_lock);
-	if (!c)
-		return false;
 	for (; c; c = next) {
-		bool resume;
-
 		next = c->wake_next;
-		pthread_mutex_lock(&c->lock);
-		c->queued = false;
-		c->wake_next = NULL;
-		resume = c->suspended && c->alive;
-		c->suspended = false;
-		pthread_mutex_unlock(&c->lock);
-		if (resume)
-			MHD_resume_connection(c->mc);
-		spyre_http_conn_put(c);
+		resume(c, true, false);
+		spyre_http_conn_put(c);	/* the queue's */
 	}
-	return true;
 }
 
 /* Server thread, stopping: every suspended connection resumed (and never suspended again). */
 static void resume_all(struct spyre_http *h)
 {
-	struct spyre_http_conn *c;
-
 	resume_queued(h);
 	pthread_mutex_lock(&h->lock);
-	for (c = h->head; c; c = c->next) {
-		bool resume;
-
-		pthread_mutex_lock(&c->lock);
-		c->wake = true;
-		resume = c->suspended && c->alive;
-		c->suspended = false;
-		pthread_mutex_unlock(&c->lock);
-		if (resume)
-			MHD_resume_connection(c->mc);
-	}
+	for (struct spyre_http_conn *c = h->head; c; c = c->next)
+		resume(c, false, true);
 	pthread_mutex_unlock(&h->lock);
 }
 

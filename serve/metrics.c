@@ -166,8 +166,7 @@ static void value(struct spyre_buf *o, const char *ns, const char *model, const 
 	spyre_buf_printf(o, "%s:%s{model_name=\"%s\"} %.17g\n", ns, name, model, v);
 }
 
-void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_stats *st, double http_cpu_s,
-			  struct spyre_buf *o)
+void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_stats *st, struct spyre_buf *o)
 {
 	const char *mn = m->model;
 	size_t i, k;
@@ -201,11 +200,6 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 	metric(o, "spyre", "engine_thread_cpu_seconds", "counter",
 	       "CPU time of the engine's thread (the steps: runner, sampling, events).");
 	value(o, "spyre", mn, "engine_thread_cpu_seconds_total", st->thread_cpu_ns * 1e-9);
-	if (http_cpu_s >= 0) {
-		metric(o, "spyre", "http_thread_cpu_seconds", "counter",
-		       "CPU time of the HTTP thread (requests, streamed chunks, sockets).");
-		value(o, "spyre", mn, "http_thread_cpu_seconds_total", http_cpu_s);
-	}
 
 	pthread_mutex_lock(&m->lock);
 	metric(o, "vllm", "prompt_tokens", "counter", "Number of prefill tokens processed.");
@@ -233,4 +227,11 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 				 (unsigned long long)h->total);
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+void spyre_metrics_render_http_cpu(struct spyre_metrics *m, double http_cpu_s, struct spyre_buf *o)
+{
+	metric(o, "spyre", "http_thread_cpu_seconds", "counter",
+	       "CPU time of the HTTP thread (requests, streamed chunks, sockets).");
+	value(o, "spyre", m->model, "http_thread_cpu_seconds_total", http_cpu_s);
 }

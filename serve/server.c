@@ -546,14 +546,13 @@ static void metrics(struct spyre_server *s, struct spyre_http_conn *c)
 	struct spyre_engine_stats st;
 	struct spyre_buf b;
 	struct timespec ts;
-	double http_cpu = -1;
 
-	/* the HTTP layer's one thread serves /metrics too: its CPU time is this thread's */
-	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-		http_cpu = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 	spyre_engine_get_stats(s->o.engine, &st);
 	spyre_buf_init(&b);
-	spyre_metrics_render(s->metrics, &st, http_cpu, &b);
+	spyre_metrics_render(s->metrics, &st, &b);
+	/* the HTTP layer's one thread serves /metrics too: its CPU time is this thread's */
+	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		spyre_metrics_render_http_cpu(s->metrics, (double)ts.tv_sec + ts.tv_nsec * 1e-9, &b);
 	reply_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

@@ -71,18 +71,26 @@ void spyre_buf_printf(struct spyre_buf *b, const char *fmt, ...)
 	va_list ap;
 	int n;
 
+	/* one pass into the room there is (most lines fit in 128 bytes), a second only when it did not fit */
+	if (!buf_reserve(b, 128))
+		return;
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
 	va_end(ap);
 	if (n < 0) {
+		b->p[b->len] = '\0';
 		b->oom = true;
 		return;
 	}
-	if (!buf_reserve(b, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
+	if ((size_t)n >= b->cap - b->len) {
+		if (!buf_reserve(b, (size_t)n)) {
+			b->p[b->len] = '\0';
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
 }
 
@@ -141,6 +149,11 @@ void spyre_jw_escape(struct spyre_buf *b, const char *s, size_t n)
 	while (i < n) {
 		unsigned char c = u[i];
 
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {	/* plain ASCII: no UTF-8 step */
+			i++;
+			run++;
+			continue;
+		}
 		k = utf8_char(u + i, n - i);
 		if (k > 1 || (k == 1 && c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)) {
 			i += k;
