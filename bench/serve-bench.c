@@ -10,8 +10,9 @@
  * carry tokens) and E2EL. A request fails unless it answers 200, ends with
  * [DONE] and streams exactly --output-len tokens.
  *
- * Loopback only (plain sockets, serve/tests/http-client.h; the SSE chunks
- * parsed with util/json.c). Exit status: 0 every request of every level
+ * Loopback only (plain sockets, serve/tests/http-client.h, kept alive and
+ * driven by one thread's epoll; the SSE chunks scanned, or parsed with
+ * util/json.c). Exit status: 0 every request of every level
  * succeeded, 1 some failed, 2 bad usage or the server unreachable.
  */
 #include <inttypes.h>

@@ -296,6 +296,7 @@ static void close_embedder(struct embedder *em)
 		spyre_tokenizer_free(em->tok);
 }
 
+/* After a step's events: wake the server thread once for all the streams they woke. */
 static void flush_wakes(void *user)
 {
 	(void)user;
