@@ -13,6 +13,10 @@
  * batches (a token past the vocabulary, a block id past the cache, a
  * position that is not the context's, query_start not increasing, too many
  * rows) are -EINVAL naming the fault, and the runner goes on serving.
+ * Launch graphs: a runner that replays its decode steps (the default) and
+ * one that launches them one by one (no_graphs), fed the same steps, give
+ * the same greedy tokens and bit-identical logits, every decode after a
+ * sequence count's first replayed.
  * Built with SERVE_CARD_WITH_CPU (serve.mk, when serve/runner_cpu.c is in
  * the tree) every step also runs on the CPU runner (model/ref_paged.c) and
  * the card's sampled logits and tokens are checked against it the same way.
