@@ -377,7 +377,8 @@ $(B)/tests/serve-bench-test: serve/tests/serve-bench-test.sh $(B)/bench/serve-be
 # make bench-serve: spyre-serve under serve-bench (bench/serve-bench.sh: the levels 1, 4, 16 and 32
 # in flight, SERVE_BENCH_PROMPTS prompts of SERVE_BENCH_IN tokens in, SERVE_BENCH_OUT out; the table,
 # the engine's steps, and output throughput c16 / c1): on the host's CPU runner, then on the card in
-# the VM in timed mode (docs/serve.md, "serve-bench"), server and client sharing the guest's one CPU.
+# the VM in timed mode (docs/serve.md, "serve-bench"), server and client sharing the guest's one CPU,
+# with launch graphs (the default) and without (--no-graphs).
 SERVE_BENCH_PROMPTS ?= 64
 SERVE_BENCH_CARD_PROMPTS ?= 256
 SERVE_BENCH_IN ?= 32
@@ -394,6 +395,12 @@ bench-serve: $(B)/bin/spyre-serve $(B)/bench/serve-bench $(B)/bench/serve-bench.
 		SERVE_BENCH_IN=$(SERVE_BENCH_IN) SERVE_BENCH_OUT=$(SERVE_BENCH_OUT) /spyre/bench/serve-bench.sh /tmp/serve \
 		--runner card --tokenizer /spyre/tiny/tokenizer.json
 	tr -d '\r' <$(B)/bench-out/serve-card--timed.out
+	@echo "== serving: the same with every step launched one by one (--no-graphs)"
+	tools/vm/run -q --timed --timeout 1800 --copy $(B)/bench --copy model/configs/tiny \
+		--out $(B)/bench-out/serve-card-nographs--timed.out -- env SERVE_BENCH_PROMPTS=$(SERVE_BENCH_CARD_PROMPTS) \
+		SERVE_BENCH_IN=$(SERVE_BENCH_IN) SERVE_BENCH_OUT=$(SERVE_BENCH_OUT) /spyre/bench/serve-bench.sh /tmp/serve \
+		--runner card --no-graphs --tokenizer /spyre/tiny/tokenizer.json
+	tr -d '\r' <$(B)/bench-out/serve-card-nographs--timed.out
 
 bench: setup
 	$(MAKE) bench-run

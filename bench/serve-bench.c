@@ -10,13 +10,15 @@
  * carry tokens) and E2EL. A request fails unless it answers 200, ends with
  * [DONE] and streams exactly --output-len tokens.
  *
- * Loopback only (plain sockets, serve/tests/http-client.h; the SSE chunks
- * parsed with util/json.c). Exit status: 0 every request of every level
+ * Loopback only (plain sockets, serve/tests/http-client.h, kept alive and
+ * driven by one thread's epoll; the SSE chunks scanned, or parsed with
+ * util/json.c). Exit status: 0 every request of every level
  * succeeded, 1 some failed, 2 bad usage or the server unreachable.
  */
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -51,7 +53,6 @@ struct level {
 	int conc;
 	struct req *reqs;
 	int next;		/* the next request to start */
-	pthread_mutex_t lock;
 	const struct opts *o;
 };
 
@@ -128,6 +129,7 @@ struct stream {
 	char *raw;		/* bytes received */
 	size_t rlen, rcap, rpos;	/* rpos: body bytes consumed (after the head) */
 	bool head_done, chunked, body_end;
+	long clen;		/* Content-Length of a body that is not chunked, -1 none */
 	char *body;		/* decoded body */
 	size_t blen, bcap, bpos;	/* bpos: SSE bytes consumed */
 	int status;
@@ -156,6 +158,11 @@ static void decode(struct stream *s)
 		if (sscanf(s->raw, "HTTP/1.%*d %d", &s->status) != 1)
 			s->status = -1;
 		s->chunked = strcasestr(s->raw, "Transfer-Encoding: chunked") != NULL;
+		{
+			const char *cl = strcasestr(s->raw, "\r\nContent-Length:");
+
+			s->clen = cl ? strtol(cl + 17, NULL, 10) : -1;
+		}
 		*end = '\r';
 		s->head_done = true;
 		s->rpos = (size_t)(end - s->raw) + 4;
@@ -173,6 +180,8 @@ static void decode(struct stream *s)
 			s->blen += avail;
 			s->rpos += avail;
 			s->body[s->blen] = '\0';
+			if (s->clen >= 0 && s->blen >= (size_t)s->clen)
+				s->body_end = true;
 			return;
 		}
 		nl = memmem(p, avail, "\r\n", 2);
@@ -197,132 +206,264 @@ static void decode(struct stream *s)
 	}
 }
 
-static void run_req(struct req *r, const struct opts *o)
-{
-	struct stream s = { 0 };
-	size_t n;
-	char *msg = hrequest("POST", "/v1/completions", r->body, &n);
-	int fd = hconnect(o->port, o->timeout_s), itl_cap = 0, usage_tokens = -1;
-	double t0 = now(), last = 0;
-	bool done = false, bad = false;
+/*
+ * The requests of a level run on one thread, as vLLM's client runs them on
+ * one asyncio event loop: up to the level's concurrency of connections, each
+ * kept alive from one request to the next (vLLM pools its connections), an
+ * epoll over them. A connection carries one request at a time; its next
+ * request is sent as soon as the last one's stream has ended. A kept
+ * connection the server closed meanwhile (nothing came back) is reopened
+ * once for the request; a connection is closed after an error or a
+ * response that is not a whole 200 stream.
+ */
+struct conn {
+	int fd;
+	struct req *r;			/* in flight, or NULL */
+	bool reused;			/* the request went out on a kept connection */
+	struct stream s;
+	double t0, last;
+	int itl_cap, usage_tokens;
+	bool done, bad;
+};
 
+/* Send @c's request (its t0 set); 0, or -1 with the request failed. */
+static int send_req(struct conn *c, const struct opts *o, int ep)
+{
+	struct req *r = c->r;
+	size_t n, blen = strlen(r->body);
+	char *msg = malloc(blen + 256);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	int ret = -1;
+
+	n = (size_t)snprintf(msg, 256, "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+			     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", blen);
+	memcpy(msg + n, r->body, blen);
+	n += blen;
+	c->reused = c->fd >= 0;
+	if (c->fd < 0) {
+		c->fd = hconnect(o->port, o->timeout_s);
+		if (c->fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev)) {
+			close(c->fd);
+			c->fd = -1;
+		}
+	}
+	if (c->fd >= 0 && !hsend(c->fd, msg, n))
+		ret = 0;
+	free(msg);
+	return ret;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);	/* leaves the epoll set */
+	c->fd = -1;
+}
+
+/* Start request @r on @c (t0 now). */
+static void start_req(struct conn *c, struct req *r, const struct opts *o, int ep)
+{
+	memset(&c->s, 0, sizeof(c->s));
+	c->r = r;
+	c->t0 = now();
+	c->last = 0;
+	c->itl_cap = 0;
+	c->usage_tokens = -1;
+	c->done = c->bad = false;
 	r->ok = false;
 	r->out_tokens = 0;
 	r->ttft = -1;
-	if (fd < 0 || hsend(fd, msg, n)) {
-		snprintf(r->err, sizeof(r->err), "cannot connect or send");
-		goto out;
-	}
-	for (;;) {
-		ssize_t k;
-		double t;
+	if (!send_req(c, o, ep))
+		return;
+	conn_close(c);
+	if (c->reused && !send_req(c, o, ep))	/* the kept connection was gone: a new one */
+		return;
+	conn_close(c);
+	snprintf(r->err, sizeof(r->err), "cannot connect or send");
+	r->e2el = now() - c->t0;
+	c->r = NULL;
+}
 
-		grow(&s.raw, &s.rcap, s.rlen + 65536 + 1);
-		k = recv(fd, s.raw + s.rlen, s.rcap - s.rlen - 1, 0);
-		if (k <= 0)
-			break;
-		t = now();
-		s.rlen += (size_t)k;
-		decode(&s);
-		if (s.head_done && s.status != 200) {
-			continue;	/* read the error body to its end */
-		}
-		/* complete SSE events */
-		for (;;) {
-			char *ev = s.body ? s.body + s.bpos : NULL, *end, *data, err[128];
-			struct spyre_json *doc;
-			const struct spyre_json_node *root, *ch, *ids, *u;
-			int got;
+/* The stream of @c's request has ended (or its connection): judge it. */
+static void end_req(struct conn *c, const struct opts *o)
+{
+	struct req *r = c->r;
+	struct stream *s = &c->s;
 
-			if (!ev || !(end = strstr(ev, "\n\n")))
-				break;
-			s.bpos = (size_t)(end + 2 - s.body);
-			data = strstr(ev, "data: ");
-			if (!data || data > end)
-				continue;
-			data += 6;
-			if (!strncmp(data, "[DONE]", 6)) {
-				done = true;
-				continue;
-			}
-			if (!scan_chunk(data, (size_t)(end - data), &got))
-				goto counted;
-			if (spyre_json_parse(data, (size_t)(end - data), &doc, err, sizeof(err))) {
-				snprintf(r->err, sizeof(r->err), "bad chunk: %.60s", err);
-				bad = true;
-				continue;
-			}
-			root = spyre_json_root(doc);
-			if (spyre_json_get(root, "error")) {	/* an error event in the stream */
-				const char *m = spyre_json_string(spyre_json_get(spyre_json_get(root, "error"),
-										 "message"), NULL);
-
-				snprintf(r->err, sizeof(r->err), "error event: %.100s", m ? m : "(no message)");
-				bad = true;
-			}
-			ch = spyre_json_at(spyre_json_get(root, "choices"), 0, NULL);
-			ids = spyre_json_get(ch, "token_ids");
-			got = (int)spyre_json_count(ids);
-			u = spyre_json_get(spyre_json_get(root, "usage"), "completion_tokens");
-			if (u) {
-				double d;
-
-				if (!spyre_json_number(u, &d))
-					usage_tokens = (int)d;
-			}
-			spyre_json_free(doc);
-counted:
-			if (got > 0) {
-				if (r->ttft < 0) {
-					r->ttft = t - t0;
-				} else {
-					if (r->n_itl == itl_cap)
-						r->itl = realloc(r->itl, sizeof(double) * (size_t)(itl_cap = itl_cap ? itl_cap * 2 : 64));
-					r->itl[r->n_itl++] = t - last;
-				}
-				last = t;
-				r->out_tokens += got;
-			}
-		}
-		if (s.body_end)
-			break;
-	}
-	r->e2el = now() - t0;
-	if (!s.head_done || s.status != 200)
-		snprintf(r->err, sizeof(r->err), "HTTP status %d%s%.60s", s.status, s.body ? ": " : "",
-			 s.body ? s.body : "");
-	else if (bad)
+	r->e2el = now() - c->t0;
+	if (!s->head_done || s->status != 200)
+		snprintf(r->err, sizeof(r->err), "HTTP status %d%s%.60s", s->status, s->body ? ": " : "",
+			 s->body ? s->body : "");
+	else if (c->bad)
 		;
-	else if (!done)
+	else if (!c->done)
 		snprintf(r->err, sizeof(r->err), "no [DONE] (after %d tokens)", r->out_tokens);
 	else if (r->out_tokens != o->output_len)
 		snprintf(r->err, sizeof(r->err), "%d tokens, not %d", r->out_tokens, o->output_len);
-	else if (usage_tokens >= 0 && usage_tokens != r->out_tokens)
-		snprintf(r->err, sizeof(r->err), "usage says %d tokens, %d streamed", usage_tokens, r->out_tokens);
+	else if (c->usage_tokens >= 0 && c->usage_tokens != r->out_tokens)
+		snprintf(r->err, sizeof(r->err), "usage says %d tokens, %d streamed", c->usage_tokens, r->out_tokens);
 	else
 		r->ok = true;
-out:
-	if (fd >= 0)
-		close(fd);
-	free(msg);
-	free(s.raw);
-	free(s.body);
+	if (!(s->body_end && s->status == 200 && c->done))
+		conn_close(c);
+	free(s->raw);
+	free(s->body);
+	memset(s, 0, sizeof(*s));
+	c->r = NULL;
 }
 
-static void *worker(void *arg)
+/* The complete server-sent events received so far on @c, at time @t. */
+static void events(struct conn *c, double t)
 {
-	struct level *l = arg;
+	struct req *r = c->r;
+	struct stream *s = &c->s;
 
 	for (;;) {
-		int i;
+		char *ev = s->body ? s->body + s->bpos : NULL, *end, *data, err[128];
+		struct spyre_json *doc;
+		const struct spyre_json_node *root, *ch, *ids, *u;
+		int got;
 
-		pthread_mutex_lock(&l->lock);
-		i = l->next < l->o->num_prompts ? l->next++ : -1;
-		pthread_mutex_unlock(&l->lock);
-		if (i < 0)
-			return NULL;
-		run_req(&l->reqs[i], l->o);
+		if (!ev || !(end = strstr(ev, "\n\n")))
+			break;
+		s->bpos = (size_t)(end + 2 - s->body);
+		data = strstr(ev, "data: ");
+		if (!data || data > end)
+			continue;
+		data += 6;
+		if (!strncmp(data, "[DONE]", 6)) {
+			c->done = true;
+			continue;
+		}
+		if (!scan_chunk(data, (size_t)(end - data), &got))
+			goto counted;
+		if (spyre_json_parse(data, (size_t)(end - data), &doc, err, sizeof(err))) {
+			snprintf(r->err, sizeof(r->err), "bad chunk: %.60s", err);
+			c->bad = true;
+			continue;
+		}
+		root = spyre_json_root(doc);
+		if (spyre_json_get(root, "error")) {	/* an error event in the stream */
+			const char *m = spyre_json_string(spyre_json_get(spyre_json_get(root, "error"),
+									 "message"), NULL);
+
+			snprintf(r->err, sizeof(r->err), "error event: %.100s", m ? m : "(no message)");
+			c->bad = true;
+		}
+		ch = spyre_json_at(spyre_json_get(root, "choices"), 0, NULL);
+		ids = spyre_json_get(ch, "token_ids");
+		got = (int)spyre_json_count(ids);
+		u = spyre_json_get(spyre_json_get(root, "usage"), "completion_tokens");
+		if (u) {
+			double d;
+
+			if (!spyre_json_number(u, &d))
+				c->usage_tokens = (int)d;
+		}
+		spyre_json_free(doc);
+counted:
+		if (got > 0) {
+			if (r->ttft < 0) {
+				r->ttft = t - c->t0;
+			} else {
+				if (r->n_itl == c->itl_cap)
+					r->itl = realloc(r->itl, sizeof(double) *
+							 (size_t)(c->itl_cap = c->itl_cap ? c->itl_cap * 2 : 64));
+				r->itl[r->n_itl++] = t - c->last;
+			}
+			c->last = t;
+			r->out_tokens += got;
+		}
 	}
+}
+
+/* @c's socket is readable: read (times taken when recv returns); true when its request ended. */
+static bool on_readable(struct conn *c, const struct opts *o, int ep)
+{
+	struct stream *s = &c->s;
+	ssize_t k;
+	double t;
+
+	grow(&s->raw, &s->rcap, s->rlen + 16384 + 1);
+	k = recv(c->fd, s->raw + s->rlen, s->rcap - s->rlen - 1, MSG_DONTWAIT);
+	if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	if (k <= 0) {
+		if (!s->rlen && c->reused) {	/* a kept connection the server had closed: once more */
+			struct req *r = c->r;
+			double t0 = c->t0;
+
+			conn_close(c);
+			start_req(c, r, o, ep);
+			c->t0 = t0;
+			c->reused = false;
+			return !c->r;
+		}
+		conn_close(c);
+		end_req(c, o);
+		return true;
+	}
+	t = now();
+	s->rlen += (size_t)k;
+	decode(s);
+	if (!s->head_done || s->status == 200)
+		events(c, t);
+	if (!s->body_end)
+		return false;
+	end_req(c, o);
+	return true;
+}
+
+/* Run every request of @l; at most l->conc in flight. */
+static void run_requests(struct level *l)
+{
+	const struct opts *o = l->o;
+	struct conn *cs = calloc((size_t)l->conc, sizeof(*cs));
+	struct epoll_event *evs = calloc((size_t)l->conc, sizeof(*evs));
+	int ep = epoll_create1(EPOLL_CLOEXEC), i, inflight = 0;
+
+	if (!cs || !evs || ep < 0) {
+		fprintf(stderr, "serve-bench: out of memory or epoll\n");
+		exit(2);
+	}
+	for (i = 0; i < l->conc; i++)
+		cs[i].fd = -1;
+	for (;;) {
+		int n;
+
+		/* every idle connection takes the next request */
+		for (i = 0; i < l->conc && l->next < o->num_prompts; i++)
+			if (!cs[i].r) {
+				start_req(&cs[i], &l->reqs[l->next++], o, ep);
+				inflight += cs[i].r != NULL;
+			}
+		if (!inflight)
+			break;
+		n = epoll_wait(ep, evs, l->conc, o->timeout_s * 1000);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {	/* nothing for timeout_s: every request in flight fails */
+			for (i = 0; i < l->conc; i++)
+				if (cs[i].r) {
+					conn_close(&cs[i]);
+					snprintf(cs[i].r->err, sizeof(cs[i].r->err), "no answer for %d s", o->timeout_s);
+					end_req(&cs[i], o);
+					inflight--;
+				}
+			continue;
+		}
+		for (i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (c->r && on_readable(c, o, ep))
+				inflight -= !c->r;
+		}
+	}
+	for (i = 0; i < l->conc; i++)
+		conn_close(&cs[i]);
+	close(ep);
+	free(cs);
+	free(evs);
 }
 
 /* ---- statistics -------------------------------------------------------------------------------- */
@@ -372,6 +513,9 @@ struct result {
 	struct stat3 ttft, tpot, itl, e2el;
 	/* from spyre-serve's /metrics around the level (-1: not served) */
 	double steps, host_s, device_s, queue_s, server_ttft_s;
+	double engine_cpu_s, http_cpu_s;	/* the server's engine and HTTP threads (-1: not served) */
+	double replays;				/* steps the runner replayed as launch graphs (-1: not served) */
+	double client_cpu_s;			/* this process's CPU time over the level */
 };
 
 /*
@@ -379,18 +523,37 @@ struct result {
  * "Metrics") and vLLM's queue time and TTFT sums and counts; -1 each where a
  * server has none.
  */
-#define NCOUNTERS 7
+#define NCOUNTERS 10
 static void engine_counters(int port, double v[NCOUNTERS])
 {
 	static const char *const names[NCOUNTERS] = {
 		"spyre:engine_steps_total", "spyre:runner_host_seconds_total", "spyre:runner_device_seconds_total",
 		"vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count",
 		"vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
+		"spyre:engine_thread_cpu_seconds_total", "spyre:http_thread_cpu_seconds_total",
+		"spyre:runner_graph_replays_total",
 	};
 	int i;
 
 	for (i = 0; i < NCOUNTERS; i++)
 		v[i] = get_metric(port, names[i]);
+}
+
+/* this process's CPU time (user + system), seconds */
+static double cpu_self(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* c1 - c0 of counter @i, -1 without it */
+static double delta(const double *c0, const double *c1, int i)
+{
+	return c0[i] >= 0 && c1[i] >= 0 ? c1[i] - c0[i] : -1;
 }
 
 /* (a1 - a0) / (n1 - n0) of two counters around a level, -1 without them */
@@ -404,30 +567,27 @@ static double delta_mean(const double *c0, const double *c1, int sum, int count)
 static int run_level(const struct opts *o, int conc, struct result *res)
 {
 	struct level l = { .conc = conc, .o = o };
-	pthread_t *t = calloc((size_t)conc, sizeof(*t));
-	double *ttft, *tpot, *e2el, *itl, t0, c0[NCOUNTERS], c1[NCOUNTERS];
+	double *ttft, *tpot, *e2el, *itl, t0, cpu0, c0[NCOUNTERS], c1[NCOUNTERS];
 	int i, k, nt = 0, ntpot = 0, nitl = 0, nitl_all = 0, shown = 0;
 
-	pthread_mutex_init(&l.lock, NULL);
 	l.reqs = calloc((size_t)o->num_prompts, sizeof(*l.reqs));
 	for (i = 0; i < o->num_prompts; i++)
 		l.reqs[i].body = body_of(o, i);
 	engine_counters(o->port, c0);
+	cpu0 = cpu_self();
 	t0 = now();
-	for (i = 0; i < conc; i++)
-		if (pthread_create(&t[i], NULL, worker, &l)) {
-			fprintf(stderr, "serve-bench: pthread_create failed\n");
-			exit(2);
-		}
-	for (i = 0; i < conc; i++)
-		pthread_join(t[i], NULL);
+	run_requests(&l);
 	memset(res, 0, sizeof(*res));
 	res->conc = conc;
 	res->duration = now() - t0;
+	res->client_cpu_s = cpu_self() - cpu0;
 	engine_counters(o->port, c1);
-	res->steps = c0[0] >= 0 && c1[0] >= 0 ? c1[0] - c0[0] : -1;
-	res->host_s = c0[1] >= 0 && c1[1] >= 0 ? c1[1] - c0[1] : -1;
-	res->device_s = c0[2] >= 0 && c1[2] >= 0 ? c1[2] - c0[2] : -1;
+	res->steps = delta(c0, c1, 0);
+	res->host_s = delta(c0, c1, 1);
+	res->device_s = delta(c0, c1, 2);
+	res->engine_cpu_s = delta(c0, c1, 7);
+	res->http_cpu_s = delta(c0, c1, 8);
+	res->replays = delta(c0, c1, 9);
 	res->queue_s = delta_mean(c0, c1, 3, 4);
 	res->server_ttft_s = delta_mean(c0, c1, 5, 6);
 	for (i = 0; i < o->num_prompts; i++)
@@ -467,12 +627,10 @@ static int run_level(const struct opts *o, int conc, struct result *res)
 		free(l.reqs[i].itl);
 	}
 	free(l.reqs);
-	free(t);
 	free(ttft);
 	free(tpot);
 	free(e2el);
 	free(itl);
-	pthread_mutex_destroy(&l.lock);
 	return res->failed ? 1 : 0;
 }
 
@@ -514,6 +672,7 @@ static void table(const struct opts *o, const struct result *r, int n)
 	STAT("E2EL", e2el);
 	if (r[0].steps > 0) {	/* spyre-serve: what the engine did */
 		ROW("engine steps", ".0f", r[i].steps);
+		ROW("steps replayed as graphs", ".0f", r[i].replays > 0 ? r[i].replays : 0);
 		ROW("tokens per step (in + out)", ".2f",
 		    r[i].steps > 0 ? (r[i].input_tokens + r[i].output_tokens) / r[i].steps : 0);
 		ROW("runner host time per step (ms)", ".3f", r[i].steps > 0 ? r[i].host_s * 1e3 / r[i].steps : 0);
@@ -521,7 +680,12 @@ static void table(const struct opts *o, const struct result *r, int n)
 		ROW("wall time per step (ms)", ".3f", r[i].steps > 0 ? r[i].duration * 1e3 / r[i].steps : 0);
 		ROW("server: queue time mean (ms)", ".2f", r[i].queue_s * 1e3);
 		ROW("server: TTFT mean (ms)", ".2f", r[i].server_ttft_s * 1e3);
+		ROW("engine thread CPU per step (ms)", ".3f",
+		    r[i].steps > 0 && r[i].engine_cpu_s >= 0 ? r[i].engine_cpu_s * 1e3 / r[i].steps : 0);
+		ROW("HTTP thread CPU per token (us)", ".1f",
+		    r[i].output_tokens && r[i].http_cpu_s >= 0 ? r[i].http_cpu_s * 1e6 / r[i].output_tokens : 0);
 	}
+	ROW("client CPU per token (us)", ".1f", r[i].output_tokens ? r[i].client_cpu_s * 1e6 / r[i].output_tokens : 0);
 #undef STAT
 #undef ROW
 }
@@ -556,7 +720,13 @@ static int write_json(const struct opts *o, const struct result *r, int n)
 		if (x->steps >= 0)
 			fprintf(f, ",\"engine_steps\":%.0f,\"runner_host_s\":%.6f,\"device_s\":%.6f", x->steps,
 				x->host_s, x->device_s);
-		fprintf(f, "}");
+		if (x->replays >= 0)
+			fprintf(f, ",\"graph_replays\":%.0f", x->replays);
+		if (x->engine_cpu_s >= 0)
+			fprintf(f, ",\"engine_thread_cpu_s\":%.6f", x->engine_cpu_s);
+		if (x->http_cpu_s >= 0)
+			fprintf(f, ",\"http_thread_cpu_s\":%.6f", x->http_cpu_s);
+		fprintf(f, ",\"client_cpu_s\":%.6f}", x->client_cpu_s);
 	}
 	fprintf(f, "]}\n");
 	if (f != stdout && fclose(f)) {

@@ -174,10 +174,14 @@ static void push_event(struct spyre_engine *e, struct spyre_req *r, enum spyre_e
 
 static void deliver_events(struct spyre_engine *e)
 {
-	for (uint32_t i = 0; i < e->nevents; i++)
+	uint32_t n = e->nevents;
+
+	for (uint32_t i = 0; i < n; i++)
 		if (e->events[i].fn)
 			e->events[i].fn(e->events[i].user, &e->events[i].ev);
 	e->nevents = 0;
+	if (n && e->opts.events_delivered)
+		e->opts.events_delivered(e->opts.events_user);
 }
 
 /* Finish @r (in a list): blocks released, FINISHED queued, freed. */
@@ -352,6 +356,14 @@ void spyre_engine_get_stats(struct spyre_engine *e, struct spyre_engine_stats *s
 	st->blocks_total = spyre_blocks_total(e->blocks);
 	st->blocks_used = st->blocks_total - spyre_blocks_num_free(e->blocks);
 	pthread_mutex_unlock(&e->lock);
+	st->thread_cpu_ns = 0;
+	if (e->started) {
+		clockid_t cid;
+		struct timespec ts;
+
+		if (!pthread_getcpuclockid(e->thread, &cid) && !clock_gettime(cid, &ts))
+			st->thread_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 }
 
 static void debug_req(const struct spyre_req *r, struct spyre_engine_debug_req *d)
@@ -513,6 +525,7 @@ static int step(struct spyre_engine *e)
 	e->stats.runner_host_ns += rs.host_ns;
 	e->stats.runner_device_ns += rs.device_ns;
 	e->stats.runner_builds += rs.builds;
+	e->stats.runner_replays += rs.replays;
 	for (uint32_t s = 0; s < e->nitems; s++) {
 		if (rc)
 			finish(e, e->items[s].r, e->items[s].r->aborted ? SPYRE_FINISH_ABORT : SPYRE_FINISH_ERROR,

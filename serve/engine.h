@@ -51,6 +51,14 @@ struct spyre_engine_opts {
 	 * --min-step-us).
 	 */
 	uint32_t min_step_us;
+	/*
+	 * Called on the stepping thread after a step's events were delivered
+	 * (when there were any), with @events_user: where a listener that was
+	 * handed N events can act on them at once (spyre-serve wakes its
+	 * server thread once per step, not once per stream). NULL: none.
+	 */
+	void (*events_delivered)(void *user);
+	void *events_user;
 };
 
 struct spyre_sampling {
@@ -139,6 +147,8 @@ struct spyre_engine_stats {
 	uint64_t steps;
 	uint64_t runner_host_ns, runner_device_ns;	/* sums of the runner's step stats */
 	uint64_t runner_builds;				/* kernels built by steps (after any warm-up) */
+	uint64_t runner_replays;			/* steps the runner replayed as a launch graph */
+	uint64_t thread_cpu_ns;		/* CPU time of the engine's thread (spyre_engine_start), else 0 */
 	uint64_t requests_finished[SPYRE_FINISH_ERROR + 1];	/* by reason */
 };
 void spyre_engine_get_stats(struct spyre_engine *e, struct spyre_engine_stats *st);

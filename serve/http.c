@@ -9,13 +9,21 @@
  * (dropped when libmicrohttpd frees the response), and the handler's
  * (spyre_http_conn_get/put, e.g. the engine's events holding it).
  *
- * Suspension without a lost wake-up: the server thread suspends a connection
- * only under c->lock after seeing no wake pending; spyre_http_wake() sets the
- * wake under c->lock and resumes only a connection it saw suspended, after
- * clearing that flag (so exactly one waker resumes it). A suspended
- * connection cannot complete (libmicrohttpd neither polls nor times it out),
- * so resuming it after dropping c->lock is safe; spyre_http_stop() resumes
- * every suspended connection before it stops the daemon, as the API demands.
+ * The server thread is ours (loop()): it waits in epoll on libmicrohttpd's
+ * epoll descriptor and on an eventfd of wake-ups, and runs MHD_run(). Only
+ * it suspends and resumes connections. Suspension without a lost wake-up:
+ * the server thread suspends a connection only under c->lock after seeing
+ * no wake pending; spyre_http_wake() sets the wake under c->lock and, when
+ * it saw the connection suspended and not yet queued, queues it for the
+ * server thread, writing the eventfd only when the queue was empty: the
+ * engine's step wakes its N streams with one write, and the server thread
+ * resumes all N and serves them in one pass (libmicrohttpd's own
+ * MHD_resume_connection() from another thread would signal its thread once
+ * per connection, one context switch each). A suspended connection cannot
+ * complete (libmicrohttpd neither polls nor times it out), so c->mc stays
+ * valid while it is queued; spyre_http_stop() has the server thread resume
+ * every suspended connection and finish them before the daemon stops, as
+ * the API demands.
  */
 #include "http.h"
 
@@ -27,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <netinet/in.h>
@@ -49,6 +59,11 @@ struct spyre_http {
 	int stopping;			/* atomic */
 	pthread_mutex_t lock;		/* Protects the list of open requests */
 	struct spyre_http_conn *head;
+	pthread_t thread;		/* the server thread (loop) */
+	int ep;				/* epoll: libmicrohttpd's descriptor and wake_fd */
+	int wake_fd;			/* eventfd: the wake queue became non-empty, or stop */
+	pthread_mutex_t wake_lock;	/* Protects the wake queue */
+	struct spyre_http_conn *wake_head;	/* suspended connections to resume, a reference each */
 };
 
 struct spyre_http_conn {
@@ -63,6 +78,8 @@ struct spyre_http_conn {
 	bool alive;			/* not yet completed */
 	bool suspended;
 	bool wake;
+	bool queued;			/* on h's wake queue */
+	struct spyre_http_conn *wake_next;	/* under h->wake_lock */
 	bool ended;			/* stream: spyre_http_end() */
 	struct spyre_buf out;		/* stream: bytes not yet handed to libmicrohttpd */
 };
@@ -263,20 +280,138 @@ void spyre_http_end(struct spyre_http_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void spyre_http_wake(struct spyre_http_conn *c)
+static void signal_server(struct spyre_http *h)
 {
-	bool resume = false;
+	uint64_t one = 1;
+
+	if (write(h->wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the server thread is due to read it anyway */
+	}
+}
+
+/* This thread's server with wake-ups queued by spyre_http_wake_later() and not yet signalled. */
+static __thread struct spyre_http *later;
+
+static void wake(struct spyre_http_conn *c, bool now)
+{
+	struct spyre_http *h = c->h;
+	bool queue = false, signal;
 
 	pthread_mutex_lock(&c->lock);
 	c->wake = true;
-	if (c->suspended && c->alive) {
-		c->suspended = false;
-		resume = true;
+	if (c->suspended && c->alive && !c->queued) {
+		c->queued = true;
+		c->refs++;	/* the queue's */
+		queue = true;
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* Suspended connections do not complete: c->mc is valid until resumed. */
-	if (resume)
+	/* Suspended connections do not complete: c->mc is valid until the server thread resumes it. */
+	if (!queue)
+		return;
+	pthread_mutex_lock(&h->wake_lock);
+	signal = !h->wake_head;
+	c->wake_next = h->wake_head;
+	h->wake_head = c;
+	pthread_mutex_unlock(&h->wake_lock);
+	if (!now) {
+		if (later && later != h)
+			signal_server(later);
+		later = h;
+	} else if (signal) {
+		signal_server(h);
+	}
+}
+
+void spyre_http_wake(struct spyre_http_conn *c)
+{
+	wake(c, true);
+}
+
+void spyre_http_wake_later(struct spyre_http_conn *c)
+{
+	wake(c, false);
+}
+
+void spyre_http_flush(void)
+{
+	if (later)
+		signal_server(later);
+	later = NULL;
+}
+
+/* Server thread: resume @c if it is suspended (and open); @dequeue: taken off the wake queue; @wake: set its wake. */
+static void resume(struct spyre_http_conn *c, bool dequeue, bool wake)
+{
+	bool suspended;
+
+	pthread_mutex_lock(&c->lock);
+	if (dequeue) {
+		c->queued = false;
+		c->wake_next = NULL;
+	}
+	if (wake)
+		c->wake = true;
+	suspended = c->suspended && c->alive;
+	c->suspended = false;
+	pthread_mutex_unlock(&c->lock);
+	if (suspended)
 		MHD_resume_connection(c->mc);
+}
+
+/* Server thread: resume the queued connections. */
+static void resume_queued(struct spyre_http *h)
+{
+	struct spyre_http_conn *c, *next;
+
+	pthread_mutex_lock(&h->wake_lock);
+	c = h->wake_head;
+	h->wake_head = NULL;
+	pthread_mutex_unlock(&h->wake_lock);
+	for (; c; c = next) {
+		next = c->wake_next;
+		resume(c, true, false);
+		spyre_http_conn_put(c);	/* the queue's */
+	}
+}
+
+/* Server thread, stopping: every suspended connection resumed (and never suspended again). */
+static void resume_all(struct spyre_http *h)
+{
+	resume_queued(h);
+	pthread_mutex_lock(&h->lock);
+	for (struct spyre_http_conn *c = h->head; c; c = c->next)
+		resume(c, false, true);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* The server thread: libmicrohttpd's events and the wake queue. */
+static void *loop(void *arg)
+{
+	struct spyre_http *h = arg;
+	struct epoll_event ev[2];
+
+	while (!stopping(h)) {
+		MHD_UNSIGNED_LONG_LONG to = 0;
+		int ms = 1000, n = 0, i;
+		uint64_t count;
+
+		if (MHD_get_timeout(h->d, &to) == MHD_YES)
+			ms = to < 1000 ? (int)to : 1000;
+		if (ms)
+			n = epoll_wait(h->ep, ev, 2, ms);
+		for (i = 0; i < n; i++)
+			if (ev[i].data.fd == h->wake_fd && read(h->wake_fd, &count, sizeof(count)) < 0) {
+				/* EAGAIN: read already */
+			}
+		resume_queued(h);
+		MHD_run(h->d);
+	}
+	/* stopping: the resumed connections' pumps see it and end their responses */
+	for (int pass = 0; pass < 3; pass++) {
+		resume_all(h);
+		MHD_run(h->d);
+	}
+	return NULL;
 }
 
 /* An error response in the handler's format. */
@@ -425,7 +560,8 @@ int spyre_http_start(const struct spyre_http_opts *opts, const struct spyre_http
 	socklen_t sslen = sizeof(ss);
 	struct addrinfo *ai = NULL;
 	const union MHD_DaemonInfo *info;
-	unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+	unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+	struct epoll_event ev = { .events = EPOLLIN };
 	const char *host = opts->host && *opts->host ? opts->host : "127.0.0.1";
 	char port[8];
 	struct spyre_http *h;
@@ -447,6 +583,8 @@ int spyre_http_start(const struct spyre_http_opts *opts, const struct spyre_http
 	h->user = user;
 	h->max_body = opts->max_body ? opts->max_body : 1 << 20;
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->wake_lock, NULL);
+	h->ep = h->wake_fd = -1;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	if (getenv("SPYRE_SERVE_HTTP_LOG"))
@@ -465,8 +603,35 @@ int spyre_http_start(const struct spyre_http_opts *opts, const struct spyre_http
 		snprintf(err, errlen, "cannot listen on %s port %u (in use, or not an address of this machine)",
 			 host, opts->port);
 		pthread_mutex_destroy(&h->lock);
+		pthread_mutex_destroy(&h->wake_lock);
 		free(h);
 		return -EADDRINUSE;
+	}
+	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+	h->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	h->ep = epoll_create1(EPOLL_CLOEXEC);
+	rc = !info || h->wake_fd < 0 || h->ep < 0;
+	if (!rc) {
+		ev.data.fd = info->epoll_fd;
+		rc = epoll_ctl(h->ep, EPOLL_CTL_ADD, info->epoll_fd, &ev);
+	}
+	if (!rc) {
+		ev.data.fd = h->wake_fd;
+		rc = epoll_ctl(h->ep, EPOLL_CTL_ADD, h->wake_fd, &ev);
+	}
+	if (!rc)
+		rc = pthread_create(&h->thread, NULL, loop, h);
+	if (rc) {
+		snprintf(err, errlen, "cannot start the server thread: %s", strerror(errno));
+		MHD_stop_daemon(h->d);
+		if (h->ep >= 0)
+			close(h->ep);
+		if (h->wake_fd >= 0)
+			close(h->wake_fd);
+		pthread_mutex_destroy(&h->lock);
+		pthread_mutex_destroy(&h->wake_lock);
+		free(h);
+		return -ENOMEM;
 	}
 	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
 	if (info && !getsockname(info->listen_fd, (struct sockaddr *)&ss, &sslen))
@@ -498,30 +663,18 @@ void spyre_http_quiesce(struct spyre_http *h)
 
 void spyre_http_stop(struct spyre_http *h)
 {
-	struct spyre_http_conn **v = NULL, *c;
-	size_t n = 0, cap = 0, i;
+	uint64_t one = 1;
 
 	__atomic_store_n(&h->stopping, 1, __ATOMIC_SEQ_CST);
-	/* Every suspended connection resumed (and never suspended again: stopping is set). */
-	pthread_mutex_lock(&h->lock);
-	for (c = h->head; c; c = c->next) {
-		if (n == cap) {
-			struct spyre_http_conn **nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-
-			if (!nv)
-				break;
-			v = nv;
-		}
-		spyre_http_conn_get(c);
-		v[n++] = c;
+	/* The server thread resumes every suspended connection (never suspended again: stopping is set). */
+	if (write(h->wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter is full: a wake-up is pending anyway */
 	}
-	pthread_mutex_unlock(&h->lock);
-	for (i = 0; i < n; i++) {
-		spyre_http_wake(v[i]);
-		spyre_http_conn_put(v[i]);
-	}
-	free(v);
+	pthread_join(h->thread, NULL);
 	MHD_stop_daemon(h->d);
+	close(h->ep);
+	close(h->wake_fd);
 	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->wake_lock);
 	free(h);
 }

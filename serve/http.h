@@ -3,8 +3,8 @@
  * http.h - spyre-serve's HTTP layer: GNU libmicrohttpd (no HTTP parsing of
  * ours) behind a small API that knows nothing of OpenAI.
  *
- * One server thread (libmicrohttpd's internal polling thread, epoll where
- * available) runs every connection; callbacks run on it and must not block.
+ * One server thread (ours, driving libmicrohttpd in its epoll mode) runs
+ * every connection; callbacks run on it and must not block.
  * A request reaches ops->request once, whole (headers and a body of at most
  * max_body bytes: a larger Content-Length gets 413 before the body is read, a
  * larger chunked body 413 as soon as it passes the limit). The handler
@@ -87,6 +87,13 @@ void spyre_http_end(struct spyre_http_conn *c);
 
 /* From any thread: have pump run soon. */
 void spyre_http_wake(struct spyre_http_conn *c);
+/*
+ * spyre_http_wake() that leaves the server thread asleep until the calling
+ * thread's spyre_http_flush(): the wake-ups a thread queues this way reach
+ * the server thread as one (the engine's step wakes all its streams at once).
+ */
+void spyre_http_wake_later(struct spyre_http_conn *c);
+void spyre_http_flush(void);
 void spyre_http_conn_get(struct spyre_http_conn *c);
 void spyre_http_conn_put(struct spyre_http_conn *c);
 

@@ -194,6 +194,12 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 	metric(o, "spyre", "runner_kernel_builds", "counter",
 	       "Kernels the runner built while serving (shapes the warm-up did not cover).");
 	value(o, "spyre", mn, "runner_kernel_builds_total", (double)st->runner_builds);
+	metric(o, "spyre", "runner_graph_replays", "counter",
+	       "Steps the runner replayed as a captured launch graph (card runner: decode steps).");
+	value(o, "spyre", mn, "runner_graph_replays_total", (double)st->runner_replays);
+	metric(o, "spyre", "engine_thread_cpu_seconds", "counter",
+	       "CPU time of the engine's thread (the steps: runner, sampling, events).");
+	value(o, "spyre", mn, "engine_thread_cpu_seconds_total", st->thread_cpu_ns * 1e-9);
 
 	pthread_mutex_lock(&m->lock);
 	metric(o, "vllm", "prompt_tokens", "counter", "Number of prefill tokens processed.");
@@ -221,4 +227,11 @@ void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_sta
 				 (unsigned long long)h->total);
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+void spyre_metrics_render_http_cpu(struct spyre_metrics *m, double http_cpu_s, struct spyre_buf *o)
+{
+	metric(o, "spyre", "http_thread_cpu_seconds", "counter",
+	       "CPU time of the HTTP thread (requests, streamed chunks, sockets).");
+	value(o, "spyre", m->model, "http_thread_cpu_seconds_total", http_cpu_s);
 }

@@ -33,5 +33,8 @@ void spyre_metrics_finished(struct spyre_metrics *m, int reason, double e2e_s, u
 
 /* The whole text into @out. */
 void spyre_metrics_render(struct spyre_metrics *m, const struct spyre_engine_stats *st, struct spyre_buf *out);
+/* The HTTP thread's CPU seconds, read after the rest was rendered (so a scrape's rendering falls outside
+ * the difference of two scrapes). */
+void spyre_metrics_render_http_cpu(struct spyre_metrics *m, double http_cpu_s, struct spyre_buf *out);
 
 #endif /* SPYRE_SERVE_METRICS_H */

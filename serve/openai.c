@@ -801,9 +801,7 @@ void spyre_oai_response(const struct spyre_oai_resp *r, const char *text, size_t
 	spyre_jw_obj_end(&w);
 }
 
-void spyre_oai_chunk(const struct spyre_oai_resp *r, bool role_chunk, const char *text, size_t text_len,
-		     const int32_t *ids, size_t n_ids, const char *finish, const char *stop_str,
-		     struct spyre_buf *out)
+void spyre_oai_chunk_head(const struct spyre_oai_resp *r, struct spyre_buf *out)
 {
 	struct spyre_jw w;
 
@@ -813,10 +811,26 @@ void spyre_oai_chunk(const struct spyre_oai_resp *r, bool role_chunk, const char
 	head(&w, r, true);
 	spyre_jw_key(&w, "choices");
 	spyre_jw_arr(&w);
+	/* left open: the tail's choice is the array's first element */
+}
+
+void spyre_oai_chunk_tail(const struct spyre_oai_resp *r, bool role_chunk, const char *text, size_t text_len,
+			  const int32_t *ids, size_t n_ids, const char *finish, const char *stop_str,
+			  struct spyre_buf *out)
+{
+	struct spyre_jw w;
+
+	spyre_jw_init(&w, out);
 	choice(&w, r, true, role_chunk, text, text_len, ids, n_ids, finish, stop_str);
-	spyre_jw_arr_end(&w);
-	spyre_jw_obj_end(&w);
-	spyre_buf_puts(out, "\n\n");
+	spyre_buf_puts(out, "]}\n\n");
+}
+
+void spyre_oai_chunk(const struct spyre_oai_resp *r, bool role_chunk, const char *text, size_t text_len,
+		     const int32_t *ids, size_t n_ids, const char *finish, const char *stop_str,
+		     struct spyre_buf *out)
+{
+	spyre_oai_chunk_head(r, out);
+	spyre_oai_chunk_tail(r, role_chunk, text, text_len, ids, n_ids, finish, stop_str, out);
 }
 
 void spyre_oai_usage_chunk(const struct spyre_oai_resp *r, uint32_t prompt_tokens, uint32_t completion_tokens,

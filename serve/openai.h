@@ -163,6 +163,15 @@ void spyre_oai_response(const struct spyre_oai_resp *r, const char *text, size_t
 void spyre_oai_chunk(const struct spyre_oai_resp *r, bool role_chunk, const char *text, size_t text_len,
 		     const int32_t *ids, size_t n_ids, const char *finish, const char *stop_str,
 		     struct spyre_buf *out);
+/*
+ * spyre_oai_chunk() in two parts: the head, the same for every chunk of a
+ * stream ("data: {\"id\": ... \"choices\":[", rendered once per request),
+ * and the tail (the choice and the closing bytes).
+ */
+void spyre_oai_chunk_head(const struct spyre_oai_resp *r, struct spyre_buf *out);
+void spyre_oai_chunk_tail(const struct spyre_oai_resp *r, bool role_chunk, const char *text, size_t text_len,
+			  const int32_t *ids, size_t n_ids, const char *finish, const char *stop_str,
+			  struct spyre_buf *out);
 void spyre_oai_usage_chunk(const struct spyre_oai_resp *r, uint32_t prompt_tokens, uint32_t completion_tokens,
 			   struct spyre_buf *out);
 void spyre_oai_sse_done(struct spyre_buf *out);

@@ -59,6 +59,7 @@ struct spyre_runner_stats {
 	uint64_t device_ns;	/* modeled device time (card runner), 0 on the CPU */
 	uint64_t launches;
 	uint64_t builds;	/* kernels the step built (card runner: shapes not seen or warmed up before) */
+	uint64_t replays;	/* 1 when the step was a replayed launch graph (card runner), else 0 */
 };
 
 struct spyre_runner_ops {

@@ -53,6 +53,13 @@ struct card {
 	spyre_dptr_t *allocs;
 	uint32_t nallocs, capallocs;
 	uint64_t launches;
+	/* launch graphs: the decode step of n sequences, dec[n] (NULL: not captured, or graphs off) */
+	bool graphs;
+	spyre_graph_exec_t **dec;
+	bool *dec_failed;		/* its capture failed: launched one by one for good */
+	bool capturing;			/* launch() keeps the kernels it launches (held) */
+	spyre_kernel_t **held;		/* the kernels the graphs launch, a reference each */
+	uint32_t nheld, capheld;
 	char *err;		/* the caller's message buffer of the running call */
 	size_t errlen;
 };
@@ -169,6 +176,14 @@ static void card_free(void *self)
 		return;
 	if (c->stream)
 		spyre_stream_synchronize(c->stream);
+	if (c->dec)
+		for (uint32_t n = 0; n <= c->max_seqs; n++)
+			spyre_graph_exec_destroy(c->dec[n]);
+	free(c->dec);
+	free(c->dec_failed);
+	for (uint32_t i = 0; i < c->nheld; i++)
+		spyre_kernel_put(c->held[i]);
+	free(c->held);
 	if (c->kcache)
 		spyre_kcache_destroy(c->kcache);
 	if (c->stream)
@@ -310,6 +325,13 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 		if (ret)
 			return fail(c, ret, "pinned host memory");
 	}
+	c->graphs = !o->no_graphs;
+	if (c->graphs) {
+		c->dec = calloc(c->max_seqs + 1, sizeof(*c->dec));
+		c->dec_failed = calloc(c->max_seqs + 1, sizeof(*c->dec_failed));
+		if (!c->dec || !c->dec_failed)
+			return fail(c, -ENOMEM, "host memory");
+	}
 	ret = spyre_stream_synchronize(c->stream);
 	return ret ? fail(c, ret, "clearing the KV caches") : 0;
 }
@@ -396,7 +418,23 @@ static int launch(struct card *c, const struct spyre_kdesc *d, const spyre_dptr_
 	if (ret)
 		return fail(c, ret, "%s kernel (%llu rows)", spyre_kernel_op_name(d->op), (unsigned long long)d->m);
 	ret = spyre_kernel_launch(c->stream, k, slots, n, NULL, 0);
-	spyre_kernel_put(k);
+	if (c->capturing && !ret) {
+		/* a graph's kernel: kept as long as the graph */
+		if (c->nheld == c->capheld) {
+			uint32_t cap = c->capheld ? 2 * c->capheld : 256;
+			spyre_kernel_t **h = realloc(c->held, cap * sizeof(*h));
+
+			if (!h) {
+				spyre_kernel_put(k);
+				return fail(c, -ENOMEM, "host memory");
+			}
+			c->held = h;
+			c->capheld = cap;
+		}
+		c->held[c->nheld++] = k;
+	} else {
+		spyre_kernel_put(k);
+	}
 	if (ret)
 		return fail(c, ret, "launching %s", spyre_kernel_op_name(d->op));
 	c->launches++;
@@ -615,6 +653,53 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 	return launch(c, &d, (spyre_dptr_t[]){ c->logits, c->argmax }, 2);
 }
 
+/* A step of @S decodes: @S sequences of one row each (the shape a graph replays). */
+static bool is_decode(const struct spyre_runner_batch *b)
+{
+	return b->num_tokens == b->num_seqs;
+}
+
+/*
+ * Capture the decode step of @S sequences (its tables laid out in
+ * host_tables, @used bytes) as a graph: the tables' copy, the launches,
+ * the tokens' copy back, all of fixed addresses. On failure the shape is
+ * launched one by one for good (the step itself has run already).
+ */
+static void capture_decode(struct card *c, const struct spyre_runner_batch *b, uint32_t T, const struct run *runs,
+			   uint32_t nruns, uint64_t used, uint64_t off_pos, uint64_t off_slot, uint64_t off_samp)
+{
+	uint32_t S = b->num_seqs, held0 = c->nheld;
+	spyre_graph_t *g = NULL;
+	spyre_graph_exec_t *x = NULL;
+	char *err = c->err;
+	int ret;
+
+	c->err = NULL;		/* a failed capture is not the step's error */
+	ret = spyre_stream_begin_capture(c->stream);
+	if (!ret) {
+		c->capturing = true;
+		ret = spyre_memcpy_async(c->stream, c->tables, (uint64_t)(uintptr_t)c->host_tables, used,
+					 SPYRE_MEMCPY_H2D);
+		ret = ret ?: step_launches(c, b, T, runs, nruns, off_pos, off_slot, off_samp);
+		ret = ret ?: spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_argmax, c->argmax, ipitch(S),
+						SPYRE_MEMCPY_D2H);
+		c->capturing = false;
+		if (spyre_stream_end_capture(c->stream, &g))
+			ret = ret ?: -EINVAL;
+	}
+	if (!ret)
+		ret = spyre_graph_instantiate(g, &x);
+	spyre_graph_destroy(g);
+	c->err = err;
+	if (ret) {
+		while (c->nheld > held0)
+			spyre_kernel_put(c->held[--c->nheld]);
+		c->dec_failed[S] = true;
+		return;
+	}
+	c->dec[S] = x;
+}
+
 static int card_step(void *self, const struct spyre_runner_batch *b, struct spyre_runner_stats *st, char *err,
 		     size_t errlen)
 {
@@ -623,7 +708,9 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	struct spyre_kcache_stats k0 = { .size = sizeof(k0) }, k1 = { .size = sizeof(k1) };
 	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used, pv;
 	uint32_t nruns, T;
-	struct run *runs;
+	struct run *runs = NULL;
+	spyre_graph_exec_t *replay = NULL;
+	bool capture = false;
 	int ret;
 
 	c->err = err;
@@ -643,21 +730,32 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		goto out;
 	}
 	T = rows_bucket(c, b->num_tokens);
+	if (c->graphs && is_decode(b)) {
+		replay = c->dec[b->num_seqs];
+		capture = !replay && !c->dec_failed[b->num_seqs];
+	}
 	spyre_kcache_get_stats(c->kcache, &k0);
 	used = fill_tables(c, b, T, runs, &nruns, &off_pos, &off_slot, &off_samp);
 	c->launches = 0;
 	ret = spyre_stream_reset_stats(c->stream);
-	/* the step's one small copy, then its launches */
-	ret = ret ?: spyre_memcpy_async(c->stream, c->tables, (uint64_t)(uintptr_t)c->host_tables, used,
-					SPYRE_MEMCPY_H2D);
-	if (ret)
-		fail(c, ret, "copying the step's tables");
-	else
-		ret = step_launches(c, b, T, runs, nruns, off_pos, off_slot, off_samp);
-	free(runs);
+	if (replay) {
+		/* the step's copies and kernels in one submit */
+		ret = ret ?: spyre_graph_launch(replay, c->stream);
+		if (ret)
+			fail(c, ret, "replaying the decode graph of %u sequences", b->num_seqs);
+	} else {
+		/* the step's one small copy, then its launches */
+		ret = ret ?: spyre_memcpy_async(c->stream, c->tables, (uint64_t)(uintptr_t)c->host_tables, used,
+						SPYRE_MEMCPY_H2D);
+		if (ret)
+			fail(c, ret, "copying the step's tables");
+		else
+			ret = step_launches(c, b, T, runs, nruns, off_pos, off_slot, off_samp);
+	}
 	pv = spyre_kernel_pitch(c->cfg.vocab, c->dt);
-	if (!ret && b->argmax && (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_argmax, c->argmax,
-							    ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
+	if (!ret && !replay && b->argmax &&
+	    (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_argmax, c->argmax,
+				      ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
 		fail(c, ret, "copying the tokens back");
 	if (!ret && b->logits &&
 	    (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_logits, c->logits,
@@ -690,14 +788,19 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		for (uint64_t i = 0; i < (uint64_t)b->num_seqs * c->cfg.vocab; i++)
 			b->logits[i] *= inv;
 	}
+	/* the shape ran one by one: from now on a graph (capturing runs nothing) */
+	if (capture)
+		capture_decode(c, b, T, runs, nruns, used, off_pos, off_slot, off_samp);
 	if (st) {
 		st->host_ns = now_ns() - t0;
-		st->device_ns = ss.device_ns;
-		st->launches = c->launches;
+		st->device_ns = ss.device_ns;	/* a replay's kernels have no records: 0 */
+		st->launches = replay ? 0 : c->launches;
+		st->replays = replay != NULL;
 		spyre_kcache_get_stats(c->kcache, &k1);
 		st->builds = k1.misses - k0.misses;
 	}
 out:
+	free(runs);
 	c->err = NULL;
 	c->errlen = 0;
 	return ret;

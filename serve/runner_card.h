@@ -29,6 +29,15 @@ struct spyre_runner_card_opts {
 	uint32_t max_num_batched_tokens;	/* rows per step, 0: SPYRE_DEFAULT_MAX_NUM_BATCHED_TOKENS (512)
 						 * rounded up to whole blocks */
 	bool warmup;			/* build every kernel of the step's shapes before serving (below) */
+	/*
+	 * Launch graphs are on unless this is set: a step of N decodes (N
+	 * sequences of one row each, 1 <= N <= max_num_seqs) is captured once,
+	 * after its first step launched one by one (the warm-up's, when on),
+	 * and replayed from then on with one submit: the tables' copy, the
+	 * step's kernels and the tokens' copy back. Prefill steps are launched
+	 * one by one.
+	 */
+	bool no_graphs;
 };
 
 /*

@@ -56,6 +56,10 @@ struct job {
 	char error[256];
 	bool stop_hit;			/* ended by a stop string (the engine saw an abort) */
 	/* server thread only */
+	struct qev *spare;		/* the other event buffer (pump swaps the two) */
+	size_t capspare;
+	struct spyre_buf chunk_head;	/* a stream's chunks' constant start (spyre_oai_chunk_head) */
+	struct spyre_buf chunk;		/* the chunk being rendered */
 	struct spyre_detok *detok;
 	struct spyre_buf pending;	/* decoded text not yet released (stop strings) */
 	struct spyre_buf text;		/* released text (whole responses) */
@@ -87,6 +91,9 @@ static void job_put(struct job *j)
 	spyre_buf_free(&j->text);
 	free(j->ids);
 	free(j->q);
+	free(j->spare);
+	spyre_buf_free(&j->chunk_head);
+	spyre_buf_free(&j->chunk);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -182,7 +189,7 @@ static void on_event(void *user, const struct spyre_event *ev)
 	if (ev->kind == SPYRE_EVENT_FINISHED)
 		spyre_metrics_finished(s->metrics, reason, secs(ev->t_arrival, ev->t_now), ev->prompt_tokens,
 				       ev->generated_tokens, j->m_first);
-	spyre_http_wake(j->c);
+	spyre_http_wake_later(j->c);	/* spyre_http_flush() after the step's events (spyre-serve.c) */
 	if (ev->kind == SPYRE_EVENT_FINISHED)
 		job_put(j);
 }
@@ -200,7 +207,7 @@ static void emit(struct job *j, const int32_t *ids, size_t nids, const char *fin
 {
 	struct spyre_oai_resp r = resp_of(j);
 	size_t release = 0;
-	struct spyre_buf out;
+	struct spyre_buf *out = &j->chunk;
 	int hit = -1;
 
 	release = spyre_oai_stop_feed(&j->g, &j->pending, "", 0, &hit);
@@ -215,14 +222,18 @@ static void emit(struct job *j, const int32_t *ids, size_t nids, const char *fin
 		spyre_buf_consume(&j->pending, hit >= 0 ? j->pending.len : release);
 		return;
 	}
-	spyre_buf_init(&out);
-	if (release || finish || (nids && j->g.return_token_ids))
-		spyre_oai_chunk(&r, false, j->pending.p ? j->pending.p : "", release, ids, nids,
-				finish, j->stop_str, &out);
+	/* the chunk: the request's head, rendered once, and this token's tail, in a buffer kept */
+	out->len = 0;
+	if (release || finish || (nids && j->g.return_token_ids)) {
+		if (!j->chunk_head.len)
+			spyre_oai_chunk_head(&r, &j->chunk_head);
+		spyre_buf_add(out, j->chunk_head.p, j->chunk_head.len);
+		spyre_oai_chunk_tail(&r, false, j->pending.p ? j->pending.p : "", release, ids, nids, finish,
+				     j->stop_str, out);
+	}
 	spyre_buf_consume(&j->pending, hit >= 0 ? j->pending.len : release);
-	if (out.len)
-		spyre_http_write(j->c, out.p, out.len);
-	spyre_buf_free(&out);
+	if (out->len && !out->oom)
+		spyre_http_write(j->c, out->p, out->len);
 }
 
 static void finish(struct job *j, const char *reason, const char *error)
@@ -286,7 +297,7 @@ static void pump(void *user, struct spyre_http_conn *c, void *ctx)
 {
 	struct job *j = ctx;
 	struct qev *q;
-	size_t nq, i;
+	size_t nq, cap, i;
 	bool done;
 	int reason;
 	char error[256];
@@ -294,17 +305,21 @@ static void pump(void *user, struct spyre_http_conn *c, void *ctx)
 	(void)user;
 	(void)c;
 	pthread_mutex_lock(&j->lock);
+	/* the events so far; the engine goes on in the other buffer (no allocation per token) */
 	q = j->q;
 	nq = j->nq;
-	j->q = NULL;
-	j->nq = j->capq = 0;
+	cap = j->capq;
+	j->q = j->spare;
+	j->capq = j->capspare;
+	j->nq = 0;
 	done = j->engine_done;
 	reason = j->reason;
 	memcpy(error, j->error, sizeof(error));
 	pthread_mutex_unlock(&j->lock);
 	for (i = 0; i < nq && !j->final_sent; i++)
 		token(j, &q[i]);
-	free(q);
+	j->spare = q;
+	j->capspare = cap;
 	if (j->final_sent)
 		return;
 	if (done) {
@@ -530,10 +545,14 @@ static void metrics(struct spyre_server *s, struct spyre_http_conn *c)
 {
 	struct spyre_engine_stats st;
 	struct spyre_buf b;
+	struct timespec ts;
 
 	spyre_engine_get_stats(s->o.engine, &st);
 	spyre_buf_init(&b);
 	spyre_metrics_render(s->metrics, &st, &b);
+	/* the HTTP layer's one thread serves /metrics too: its CPU time is this thread's */
+	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		spyre_metrics_render_http_cpu(s->metrics, (double)ts.tv_sec + ts.tv_nsec * 1e-9, &b);
 	reply_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 

@@ -41,6 +41,7 @@ struct options {
 	struct spyre_engine_opts engine;
 	uint32_t num_blocks, block_size;
 	bool no_warmup;			/* --no-warmup (card) */
+	bool no_graphs;			/* --no-graphs (card) */
 };
 
 static void usage(FILE *f)
@@ -69,6 +70,8 @@ static void usage(FILE *f)
 		"  --no-prefix-caching           compute every prompt block\n"
 		"  --no-warmup                   card: build kernels as shapes first occur, not all of the\n"
 		"                                step's shapes (1..max-num-seqs sequences, row buckets) at start\n"
+		"  --no-graphs                   card: launch every step's kernels one by one (default: a decode\n"
+		"                                step of N sequences is captured once and replayed as a graph)\n"
 		"  --max-body BYTES              request body limit, 413 above (default 1048576)\n"
 		"  --timeout S                   idle connection timeout in seconds (default 60)\n"
 		"  --max-connections N           open connections at most (default 1024)\n"
@@ -114,6 +117,10 @@ static int parse(int argc, char **argv, struct options *o)
 		}
 		if (!strcmp(a, "--no-prefix-caching")) {
 			o->engine.no_prefix_caching = true;
+			continue;
+		}
+		if (!strcmp(a, "--no-graphs")) {
+			o->no_graphs = true;
 			continue;
 		}
 		if (!strcmp(a, "--no-warmup")) {
@@ -202,6 +209,7 @@ static int open_card(const struct options *o, const struct spyre_runner_cpu_opts
 		.dtype = SPYRE_DT_FP32, .block_size = o->block_size, .num_blocks = o->num_blocks,
 		.max_num_seqs = o->engine.max_num_seqs, .max_num_batched_tokens = o->engine.max_num_batched_tokens,
 		.warmup = !o->no_warmup,
+		.no_graphs = o->no_graphs,
 	};
 	struct spyre_model_config cfg;
 	struct spyre_model_weights w;
@@ -288,6 +296,13 @@ static void close_embedder(struct embedder *em)
 		spyre_tokenizer_free(em->tok);
 }
 
+/* After a step's events: wake the server thread once for all the streams they woke. */
+static void flush_wakes(void *user)
+{
+	(void)user;
+	spyre_http_flush();
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { .runner = "cpu" };
@@ -332,6 +347,8 @@ int main(int argc, char **argv)
 			spyre_tokenizer_vocab_size(tok), runner->vocab);
 		goto out;
 	}
+	/* the server's streams woken by a step's events (spyre_http_wake_later) go out in one wake-up */
+	o.engine.events_delivered = flush_wakes;
 	if (spyre_engine_new(runner, &o.engine, &engine, err, sizeof(err)) || spyre_engine_start(engine)) {
 		fprintf(stderr, "spyre-serve: engine: %s\n", err);
 		goto out;

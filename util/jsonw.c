@@ -71,18 +71,26 @@ void spyre_buf_printf(struct spyre_buf *b, const char *fmt, ...)
 	va_list ap;
 	int n;
 
+	/* one pass into the room there is (most lines fit in 128 bytes), a second only when it did not fit */
+	if (!buf_reserve(b, 128))
+		return;
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
 	va_end(ap);
 	if (n < 0) {
+		b->p[b->len] = '\0';
 		b->oom = true;
 		return;
 	}
-	if (!buf_reserve(b, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
+	if ((size_t)n >= b->cap - b->len) {
+		if (!buf_reserve(b, (size_t)n)) {
+			b->p[b->len] = '\0';
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
 }
 
@@ -141,6 +149,11 @@ void spyre_jw_escape(struct spyre_buf *b, const char *s, size_t n)
 	while (i < n) {
 		unsigned char c = u[i];
 
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {	/* plain ASCII: no UTF-8 step */
+			i++;
+			run++;
+			continue;
+		}
 		k = utf8_char(u + i, n - i);
 		if (k > 1 || (k == 1 && c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)) {
 			i += k;
@@ -244,16 +257,31 @@ void spyre_jw_str(struct spyre_jw *w, const char *s)
 	spyre_jw_strn(w, s, strlen(s));
 }
 
+/* Decimal digits of @v, with a '-' when @neg (no printf: a streamed token's chunk has a few numbers). */
+static void put_u64(struct spyre_buf *b, uint64_t v, bool neg)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (neg)
+		d[--i] = '-';
+	spyre_buf_add(b, d + i, sizeof(d) - i);
+}
+
 void spyre_jw_int(struct spyre_jw *w, int64_t v)
 {
 	if (jw_value(w))
-		spyre_buf_printf(w->b, "%" PRId64, v);
+		put_u64(w->b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void spyre_jw_uint(struct spyre_jw *w, uint64_t v)
 {
 	if (jw_value(w))
-		spyre_buf_printf(w->b, "%" PRIu64, v);
+		put_u64(w->b, v, false);
 }
 
 void spyre_jw_double(struct spyre_jw *w, double v)

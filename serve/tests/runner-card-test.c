@@ -13,6 +13,10 @@
  * batches (a token past the vocabulary, a block id past the cache, a
  * position that is not the context's, query_start not increasing, too many
  * rows) are -EINVAL naming the fault, and the runner goes on serving.
+ * Launch graphs: a runner that replays its decode steps (the default) and
+ * one that launches them one by one (no_graphs), fed the same steps, give
+ * the same greedy tokens and bit-identical logits, every decode after a
+ * sequence count's first replayed.
  * Built with SERVE_CARD_WITH_CPU (serve.mk, when serve/runner_cpu.c is in
  * the tree) every step also runs on the CPU runner (model/ref_paged.c) and
  * the card's sampled logits and tokens are checked against it the same way.
@@ -416,9 +420,115 @@ static void test_warmup(void)
 	spyre_runner_free(r);
 }
 
+/*
+ * Launch graphs: a runner that replays its decode steps and one that
+ * launches them one by one, fed the same steps (a prefill of three
+ * prompts, then decodes of three and of two sequences, some asking for the
+ * logits, each fed its own greedy tokens), give the same tokens and
+ * bit-identical logits; the first decode of a sequence count runs one by
+ * one (and is captured), the later ones are replays.
+ */
+#define GSEQ 3
+struct gseq {
+	uint32_t ctx;		/* tokens whose K/V are in the cache after the last step */
+	int32_t last;		/* the token the next decode feeds */
+};
+
+static int gstep(struct spyre_runner *r, struct gseq *q, const uint32_t *which, uint32_t ns, const uint32_t *rows,
+		 float *logits, int32_t *am, struct spyre_runner_stats *st, char *err, size_t errlen)
+{
+	int32_t tok[64], pos[64], bt[GSEQ * 4];
+	int64_t slot[64];
+	uint32_t qs[GSEQ + 1], ctx[GSEQ], n = 0;
+
+	for (uint32_t i = 0; i < ns; i++) {
+		uint32_t s = which[i], c0 = q[s].ctx;
+
+		qs[i] = n;
+		ctx[i] = c0 + rows[i];
+		for (uint32_t k = 0; k < rows[i]; k++, n++) {
+			uint32_t p = c0 + k;
+
+			/* a prompt's tokens from its index; a decode feeds the last greedy token */
+			tok[n] = rows[i] == 1 && c0 ? q[s].last : (int32_t)((s * 97 + p * 31 + 7) % cfg.vocab);
+			pos[n] = (int32_t)p;
+			slot[n] = (int64_t)(s * 4 + p / BS) * BS + p % BS;	/* sequence s owns blocks 4s..4s+3 */
+		}
+		for (uint32_t b = 0; b < 4; b++)
+			bt[i * 4 + b] = (int32_t)(s * 4 + b);
+	}
+	qs[ns] = n;
+	memset(st, 0, sizeof(*st));
+	return r->ops->step(r->self, &(struct spyre_runner_batch){ .num_tokens = n, .tokens = tok, .positions = pos,
+			    .slot_mapping = slot, .num_seqs = ns, .query_start = qs, .context_lens = ctx,
+			    .block_tables = bt, .max_blocks = 4, .logits = logits, .argmax = am }, st, err, errlen);
+}
+
+static void test_graphs(void)
+{
+	struct spyre_runner_card_opts o = { .dtype = SPYRE_DT_FP32, .cores = 8, .block_size = BS, .num_blocks = 16,
+					    .max_num_seqs = 4, .max_num_batched_tokens = 64 };
+	struct spyre_runner *r[2] = { NULL, NULL };	/* [0] graphs, [1] one by one */
+	struct gseq q[2][GSEQ];
+	float *lg[2] = { malloc((size_t)GSEQ * cfg.vocab * 4), malloc((size_t)GSEQ * cfg.vocab * 4) };
+	static const uint32_t all[GSEQ] = { 0, 1, 2 }, two[2] = { 0, 2 }, prompt[GSEQ] = { 5, 9, 3 };
+	static const uint32_t ones[GSEQ] = { 1, 1, 1 };
+	uint64_t replays = 0, tokens_equal = 0, logits_equal = 0, compared = 0;
+	char err[512] = "";
+
+	for (int g = 0; g < 2; g++) {
+		o.no_graphs = g == 1;
+		if (!TAP_CHECK(!spyre_runner_card_new(dev, &cfg, &w, &o, &r[g], err, sizeof(err)), "runner %d: %s", g,
+			       err))
+			goto out;
+		memset(q[g], 0, sizeof(q[g]));
+	}
+	/* step 0: the prompts; steps 1..6: three decodes; 7..9: two; 10..11: three again */
+	for (uint32_t stepno = 0; stepno < 12; stepno++) {
+		const uint32_t *which = stepno >= 7 && stepno < 10 ? two : all;
+		uint32_t ns = stepno >= 7 && stepno < 10 ? 2 : GSEQ;
+		bool want_logits = stepno % 3 == 2;
+		int32_t am[2][GSEQ];
+		struct spyre_runner_stats st[2];
+
+		for (int g = 0; g < 2; g++) {
+			int ret = gstep(r[g], q[g], which, ns, stepno ? ones : prompt, want_logits ? lg[g] : NULL, am[g],
+					&st[g], err, sizeof(err));
+
+			if (!TAP_CHECK(!ret, "step %u runner %d: %s", stepno, g, err))
+				goto out;
+			for (uint32_t i = 0; i < ns; i++) {
+				q[g][which[i]].ctx += stepno ? 1 : prompt[i];
+				q[g][which[i]].last = am[g][i];
+			}
+		}
+		/* the first decode of 3 (step 1) and of 2 (step 7) run one by one; the others replay */
+		TAP_CHECK(st[0].replays == (stepno && stepno != 1 && stepno != 7), "step %u: %llu replays", stepno,
+			  (unsigned long long)st[0].replays);
+		TAP_EQ(0ull, (unsigned long long)st[1].replays);
+		replays += st[0].replays;
+		compared++;
+		tokens_equal += !memcmp(am[0], am[1], ns * sizeof(int32_t));
+		if (want_logits)
+			logits_equal += !memcmp(lg[0], lg[1], (size_t)ns * cfg.vocab * 4);
+	}
+	TAP_EQ(9ull, (unsigned long long)replays);
+	TAP_CHECK(tokens_equal == compared, "greedy tokens equal in %llu of %llu steps",
+		  (unsigned long long)tokens_equal, (unsigned long long)compared);
+	TAP_CHECK(logits_equal == 4, "logits bit-identical in %llu of 4 steps that asked", (unsigned long long)logits_equal);
+	tap_diag("graphs: %llu replayed decode steps, tokens and logits as launched one by one",
+		 (unsigned long long)replays);
+out:
+	spyre_runner_free(r[0]);
+	spyre_runner_free(r[1]);
+	free(lg[0]);
+	free(lg[1]);
+}
+
 static const struct tap_case cases[] = {
 	{ "fp32", test_fp32 },
 	{ "warmup", test_warmup },
+	{ "graphs", test_graphs },
 	{ "fp16", test_fp16 },
 	{ "bad_options", test_bad_options },
 };
