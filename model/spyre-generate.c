@@ -68,6 +68,7 @@ struct model {
 	struct spyre_model_config cfg;
 	struct spyre_model_weights w;
 	char weights_from[4400];
+	double load_s;			/* reading or generating the weights */
 };
 
 static void usage(FILE *f)
@@ -793,10 +794,14 @@ static int run_device(const struct options *o, const struct model *m)
 		return fail("--trace: %s", spyre_last_error());
 	if (spyre_device_open(o->device, &dev))
 		return fail("--device %d: %s", o->device, spyre_last_error());
+	double t0 = now();
+
 	if (spyre_dmodel_new(dev, &m->cfg, &m->w, &dopts, &dm, err, sizeof(err))) {
 		fail("%s on card %d: %s", m->label, o->device, err);
 		goto done;
 	}
+	printf("upload: weights packed to %s and resident on card %d in %.1f s\n", spyre_ref_dtype_name(o->dtype),
+	       o->device, now() - t0);
 	if (o->check && !(ref = spyre_ref_new(&m->cfg, &m->w, o->dtype))) {
 		fail("out of memory for the reference");
 		goto done;
@@ -930,12 +935,14 @@ int main(int argc, char **argv)
 		free(o);
 		return 1;
 	}
+	m.load_s = now();
 	if (load_weights(o, &m)) {
 		free(o);
 		return 1;
 	}
+	m.load_s = now() - m.load_s;
 	print_config(&m);
-	printf("weights: %s\n", m.weights_from);
+	printf("weights: %s (%.1f s)\n", m.weights_from, m.load_s);
 	rc = o->save_dir ? save(o, &m) : 0;
 	if (!rc && o->ntokens && o->device >= 0) {
 		rc = run_device(o, &m);
