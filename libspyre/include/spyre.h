@@ -467,7 +467,10 @@ int spyre_graph_exec_get_info(const spyre_graph_exec_t *exec, struct spyre_graph
  * completion and failures show on @stream (synchronize, events). A fault
  * inside a replay poisons @stream with a detail that names the node
  * ("graph node 7 (launch)"). Event record nodes record their events on
- * @stream, reached at the end of the job that holds them.
+ * @stream, reached at the end of the job that holds them. The replay
+ * counts in @stream's statistics (spyre_stream_get_stats()) as its work
+ * enqueued one by one would: each launch with its device time, each job,
+ * the copies' bytes.
  * Return: 0; -EIO on a poisoned stream; -EBUSY on a capturing stream;
  * -EINVAL for NULL or a stream of another device. A failure after the first
  * job leaves the replay's earlier jobs submitted.

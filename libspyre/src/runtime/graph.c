@@ -93,6 +93,7 @@ struct exec_node {
 
 struct exec_job {
 	uint32_t first, count;		/* its packets, @packets[first ..], first >= 1 */
+	uint32_t launch0, nlaunch;	/* its LAUNCH packets, @launch_at[launch0 ..] */
 };
 
 struct exec_event {
@@ -108,6 +109,7 @@ struct spyre_graph_exec {
 	struct exec_job *jobs;
 	struct exec_event *events;
 	uint8_t *packets;		/* 1 + @npackets: [0] is the update COPY */
+	uint32_t *launch_at;		/* the packet of each launch node, in order */
 	uint64_t bytes[SPYRE_MEMCPY_D2D + 1];	/* copy bytes of a replay per enum spyre_memcpy_kind */
 	uint64_t memset_bytes;
 	spyre_dptr_t dev_args;		/* the argument blocks on the card */
@@ -235,8 +237,9 @@ static int exec_alloc(struct spyre_graph_exec *x, const struct spyre_graph *g)
 	x->jobs = calloc(g->nnodes + 1, sizeof(*x->jobs));
 	x->events = calloc(g->nnodes + 1, sizeof(*x->events));
 	x->packets = calloc((size_t)g->npackets + 1, SPYRE_PKT_SIZE);
+	x->launch_at = calloc(g->nnodes + 1, sizeof(*x->launch_at));
 	x->names = nm = calloc(1, sizeof(*nm));
-	if (!x->nodes || !x->jobs || !x->events || !x->packets || !nm)
+	if (!x->nodes || !x->jobs || !x->events || !x->packets || !x->launch_at || !nm)
 		return spyre_error(-ENOMEM, "out of memory");
 	nm->base.refs = 1;
 	nm->base.describe = names_describe;
@@ -254,7 +257,7 @@ static void exec_build(struct spyre_graph_exec *x, const struct spyre_graph *g)
 {
 	struct graph_names *nm = x->names;
 	struct exec_job *j = NULL;
-	uint32_t i, k, at = 1, word = 0;
+	uint32_t i, k, at = 1, word = 0, nlaunch = 0;
 
 	for (i = 0; i < g->nnodes; i++) {
 		const struct spyre_graph_node *n = &g->nodes[i];
@@ -264,6 +267,7 @@ static void exec_build(struct spyre_graph_exec *x, const struct spyre_graph *g)
 		if (!j || j->count + n->count > SPYRE_GRAPH_JOB_PACKETS) {
 			j = &x->jobs[x->njobs++];
 			j->first = nm->job_first[x->njobs - 1] = at;
+			j->launch0 = nlaunch;
 		}
 		memcpy(x->packets + (size_t)at * SPYRE_PKT_SIZE, g->packets + (size_t)n->first * SPYRE_PKT_SIZE,
 		       (size_t)n->count * SPYRE_PKT_SIZE);
@@ -279,6 +283,8 @@ static void exec_build(struct spyre_graph_exec *x, const struct spyre_graph *g)
 			memcpy(x->shadow + word, g->args + n->arg0, (size_t)n->nargs * 8);
 			l->args = spyre_cpu_to_le64(x->dev_args + (uint64_t)word * 8);
 			word += n->nargs;
+			x->launch_at[nlaunch++] = at;
+			j->nlaunch++;
 		} else if (n->kind == SPYRE_GRAPH_NODE_EVENT_RECORD) {
 			x->events[x->nevents].job = x->njobs - 1;
 			x->events[x->nevents++].e = n->event;
@@ -307,6 +313,7 @@ static void exec_free(struct spyre_graph_exec *x)
 	pthread_mutex_destroy(&x->lock);
 	free(x->shadow);
 	free(x->packets);
+	free(x->launch_at);
 	free(x->events);
 	free(x->jobs);
 	free(x->nodes);
@@ -400,10 +407,15 @@ static int stage_update_locked(struct spyre_graph_exec *x, uint32_t *stage)
 	return 0;
 }
 
-/* Under s->lock: replay @x's jobs on @s; the first begins with the update COPY if @upd. */
+/*
+ * Under s->lock: replay @x's jobs on @s; the first begins with the update
+ * COPY if @upd. Each LAUNCH gets a launch record of @s (launch.c), so that
+ * the replay counts in the stream's statistics as its launches would.
+ */
 static int submit_jobs_locked(struct spyre_graph_exec *x, struct spyre_stream *s, bool upd, uint32_t stage)
 {
-	uint32_t j, e = 0;
+	struct spyre_pkt_launch *launch[SPYRE_GRAPH_JOB_PACKETS];
+	uint32_t j, k, e = 0;
 	int ret = 0;
 
 	for (j = 0; j < x->njobs && !ret; j++) {
@@ -416,9 +428,14 @@ static int submit_jobs_locked(struct spyre_graph_exec *x, struct spyre_stream *s
 			.cookie = (uint64_t)j << 1 | u,
 		};
 
-		ret = spyre_stream_submit_locked(s, &job);
+		for (k = 0; k < x->jobs[j].nlaunch; k++)
+			launch[k] = (struct spyre_pkt_launch *)(x->packets + (size_t)x->launch_at[x->jobs[j].launch0 + k] *
+								 SPYRE_PKT_SIZE);
+		ret = spyre_launch_take_records_locked(s, launch, x->jobs[j].nlaunch);
+		ret = ret ?: spyre_stream_submit_locked(s, &job);
 		if (ret)
 			break;
+		spyre_launch_records_submitted_locked(s, x->jobs[j].nlaunch);
 		if (u) {
 			x->stage_use[stage].id = s->id;
 			x->stage_use[stage].point = s->point;

@@ -466,4 +466,15 @@ void spyre_program_prep_upload(const struct spyre_program *pr, struct spyre_pkt_
 /* launch.c: 0 when every slot binding of @pr lies in a big enough allocation of its device, else -EINVAL naming the slot. */
 int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots);
 
+/*
+ * launch.c, for graph replays (graph.c): the @n (<= SPYRE_ARG_RECORDS)
+ * LAUNCH packets @launch of one job about to be submitted on @s each get a
+ * launch record of the stream's ring, as spyre_launch()'s do, so that a
+ * replay's launches count in the stream's statistics. After the submit,
+ * spyre_launch_records_submitted_locked() ties them to its stream point
+ * (on a failed submit, nothing: the records stay free).
+ */
+int spyre_launch_take_records_locked(struct spyre_stream *s, struct spyre_pkt_launch *const *launch, uint32_t n);
+void spyre_launch_records_submitted_locked(struct spyre_stream *s, uint32_t n);
+
 #endif

@@ -298,6 +298,40 @@ static int image_current_locked(struct spyre_program *pr, struct spyre_stream *s
 	return 0;
 }
 
+int spyre_launch_take_records_locked(struct spyre_stream *s, struct spyre_pkt_launch *const *launch, uint32_t n)
+{
+	struct spyre_launch_state *r;
+	uint32_t i, rec;
+	int ret;
+
+	if (!n)
+		return 0;
+	ret = launch_state_get_locked(s, &r);
+	for (i = 0; i < n && !ret; i++) {
+		rec = (r->rec_next + i) % SPYRE_ARG_RECORDS;
+		ret = record_free_locked(s, r, rec);
+		if (ret)
+			break;
+		record_at(r, rec)->status = SPYRE_RECORD_UNWRITTEN;
+		launch[i]->record = spyre_cpu_to_le64(r->bo.va + record_off(rec));
+	}
+	return ret;
+}
+
+void spyre_launch_records_submitted_locked(struct spyre_stream *s, uint32_t n)
+{
+	struct spyre_launch_state *r = s->launch;
+	uint32_t i, rec;
+
+	for (i = 0; i < n; i++) {
+		rec = (r->rec_next + i) % SPYRE_ARG_RECORDS;
+		r->rec_point[rec] = s->point;
+		r->last_rec = (int)rec;
+	}
+	if (n)
+		r->rec_next = (r->rec_next + n) % SPYRE_ARG_RECORDS;
+}
+
 /*
  * While @s captures: the launch as a node of the graph, with its argument
  * block; no ring block, no record. The patch path's shared image cannot be
