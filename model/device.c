@@ -19,9 +19,11 @@
 #define EMBED_CHUNK	128
 /* Dispatch d: positions per block of the paged view of the KV caches. */
 #define PAGE		64
-/* Dispatch d: the most decode steps between two waits (execs in the ring, spyre_dmodel_set_sync_every()). */
+/* Dispatch d: the most decode steps between two waits (steps of one exec, spyre_dmodel_set_sync_every()). */
 #define SYNC_MAX	256
 #define SYNC_DEFAULT	16
+/* Dispatch d: execs kept: K steps for either half of the rings, and a shorter last window's. */
+#define NEXECS		4
 
 /*
  * Dispatch d's int32 tables, one device buffer (struct spyre_dmodel.tab),
@@ -62,11 +64,15 @@ struct spyre_dmodel {
 	int32_t *host_tab;		/* pinned: the rows the host writes (TAB_PREFILL_CTX .. TAB_TOKEN) */
 	int32_t last_token;		/* the token the card holds in @token (the last argmax) */
 	uint32_t sync_every;		/* K: the host waits every K decode steps */
-	spyre_graph_exec_t **gx;	/* K execs of one decode step; exec j leaves its token in ring slot j */
+	struct {
+		spyre_graph_exec_t *x;	/* @steps decode steps; step s leaves its token in ring slot half*K + s */
+		uint32_t steps, half;
+	} gx[NEXECS];
 	uint32_t ngx;
 	bool gx_logits;			/* the execs also copy the logits to @ring_logits */
-	int32_t *ring_token;		/* pinned, K sticks */
-	void *ring_logits;		/* pinned, K rows of the logits, when @gx_logits */
+	int32_t *ring_token;		/* pinned, 2K sticks: two windows, one filling while the other is read */
+	void *ring_logits;		/* pinned, 2K rows of the logits, when @gx_logits */
+	spyre_event_t *window_done[2];	/* recorded after the replay of a window into either half */
 	/* kernels launched by a BUILD step, released when it ends */
 	spyre_kernel_t **held;
 	uint32_t nheld, capheld;
@@ -531,13 +537,16 @@ static int emit_prepare(void *ctx, struct call *c)
 	return 0;
 }
 
-static void free_graphs(struct spyre_dmodel *dm)
+static void free_execs(struct spyre_dmodel *dm)
 {
 	for (uint32_t i = 0; i < dm->ngx; i++)
-		spyre_graph_exec_destroy(dm->gx[i]);
-	free(dm->gx);
-	dm->gx = NULL;
+		spyre_graph_exec_destroy(dm->gx[i].x);
 	dm->ngx = 0;
+}
+
+static void free_graphs(struct spyre_dmodel *dm)
+{
+	free_execs(dm);
 	if (dm->ring_token)
 		spyre_free_host(dm->dev, dm->ring_token);
 	if (dm->ring_logits)
@@ -546,113 +555,159 @@ static void free_graphs(struct spyre_dmodel *dm)
 	dm->ring_logits = NULL;
 }
 
+/* The pinned rings of 2K tokens (and with @logits 2K rows of logits); 0, or a failure with a message. */
+static int alloc_rings(struct spyre_dmodel *dm, bool logits)
+{
+	uint64_t k2 = 2ull * dm->sync_every, lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
+	int ret = 0;
+
+	if (logits && !dm->gx_logits)
+		free_graphs(dm);	/* the execs copy no logits yet */
+	dm->gx_logits = dm->gx_logits || logits;
+	if (!dm->ring_token)
+		ret = spyre_malloc_host(dm->dev, k2 * SPYRE_STICK_BYTES, (void **)&dm->ring_token);
+	if (!ret && dm->gx_logits && !dm->ring_logits)
+		ret = spyre_malloc_host(dm->dev, k2 * lp, &dm->ring_logits);
+	return ret ? fail(dm, ret, "pinned host memory for the results of %u steps", dm->sync_every) : 0;
+}
+
 /*
- * The ring of K (sync_every) execs of one decode step with device-side
- * feedback, exec j copying its token (with @logits also its logits) to slot
- * j of the pinned rings: K replays in a row leave K tokens for one wait.
- * The kernels come from the model's cache, which outlives the execs.
+ * The exec of @steps decode steps with device-side feedback that leaves its
+ * tokens (and logits) in half @half of the rings: built on first use,
+ * captured on the model's stream (whose work is done), its kernels from the
+ * model's cache, which outlives it. One replay: ceil(steps x the step's
+ * packets / 253) SUBMITs.
  */
-static int build_graphs(struct spyre_dmodel *dm, bool logits)
+static int get_exec(struct spyre_dmodel *dm, uint32_t steps, uint32_t half, spyre_graph_exec_t **out)
 {
 	struct graph g = { .cfg = &dm->cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes,
 			   .paged = true, .dm = dm };
 	uint64_t lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
-	uint32_t k = dm->sync_every;
-	int ret;
+	spyre_graph_t *gr = NULL;
+	uint32_t i, slot;
+	int ret, e;
 
-	free_graphs(dm);
-	dm->gx = calloc(k, sizeof(*dm->gx));
-	if (!dm->gx)
-		return fail(dm, -ENOMEM, "host memory");
-	ret = spyre_malloc_host(dm->dev, (uint64_t)k * SPYRE_STICK_BYTES, (void **)&dm->ring_token);
-	if (!ret && logits)
-		ret = spyre_malloc_host(dm->dev, k * lp, &dm->ring_logits);
-	if (ret)
-		return fail(dm, ret, "pinned host memory for the results of %u steps", k);
+	for (i = 0; i < dm->ngx; i++)
+		if (dm->gx[i].steps == steps && dm->gx[i].half == half) {
+			*out = dm->gx[i].x;
+			return 0;
+		}
+	if (dm->ngx == NEXECS) {
+		/* only a last window's length changes: keep the full windows' execs */
+		for (i = 0; i < dm->ngx;)
+			if (dm->gx[i].steps != dm->sync_every) {
+				spyre_graph_exec_destroy(dm->gx[i].x);
+				dm->gx[i] = dm->gx[--dm->ngx];
+			} else {
+				i++;
+			}
+	}
 	ret = step(&g, NULL, 1, 0, true, emit_prepare, dm);
-	for (uint32_t j = 0; j < k && !ret; j++) {
-		spyre_graph_t *gr = NULL;
-		int e;
-
-		ret = spyre_stream_begin_capture(dm->stream);
-		if (ret)
-			break;
+	if (ret)
+		return ret;
+	ret = spyre_stream_begin_capture(dm->stream);
+	for (uint32_t st = 0; st < steps && !ret; st++) {
+		slot = half * dm->sync_every + st;
 		ret = step(&g, NULL, 1, 0, true, emit_device, dm);
-		ret = ret ?: spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_token + j * SPYRE_STICK_BYTES,
+		ret = ret ?: spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_token + slot * SPYRE_STICK_BYTES,
 						dm->token, SPYRE_STICK_BYTES, SPYRE_MEMCPY_D2H);
-		if (!ret && logits)
-			ret = spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_logits + j * lp, dm->logits,
-						 lp, SPYRE_MEMCPY_D2H);
-		e = spyre_stream_end_capture(dm->stream, &gr);
-		ret = ret ?: e;
-		ret = ret ?: spyre_graph_instantiate(gr, &dm->gx[j]);
-		spyre_graph_destroy(gr);
-		if (!ret)
-			dm->ngx = j + 1;
+		if (!ret && dm->gx_logits)
+			ret = spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_logits + slot * lp,
+						 dm->logits, lp, SPYRE_MEMCPY_D2H);
 	}
-	dm->gx_logits = logits;
-	if (ret) {
-		if (!dm->err[0])
-			fail(dm, ret, "capturing the decode step");
-		free_graphs(dm);
+	/* the window is done: an event node, reached at the end of the replay's last job (no SUBMIT of its own) */
+	ret = ret ?: spyre_event_record(dm->window_done[half], dm->stream);
+	e = spyre_stream_is_capturing(dm->stream) == 1 ? spyre_stream_end_capture(dm->stream, &gr) : 0;
+	ret = ret ?: e;
+	ret = ret ?: spyre_graph_instantiate(gr, out);
+	spyre_graph_destroy(gr);
+	if (ret)
+		return dm->err[0] ? ret : fail(dm, ret, "capturing %u decode steps", steps);
+	dm->gx[dm->ngx].x = *out;
+	dm->gx[dm->ngx].steps = steps;
+	dm->gx[dm->ngx++].half = half;
+	return 0;
+}
+
+/* The tokens (and logits) of the window of @w steps from step @i0 out of half @half of the rings. */
+static void collect(struct spyre_dmodel *dm, uint32_t i0, uint32_t w, uint32_t half, int32_t *next, float *logits)
+{
+	uint64_t lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
+
+	for (uint32_t j = 0, slot = half * dm->sync_every; j < w; j++, slot++) {
+		next[i0 + j] = dm->ring_token[slot * SPYRE_STICK_BYTES / 4];
+		if (logits)
+			unpack_logits(dm, logits + (size_t)(i0 + j) * dm->cfg.vocab,
+				      (const char *)dm->ring_logits + slot * lp);
 	}
-	return ret;
 }
 
 /*
- * @n decode steps of dispatch d from @token: windows of up to K steps, each
- * K replays enqueued back to back (one SUBMIT each) and one wait; the token
- * of a step never goes through the host on its way to the next.
+ * @n decode steps of dispatch d from @token, in windows of up to K steps,
+ * each one replay (its tokens into the other half of the rings than the
+ * window before); the host waits for a window only once the next is
+ * enqueued, so the card always has a window queued (K = 1: streaming
+ * without blocking the next step's submission). A step's token never goes
+ * through the host on its way to the next step.
  */
 static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int32_t *next, float *logits,
 			struct spyre_step_stats *st)
 {
-	uint64_t lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
-	char name[64];
-	int ret = 0;
+	struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
+	uint32_t k = dm->sync_every, nwin = (n + k - 1) / k, prev_i0 = 0, prev_w = 0, prev_half = 0;
+	spyre_graph_exec_t *x;
+	uint64_t t0, t1;
+	char name[80];
+	int ret;
 
 	if (dm->pos + n > dm->cfg.max_pos)
 		return fail(dm, -EINVAL, "%u decode steps at position %u: the model holds %u positions", n, dm->pos,
 			    dm->cfg.max_pos);
-	if ((!dm->ngx || (logits && !dm->gx_logits)) && (ret = build_graphs(dm, logits != NULL)))
+	/* every exec of the run before the clock starts: the full windows' and the last one's */
+	ret = alloc_rings(dm, logits != NULL);
+	for (uint32_t w = 0; w < 2 && w < nwin && !ret; w++)
+		ret = get_exec(dm, n - w * k < k ? n - w * k : k, w & 1, &x);
+	if (!ret && nwin > 2)
+		ret = get_exec(dm, n - (nwin - 1) * k, (nwin - 1) & 1, &x);
+	if (ret)
 		return ret;
-	for (uint32_t i0 = 0, w; i0 < n && !ret; i0 += w) {
-		struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
-		uint64_t t0, t1;
-
-		w = n - i0 < dm->ngx ? n - i0 : dm->ngx;
-		spyre_kcache_get_stats(dm->kcache, &k0);
-		ret = spyre_stream_reset_stats(dm->stream);
-		if (ret)
-			return fail(dm, ret, "stream");
+	spyre_kcache_get_stats(dm->kcache, &k0);
+	ret = spyre_stream_reset_stats(dm->stream);
+	if (ret)
+		return fail(dm, ret, "stream");
+	t0 = now_ns();
+	/* a caller's token other than the card's: written over the last argmax */
+	if (token != dm->last_token) {
+		dm->host_tab[TAB_TOKEN / 4] = token;
+		ret = spyre_memcpy_async(dm->stream, dm->token, (uint64_t)(uintptr_t)(dm->host_tab + TAB_TOKEN / 4), 4,
+					 SPYRE_MEMCPY_H2D);
+	}
+	for (uint32_t i0 = 0, w, half; i0 < n && !ret; i0 += w) {
+		w = n - i0 < k ? n - i0 : k;
+		half = (i0 / k) & 1;
 		if (spyre_trace_active()) {
-			snprintf(name, sizeof(name), "decode steps, positions %u..%u (graph replays)", dm->pos + i0,
+			snprintf(name, sizeof(name), "decode steps, positions %u..%u (one graph replay)", dm->pos + i0,
 				 dm->pos + i0 + w - 1);
 			spyre_trace_span_begin(name);
 		}
-		t0 = now_ns();
-		/* a caller's token other than the card's: written over the last argmax */
-		if (!i0 && token != dm->last_token) {
-			dm->host_tab[TAB_TOKEN / 4] = token;
-			ret = spyre_memcpy_async(dm->stream, dm->token, (uint64_t)(uintptr_t)(dm->host_tab + TAB_TOKEN / 4),
-						 4, SPYRE_MEMCPY_H2D);
-		}
-		for (uint32_t j = 0; j < w && !ret; j++)
-			ret = spyre_graph_launch(dm->gx[j], dm->stream);
-		t1 = now_ns();
-		ret = ret ?: spyre_stream_synchronize(dm->stream);
+		ret = get_exec(dm, w, half, &x);
+		ret = ret ?: spyre_graph_launch(x, dm->stream);
 		if (spyre_trace_active())
 			spyre_trace_span_end();
-		if (ret)
-			return fail(dm, ret, "decode steps at position %u", dm->pos + i0);
-		ret = step_stats(dm, &k0, w, now_ns() - t0, t1 - t0, st ? st + i0 : NULL);
-		for (uint32_t j = 0; j < w && !ret; j++) {
-			next[i0 + j] = dm->ring_token[j * SPYRE_STICK_BYTES / 4];
-			if (logits)
-				unpack_logits(dm, logits + (size_t)(i0 + j) * dm->cfg.vocab,
-					      (const char *)dm->ring_logits + j * lp);
-		}
+		/* the window before, while this one is queued behind it */
+		if (!ret && prev_w && !(ret = spyre_event_synchronize(dm->window_done[prev_half])))
+			collect(dm, prev_i0, prev_w, prev_half, next, logits);
+		prev_i0 = i0;
+		prev_w = w;
+		prev_half = half;
 	}
+	t1 = now_ns();
+	if (!ret && !(ret = spyre_event_synchronize(dm->window_done[prev_half])))
+		collect(dm, prev_i0, prev_w, prev_half, next, logits);
+	ret = ret ?: spyre_stream_synchronize(dm->stream);
+	if (ret)
+		return dm->err[0] ? ret : fail(dm, ret, "decode steps at position %u", dm->pos);
+	ret = step_stats(dm, &k0, n, now_ns() - t0, t1 - t0, st);
 	if (ret)
 		return ret;
 	dm->last_token = next[n - 1];
@@ -696,7 +751,7 @@ int spyre_dmodel_set_sync_every(struct spyre_dmodel *dm, uint32_t k)
 	if (k < 1 || k > SYNC_MAX)
 		return fail(dm, -EINVAL, "sync every %u steps: must be 1 to %u", k, SYNC_MAX);
 	if (k != dm->sync_every)
-		free_graphs(dm);
+		free_graphs(dm);	/* the rings' size and the execs' slots */
 	dm->sync_every = k;
 	return 0;
 }
@@ -1003,6 +1058,12 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		if (ret)
 			goto out;
 	}
+	ret = spyre_event_create(dev, &dm->window_done[0]);
+	ret = ret ?: spyre_event_create(dev, &dm->window_done[1]);
+	if (ret) {
+		fail(dm, ret, "events");
+		goto out;
+	}
 	ret = spyre_malloc_host(dev, SPYRE_STICK_BYTES, (void **)&dm->host_token);
 	ret = ret ?: spyre_malloc_host(dev, spyre_kernel_pitch(cfg->vocab, dm->dt), &dm->host_logits);
 	ret = ret ?: spyre_malloc_host(dev, TAB_SLOTS, (void **)&dm->host_tab);
@@ -1059,6 +1120,9 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 		spyre_free_host(dm->dev, dm->host_logits);
 	if (dm->host_tab)
 		spyre_free_host(dm->dev, dm->host_tab);
+	for (int i = 0; i < 2; i++)
+		if (dm->window_done[i])
+			spyre_event_destroy(dm->window_done[i]);
 	free(dm->layer);
 	free(dm);
 }

@@ -10,7 +10,7 @@
  * still computes with the old ones; replays on two streams in turn; a graph
  * of 600 launches split into jobs, each replay one SUBMIT per job and
  * counted in the stream's statistics (600 launches, their device time, no
- * failure: records of the stream's ring of 256, wrapped twice); capture
+ * failure: records of the stream's ring of 512, wrapped); capture
  * misuse (waits, pageable copies, patch-path programs, a second capture,
  * destroy) refused with -EBUSY / -ENOTSUP and a detail, bad node indices
  * and bindings refused with -EINVAL naming them; an exec replayed after the

@@ -109,7 +109,8 @@ struct spyre_device {
 #define SPYRE_ARG_SLOTS		32
 #define SPYRE_ARG_WORDS		SPYRE_LAUNCH_MAX_ARGS
 #define SPYRE_ARG_SLOT_BYTES	(SPYRE_ARG_WORDS * 8)
-#define SPYRE_ARG_RECORDS	256
+/* Two jobs of a graph replay's launches (graph.c): the host submits a job while the card runs the one before. */
+#define SPYRE_ARG_RECORDS	512
 #define SPYRE_ARG_RECORDS_OFF	(SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES)
 #define SPYRE_ARG_BUF_BYTES	\
 	(SPYRE_ARG_RECORDS_OFF + SPYRE_ARG_RECORDS * sizeof(struct spyre_launch_record))
@@ -467,7 +468,7 @@ void spyre_program_prep_upload(const struct spyre_program *pr, struct spyre_pkt_
 int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *slots);
 
 /*
- * launch.c, for graph replays (graph.c): the @n (<= SPYRE_ARG_RECORDS)
+ * launch.c, for graph replays (graph.c): the @n (<= SPYRE_ARG_RECORDS / 2)
  * LAUNCH packets @launch of one job about to be submitted on @s each get a
  * launch record of the stream's ring, as spyre_launch()'s do, so that a
  * replay's launches count in the stream's statistics. After the submit,
