@@ -701,7 +701,7 @@ static double per(uint64_t v, uint32_t n)
 	return n ? (double)v / n : 0;
 }
 
-static void print_summary(const struct options *o, const struct totals *t, spyre_kcache_t *kc)
+static void print_summary(const struct options *o, const struct totals *t, spyre_kcache_t *kc, int dispatch)
 {
 	uint32_t n = t->steps;
 
@@ -712,11 +712,13 @@ static void print_summary(const struct options *o, const struct totals *t, spyre
 	if (n)
 		printf("decode (%u steps, per token): host %.3f ms (dispatch %.3f ms), device %.1f us modeled, "
 		       "%.0f%% core use, %.0f launches; H2D per step: %.0f B of copies, %.0f B of launch arguments "
-		       "(the token id is an 8-byte launch scalar; weights and KV cache stay on the card); "
+		       "(%s; weights and KV cache stay on the card); "
 		       "kernel cache during decode: %" PRIu64 " hits, %" PRIu64 " misses (%.1f%% hits)\n", n,
 		       per(t->decode.host_ns, n) * 1e-6, per(t->decode.dispatch_ns, n) * 1e-6,
 		       per(t->decode.device_ns, n) * 1e-3, t->decode.utilization / n * 100,
 		       per(t->decode.launches, n), per(t->decode.h2d_bytes, n), per(t->decode.arg_bytes, n),
+		       dispatch == SPYRE_DISPATCH_GRAPH ? "the token is the last argmax, on the card; the graphs' "
+		       "argument blocks are written once" : "the token id is an 8-byte launch scalar",
 		       t->decode.kernel_hits, t->decode.kernel_misses,
 		       t->decode.kernel_hits + t->decode.kernel_misses ?
 		       100.0 * t->decode.kernel_hits / (t->decode.kernel_hits + t->decode.kernel_misses) : 0.0);
@@ -791,7 +793,7 @@ static int run_device(const struct options *o, const struct model *m)
 		for (uint32_t i = 0; i < o->ntokens; i++)
 			printf(" %d", out[d][i]);
 		printf("\n");
-		print_summary(o, &t[d], spyre_dmodel_kcache(dm));
+		print_summary(o, &t[d], spyre_dmodel_kcache(dm), d);
 		if (ref) {
 			printf("check: %u of %u tokens as the reference (%s); largest logit difference %.2e of the "
 			       "largest logit (tolerance %.0e)\n", o->ntokens - t[d].mismatches, o->ntokens,
