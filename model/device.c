@@ -786,6 +786,11 @@ int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispa
 		return fail(dm, ret, "kernel cache");
 	spyre_kcache_destroy(dm->kcache);
 	dm->kcache = kc;
+	/* d keeps the KV caches in the paged layout, the others in ATTENTION's: a cache of the other kind is emptied */
+	if (dm->pos && (dispatch == SPYRE_DISPATCH_GRAPH) != (dm->opts.dispatch == SPYRE_DISPATCH_GRAPH)) {
+		dm->opts.dispatch = dispatch;
+		return spyre_dmodel_reset(dm);
+	}
 	dm->opts.dispatch = dispatch;
 	return 0;
 }

@@ -82,7 +82,11 @@ void spyre_dmodel_free(struct spyre_dmodel *dm);
 int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config *cfg, uint32_t dtype,
 			   char *err, size_t errlen);
 
-/* Switch the dispatch configuration (the weights and caches stay). */
+/*
+ * Switch the dispatch configuration (the weights and caches stay; between d
+ * and the others, whose caches have different layouts, the caches are
+ * emptied as by spyre_dmodel_reset()).
+ */
 int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispatch);
 /* Empty the KV caches: the next prefill starts at position 0. */
 int spyre_dmodel_reset(struct spyre_dmodel *dm);
