@@ -57,9 +57,8 @@ struct spyre_dmodel {
 	/* pinned host buffers the results come back in */
 	int32_t *host_token;
 	void *host_logits;
-	/* dispatch d: the paged view of the caches, the tables, a ring of one-step execs */
-	uint32_t nblocks;		/* blocks of PAGE positions of each cache */
-	uint64_t cache_bytes;		/* of each cache: the contiguous or the paged layout, the larger */
+	/* dispatch d: the paged view of the caches, the tables, the execs of K decode steps and their rings */
+	uint32_t nblocks;		/* blocks of PAGE positions of each cache (cache_bytes()) */
 	spyre_dptr_t tab;		/* TAB_* */
 	int32_t *host_tab;		/* pinned: the rows the host writes (TAB_PREFILL_CTX .. TAB_TOKEN) */
 	int32_t last_token;		/* the token the card holds in @token (the last argmax) */
