@@ -423,7 +423,7 @@ bench-run: all $(BENCHES) bench-engine
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
 	$(B)/bench/kernels-bench >$(B)/bench-out/kernels.out
 	cat $(B)/bench-out/kernels.out
-	@echo "== a real model's dispatch: kernels built every step (a) / cached + patching (b) / cached + patch-free (c); functional, then timed"
+	@echo "== a real model's dispatch: kernels built every step (a) / cached + patching (b) / cached + patch-free (c) / graph replay with device-side feedback (d); functional, then timed"
 	for m in "" --timed; do \
 		tools/vm/run -q $$m --timeout 900 --dev "mem-size=4G" --out $(B)/bench-out/dispatch$$m.out -- \
 			spyre-generate --device 0 --dtype fp16 --dispatch all -q -n 32 || exit $$?; \

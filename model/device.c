@@ -17,6 +17,26 @@
 
 /* Prefill embeds at most this many tokens per launch (they travel as launch scalars). */
 #define EMBED_CHUNK	128
+/* Dispatch d: positions per block of the paged view of the KV caches. */
+#define PAGE		64
+/* Dispatch d: the most decode steps between two waits (steps of one exec, spyre_dmodel_set_sync_every()). */
+#define SYNC_MAX	256
+#define SYNC_DEFAULT	16
+/* Dispatch d: execs kept: K steps for either half of the rings, and a shorter last window's. */
+#define NEXECS		4
+
+/*
+ * Dispatch d's int32 tables, one device buffer (struct spyre_dmodel.tab),
+ * stick-layout rows: the prefill's context length, the decode position and
+ * context length (the counters a decode step reads and advances on the
+ * card: IADD), the prefill's slot mapping 0 .. max_pos-1, the identity block
+ * table. The host writes the first three rows before a prefill.
+ */
+#define TAB_PREFILL_CTX	0
+#define TAB_POS		SPYRE_STICK_BYTES
+#define TAB_CTX		(2 * SPYRE_STICK_BYTES)
+#define TAB_TOKEN	(3 * SPYRE_STICK_BYTES)	/* host row only: a token the caller feeds instead of the card's */
+#define TAB_SLOTS	(4 * SPYRE_STICK_BYTES)
 
 struct layer_buf {
 	spyre_dptr_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd, kc, vc;
@@ -37,6 +57,21 @@ struct spyre_dmodel {
 	/* pinned host buffers the results come back in */
 	int32_t *host_token;
 	void *host_logits;
+	/* dispatch d: the paged view of the caches, the tables, the execs of K decode steps and their rings */
+	uint32_t nblocks;		/* blocks of PAGE positions of each cache (cache_bytes()) */
+	spyre_dptr_t tab;		/* TAB_* */
+	int32_t *host_tab;		/* pinned: the rows the host writes (TAB_PREFILL_CTX .. TAB_TOKEN) */
+	int32_t last_token;		/* the token the card holds in @token (the last argmax) */
+	uint32_t sync_every;		/* K: the host waits every K decode steps */
+	struct {
+		spyre_graph_exec_t *x;	/* @steps decode steps; step s leaves its token in ring slot half*K + s */
+		uint32_t steps, half;
+	} gx[NEXECS];
+	uint32_t ngx;
+	bool gx_logits;			/* the execs also copy the logits to @ring_logits */
+	int32_t *ring_token;		/* pinned, 2K sticks: two windows, one filling while the other is read */
+	void *ring_logits;		/* pinned, 2K rows of the logits, when @gx_logits */
+	spyre_event_t *window_done[2];	/* recorded after the replay of a window into either half */
 	/* kernels launched by a BUILD step, released when it ends */
 	spyre_kernel_t **held;
 	uint32_t nheld, capheld;
@@ -88,6 +123,7 @@ struct graph {
 	const struct spyre_model_config *cfg;
 	uint32_t dt, cores, sp_bytes;
 	bool reloc;
+	bool paged;		/* dispatch d: the caches through the paged kernels (identity block table) */
 	const struct spyre_dmodel *dm;	/* NULL for the estimate */
 };
 
@@ -112,10 +148,66 @@ static int call(emit_fn emit, void *ctx, const struct spyre_kdesc *d, const spyr
 	return emit(ctx, &c);
 }
 
+/* Layer @l's attention of @m rows at pos0 (caches in the contiguous layout: ATTENTION). */
+static int attend(const struct graph *g, uint32_t l, uint32_t m, uint32_t pos0, bool decode, emit_fn emit, void *ctx)
+{
+	const struct spyre_model_config *c = g->cfg;
+	struct spyre_kdesc d = kd(g, SPYRE_KOP_ATTENTION, m, 0, 0);
+	struct call ac = { .nslots = 6, .slots = { B(q), B(k), B(v), L(l, kc), L(l, vc), B(a) },
+			   /* decode: as many scalars as the kernel takes (emit asks it) */
+			   .nscalars = decode ? UINT32_MAX : 0 };
+
+	d.heads = c->heads;
+	d.kv_heads = c->kv_heads;
+	d.head_dim = c->head_dim;
+	d.max_pos = c->max_pos;
+	d.scale = c->attention_multiplier;
+	if (decode) {
+		d.flags |= SPYRE_KF_DECODE;
+		if (spyre_kernel_attention_scalars(&d, pos0, ac.scalars))
+			return -EINVAL;
+	}
+	ac.d = d;
+	return emit(ctx, &ac);
+}
+
+/*
+ * Dispatch d: the caches as blocks of PAGE positions with the identity block
+ * table: the new K/V rows into their slots (prefill: 0 .. m-1; decode: the
+ * position row of the tables), then attention up to the context length row.
+ */
+static int attend_paged(const struct graph *g, uint32_t l, uint32_t m, bool decode, emit_fn emit, void *ctx)
+{
+	const struct spyre_model_config *c = g->cfg;
+	struct spyre_kdesc d = kd(g, SPYRE_KOP_PAGED_KV_WRITE, m, 0, 0);
+	int ret;
+
+	d.kv_heads = c->kv_heads;
+	d.head_dim = c->head_dim;
+	d.block_size = PAGE;
+	d.num_blocks = g->dm ? g->dm->nblocks : 1;
+	ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(k), B(v), B(tab) + (decode ? TAB_POS : TAB_SLOTS), L(l, kc),
+		   L(l, vc) }, 5, NULL, 0);
+	if (ret)
+		return ret;
+	d.op = SPYRE_KOP_PAGED_ATTENTION;
+	d.n = 1;
+	d.heads = c->heads;
+	d.max_pos = c->max_pos;
+	d.scale = c->attention_multiplier;
+	return call(emit, ctx, &d, (spyre_dptr_t[]){ B(q), L(l, kc), L(l, vc),
+		    B(tab) + TAB_SLOTS + spyre_kernel_pitch(c->max_pos, SPYRE_DT_INT32),
+		    B(tab) + (decode ? TAB_CTX : TAB_PREFILL_CTX), B(a) }, 6, NULL, 0);
+}
+
 /*
  * The kernels of one step: @m tokens at positions pos0.. (decode: m = 1).
  * @tokens may be NULL for the estimate. Ends with the argmax of the last
- * row's logits in the token buffer.
+ * row's logits in the token buffer. A paged decode step (dispatch d) takes
+ * nothing from the host: its token is the last argmax (EMBEDDING
+ * SPYRE_KF_INDEXED), its position and context length are device int32
+ * (ROPE SPYRE_KF_INDEXED, PAGED_KV_WRITE, PAGED_ATTENTION), advanced by 1
+ * on the card at its end (IADD), so a replay of it is the next step.
  */
 static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32_t pos0, bool decode,
 		emit_fn emit, void *ctx)
@@ -125,10 +217,18 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 	uint64_t xp = spyre_kernel_pitch(c->hidden, g->dt);
 	struct spyre_kdesc d;
 	uint64_t sc[EMBED_CHUNK + 8];
+	bool fb = g->paged && decode;	/* device-side feedback */
 	int ret;
 
+	if (fb) {
+		d = kd(g, SPYRE_KOP_EMBEDDING, 1, c->vocab, c->hidden);
+		d.scale = c->embedding_multiplier;
+		d.flags |= SPYRE_KF_INDEXED;
+		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(embed), B(token), B(x) }, 3, NULL, 0)))
+			return ret;
+	}
 	/* embedding, in chunks: token ids travel as launch scalars */
-	for (uint32_t i = 0; i < m; i += EMBED_CHUNK) {
+	for (uint32_t i = 0; i < m && !fb; i += EMBED_CHUNK) {
 		uint32_t n = m - i < EMBED_CHUNK ? m - i : EMBED_CHUNK;
 
 		d = kd(g, SPYRE_KOP_EMBEDDING, n, c->vocab, c->hidden);
@@ -161,30 +261,19 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 			d.heads = qk ? c->kv_heads : c->heads;
 			d.head_dim = hd;
 			d.max_pos = c->max_pos;
-			sc[0] = spyre_kernel_rope_scalar(&d, pos0);
-			ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), B(rope_cos), B(rope_sin),
-				   qk ? B(k) : B(q) }, 4, sc, 1);
+			if (fb) {
+				d.flags |= SPYRE_KF_INDEXED;
+				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), B(rope_cos),
+					   B(rope_sin), B(tab) + TAB_POS, qk ? B(k) : B(q) }, 5, NULL, 0);
+			} else {
+				sc[0] = spyre_kernel_rope_scalar(&d, pos0);
+				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), B(rope_cos),
+					   B(rope_sin), qk ? B(k) : B(q) }, 4, sc, 1);
+			}
 			if (ret)
 				return ret;
 		}
-		d = kd(g, SPYRE_KOP_ATTENTION, m, 0, 0);
-		d.heads = c->heads;
-		d.kv_heads = c->kv_heads;
-		d.head_dim = hd;
-		d.max_pos = c->max_pos;
-		d.scale = c->attention_multiplier;
-		if (decode) {
-			d.flags |= SPYRE_KF_DECODE;
-			if (spyre_kernel_attention_scalars(&d, pos0, sc))
-				return -EINVAL;
-		}
-		struct call ac = { .d = d, .nslots = 6,
-				   .slots = { B(q), B(k), B(v), L(l, kc), L(l, vc), B(a) },
-				   /* decode: as many scalars as the kernel takes (emit asks it) */
-				   .nscalars = decode ? UINT32_MAX : 0 };
-
-		memcpy(ac.scalars, sc, sizeof(ac.scalars));
-		if ((ret = emit(ctx, &ac)))
+		if ((ret = g->paged ? attend_paged(g, l, m, decode, emit, ctx) : attend(g, l, m, pos0, decode, emit, ctx)))
 			return ret;
 		d = kd(g, SPYRE_KOP_LINEAR, m, c->hidden, qd);
 		d.in_group = hd;
@@ -217,7 +306,12 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), B(lm_head), B(logits) }, 3, NULL, 0)))
 		return ret;
 	d = kd(g, SPYRE_KOP_ARGMAX, 1, c->vocab, 0);
-	return call(emit, ctx, &d, (spyre_dptr_t[]){ B(logits), B(token) }, 2, NULL, 0);
+	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(logits), B(token) }, 2, NULL, 0)) || !fb)
+		return ret;
+	/* the next step's position and context length, on the card */
+	d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_IADD, .cores = 1, .m = 2, .n = 1, .alpha = 1,
+				  .sp_bytes = g->sp_bytes };
+	return call(emit, ctx, &d, (spyre_dptr_t[]){ B(tab) + TAB_POS, B(tab) + TAB_POS }, 2, NULL, 0);
 }
 
 #undef B
@@ -293,13 +387,58 @@ static int emit_device(void *ctx, struct call *c)
 	return ret;
 }
 
+/*
+ * What the stream did since its last reset, over @steps steps that took
+ * @host_ns (@dispatch_ns until the last was enqueued), into @st[0 ..
+ * steps-1] (optional), each step a @steps-th of the totals. Fails when a
+ * kernel faulted.
+ */
+static int step_stats(struct spyre_dmodel *dm, const struct spyre_kcache_stats *k0, uint32_t steps, uint64_t host_ns,
+		      uint64_t dispatch_ns, struct spyre_step_stats *st)
+{
+	struct spyre_kcache_stats k1 = { .size = sizeof(k1) };
+	struct spyre_stream_stats s = { .size = sizeof(s) };
+	int ret = spyre_stream_get_stats(dm->stream, &s);
+
+	if (ret)
+		return fail(dm, ret, "stream statistics");
+	spyre_kcache_get_stats(dm->kcache, &k1);
+	for (uint32_t i = 0; st && i < steps; i++) {
+		memset(&st[i], 0, sizeof(st[i]));
+		st[i].host_ns = host_ns / steps;
+		st[i].dispatch_ns = dispatch_ns / steps;
+		st[i].device_ns = s.device_ns / steps;
+		st[i].launches = s.launches / steps;
+		st[i].utilization = s.core_cycles ? (double)s.core_busy_cycles / (double)s.core_cycles : 0;
+		st[i].h2d_bytes = s.h2d_bytes / steps;
+		st[i].arg_bytes = s.arg_bytes / steps;
+		st[i].upload_bytes = s.upload_bytes / steps;
+		st[i].d2h_bytes = s.d2h_bytes / steps;
+		st[i].kernel_hits = (k1.hits - k0->hits) / steps;
+		st[i].kernel_misses = (k1.misses - k0->misses) / steps;
+	}
+	if (s.failed_launches)
+		return fail(dm, -EIO, "%llu kernels of the step faulted", (unsigned long long)s.failed_launches);
+	return 0;
+}
+
+/* The logits as the device left them (@dev, pinned) into fp32 @logits, divided by logits_scaling. */
+static void unpack_logits(const struct spyre_dmodel *dm, float *logits, const void *dev)
+{
+	float inv = 1.0f / dm->cfg.logits_scaling;
+
+	spyre_kernel_unpack(logits, dev, 1, dm->cfg.vocab, 0, dm->dt);
+	for (uint32_t i = 0; i < dm->cfg.vocab; i++)
+		logits[i] *= inv;
+}
+
 static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
 		    float *logits, struct spyre_step_stats *st)
 {
 	struct graph g = { .cfg = &dm->cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes,
-			   .reloc = dm->opts.dispatch == SPYRE_DISPATCH_PATCH, .dm = dm };
-	struct spyre_kcache_stats k0 = { .size = sizeof(k0) }, k1 = { .size = sizeof(k1) };
-	struct spyre_stream_stats s = { .size = sizeof(s) };
+			   .reloc = dm->opts.dispatch == SPYRE_DISPATCH_PATCH,
+			   .paged = dm->opts.dispatch == SPYRE_DISPATCH_GRAPH, .dm = dm };
+	struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
 	uint64_t t0, t1;
 	int ret;
 
@@ -315,6 +454,18 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 	if (ret)
 		return fail(dm, ret, "stream");
 	t0 = now_ns();
+	if (g.paged) {
+		/* the prefill's context length; the first decode step's position and context length */
+		dm->host_tab[TAB_PREFILL_CTX / 4] = (int32_t)m;
+		dm->host_tab[TAB_POS / 4] = (int32_t)m;
+		dm->host_tab[TAB_CTX / 4] = (int32_t)m + 1;
+		ret = spyre_memcpy_async(dm->stream, dm->tab, (uint64_t)(uintptr_t)dm->host_tab, TAB_TOKEN,
+					 SPYRE_MEMCPY_H2D);
+		if (ret) {
+			fail(dm, ret, "the position tables");
+			return ret;
+		}
+	}
 	ret = step(&g, tokens, m, dm->pos, decode, emit_device, dm);
 	if (!ret)
 		ret = spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->host_token, dm->token, 4,
@@ -331,37 +482,13 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 			fail(dm, ret, "step at position %u", dm->pos);
 		return ret;
 	}
-	if (st) {
-		memset(st, 0, sizeof(*st));
-		st->host_ns = now_ns() - t0;
-		st->dispatch_ns = t1 - t0;
-	}
 	release_held(dm);
-	ret = spyre_stream_get_stats(dm->stream, &s);
+	ret = step_stats(dm, &k0, 1, now_ns() - t0, t1 - t0, st);
 	if (ret)
-		return fail(dm, ret, "stream statistics");
-	spyre_kcache_get_stats(dm->kcache, &k1);
-	if (st) {
-		st->device_ns = s.device_ns;
-		st->launches = s.launches;
-		st->utilization = s.core_cycles ? (double)s.core_busy_cycles / (double)s.core_cycles : 0;
-		st->h2d_bytes = s.h2d_bytes;
-		st->arg_bytes = s.arg_bytes;
-		st->upload_bytes = s.upload_bytes;
-		st->d2h_bytes = s.d2h_bytes;
-		st->kernel_hits = k1.hits - k0.hits;
-		st->kernel_misses = k1.misses - k0.misses;
-	}
-	if (s.failed_launches)
-		return fail(dm, -EIO, "%llu kernels of the step faulted", (unsigned long long)s.failed_launches);
-	*next = *dm->host_token;
-	if (logits) {
-		float inv = 1.0f / dm->cfg.logits_scaling;
-
-		spyre_kernel_unpack(logits, dm->host_logits, 1, dm->cfg.vocab, 0, dm->dt);
-		for (uint32_t i = 0; i < dm->cfg.vocab; i++)
-			logits[i] *= inv;
-	}
+		return ret;
+	*next = dm->last_token = *dm->host_token;
+	if (logits)
+		unpack_logits(dm, logits, dm->host_logits);
 	dm->pos += m;
 	return 0;
 }
@@ -394,13 +521,238 @@ int spyre_dmodel_prefill(struct spyre_dmodel *dm, const int32_t *tokens, uint32_
 	return run_step_traced(dm, tokens, n, false, next, logits, st);
 }
 
+/* ---- dispatch d: a decode step captured once, replayed ------------------------------- */
+
+/* spyre_kernel_get() of a kernel of the step, so that its capture builds and loads nothing. */
+static int emit_prepare(void *ctx, struct call *c)
+{
+	struct spyre_dmodel *dm = ctx;
+	spyre_kernel_t *k;
+	int ret = spyre_kernel_get(dm->kcache, &c->d, &k);
+
+	if (ret)
+		return fail(dm, ret, "%s kernel", spyre_kernel_op_name(c->d.op));
+	spyre_kernel_put(k);
+	return 0;
+}
+
+static void free_execs(struct spyre_dmodel *dm)
+{
+	for (uint32_t i = 0; i < dm->ngx; i++)
+		spyre_graph_exec_destroy(dm->gx[i].x);
+	dm->ngx = 0;
+}
+
+static void free_graphs(struct spyre_dmodel *dm)
+{
+	free_execs(dm);
+	if (dm->ring_token)
+		spyre_free_host(dm->dev, dm->ring_token);
+	if (dm->ring_logits)
+		spyre_free_host(dm->dev, dm->ring_logits);
+	dm->ring_token = NULL;
+	dm->ring_logits = NULL;
+}
+
+/* The pinned rings of 2K tokens (and with @logits 2K rows of logits); 0, or a failure with a message. */
+static int alloc_rings(struct spyre_dmodel *dm, bool logits)
+{
+	uint64_t k2 = 2ull * dm->sync_every, lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
+	int ret = 0;
+
+	if (logits && !dm->gx_logits)
+		free_graphs(dm);	/* the execs copy no logits yet */
+	dm->gx_logits = dm->gx_logits || logits;
+	if (!dm->ring_token)
+		ret = spyre_malloc_host(dm->dev, k2 * SPYRE_STICK_BYTES, (void **)&dm->ring_token);
+	if (!ret && dm->gx_logits && !dm->ring_logits)
+		ret = spyre_malloc_host(dm->dev, k2 * lp, &dm->ring_logits);
+	return ret ? fail(dm, ret, "pinned host memory for the results of %u steps", dm->sync_every) : 0;
+}
+
+/*
+ * The exec of @steps decode steps with device-side feedback that leaves its
+ * tokens (and logits) in half @half of the rings: built on first use,
+ * captured on the model's stream (whose work is done), its kernels from the
+ * model's cache, which outlives it. One replay: ceil(steps x the step's
+ * packets / 253) SUBMITs.
+ */
+static int get_exec(struct spyre_dmodel *dm, uint32_t steps, uint32_t half, spyre_graph_exec_t **out)
+{
+	struct graph g = { .cfg = &dm->cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes,
+			   .paged = true, .dm = dm };
+	uint64_t lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
+	spyre_graph_t *gr = NULL;
+	uint32_t i, slot;
+	int ret, e;
+
+	for (i = 0; i < dm->ngx; i++)
+		if (dm->gx[i].steps == steps && dm->gx[i].half == half) {
+			*out = dm->gx[i].x;
+			return 0;
+		}
+	if (dm->ngx == NEXECS) {
+		/* only a last window's length changes: keep the full windows' execs */
+		for (i = 0; i < dm->ngx;)
+			if (dm->gx[i].steps != dm->sync_every) {
+				spyre_graph_exec_destroy(dm->gx[i].x);
+				dm->gx[i] = dm->gx[--dm->ngx];
+			} else {
+				i++;
+			}
+	}
+	ret = step(&g, NULL, 1, 0, true, emit_prepare, dm);
+	if (ret)
+		return ret;
+	ret = spyre_stream_begin_capture(dm->stream);
+	for (uint32_t st = 0; st < steps && !ret; st++) {
+		slot = half * dm->sync_every + st;
+		ret = step(&g, NULL, 1, 0, true, emit_device, dm);
+		ret = ret ?: spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_token + slot * SPYRE_STICK_BYTES,
+						dm->token, SPYRE_STICK_BYTES, SPYRE_MEMCPY_D2H);
+		if (!ret && dm->gx_logits)
+			ret = spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_logits + slot * lp,
+						 dm->logits, lp, SPYRE_MEMCPY_D2H);
+	}
+	/* the window is done: an event node, reached at the end of the replay's last job (no SUBMIT of its own) */
+	ret = ret ?: spyre_event_record(dm->window_done[half], dm->stream);
+	e = spyre_stream_is_capturing(dm->stream) == 1 ? spyre_stream_end_capture(dm->stream, &gr) : 0;
+	ret = ret ?: e;
+	ret = ret ?: spyre_graph_instantiate(gr, out);
+	spyre_graph_destroy(gr);
+	if (ret)
+		return dm->err[0] ? ret : fail(dm, ret, "capturing %u decode steps", steps);
+	dm->gx[dm->ngx].x = *out;
+	dm->gx[dm->ngx].steps = steps;
+	dm->gx[dm->ngx++].half = half;
+	return 0;
+}
+
+/* The tokens (and logits) of the window of @w steps from step @i0 out of half @half of the rings. */
+static void collect(struct spyre_dmodel *dm, uint32_t i0, uint32_t w, uint32_t half, int32_t *next, float *logits)
+{
+	uint64_t lp = spyre_kernel_pitch(dm->cfg.vocab, dm->dt);
+
+	for (uint32_t j = 0, slot = half * dm->sync_every; j < w; j++, slot++) {
+		next[i0 + j] = dm->ring_token[slot * SPYRE_STICK_BYTES / 4];
+		if (logits)
+			unpack_logits(dm, logits + (size_t)(i0 + j) * dm->cfg.vocab,
+				      (const char *)dm->ring_logits + slot * lp);
+	}
+}
+
+/*
+ * @n decode steps of dispatch d from @token, in windows of up to K steps,
+ * each one replay (its tokens into the other half of the rings than the
+ * window before); the host waits for a window only once the next is
+ * enqueued, so the card always has a window queued (K = 1: streaming
+ * without blocking the next step's submission). A step's token never goes
+ * through the host on its way to the next step.
+ */
+static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int32_t *next, float *logits,
+			struct spyre_step_stats *st)
+{
+	struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
+	uint32_t k = dm->sync_every, nwin = (n + k - 1) / k, prev_i0 = 0, prev_w = 0, prev_half = 0;
+	spyre_graph_exec_t *x;
+	uint64_t t0, t1;
+	char name[80];
+	int ret;
+
+	if (dm->pos + n > dm->cfg.max_pos)
+		return fail(dm, -EINVAL, "%u decode steps at position %u: the model holds %u positions", n, dm->pos,
+			    dm->cfg.max_pos);
+	/* every exec of the run before the clock starts: the full windows' and the last one's */
+	ret = alloc_rings(dm, logits != NULL);
+	for (uint32_t w = 0; w < 2 && w < nwin && !ret; w++)
+		ret = get_exec(dm, n - w * k < k ? n - w * k : k, w & 1, &x);
+	if (!ret && nwin > 2)
+		ret = get_exec(dm, n - (nwin - 1) * k, (nwin - 1) & 1, &x);
+	if (ret)
+		return ret;
+	spyre_kcache_get_stats(dm->kcache, &k0);
+	ret = spyre_stream_reset_stats(dm->stream);
+	if (ret)
+		return fail(dm, ret, "stream");
+	t0 = now_ns();
+	/* a caller's token other than the card's: written over the last argmax */
+	if (token != dm->last_token) {
+		dm->host_tab[TAB_TOKEN / 4] = token;
+		ret = spyre_memcpy_async(dm->stream, dm->token, (uint64_t)(uintptr_t)(dm->host_tab + TAB_TOKEN / 4), 4,
+					 SPYRE_MEMCPY_H2D);
+	}
+	for (uint32_t i0 = 0, w, half; i0 < n && !ret; i0 += w) {
+		w = n - i0 < k ? n - i0 : k;
+		half = (i0 / k) & 1;
+		if (spyre_trace_active()) {
+			snprintf(name, sizeof(name), "decode steps, positions %u..%u (one graph replay)", dm->pos + i0,
+				 dm->pos + i0 + w - 1);
+			spyre_trace_span_begin(name);
+		}
+		ret = get_exec(dm, w, half, &x);
+		ret = ret ?: spyre_graph_launch(x, dm->stream);
+		if (spyre_trace_active())
+			spyre_trace_span_end();
+		/* the window before, while this one is queued behind it */
+		if (!ret && prev_w && !(ret = spyre_event_synchronize(dm->window_done[prev_half])))
+			collect(dm, prev_i0, prev_w, prev_half, next, logits);
+		prev_i0 = i0;
+		prev_w = w;
+		prev_half = half;
+	}
+	t1 = now_ns();
+	if (!ret && !(ret = spyre_event_synchronize(dm->window_done[prev_half])))
+		collect(dm, prev_i0, prev_w, prev_half, next, logits);
+	ret = ret ?: spyre_stream_synchronize(dm->stream);
+	if (ret)
+		return dm->err[0] ? ret : fail(dm, ret, "decode steps at position %u", dm->pos);
+	ret = step_stats(dm, &k0, n, now_ns() - t0, t1 - t0, st);
+	if (ret)
+		return ret;
+	dm->last_token = next[n - 1];
+	dm->pos += n;
+	return 0;
+}
+
 int spyre_dmodel_decode(struct spyre_dmodel *dm, int32_t token, int32_t *next, float *logits,
 			struct spyre_step_stats *st)
 {
 	dm->err[0] = 0;
 	if (!dm->pos)
 		return fail(dm, -EINVAL, "decode before any prefill");
-	return run_step_traced(dm, &token, 1, true, next, logits, st);
+	if (dm->opts.dispatch != SPYRE_DISPATCH_GRAPH)
+		return run_step_traced(dm, &token, 1, true, next, logits, st);
+	if (token < 0 || (uint32_t)token >= dm->cfg.vocab)
+		return fail(dm, -EINVAL, "token %d is not in the vocabulary (0..%u)", token, dm->cfg.vocab - 1);
+	return decode_graph(dm, token, 1, next, logits, st);
+}
+
+int spyre_dmodel_decode_steps(struct spyre_dmodel *dm, uint32_t n, int32_t *next, float *logits,
+			      struct spyre_step_stats *st)
+{
+	int ret = 0;
+
+	dm->err[0] = 0;
+	if (!dm->pos)
+		return fail(dm, -EINVAL, "decode before any prefill");
+	if (!n)
+		return 0;
+	if (dm->opts.dispatch == SPYRE_DISPATCH_GRAPH)
+		return decode_graph(dm, dm->last_token, n, next, logits, st);
+	for (uint32_t i = 0; i < n && !ret; i++)
+		ret = run_step_traced(dm, i ? &next[i - 1] : &dm->last_token, 1, true, &next[i],
+				      logits ? logits + (size_t)i * dm->cfg.vocab : NULL, st ? st + i : NULL);
+	return ret;
+}
+
+int spyre_dmodel_set_sync_every(struct spyre_dmodel *dm, uint32_t k)
+{
+	if (k < 1 || k > SYNC_MAX)
+		return fail(dm, -EINVAL, "sync every %u steps: must be 1 to %u", k, SYNC_MAX);
+	if (k != dm->sync_every)
+		free_graphs(dm);	/* the rings' size and the execs' slots */
+	dm->sync_every = k;
+	return 0;
 }
 
 uint32_t spyre_dmodel_pos(const struct spyre_dmodel *dm)
@@ -423,14 +775,21 @@ int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispa
 	spyre_kcache_t *kc;
 	int ret;
 
-	if (dispatch > SPYRE_DISPATCH_FAST)
+	if (dispatch > SPYRE_DISPATCH_GRAPH)
 		return fail(dm, -EINVAL, "dispatch %d", (int)dispatch);
+	/* the execs name the old cache's programs */
+	free_graphs(dm);
 	/* BUILD keeps nothing: a cache of capacity 0 */
 	ret = spyre_kcache_create(dm->dev, dispatch == SPYRE_DISPATCH_BUILD ? 0 : 4096, &kc);
 	if (ret)
 		return fail(dm, ret, "kernel cache");
 	spyre_kcache_destroy(dm->kcache);
 	dm->kcache = kc;
+	/* d keeps the KV caches in the paged layout, the others in ATTENTION's: a cache of the other kind is emptied */
+	if (dm->pos && (dispatch == SPYRE_DISPATCH_GRAPH) != (dm->opts.dispatch == SPYRE_DISPATCH_GRAPH)) {
+		dm->opts.dispatch = dispatch;
+		return spyre_dmodel_reset(dm);
+	}
 	dm->opts.dispatch = dispatch;
 	return 0;
 }
@@ -501,6 +860,27 @@ static int upload_weight(struct spyre_dmodel *dm, spyre_dptr_t *p, const struct 
 	return upload_bytes(dm, p, buf, bytes);
 }
 
+/*
+ * Bytes of one KV cache: [kv_heads x max_pos] rows of head_dim (ATTENTION's
+ * layout) or, for dispatch d, blocks of PAGE positions of kv_heads x
+ * head_dim (the paged kernels'): the larger, so either fits.
+ */
+static uint64_t cache_bytes(const struct spyre_model_config *c, uint32_t dt)
+{
+	uint64_t contig = (uint64_t)c->kv_heads * c->max_pos * spyre_kernel_pitch(c->head_dim, dt);
+	uint64_t paged = (uint64_t)(c->max_pos + PAGE - 1) / PAGE * PAGE *
+			 spyre_kernel_grouped_pitch((uint64_t)c->kv_heads * c->head_dim, c->head_dim, dt);
+
+	return contig > paged ? contig : paged;
+}
+
+/* Bytes of dispatch d's tables (TAB_*). */
+static uint64_t tab_bytes(const struct spyre_model_config *c)
+{
+	return TAB_SLOTS + spyre_kernel_pitch(c->max_pos, SPYRE_DT_INT32) +
+	       spyre_kernel_pitch((c->max_pos + PAGE - 1) / PAGE, SPYRE_DT_INT32);
+}
+
 /* Device bytes the model needs (weights, caches, activations), for the fit check. */
 static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uint64_t work)
 {
@@ -508,12 +888,12 @@ static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uin
 	uint64_t pq = spyre_kernel_grouped_pitch(qd, hd, dt), pk = spyre_kernel_grouped_pitch(kvd, hd, dt);
 	uint64_t ph = spyre_kernel_pitch(c->hidden, dt), pf = spyre_kernel_pitch(c->ffn, dt);
 	uint64_t per_layer = 2 * ph + c->hidden * (pq + 2 * pk) + qd * ph + 2 * c->hidden * pf + c->ffn * ph +
-			     2 * (uint64_t)c->kv_heads * c->max_pos * spyre_kernel_pitch(hd, dt);
-	/* x, h, t; q, a; k, v (spyre_dmodel_new's activations); logits; the token */
+			     2 * cache_bytes(c, dt);
+	/* x, h, t; q, a; k, v (spyre_dmodel_new's activations); logits; the token; dispatch d's tables */
 	uint64_t act = (uint64_t)c->max_pos * (3 * ph + 2 * pq + 2 * pk) + spyre_kernel_pitch(c->vocab, dt) +
-		       SPYRE_STICK_BYTES;
+		       SPYRE_STICK_BYTES + tab_bytes(c);
 	/* what the allocator may add to each of the model's allocations (size classes, pages) */
-	uint64_t slack = (12 + 11 * (uint64_t)c->layers) * (64u << 10);
+	uint64_t slack = (13 + 11 * (uint64_t)c->layers) * (64u << 10);
 
 	return c->vocab * ph + ph + c->hidden * spyre_kernel_pitch(c->vocab, dt) + c->layers * per_layer + act +
 	       2ull * c->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32) + work + slack;
@@ -613,7 +993,7 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	for (uint32_t l = 0; l < cfg->layers; l++) {
 		const struct spyre_layer_weights *lw = &w->layer[l];
 		struct layer_buf *lb = &dm->layer[l];
-		uint64_t cache = (uint64_t)cfg->kv_heads * cfg->max_pos * spyre_kernel_pitch(hd, dm->dt);
+		uint64_t cache = cache_bytes(cfg, dm->dt);
 
 		if ((ret = upload(dm, &lb->attn_norm, lw->attn_norm, 1, cfg->hidden)) ||
 		    (ret = upload_weight(dm, &lb->wq, &dq, 1, lw->wq)) ||
@@ -662,13 +1042,41 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		    (ret = dalloc(dm, SPYRE_STICK_BYTES, &dm->token)))
 			goto out;
 	}
+	/* dispatch d's tables: the slot mapping 0 .. max_pos-1 and the identity block table, once */
+	{
+		uint64_t tb = tab_bytes(cfg), bt = TAB_SLOTS + spyre_kernel_pitch(cfg->max_pos, SPYRE_DT_INT32);
+		int32_t *t = calloc(1, tb);
+
+		dm->nblocks = (cfg->max_pos + PAGE - 1) / PAGE;
+		if (!t) {
+			ret = fail(dm, -ENOMEM, "host memory");
+			goto out;
+		}
+		for (uint32_t i = 0; i < cfg->max_pos; i++)
+			t[TAB_SLOTS / 4 + i] = (int32_t)i;
+		for (uint32_t i = 0; i < dm->nblocks; i++)
+			t[bt / 4 + i] = (int32_t)i;
+		ret = dalloc(dm, tb, &dm->tab);
+		ret = ret ?: spyre_memcpy(dev, dm->tab, (uint64_t)(uintptr_t)t, tb, SPYRE_MEMCPY_H2D);
+		free(t);
+		if (ret)
+			goto out;
+	}
+	ret = spyre_event_create(dev, &dm->window_done[0]);
+	ret = ret ?: spyre_event_create(dev, &dm->window_done[1]);
+	if (ret) {
+		fail(dm, ret, "events");
+		goto out;
+	}
 	ret = spyre_malloc_host(dev, SPYRE_STICK_BYTES, (void **)&dm->host_token);
 	ret = ret ?: spyre_malloc_host(dev, spyre_kernel_pitch(cfg->vocab, dm->dt), &dm->host_logits);
+	ret = ret ?: spyre_malloc_host(dev, TAB_SLOTS, (void **)&dm->host_tab);
 	if (ret) {
 		fail(dm, ret, "pinned host memory");
 		goto out;
 	}
-	ret = spyre_dmodel_reset(dm);
+	ret = spyre_dmodel_set_sync_every(dm, opts->sync_every ? opts->sync_every : SYNC_DEFAULT);
+	ret = ret ?: spyre_dmodel_reset(dm);
 	if (ret)
 		goto out;
 	*out = dm;
@@ -681,7 +1089,7 @@ out:
 
 int spyre_dmodel_reset(struct spyre_dmodel *dm)
 {
-	uint64_t cache = (uint64_t)dm->cfg.kv_heads * dm->cfg.max_pos * spyre_kernel_pitch(dm->cfg.head_dim, dm->dt);
+	uint64_t cache = cache_bytes(&dm->cfg, dm->dt);
 	int ret = 0;
 
 	for (uint32_t l = 0; l < dm->cfg.layers && !ret; l++) {
@@ -703,6 +1111,7 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 		spyre_stream_synchronize(dm->stream);
 	release_held(dm);
 	free(dm->held);
+	free_graphs(dm);
 	spyre_kcache_destroy(dm->kcache);
 	if (dm->stream)
 		spyre_stream_destroy(dm->stream);
@@ -713,6 +1122,11 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 		spyre_free_host(dm->dev, dm->host_token);
 	if (dm->host_logits)
 		spyre_free_host(dm->dev, dm->host_logits);
+	if (dm->host_tab)
+		spyre_free_host(dm->dev, dm->host_tab);
+	for (int i = 0; i < 2; i++)
+		if (dm->window_done[i])
+			spyre_event_destroy(dm->window_done[i]);
 	free(dm->layer);
 	free(dm);
 }

@@ -7,13 +7,22 @@
  * A decode step moves only the new token id to the device, as a launch
  * scalar of the embedding kernel; the next token comes back as 4 bytes.
  *
- * Three dispatch configurations, the structure of Spyre's published result:
+ * Four dispatch configurations, the first three the structure of Spyre's
+ * published result:
  *   SPYRE_DISPATCH_BUILD  (a) every kernel generated and uploaded on every
  *                             step (graph building on the data path);
  *   SPYRE_DISPATCH_PATCH  (b) kernels cached, launched through three-step
  *                             address patching (absolute operands);
  *   SPYRE_DISPATCH_FAST   (c) kernels cached, patch-free launches
- *                             (slot-relative operands).
+ *                             (slot-relative operands);
+ *   SPYRE_DISPATCH_GRAPH  (d) the decode step captured once into launch
+ *                             graphs and replayed, one SUBMIT a step, with
+ *                             device-side feedback: the token is the last
+ *                             argmax, position and context length device
+ *                             int32 that the step advances itself, the KV
+ *                             caches read through the paged kernels; the
+ *                             host waits every sync_every steps (prefill as
+ *                             c, through the paged kernels).
  */
 #ifndef SPYRE_MODEL_DEVICE_H
 #define SPYRE_MODEL_DEVICE_H
@@ -29,12 +38,14 @@ enum spyre_dispatch {
 	SPYRE_DISPATCH_BUILD = 0,
 	SPYRE_DISPATCH_PATCH = 1,
 	SPYRE_DISPATCH_FAST = 2,
+	SPYRE_DISPATCH_GRAPH = 3,
 };
 
 struct spyre_dmodel_opts {
 	uint32_t dtype;		/* SPYRE_DT_FP16 (default when 0 is not meant: use FP32 explicitly), DL16, BF16, FP32 */
 	uint32_t cores;		/* 0: all the device has */
 	enum spyre_dispatch dispatch;
+	uint32_t sync_every;	/* dispatch d: decode steps between two waits of the host, 1..256 (0: 16) */
 };
 
 /* What one prefill or decode step cost. */
@@ -71,7 +82,11 @@ void spyre_dmodel_free(struct spyre_dmodel *dm);
 int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config *cfg, uint32_t dtype,
 			   char *err, size_t errlen);
 
-/* Switch the dispatch configuration (the weights and caches stay). */
+/*
+ * Switch the dispatch configuration (the weights and caches stay; between d
+ * and the others, whose caches have different layouts, the caches are
+ * emptied as by spyre_dmodel_reset()).
+ */
 int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispatch);
 /* Empty the KV caches: the next prefill starts at position 0. */
 int spyre_dmodel_reset(struct spyre_dmodel *dm);
@@ -83,9 +98,24 @@ int spyre_dmodel_reset(struct spyre_dmodel *dm);
  */
 int spyre_dmodel_prefill(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t n, int32_t *next,
 			 float *logits, struct spyre_step_stats *st);
-/* One decode step at the next position. */
+/*
+ * One decode step at the next position. Dispatch d replays the step: a
+ * @token other than the last step's next token is copied over it first.
+ */
 int spyre_dmodel_decode(struct spyre_dmodel *dm, int32_t token, int32_t *next, float *logits,
 			struct spyre_step_stats *st);
+/*
+ * @n greedy decode steps from the last step's next token: @next[i] the
+ * token of step i, @logits (optional, [n x vocab]) and @st (optional, [n])
+ * as for one step. a, b, c: step by step, each token back through the host.
+ * d: device-side feedback, the host enqueues up to sync_every replays
+ * before it waits; the statistics of a step are its window's, divided
+ * evenly among the window's steps.
+ */
+int spyre_dmodel_decode_steps(struct spyre_dmodel *dm, uint32_t n, int32_t *next, float *logits,
+			      struct spyre_step_stats *st);
+/* Dispatch d's wait interval K (1..256): -EINVAL with a message for another. */
+int spyre_dmodel_set_sync_every(struct spyre_dmodel *dm, uint32_t k);
 uint32_t spyre_dmodel_pos(const struct spyre_dmodel *dm);
 /* The last error's detail (also in spyre_last_error() for library failures). */
 const char *spyre_dmodel_error(const struct spyre_dmodel *dm);

@@ -57,7 +57,9 @@ struct options {
 	bool estimate;
 	bool quiet;
 	int device;			/* --device N, -1: the CPU reference */
-	int dispatch;			/* --dispatch: enum spyre_dispatch, or -1: all three */
+	int dispatch;			/* --dispatch: enum spyre_dispatch, or -1: all four */
+	uint32_t sync_every;		/* --sync-every: dispatch d's wait interval (the model checks it) */
+	bool sync_set;			/* --sync-every given */
 	uint32_t cores;			/* --cores, 0: all */
 	bool check;			/* --check: the reference alongside, tokens and logits compared */
 	const char *trace;		/* --trace FILE: a Chrome/Perfetto trace of the device run */
@@ -90,8 +92,10 @@ static void usage(FILE *f)
 		"  --cpu               run the CPU reference (the default)\n"
 		"  --device N          run on spyre card N: weights and KV cache resident, argmax on the card\n"
 		"  --dispatch D        build (a: kernels generated every step), patch (b: cached, three-step\n"
-		"                      patching), fast (c: cached, patch-free; the default), all (a, b, c in turn\n"
-		"                      and a table of the ratios)\n"
+		"                      patching), fast (c: cached, patch-free; the default), graph (d: the decode\n"
+		"                      step replayed from launch graphs, token and position fed back on the card),\n"
+		"                      all (a, b, c, d in turn and a table of the ratios)\n"
+		"  --sync-every K      d: the host waits for tokens every K decode steps, 1..256 (default 16)\n"
 		"  --cores N           cores the kernels use (default: all)\n"
 		"  --check             also run the CPU reference at --dtype: compare tokens and logits\n"
 		"  --trace FILE        write a Chrome/Perfetto trace of the device run (spans per step and kernel)\n"
@@ -198,7 +202,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		if (strcmp(a, "--model") && strcmp(a, "--config") && strcmp(a, "--seed") &&
 		    strcmp(a, "--prompt") && strcmp(a, "--prompt-len") && strcmp(a, "-n") && strcmp(a, "--dtype") && strcmp(a, "--save") &&
 		    strcmp(a, "--save-dtype") && strcmp(a, "--device") && strcmp(a, "--dispatch") &&
-		    strcmp(a, "--cores") && strcmp(a, "--trace"))
+		    strcmp(a, "--cores") && strcmp(a, "--trace") && strcmp(a, "--sync-every"))
 			die_usage("unknown option '%s'", a);
 		if (!v)
 			die_usage("%s needs a value", a);
@@ -237,10 +241,16 @@ static void parse_args(int argc, char **argv, struct options *o)
 				o->dispatch = SPYRE_DISPATCH_PATCH;
 			else if (!strcmp(v, "fast") || !strcmp(v, "c"))
 				o->dispatch = SPYRE_DISPATCH_FAST;
+			else if (!strcmp(v, "graph") || !strcmp(v, "d"))
+				o->dispatch = SPYRE_DISPATCH_GRAPH;
 			else if (!strcmp(v, "all"))
 				o->dispatch = -1;
 			else
-				die_usage("--dispatch: '%s' is not build, patch, fast or all", v);
+				die_usage("--dispatch: '%s' is not build, patch, fast, graph or all", v);
+		} else if (!strcmp(a, "--sync-every")) {
+			/* its range is the model's to check (spyre_dmodel_set_sync_every()) */
+			o->sync_every = (uint32_t)parse_u64(a, v, UINT32_MAX);
+			o->sync_set = true;
 		} else if (!strcmp(a, "--trace")) {
 			o->trace = v;
 		} else if (!strcmp(a, "--save")) {
@@ -260,8 +270,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		die_usage("--prompt and --prompt-len both give the prompt; give one");
 	if (o->model_dir && o->config)
 		die_usage("--model and --config both name a config; give one");
-	if (o->device < 0 && (o->dispatch != SPYRE_DISPATCH_FAST || o->cores || o->check))
-		die_usage("--dispatch, --cores and --check need --device");
+	if (o->device < 0 && (o->dispatch != SPYRE_DISPATCH_FAST || o->cores || o->check || o->sync_set))
+		die_usage("--dispatch, --cores, --sync-every and --check need --device");
 	if (o->device < 0 && o->trace)
 		die_usage("--trace needs --device");
 }
@@ -601,7 +611,9 @@ static const char *const dispatch_names[] = {
 	[SPYRE_DISPATCH_BUILD] = "a: build every step",
 	[SPYRE_DISPATCH_PATCH] = "b: cached + patching",
 	[SPYRE_DISPATCH_FAST] = "c: cached + patch-free",
+	[SPYRE_DISPATCH_GRAPH] = "d: graph replay",
 };
+#define NDISPATCH 4
 
 /* What a run of prefill + decode cost, per step. */
 struct totals {
@@ -664,14 +676,15 @@ static int device_generate(const struct options *o, const struct model *m, struc
 			   struct spyre_ref *ref, bool print, int32_t *out, struct totals *t)
 {
 	const struct spyre_model_config *c = &m->cfg;
-	float *dl = o->check ? malloc((size_t)c->vocab * sizeof(float)) : NULL;
+	uint32_t n = o->ntokens ? o->ntokens - 1 : 0;	/* decode steps */
+	float *dl = o->check ? malloc((size_t)c->vocab * sizeof(float) * (n + 1)) : NULL;
 	float *rl = o->check ? malloc((size_t)c->vocab * sizeof(float)) : NULL;
-	struct spyre_step_stats st;
+	struct spyre_step_stats *st = calloc(n + 1, sizeof(*st));
 	int32_t tok;
 	int rc = 1;
 
 	memset(t, 0, sizeof(*t));
-	if (o->check && (!dl || !rl)) {
+	if ((o->check && (!dl || !rl)) || !st) {
 		fail("out of memory");
 		goto done;
 	}
@@ -681,50 +694,53 @@ static int device_generate(const struct options *o, const struct model *m, struc
 	}
 	if (ref)
 		spyre_ref_reset(ref);
-	if (spyre_dmodel_prefill(dm, o->prompt, o->nprompt, &tok, dl, &st)) {
+	if (spyre_dmodel_prefill(dm, o->prompt, o->nprompt, &tok, dl, &st[0])) {
 		fail("prefill on the device: %s", spyre_dmodel_error(dm));
 		goto done;
 	}
-	t->prefill = st;
+	t->prefill = st[0];
+	out[0] = tok;
+	/* every decode step at once: dispatch d feeds tokens back on the card, waiting every --sync-every steps */
+	if (n && spyre_dmodel_decode_steps(dm, n, out + 1, dl ? dl + c->vocab : NULL, st + 1)) {
+		fail("decode on the device: %s", spyre_dmodel_error(dm));
+		goto done;
+	}
 	if (ref && spyre_ref_prefill(ref, o->prompt, o->nprompt, rl)) {
 		fail("reference prefill: %s", spyre_ref_error(ref));
 		goto done;
 	}
 	for (uint32_t i = 0; i < o->ntokens; i++) {
-		out[i] = tok;
+		if (i) {
+			add_stats(&t->decode, &st[i]);
+			t->steps++;
+		}
 		if (ref) {
-			double e = logit_err(dl, rl, c->vocab);
+			/* teacher forced: the reference's logits after the device's tokens */
+			if (i && spyre_ref_decode(ref, out[i - 1], rl)) {
+				fail("reference decode: %s", spyre_ref_error(ref));
+				goto done;
+			}
+			double e = logit_err(dl + (size_t)i * c->vocab, rl, c->vocab);
 			int32_t want = spyre_argmax(rl, c->vocab);
 
 			if (e > t->worst_logit_err)
 				t->worst_logit_err = e;
-			if (want != tok) {
+			if (want != out[i]) {
 				t->mismatches++;
-				printf("# token %u: the device chose %d, the reference %d (margin %.4f)\n", i + 1, tok,
+				printf("# token %u: the device chose %d, the reference %d (margin %.4f)\n", i + 1, out[i],
 				       want, margin(rl, c->vocab, want));
 			}
 		}
 		if (print)
 			printf("token %u: %d  host %.3f ms (dispatch %.3f ms), device %.1f us modeled, "
 			       "%.0f%% core use, %" PRIu64 " launches, H2D copies %" PRIu64 " B, "
-			       "launch args %" PRIu64 " B%s\n", i + 1, tok, st.host_ns * 1e-6, st.dispatch_ns * 1e-6,
-			       st.device_ns * 1e-3, st.utilization * 100, st.launches, st.h2d_bytes, st.arg_bytes,
-			       i ? "" : " (prefill)");
-		if (i + 1 == o->ntokens)
-			break;
-		if (spyre_dmodel_decode(dm, tok, &tok, dl, &st)) {
-			fail("decode of token %u on the device: %s", i + 2, spyre_dmodel_error(dm));
-			goto done;
-		}
-		add_stats(&t->decode, &st);
-		t->steps++;
-		if (ref && spyre_ref_decode(ref, out[i], rl)) {
-			fail("reference decode: %s", spyre_ref_error(ref));
-			goto done;
-		}
+			       "launch args %" PRIu64 " B%s\n", i + 1, out[i], st[i].host_ns * 1e-6,
+			       st[i].dispatch_ns * 1e-6, st[i].device_ns * 1e-3, st[i].utilization * 100, st[i].launches,
+			       st[i].h2d_bytes, st[i].arg_bytes, i ? "" : " (prefill)");
 	}
 	rc = 0;
 done:
+	free(st);
 	free(dl);
 	free(rl);
 	return rc;
@@ -735,7 +751,7 @@ static double per(uint64_t v, uint32_t n)
 	return n ? (double)v / n : 0;
 }
 
-static void print_summary(const struct options *o, const struct totals *t, spyre_kcache_t *kc)
+static void print_summary(const struct options *o, const struct totals *t, spyre_kcache_t *kc, int dispatch)
 {
 	uint32_t n = t->steps;
 
@@ -746,11 +762,13 @@ static void print_summary(const struct options *o, const struct totals *t, spyre
 	if (n)
 		printf("decode (%u steps, per token): host %.3f ms (dispatch %.3f ms), device %.1f us modeled, "
 		       "%.0f%% core use, %.0f launches; H2D per step: %.0f B of copies, %.0f B of launch arguments "
-		       "(the token id is an 8-byte launch scalar; weights and KV cache stay on the card); "
+		       "(%s; weights and KV cache stay on the card); "
 		       "kernel cache during decode: %" PRIu64 " hits, %" PRIu64 " misses (%.1f%% hits)\n", n,
 		       per(t->decode.host_ns, n) * 1e-6, per(t->decode.dispatch_ns, n) * 1e-6,
 		       per(t->decode.device_ns, n) * 1e-3, t->decode.utilization / n * 100,
 		       per(t->decode.launches, n), per(t->decode.h2d_bytes, n), per(t->decode.arg_bytes, n),
+		       dispatch == SPYRE_DISPATCH_GRAPH ? "the token is the last argmax, on the card; the graphs' "
+		       "argument blocks are written once" : "the token id is an 8-byte launch scalar",
 		       t->decode.kernel_hits, t->decode.kernel_misses,
 		       t->decode.kernel_hits + t->decode.kernel_misses ?
 		       100.0 * t->decode.kernel_hits / (t->decode.kernel_hits + t->decode.kernel_misses) : 0.0);
@@ -782,13 +800,13 @@ static int run_device(const struct options *o, const struct model *m)
 	struct spyre_dmodel_opts dopts = { .dtype = o->dtype, .cores = o->cores,
 					   .dispatch = o->dispatch < 0 ? SPYRE_DISPATCH_BUILD :
 						       (enum spyre_dispatch)o->dispatch };
-	struct totals t[3];
-	int32_t *out[3] = { 0 };
+	struct totals t[NDISPATCH];
+	int32_t *out[NDISPATCH] = { 0 };
 	struct spyre_ref *ref = NULL;
 	struct spyre_dmodel *dm = NULL;
 	spyre_device_t *dev = NULL;
 	char err[600];
-	int rc = 1, first = o->dispatch < 0 ? 0 : o->dispatch, last = o->dispatch < 0 ? 2 : o->dispatch;
+	int rc = 1, first = o->dispatch < 0 ? 0 : o->dispatch, last = o->dispatch < 0 ? NDISPATCH - 1 : o->dispatch;
 
 	if (o->trace && spyre_trace_start(o->trace))
 		return fail("--trace: %s", spyre_last_error());
@@ -802,6 +820,10 @@ static int run_device(const struct options *o, const struct model *m)
 	}
 	printf("upload: weights packed to %s and resident on card %d in %.1f s\n", spyre_ref_dtype_name(o->dtype),
 	       o->device, now() - t0);
+	if (o->sync_set && spyre_dmodel_set_sync_every(dm, o->sync_every)) {
+		fail("--sync-every: %s", spyre_dmodel_error(dm));
+		goto done;
+	}
 	if (o->check && !(ref = spyre_ref_new(&m->cfg, &m->w, o->dtype))) {
 		fail("out of memory for the reference");
 		goto done;
@@ -825,7 +847,7 @@ static int run_device(const struct options *o, const struct model *m)
 		for (uint32_t i = 0; i < o->ntokens; i++)
 			printf(" %d", out[d][i]);
 		printf("\n");
-		print_summary(o, &t[d], spyre_dmodel_kcache(dm));
+		print_summary(o, &t[d], spyre_dmodel_kcache(dm), d);
 		if (ref) {
 			printf("check: %u of %u tokens as the reference (%s); largest logit difference %.2e of the "
 			       "largest logit (tolerance %.0e)\n", o->ntokens - t[d].mismatches, o->ntokens,
@@ -844,29 +866,35 @@ static int run_device(const struct options *o, const struct model *m)
 		uint32_t n = t[0].steps;
 
 		printf("== dispatch: host time per token (the host's part of the critical path; the device's modeled "
-		       "time is the same in all three)\n");
-		printf("%-24s %14s %14s %16s %16s\n", "", "prefill ms", "decode ms", "prefill dev us",
-		       "decode dev us");
-		for (int d = 0; d < 3; d++)
-			printf("%-24s %14.3f %14.3f %16.1f %16.1f\n", dispatch_names[d], t[d].prefill.host_ns * 1e-6,
-			       per(t[d].decode.host_ns, n) * 1e-6, t[d].prefill.device_ns * 1e-3,
-			       per(t[d].decode.device_ns, n) * 1e-3);
+		       "time is the same in a, b, c; d reads its caches through the paged kernels; card busy: decode "
+		       "device time / decode host time)\n");
+		printf("%-24s %14s %14s %16s %16s %10s\n", "", "prefill ms", "decode ms", "prefill dev us",
+		       "decode dev us", "card busy");
+		for (int d = 0; d < NDISPATCH; d++)
+			printf("%-24s %14.3f %14.3f %16.1f %16.1f %9.1f%%\n", dispatch_names[d],
+			       t[d].prefill.host_ns * 1e-6, per(t[d].decode.host_ns, n) * 1e-6,
+			       t[d].prefill.device_ns * 1e-3, per(t[d].decode.device_ns, n) * 1e-3,
+			       t[d].decode.host_ns ? 100.0 * t[d].decode.device_ns / t[d].decode.host_ns : 0.0);
 		printf("%-24s %13.1f%% %13.1f%%   published: +9.9%% prefill, +13.6%% decode\n",
 		       "b vs a (faster by)", 100.0 * ((double)t[0].prefill.host_ns / t[1].prefill.host_ns - 1),
 		       100.0 * ((double)t[0].decode.host_ns / t[1].decode.host_ns - 1));
 		printf("%-24s %13.2fx %13.2fx   published: 1.7x prefill, 2.4x decode\n", "c vs b (speed-up)",
 		       (double)t[1].prefill.host_ns / t[2].prefill.host_ns,
 		       (double)t[1].decode.host_ns / t[2].decode.host_ns);
-		printf("(%s; dispatch-only times per decode token: a %.3f ms, b %.3f ms, c %.3f ms)\n",
+		printf("%-24s %13.2fx %13.2fx   d: host time per decode token / the card's %.2fx (target <= 1.25x)\n",
+		       "d vs c (speed-up)", (double)t[2].prefill.host_ns / t[3].prefill.host_ns,
+		       (double)t[2].decode.host_ns / t[3].decode.host_ns,
+		       t[3].decode.device_ns ? (double)t[3].decode.host_ns / t[3].decode.device_ns : 0.0);
+		printf("(%s; dispatch-only times per decode token: a %.3f ms, b %.3f ms, c %.3f ms, d %.3f ms)\n",
 		       timed_mode() ? "timed mode: guest CPU time counted by instructions, the card taking its "
 				      "modeled time (docs/timed-mode.md)" :
 				      "host times here include the emulated card's run time under QEMU TCG",
 		       per(t[0].decode.dispatch_ns, n) * 1e-6, per(t[1].decode.dispatch_ns, n) * 1e-6,
-		       per(t[2].decode.dispatch_ns, n) * 1e-6);
+		       per(t[2].decode.dispatch_ns, n) * 1e-6, per(t[3].decode.dispatch_ns, n) * 1e-6);
 	}
 	rc = 0;
 done:
-	for (int d = 0; d < 3; d++)
+	for (int d = 0; d < NDISPATCH; d++)
 		free(out[d]);
 	spyre_ref_free(ref);
 	spyre_dmodel_free(dm);

@@ -237,6 +237,16 @@ enum spyre_kop {
 	 * (zero-fill them once before first use).
 	 */
 	SPYRE_KOP_PAGED_ATTENTION = 25,
+	/**
+	 * @SPYRE_KOP_IADD: Y = X + @alpha on int32 [m x n] (stick-layout rows
+	 * of int32), @alpha an integer (|alpha| < 2^24, exact in a float), the
+	 * sum saturating at the int32 limits; Y may be X (in place). Slots X, Y. No
+	 * scalars: the counters of a step that runs on the card without the
+	 * host, e.g. a decode position and a context length advanced by 1 after
+	 * each step of a replayed graph. @dtype must be 0 (SPYRE_DT_FP32; the
+	 * tensors are int32 whatever it says). Since 0.7.
+	 */
+	SPYRE_KOP_IADD = 26,
 	SPYRE_KOP_COUNT
 };
 
@@ -331,7 +341,7 @@ struct spyre_kdesc {
 	uint32_t max_pos;	/**< ATTENTION: cache length; ROPE: table length */
 	uint32_t in_group, out_group;		/**< LINEAR grouped layouts, 0: none */
 	float eps;		/**< norms */
-	float alpha;		/**< ADD, BINARY: Y = A + alpha B; UNARY SCALE, POW; WHERE's scalar A; TRIL diagonal */
+	float alpha;		/**< ADD, BINARY: Y = A + alpha B; UNARY SCALE, POW; WHERE's scalar A; TRIL diagonal; IADD's constant */
 	float scale;		/**< ATTENTION score scale, EMBEDDING multiplier */
 	uint32_t sp_bytes;	/**< scratchpad per core; 0: the device's (2 MiB by default) */
 	uint32_t fn;		/**< BINARY, UNARY, REDUCE, TRIL: enum spyre_kfn (since 0.5) */

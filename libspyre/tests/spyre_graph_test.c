@@ -8,7 +8,9 @@
  * 30 launches is one SUBMIT (the stream's job count); new token scalars and
  * new bindings between replays, while a replay enqueued before the update
  * still computes with the old ones; replays on two streams in turn; a graph
- * of 600 launches split into jobs, each replay one SUBMIT per job; capture
+ * of 600 launches split into jobs, each replay one SUBMIT per job and
+ * counted in the stream's statistics (600 launches, their device time, no
+ * failure: records of the stream's ring of 512, wrapped); capture
  * misuse (waits, pageable copies, patch-path programs, a second capture,
  * destroy) refused with -EBUSY / -ENOTSUP and a detail, bad node indices
  * and bindings refused with -EINVAL naming them; an exec replayed after the
@@ -385,6 +387,7 @@ TEST_F(graph, long_graph_split_into_jobs)
 	int32_t tokens[M] = { 5, 6, 7, 8 };
 	static int bias_of[LONG_CHAIN];
 	struct chain *c = &self->c;
+	struct spyre_stream_stats st0 = { .size = sizeof(st0) }, st1 = { .size = sizeof(st1) };
 	spyre_event_t *mid, *end;
 	spyre_graph_exec_t *x;
 	spyre_graph_t *g;
@@ -414,9 +417,16 @@ TEST_F(graph, long_graph_split_into_jobs)
 	for (r = 0; r < 3; r++) {
 		memset(c->pinned, 0xff, BUF);
 		jobs = stream_jobs(self->s);
+		ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st0));
 		ASSERT_EQ(0, spyre_graph_launch(x, self->s)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(jobs + 3, stream_jobs(self->s));
+		/* the replay's launches count as launches do: each, with its device time */
+		ASSERT_EQ(0, spyre_stream_get_stats(self->s, &st1));
+		ASSERT_EQ(st0.launches + LONG_CHAIN, st1.launches);
+		ASSERT_EQ(st0.failed_launches, st1.failed_launches);
+		ASSERT_LT(st0.device_ns + LONG_CHAIN, st1.device_ns);
+		ASSERT_LT(st0.core_busy_cycles, st1.core_busy_cycles);
 		for (k = 0; k < M * H; k++)
 			ASSERT_EQ(ref[k], c->pinned[k]) TH_LOG("replay %d element %d", r, k);
 		ASSERT_EQ(0, spyre_event_elapsed_ms(mid, end, &ms)) TH_LOG("%s", spyre_last_error());

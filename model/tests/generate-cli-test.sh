@@ -121,8 +121,11 @@ tap_expect "an unknown preset" 2 "--config: 'huge' is neither a preset \(tiny, g
 tap_expect "--model and --config" 2 "--model and --config both name a config" "$gen" --model "$tmp/m" --config tiny
 tap_expect "--device without a number" 2 "--device needs a value" "$gen" --device
 tap_expect "--device with a word" 2 "--device: 'x' is not a number" "$gen" --device x
-tap_expect "--dispatch without --device" 2 "--dispatch, --cores and --check need --device" "$gen" --dispatch all
-tap_expect "an unknown dispatch" 2 "--dispatch: 'slow' is not build, patch, fast or all" "$gen" --device 0 --dispatch slow
+tap_expect "--dispatch without --device" 2 "--dispatch, --cores, --sync-every and --check need --device" "$gen" --dispatch all
+tap_expect "--sync-every without --device" 2 "--dispatch, --cores, --sync-every and --check need --device" \
+	"$gen" --sync-every 4
+tap_expect "an unknown dispatch" 2 "--dispatch: 'slow' is not build, patch, fast, graph or all" "$gen" --device 0 --dispatch slow
+tap_expect "--sync-every not a number" 2 "--sync-every: 'x' is not a number" "$gen" --device 0 --sync-every x
 tap_expect "--device on a host without a card" 1 "--device 0: " "$gen" --device 0 -n 2
 tap_expect "--help" 0 "usage: spyre-generate" "$gen" --help
 

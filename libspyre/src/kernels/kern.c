@@ -50,6 +50,7 @@ const struct kg_op kg_ops[SPYRE_KOP_COUNT] = {
 	[SPYRE_KOP_CAT] = { "cat", kg_gen_cat, 0, 0 },
 	[SPYRE_KOP_PAGED_KV_WRITE] = { "paged-kv-write", kg_gen_paged_kv_write, 0, 0 },
 	[SPYRE_KOP_PAGED_ATTENTION] = { "paged-attention", kg_gen_paged_attention, 0, 0 },
+	[SPYRE_KOP_IADD] = { "iadd", kg_gen_iadd, 0, 0 },
 };
 
 /* The names of enum spyre_kfn (in a kernel's name: "binary-div fp16 3x5 c32"). */
@@ -155,6 +156,16 @@ static int check_op_fields(const struct spyre_kdesc *d)
 		if (!(fabsf(d->alpha) <= 2147483647.0f) || d->alpha != floorf(d->alpha))
 			return spyre_error(-EINVAL, "%s: alpha (the diagonal) must be an integer, got %g", op,
 					   (double)d->alpha);
+		break;
+	case SPYRE_KOP_IADD:
+		uses_alpha = true;
+		uses_beta = uses_k = false;
+		if (!(fabsf(d->alpha) < 16777216.0f) || d->alpha != floorf(d->alpha))
+			return spyre_error(-EINVAL, "%s: alpha (the constant) must be an integer below 2^24 in "
+					   "magnitude, got %g", op, (double)d->alpha);
+		if (d->dtype != SPYRE_DT_FP32)
+			return spyre_error(-EINVAL, "%s: dtype must be 0 (SPYRE_DT_FP32): the tensors are int32, "
+					   "got %u", op, d->dtype);
 		break;
 	case SPYRE_KOP_PERMUTE:
 	case SPYRE_KOP_CAT:

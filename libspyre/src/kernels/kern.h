@@ -241,5 +241,6 @@ int kg_gen_cat(struct kgen *g);
 int kg_paged_check(struct kgen *g, uint64_t row_bytes);
 int kg_gen_paged_kv_write(struct kgen *g);	/* kern_paged.c (since 0.6) */
 int kg_gen_paged_attention(struct kgen *g);	/* kern_attn.c: shares the attention's online softmax */
+int kg_gen_iadd(struct kgen *g);		/* kern_misc.c (since 0.7) */
 
 #endif /* LIBSPYRE_KERN_H */

@@ -2,7 +2,7 @@
 /*
  * EMBEDDING (a gather of table rows by token id, ids as launch scalars),
  * ARGMAX (per row, the vocabulary split across cores and the partial
- * results combined on chip) and TRANSPOSE (a relayout between row blocks of
+ * results combined on chip), IADD (an int32 counter step) and TRANSPOSE (a relayout between row blocks of
  * the cores, through device memory or over the ring). docs/kernels.md
  * describes the plans.
  */
@@ -314,6 +314,50 @@ int kg_gen_argmax(struct kgen *g)
 			op_ld(g, c, SPYRE_ISA_OP_TRANSPOSE, I32, I32, 0, idxt, idx, 0, act, rows, 1, vs / STICK, 0);
 			op_ld(g, c, SPYRE_ISA_OP_ARGMAX, F32, I32, SPYRE_IF_INDEX, res, valt, idxt, rows, act, 0, 1, 1);
 			kg_dma(g, c, SPYRE_ISA_OP_STORE, res, sy, r0 * 4, 1, rv, 0);
+		}
+	}
+	return kg_ok(g);
+}
+
+/* ---- IADD ------------------------------------------------------------------- */
+
+/* Rows split across cores; per tile a LOAD, the ADD of a FILLed row (BCAST_ROW), a STORE. */
+int kg_gen_iadd(struct kgen *g)
+{
+	const struct spyre_kdesc *d = g->d;
+	uint64_t m = d->m, n = d->n, pitch = kg_pitch(n, I32), tr;
+	int sx, sy;
+
+	if (check_shape(g))
+		return -EINVAL;
+	if (n > COLS_MAX || 2 * pitch > g->sp_bytes)
+		return kg_fail(g, "n = %llu columns: at most %u, and two rows must fit the scratchpad",
+			       (unsigned long long)n, COLS_MAX);
+	sx = kg_slot(g, "x", I32, m, n, pitch, SPYRE_SYM_IN);
+	sy = kg_slot(g, "y", I32, m, n, pitch, SPYRE_SYM_OUT);
+	if (g->failed)
+		return -EINVAL;
+	tr = g->sp_bytes / pitch - 1;
+	for (uint32_t c = 0; c < g->cores; c++) {
+		struct kg_range r = kg_split(m, g->cores, c, 1);
+		uint32_t k, x;
+
+		if (!r.count)
+			continue;
+		kg_sp_reset(g, c);
+		k = kg_sp_alloc(g, c, pitch);
+		x = kg_sp_alloc(g, c, kg_min64(r.count, tr) * pitch);
+		if (g->failed)
+			return -EINVAL;
+		spyre_pb_op(g->pb, c, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_FILL, .dt = I32, .dt2 = I32, .d = k,
+							     .rows = 1, .cols = (uint32_t)n,
+							     .imm = (uint32_t)(int32_t)d->alpha });
+		for (uint64_t r0 = 0; r0 < r.count; r0 += tr) {
+			uint64_t rows = kg_min64(r.count - r0, tr), off = (r.start + r0) * pitch;
+
+			kg_dma(g, c, SPYRE_ISA_OP_LOAD, x, sx, off, rows, pitch, pitch);
+			kg_op(g, c, SPYRE_ISA_OP_ADD, I32, I32, SPYRE_IF_BCAST_ROW, x, x, k, rows, n);
+			kg_dma(g, c, SPYRE_ISA_OP_STORE, x, sy, off, rows, pitch, pitch);
 		}
 	}
 	return kg_ok(g);

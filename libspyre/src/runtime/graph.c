@@ -522,7 +522,7 @@ static int graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 
 SPYRE_EXPORT int spyre_graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 {
-	SPYRE_TRACED("spyre_graph_launch", "graph", graph_launch(x, s), "jobs", x ? x->njobs : 0);
+	SPYRE_TRACED("spyre_graph_launch", "graph", graph_launch(x, s), "nodes", x ? x->nnodes : 0);
 }
 
 /* ---- update ------------------------------------------------------------------------ */

@@ -109,7 +109,8 @@ struct spyre_device {
 #define SPYRE_ARG_SLOTS		32
 #define SPYRE_ARG_WORDS		SPYRE_LAUNCH_MAX_ARGS
 #define SPYRE_ARG_SLOT_BYTES	(SPYRE_ARG_WORDS * 8)
-#define SPYRE_ARG_RECORDS	256
+/* Two jobs of a graph replay's launches (graph.c): the host submits a job while the card runs the one before. */
+#define SPYRE_ARG_RECORDS	512
 #define SPYRE_ARG_RECORDS_OFF	(SPYRE_ARG_SLOTS * SPYRE_ARG_SLOT_BYTES)
 #define SPYRE_ARG_BUF_BYTES	\
 	(SPYRE_ARG_RECORDS_OFF + SPYRE_ARG_RECORDS * sizeof(struct spyre_launch_record))
@@ -479,5 +480,6 @@ int spyre_launch_check_bindings(struct spyre_program *pr, const spyre_dptr_t *sl
 int spyre_launch_records_take_locked(struct spyre_stream *s, void *packets, uint32_t count,
 				     uint32_t *recs, uint32_t *n);
 void spyre_launch_records_submitted_locked(struct spyre_stream *s, const uint32_t *recs, uint32_t n);
+
 
 #endif

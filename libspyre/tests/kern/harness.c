@@ -222,6 +222,13 @@ int kh_run(const struct spyre_kdesc *d, struct kh_slot *slots, uint32_t nslots, 
 
 		if (s->kind != KH_KIND_OUT && s->kind != KH_KIND_INOUT)
 			continue;
+		if (s->idata && s->imat) {
+			for (uint64_t r = 0; r < s->rows; r++)
+				for (uint64_t c = 0; c < s->cols; c++)
+					s->idata[r * s->cols + c] = (int32_t)spyre_load_int(
+						p + r * spyre_kernel_pitch(s->cols, SPYRE_DT_INT32), SPYRE_DT_INT32, c);
+			continue;
+		}
 		if (s->idata) {
 			for (uint64_t r = 0; r < s->rows; r++)
 				s->idata[r] = (int32_t)spyre_load_int(p, SPYRE_DT_INT32, r);

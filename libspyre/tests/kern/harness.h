@@ -39,6 +39,7 @@ struct kh_slot {
 	const void *raw;	/* KH_KIND_RAW: bytes copied as they are */
 	uint64_t raw_bytes;	/* RAW and WORK: bytes */
 	int32_t *idata;		/* int32 output (ARGMAX), dtype SPYRE_DT_INT32 */
+	bool imat;		/* idata is [rows x cols] in stick-layout rows (IADD), not one row of @rows */
 };
 
 #define KH_IN(p, r, c)		{ .kind = KH_KIND_IN, .data = (p), .rows = (r), .cols = (c), .dtype = -1 }
@@ -48,6 +49,8 @@ struct kh_slot {
 #define KH_OUT_G(p, r, c, g)	{ .kind = KH_KIND_OUT, .data = (p), .rows = (r), .cols = (c), .group = (g), .dtype = -1 }
 #define KH_INOUT(p, r, c)	{ .kind = KH_KIND_INOUT, .data = (p), .rows = (r), .cols = (c), .dtype = -1 }
 #define KH_OUT_I32(p, r)	{ .kind = KH_KIND_OUT, .idata = (p), .rows = (r), .cols = 1, .dtype = SPYRE_DT_INT32 }
+#define KH_OUT_I32M(p, r, c)	{ .kind = KH_KIND_OUT, .idata = (p), .rows = (r), .cols = (c), .dtype = SPYRE_DT_INT32, \
+				  .imat = true }
 #define KH_RAW(p, n)		{ .kind = KH_KIND_RAW, .raw = (p), .raw_bytes = (n) }
 #define KH_WORK()		{ .kind = KH_KIND_WORK }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Description: the kernel library's EMBEDDING, ARGMAX and TRANSPOSE on the
+ * Description: the kernel library's EMBEDDING, ARGMAX, IADD and TRANSPOSE on the
  * engine against CPU references (from the kh_round()ed inputs), every
  * dtype, 1, 7 and 32 cores, both addressing forms (alternating), edge
  * shapes (rows x columns, each of 1, 7, 8, 9, 63, 64, 65, 127, 128, 129;
@@ -17,6 +17,10 @@
  *	lowest index on ties; ties inside a column tile, across column tiles of
  *	a core and across cores, NaN where the maximum would be, a core's whole
  *	block of NaN, a row of NaN (index 0); vocab 49159 on 32 cores.
+ * IADD: exact against a CPU add of the constant (int32, saturating), 1, 7 and
+ *	32 cores, the edge shapes, constants 1, -3 and 2^24 - 1,
+ *	a column count past one stick, tiled through a small scratchpad, and
+ *	its bad descriptors (a fractional or too large constant, a dtype).
  * TRANSPOSE: both strategies forced and AUTO, exact (tolerance 0: data
  *	only moves), whole blocks and chunked (8 and 16 KiB scratchpads).
  */
@@ -258,6 +262,81 @@ static void test_argmax_errors(void)
 	kh_expect_einval(&d, "do not fit the 16384-byte scratchpad");
 }
 
+/* ---- IADD ---- */
+
+/* The ISA's int32 add saturates. */
+static int32_t sat_add(int32_t a, int32_t b)
+{
+	int64_t v = (int64_t)a + b;
+
+	return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+
+/* Y = X + alpha on int32 [m x n], against the CPU. */
+static void iadd_case(uint32_t cores, uint64_t m, uint64_t n, float alpha, uint32_t sp_bytes)
+{
+	uint64_t pitch = spyre_kernel_pitch(n, SPYRE_DT_INT32);
+	uint8_t *xs = kh_alloc(m * pitch);
+	int32_t *x = kh_alloc(4 * m * n), *y = kh_alloc(4 * m * n);
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_IADD, .cores = cores, .m = m, .n = n,
+				 .alpha = alpha, .sp_bytes = sp_bytes };
+	struct kh_slot s[] = { KH_RAW(xs, m * pitch), KH_OUT_I32M(y, m, n) };
+	uint64_t bad = 0, first = 0;
+
+	memset(xs, 0, m * pitch);
+	for (uint64_t i = 0; i < m * n; i++) {
+		/* around the int32 limits too: the sum saturates */
+		x[i] = i % 11 == 3 ? INT32_MAX - (int32_t)rnd(3) : i % 13 == 5 ? INT32_MIN + (int32_t)rnd(3) :
+		       (int32_t)rnd(1u << 30) - (1 << 29);
+		memcpy(xs + i / n * pitch + i % n * 4, &x[i], 4);
+	}
+	if (kh_run(&d, s, 2, NULL, 0, NULL) == 0) {
+		for (uint64_t i = 0; i < m * n; i++)
+			if (y[i] != sat_add(x[i], (int32_t)alpha) && !bad++)
+				first = i;
+		TAP_CHECK(!bad, "iadd %llux%llu %+g c%u sp%u: %llu elements wrong, element %llu: got %d want %d",
+			  (unsigned long long)m, (unsigned long long)n, (double)alpha, cores, sp_bytes,
+			  (unsigned long long)bad, (unsigned long long)first, bad ? y[first] : 0,
+			  bad ? sat_add(x[first], (int32_t)alpha) : 0);
+	}
+	free(xs);
+	free(x);
+	free(y);
+}
+
+static void test_iadd(void)
+{
+	static const float alphas[] = { 1, -3, 16777215 };
+
+	for (unsigned ci = 0; ci < 3; ci++)
+		for (unsigned ri = 0; ri < 10; ri++)
+			for (unsigned ki = 0; ki < 10; ki += 3)
+				iadd_case(kh_cores[ci], kh_edge[ri], kh_edge[ki], alphas[(ri + ki) % 3], 0);
+	/* the decode counters of the model: position and context length, one column each */
+	iadd_case(1, 2, 1, 1, 0);
+	iadd_case(32, 1, 1, 1, 0);
+	/* row tiles: 16 KiB of scratchpad hold 31 rows of 129 columns */
+	iadd_case(7, 300, 129, -3, 16 << 10);
+}
+
+static void test_iadd_errors(void)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_IADD, .m = 2, .n = 1, .alpha = 0.5f };
+
+	kh_expect_einval(&d, "must be an integer");
+	d.alpha = 16777216.0f;
+	kh_expect_einval(&d, "must be an integer");
+	d.alpha = 1;
+	d.dtype = SPYRE_DT_FP16;
+	kh_expect_einval(&d, "dtype must be 0");
+	d.dtype = SPYRE_DT_FP32;
+	d.n = 0;
+	kh_expect_einval(&d, "n (columns)");
+	d.n = 1;
+	d.beta = 1;
+	kh_expect_einval(&d, "beta must be 0");
+}
+
 /* ---- TRANSPOSE ---- */
 
 static const char *tpn(uint32_t s)
@@ -386,6 +465,8 @@ static const struct tap_case cases[] = {
 	{ "argmax", test_argmax },
 	{ "argmax_vocab", test_argmax_vocab },
 	{ "argmax_errors", test_argmax_errors },
+	{ "iadd", test_iadd },
+	{ "iadd_errors", test_iadd_errors },
 	{ "transpose_via_memory", test_transpose_via_memory },
 	{ "transpose_ring", test_transpose_ring },
 	{ "transpose_auto", test_transpose_auto },
