@@ -6,7 +6,7 @@
 # set (ENGINE_QEMU_WARN), checked by the engine-qemu-flags target.
 
 ENGINE_DIR := qemu-device/engine
-ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_exec.c spyre_lpddr.c spyre_gemm.c)
+ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_exec.c spyre_lpddr.c spyre_gemm.c spyre_defer.c)
 ENGINE_HDRS := $(wildcard $(ENGINE_DIR)/*.h) $(ISA_HDRS)
 ENGINE_OBJS := $(patsubst $(ENGINE_DIR)/%.c,$(B)/engine/%.o,$(ENGINE_SRCS))
 ENGINE_LIB := $(B)/engine/libspyre-engine.a
@@ -46,7 +46,7 @@ $(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGI
 		$(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
-		-lm -o $@
+		-lm -pthread -o $@
 
 $(B)/tests/fuzz-run-test: tests/fuzz-run.h
 
@@ -57,13 +57,13 @@ $(ENGINE_FUZZ): $(ENGINE_DIR)/tests/prog-fuzz.c $(ENGINE_SRCS) $(ISA_SRCS) $(ENG
 	@mkdir -p $(@D)
 	clang -O1 -g -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-fno-strict-aliasing -fwrapv -DSPYRE_NO_CLONES -Iuapi -I$(ENGINE_DIR) -I$(ENGINE_DIR)/tests \
-		-I$(ISA_DIR) $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -o $@
+		-I$(ISA_DIR) $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -pthread -o $@
 
 # ---- benchmark: engine fp32 matmul vs single-threaded OpenBLAS sgemm ----
 $(B)/bench/matmul-bench: bench/matmul-bench.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB) $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
-		-lopenblas -lm -o $@
+		-lopenblas -lm -pthread -o $@
 
 bench-engine: $(B)/bench/matmul-bench
 	$(B)/bench/matmul-bench

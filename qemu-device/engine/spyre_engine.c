@@ -48,6 +48,7 @@ void spyre_engine_config_default(struct spyre_engine_config *c)
 	c->issue_cycles = SPYRE_TM_ISSUE_CYCLES;
 	c->barrier_cycles = SPYRE_TM_BARRIER_CYCLES;
 	c->insn_budget = 1u << 22;
+	c->threads = 1;
 }
 
 static bool config_ok(const struct spyre_engine_config *c)
@@ -56,7 +57,8 @@ static bool config_ok(const struct spyre_engine_config *c)
 	    c->scratchpad_bytes < SPYRE_STICK_BYTES || c->scratchpad_bytes % SPYRE_STICK_BYTES ||
 	    c->scratchpad_bytes > (256u << 20) || !c->ring_bytes_per_cycle ||
 	    !c->dma_burst_bytes || c->dma_burst_bytes % SPYRE_STICK_BYTES ||
-	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget)
+	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget ||
+	    !c->threads || c->threads > SPYRE_ENGINE_MAX_THREADS)
 		return false;
 	for (int i = 0; i < SPYRE_DT_COUNT; i++)
 		if (!c->peak_mac_per_ns[i])
@@ -88,6 +90,9 @@ struct spyre_engine *spyre_engine_new(const struct spyre_engine_config *cfg)
 		free(e);
 		return NULL;
 	}
+	/* no host threads: the same results on the launching thread alone */
+	if (spyre_defer_init(e))
+		e->cfg.threads = 1;
 	return e;
 }
 
@@ -95,9 +100,8 @@ void spyre_engine_free(struct spyre_engine *e)
 {
 	if (!e)
 		return;
-	for (int i = 0; i < 3; i++)
-		free(e->ws[i]);
-	free(e->pack);
+	spyre_defer_fini(e);
+	spyre_ws_free(&e->ws0);
 	free(e->sp);
 	free(e);
 }
@@ -249,6 +253,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	}
 
 	e->mem_now = 0;
+	e->dfault = 0;
 	memset(e->link_free, 0, sizeof(e->link_free));
 	for (;;) {
 		uint64_t tev = spyre_lpddr_next(e), first = NEVER, second = NEVER;
@@ -291,6 +296,8 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		}
 	}
 out:
+	/* the cores' queued numerics (host threads) finish before the scratchpads are seen */
+	spyre_defer_sync_all(e);
 	if (!res->status && !e->image)
 		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {

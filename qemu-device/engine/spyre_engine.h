@@ -10,7 +10,9 @@
  * checks, data types), which everything else that handles programs links
  * without the engine; this header needs only uapi/spyre_isa.h. An engine holds all its state (no globals):
  * different engines may launch concurrently from different threads; one
- * engine runs one launch at a time (the caller serialises).
+ * engine runs one launch at a time (the caller serialises). With
+ * cfg.threads > 1 an engine has host threads of its own for the cores'
+ * numerics; memory callbacks still come from the launching thread only.
  *
  * docs/spyre-isa.md specifies the program format, ISA and timing model.
  */
@@ -42,7 +44,15 @@ struct spyre_engine_config {
 	uint32_t issue_cycles;		/* cost of issuing any instruction */
 	uint32_t barrier_cycles;	/* added when a barrier releases */
 	uint64_t insn_budget;		/* instructions per core per launch */
+	/*
+	 * Host threads that run the cores' tensor numerics, the launching one
+	 * included (1..SPYRE_ENGINE_MAX_THREADS; default 1). Results and the
+	 * modeled timeline are the same for every count.
+	 */
+	uint32_t threads;
 };
+
+#define SPYRE_ENGINE_MAX_THREADS 64
 
 /*
  * Memory access: every program fetch, argument read, LOAD and STORE goes

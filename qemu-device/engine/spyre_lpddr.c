@@ -72,6 +72,8 @@ static int dma_copy(struct spyre_engine *e, uint32_t id, const struct dma_op *op
 {
 	uint8_t *sp = core_sp(e, id);
 
+	if (spyre_defer_sync(e, id) == STEP_FAULT)	/* the core's tensor ops first */
+		return STEP_FAULT;
 	for (uint32_t r = 0; r < op->rows; r++) {
 		uint64_t a = op->va + (uint64_t)r * op->mem_stride, fva = a;
 		uint8_t *s = sp + op->spo + (uint64_t)r * op->sp_stride;

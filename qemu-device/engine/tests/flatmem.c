@@ -61,11 +61,18 @@ void flatmem_fini(struct flatmem *m)
 int flatmem_test_main(const struct flatmem_test *t, const struct tap_case *cases, size_t n,
 		      int argc, char **argv)
 {
-	struct spyre_engine_config def;
+	struct spyre_engine_config cfg;
+	const char *th = getenv("SPYRE_ENGINE_THREADS");
 	int ret;
 
-	spyre_engine_config_default(&def);
-	*t->engine = spyre_engine_new(t->config ? t->config : &def);
+	if (t->config)
+		cfg = *t->config;
+	else
+		spyre_engine_config_default(&cfg);
+	/* every engine test runs with any number of host threads: the same results */
+	if (th && *th)
+		cfg.threads = (uint32_t)strtoul(th, NULL, 0);
+	*t->engine = spyre_engine_new(&cfg);
 	if (!*t->engine || flatmem_init(t->mem, t->base, t->size))
 		tap_bail("cannot create the engine or its %llu bytes of memory",
 			 (unsigned long long)t->size);

@@ -51,8 +51,9 @@ struct flatmem_test {
 
 /*
  * The main() of an engine test: the engine and memory of @t (Bail out! if
- * either cannot be made), its setup, the cases (tests/tap.h), then both are
- * freed. Returns the exit status.
+ * either cannot be made; SPYRE_ENGINE_THREADS in the environment sets its
+ * host threads, cfg.threads), its setup, the cases (tests/tap.h), then both
+ * are freed. Returns the exit status.
  */
 int flatmem_test_main(const struct flatmem_test *t, const struct tap_case *cases, size_t n,
 		      int argc, char **argv);
