@@ -21,13 +21,15 @@ ENGINE_TEST_LIB := $(ENGINE_DIR)/tests/flatmem.c
 ENGINE_TEST_HDRS := $(ENGINE_DIR)/tests/flatmem.h tests/tap.h
 ENGINE_TESTS := $(patsubst $(ENGINE_DIR)/tests/%.c,$(B)/tests/%,$(wildcard $(ENGINE_DIR)/tests/*-test.c))
 ENGINE_FUZZ := $(B)/fuzz/spyre-prog-fuzz
+# threads-test again, engine and all, under ThreadSanitizer and AddressSanitizer
+ENGINE_SAN_TESTS := $(B)/tests/engine-threads-tsan-test $(B)/tests/engine-threads-asan-test
 ENGINE_HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo yes)
 
 .PHONY: engine-all engine-qemu-flags fuzz bench-engine
 
 all: engine-all
-host-tests: $(ENGINE_TESTS)
-engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
+host-tests: $(ENGINE_TESTS) $(ENGINE_SAN_TESTS)
+engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(ENGINE_SAN_TESTS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
 
 $(B)/engine/%.o: $(ENGINE_DIR)/%.c $(ENGINE_HDRS)
 	@mkdir -p $(@D)
@@ -49,6 +51,12 @@ $(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGI
 		-lm -pthread -o $@
 
 $(B)/tests/fuzz-run-test: tests/fuzz-run.h
+
+$(B)/tests/engine-threads-%san-test: $(ENGINE_DIR)/tests/threads-test.c $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_HDRS) \
+		$(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ENGINE_CFLAGS) -fsanitize=$(if $(filter t,$*),thread,address,undefined) -D_GNU_SOURCE \
+		-I$(ENGINE_DIR)/tests $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -pthread -o $@
 
 # libFuzzer target: validator, decoder, disassembler/assembler (the ISA
 # library) and the engine itself on arbitrary images
