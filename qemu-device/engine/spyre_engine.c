@@ -86,7 +86,11 @@ struct spyre_engine *spyre_engine_new(const struct spyre_engine_config *cfg)
 	memcpy(e->tm.peak_mac_per_ns, cfg->peak_mac_per_ns, sizeof(e->tm.peak_mac_per_ns));
 	/* calloc: untouched scratchpad pages cost no host memory */
 	e->sp = calloc(cfg->cores, cfg->scratchpad_bytes);
-	if (!e->sp) {
+	e->fresh_words = (uint32_t)div_up(cfg->scratchpad_bytes / SPYRE_STICK_BYTES, 64);
+	e->fresh = calloc((size_t)cfg->cores * e->fresh_words, sizeof(uint64_t));
+	if (!e->sp || !e->fresh) {
+		free(e->sp);
+		free(e->fresh);
 		free(e);
 		return NULL;
 	}
@@ -102,6 +106,7 @@ void spyre_engine_free(struct spyre_engine *e)
 		return;
 	spyre_defer_fini(e);
 	spyre_ws_free(&e->ws0);
+	free(e->fresh);
 	free(e->sp);
 	free(e);
 }
@@ -236,14 +241,19 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		free(raw);
 	}
 
-	/* reset the launched cores; scratchpads start zeroed (no data crosses launches) */
+	/*
+	 * reset the launched cores; scratchpads start zeroed (no data crosses
+	 * launches): what the last launch left is zeroed where first touched,
+	 * unless a LOAD or RECV overwrites it whole (spyre_sp_settle(), below
+	 * for whatever the launch did not touch)
+	 */
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {
 		struct core *c = &e->core[i];
-		uint64_t dirty = c->sp_dirty;
+		uint64_t dirty = min64(div_up(c->sp_dirty, SPYRE_STICK_BYTES), e->cfg.scratchpad_bytes / SPYRE_STICK_BYTES);
 
 		memset(c, 0, sizeof(*c));
-		if (dirty)
-			memset(spyre_engine_scratchpad(e, i), 0, dirty);
+		c->stale_end = dirty * SPYRE_STICK_BYTES;
+		memset(e->fresh + (size_t)i * e->fresh_words, 0, div_up(dirty, 64) * sizeof(uint64_t));
 		if (launched(e, i) && i < e->prog.hdr.num_cores && e->prog.cores[i].num_insns) {
 			c->code = e->image + e->prog.cores[i].code_off;
 			c->num_insns = e->prog.cores[i].num_insns;
@@ -298,6 +308,8 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 out:
 	/* the cores' queued numerics (host threads) finish before the scratchpads are seen */
 	spyre_defer_sync_all(e);
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		spyre_sp_settle(e, i);
 	if (!res->status && !e->image)
 		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {

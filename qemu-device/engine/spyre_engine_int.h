@@ -83,6 +83,13 @@ struct core {
 	uint64_t inbox_bytes;
 	uint64_t inbox_freed;	/* clock of the RECV that last made room */
 	uint64_t sp_dirty;	/* bytes of scratchpad that may be non-zero */
+	/*
+	 * [0, stale_end): what the previous launch may have left in the
+	 * scratchpad, which reads as zero; a stick there is zeroed when first
+	 * touched unless a LOAD or RECV wrote it whole first (its bit in
+	 * spyre_engine.fresh). 0 once the core's first other access settled it.
+	 */
+	uint64_t stale_end;
 	/* deferred tensor ops [df_head, df_tail), under spyre_engine.dlock; df_claimed: a thread runs some */
 	uint32_t df_head, df_tail;
 	bool df_claimed;
@@ -115,6 +122,8 @@ struct spyre_engine {
 	uint32_t mask;			/* launched cores (within cfg.cores) */
 	uint32_t active;		/* popcount(mask): cores sharing LPDDR */
 	struct spyre_launch_result *res;
+	uint64_t *fresh;		/* per core, a bit per stick of [0, stale_end): written whole */
+	uint32_t fresh_words;		/* per core */
 	uint64_t mem_now;		/* cycle up to which LPDDR service is accounted */
 	uint64_t link_free[2][SPYRE_MAX_CORES];	/* ring link [direction][from core] free from this cycle */
 };
@@ -180,6 +189,18 @@ static inline void wake(struct core *c, uint64_t now)
 		c->clock = max64(c->clock, now);
 	}
 }
+
+/*
+ * spyre_lpddr.c: scratchpad zeroing, deferred from the launch's start to a
+ * stick's first touch. A LOAD's row or a RECV writing [lo, hi) of core id
+ * calls write_begin before (stale sticks it covers in part are zeroed) and
+ * write_end after (the sticks it covered whole need no zeroing, or, if
+ * nothing was written, are zeroed). settle: every stale stick of core id is
+ * zeroed (before any other read or write of its scratchpad).
+ */
+void spyre_sp_write_begin(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi);
+void spyre_sp_write_end(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi, bool written);
+void spyre_sp_settle(struct spyre_engine *e, uint32_t id);
 
 /* spyre_exec.c: execute core id's next instruction (STEP_*). */
 int spyre_exec_step(struct spyre_engine *e, uint32_t id);

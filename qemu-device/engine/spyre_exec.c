@@ -561,6 +561,8 @@ static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
 {
 	uint64_t rdiag = cls == SPYRE_CLS_TRIL && (t->flags & SPYRE_IF_RDIAG) ? c->r[t->ldb] : 0;
 
+	spyre_sp_settle(e, id);	/* before its first queued op: none is in flight */
+
 	if (e->nworkers) {
 		if (spyre_defer_push(e, id, t, cls, rdiag, c->pc) == STEP_FAULT)
 			return STEP_FAULT;
@@ -596,6 +598,7 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 		free(m);
 		return STEP_FAULT;
 	}
+	spyre_sp_settle(e, id);
 	memcpy(m->data, core_sp(e, id) + r->sp, r->bytes);
 	m->next = NULL;
 	m->tag = r->tag;
@@ -653,7 +656,9 @@ static int exec_recv(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	if (!m->next)
 		c->tail[r->peer] = NULL;
 	c->inbox_bytes -= m->bytes;
+	spyre_sp_write_begin(e, id, r->sp, (uint64_t)r->sp + m->bytes);
 	memcpy(core_sp(e, id) + r->sp, m->data, m->bytes);
+	spyre_sp_write_end(e, id, r->sp, (uint64_t)r->sp + m->bytes, true);
 	c->sp_dirty = max64(c->sp_dirty, (uint64_t)r->sp + r->bytes);
 	c->clock = max64(c->clock, m->arrival);	/* idle until the data is there */
 	free(m);
@@ -752,6 +757,7 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, off);
 			if (spyre_defer_sync(e, id) == STEP_FAULT)
 				return STEP_FAULT;
+			spyre_sp_settle(e, id);
 			v = (int32_t)spyre_ld32(core_sp(e, id) + off);
 			if (v < 0 && (in.ctl.flags & SPYRE_IF_SKIPNEG)) {
 				/* a padding entry: the next instruction (its use) is skipped */

@@ -10,8 +10,10 @@
  * binary, unary, SCALE, SOFTMAX, REDSUM, TRANSPOSE, FILL, TRIL with a
  * run-time diagonal, LDX, ring exchanges between neighbours, barriers; some
  * fault), a core with more queued tensor ops than its queue holds, and a
- * fault in a LOAD after queued ops. Also built with ThreadSanitizer
- * (engine-threads-tsan-test).
+ * fault in a LOAD after queued ops. A fourth engine, made anew for every
+ * launch, checks that what a launch leaves in the scratchpads never shows in
+ * the next (their zeroing waits for a stick's first touch). Also built with
+ * ThreadSanitizer and AddressSanitizer (engine-threads-{t,a}san-test).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,8 +24,9 @@
 #include "spyre_progbuild.h"
 
 #define NCORES 32
-#define NENG 3
-static const uint32_t threads[NENG] = { 1, 2, 4 };
+/* the last engine is made anew for every launch: its scratchpads start as zeroes, never as a previous launch's */
+#define NENG 4
+static const uint32_t threads[NENG] = { 1, 2, 4, 1 };
 static struct spyre_engine *E[NENG];
 static struct flatmem M[NENG];
 static uint64_t IN, OUT;		/* the same VAs in every memory */
@@ -48,24 +51,35 @@ static uint32_t run_all(const char *what, void *img, size_t sz, int *diffs)
 	const struct spyre_engine_config *cfg = spyre_engine_get_config(E[0]);
 
 	for (int i = 0; i < NENG; i++) {
+		if (i == NENG - 1) {
+			struct spyre_engine_config c = *cfg;
+
+			c.threads = threads[i];
+			spyre_engine_free(E[i]);
+			E[i] = spyre_engine_new(&c);
+			if (!E[i])
+				tap_bail("cannot create an engine");
+		}
 		memset(&r[i], 0, sizeof(r[i]));
 		flatmem_run(&M[i], E[i], img, sz, (uint64_t[]){ IN, OUT }, 2, NULL, 0, 0xffffffff, &r[i]);
 	}
 	for (int i = 1; i < NENG; i++) {
 		if (memcmp(&r[0], &r[i], sizeof(r[0]))) {
-			tap_diag("%s: launch result differs at %u threads (status %s vs %s, %llu vs %llu cycles)", what,
-				 threads[i], spyre_fault_name(r[0].status), spyre_fault_name(r[i].status),
+			tap_diag("%s: launch result differs at %u threads%s (status %s vs %s, %llu vs %llu cycles)", what,
+				 threads[i], i == NENG - 1 ? " (new engine)" : "", spyre_fault_name(r[0].status), spyre_fault_name(r[i].status),
 				 (unsigned long long)r[0].device_cycles, (unsigned long long)r[i].device_cycles);
 			(*diffs)++;
 		}
 		if (memcmp(M[0].buf, M[i].buf, M[0].size)) {
-			tap_diag("%s: device memory differs at %u threads", what, threads[i]);
+			tap_diag("%s: device memory differs at %u threads%s", what, threads[i],
+				 i == NENG - 1 ? " (new engine)" : "");
 			(*diffs)++;
 		}
 		for (uint32_t c = 0; c < cfg->cores; c++)
 			if (memcmp(spyre_engine_scratchpad(E[0], c), spyre_engine_scratchpad(E[i], c),
 				   cfg->scratchpad_bytes)) {
-				tap_diag("%s: core %u's scratchpad differs at %u threads", what, c, threads[i]);
+				tap_diag("%s: core %u's scratchpad differs at %u threads%s", what, c, threads[i],
+					 i == NENG - 1 ? " (new engine)" : "");
 				(*diffs)++;
 				break;
 			}
