@@ -306,7 +306,15 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		}
 	}
 out:
-	/* the cores' queued numerics (host threads) finish before the scratchpads are seen */
+	/*
+	 * the cores' waiting LOADs (completed before any fault: their bytes
+	 * were checked) and queued numerics (host threads) finish before the
+	 * scratchpads are seen
+	 */
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		spyre_lazy_flush(e, i);
+		e->core[i].nlazy = 0;
+	}
 	spyre_defer_sync_all(e);
 	for (uint32_t i = 0; i < e->cfg.cores; i++)
 		spyre_sp_settle(e, i);

@@ -64,6 +64,15 @@ struct spyre_engine_config {
 struct spyre_engine_mem_ops {
 	int (*read)(void *opaque, uint64_t va, void *buf, uint64_t len, uint64_t *fault_va);
 	int (*write)(void *opaque, uint64_t va, const void *buf, uint64_t len, uint64_t *fault_va);
+	/*
+	 * Optional (NULL: unused): what read() of [va, va + len) would return,
+	 * without reading. With it, a LOAD's bytes are checked when the LOAD
+	 * completes on the timeline but read when its core next touches its
+	 * scratchpad (or before any STORE writes), so a core's operands are
+	 * still in the host's caches when it computes. The caller promises that
+	 * nothing but the launch's STOREs writes device memory during a launch.
+	 */
+	int (*probe)(void *opaque, uint64_t va, uint64_t len, uint64_t *fault_va);
 };
 
 struct spyre_launch_result {

@@ -62,7 +62,8 @@ struct deferred {
 	uint32_t cls, pc;
 };
 
-#define SPYRE_DEFER_DEPTH 32	/* per core; a full queue is drained before the next */
+#define SPYRE_DEFER_DEPTH 32
+#define SPYRE_LAZY_DEPTH 8	/* per core: completed LOADs whose bytes wait for its next touch */	/* per core; a full queue is drained before the next */
 
 struct core {
 	const uint8_t *code;
@@ -90,6 +91,9 @@ struct core {
 	 * spyre_engine.fresh). 0 once the core's first other access settled it.
 	 */
 	uint64_t stale_end;
+	/* completed LOADs, bytes checked but not yet read (mem_ops.probe): read in order */
+	struct dma_op lazy[SPYRE_LAZY_DEPTH];
+	uint32_t nlazy;
 	/* deferred tensor ops [df_head, df_tail), under spyre_engine.dlock; df_claimed: a thread runs some */
 	uint32_t df_head, df_tail;
 	bool df_claimed;
@@ -201,6 +205,15 @@ static inline void wake(struct core *c, uint64_t now)
 void spyre_sp_write_begin(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi);
 void spyre_sp_write_end(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi, bool written);
 void spyre_sp_settle(struct spyre_engine *e, uint32_t id);
+
+/*
+ * spyre_lpddr.c: read the bytes of core id's completed LOADs that wait for
+ * its next touch (after its queued tensor ops); _all: every core's (before
+ * any STORE writes). Call before any read or write of the scratchpad.
+ * STEP_NEXT or STEP_FAULT.
+ */
+int spyre_lazy_flush(struct spyre_engine *e, uint32_t id);
+int spyre_lazy_flush_all(struct spyre_engine *e);
 
 /* spyre_exec.c: execute core id's next instruction (STEP_*). */
 int spyre_exec_step(struct spyre_engine *e, uint32_t id);

@@ -561,6 +561,8 @@ static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
 {
 	uint64_t rdiag = cls == SPYRE_CLS_TRIL && (t->flags & SPYRE_IF_RDIAG) ? c->r[t->ldb] : 0;
 
+	if (spyre_lazy_flush(e, id) == STEP_FAULT)	/* its LOADs' bytes */
+		return STEP_FAULT;
 	spyre_sp_settle(e, id);	/* before its first queued op: none is in flight */
 
 	if (e->nworkers) {
@@ -594,7 +596,7 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	m = malloc(sizeof(*m) + r->bytes);
 	if (!m)
 		return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, r->sp);
-	if (spyre_defer_sync(e, id) == STEP_FAULT) {
+	if (spyre_defer_sync(e, id) == STEP_FAULT || spyre_lazy_flush(e, id) == STEP_FAULT) {
 		free(m);
 		return STEP_FAULT;
 	}
@@ -650,7 +652,8 @@ static int exec_recv(struct spyre_engine *e, struct core *c, uint32_t id, const 
 		return STEP_BLOCK;
 	if (m->tag != r->tag || m->bytes != r->bytes)
 		return fault(e, SPYRE_ENGINE_FAULT_RING_MISMATCH, id, c->pc, r->sp);
-	if (spyre_defer_sync(e, id) == STEP_FAULT)	/* its own tensor ops first */
+	/* its own tensor ops and LOADs first */
+	if (spyre_defer_sync(e, id) == STEP_FAULT || spyre_lazy_flush(e, id) == STEP_FAULT)
 		return STEP_FAULT;
 	c->head[r->peer] = m->next;
 	if (!m->next)
@@ -755,7 +758,7 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 				return fault(e, SPYRE_ENGINE_FAULT_ALIGN, id, c->pc, off);
 			if (off > e->cfg.scratchpad_bytes - 4)
 				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, off);
-			if (spyre_defer_sync(e, id) == STEP_FAULT)
+			if (spyre_defer_sync(e, id) == STEP_FAULT || spyre_lazy_flush(e, id) == STEP_FAULT)
 				return STEP_FAULT;
 			spyre_sp_settle(e, id);
 			v = (int32_t)spyre_ld32(core_sp(e, id) + off);

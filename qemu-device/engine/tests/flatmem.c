@@ -41,7 +41,14 @@ static int fm_write(void *opaque, uint64_t va, const void *buf, uint64_t len, ui
 	return rc;
 }
 
-const struct spyre_engine_mem_ops flatmem_ops = { .read = fm_read, .write = fm_write };
+static int fm_probe(void *opaque, uint64_t va, uint64_t len, uint64_t *fault_va)
+{
+	return check(opaque, va, len, fault_va);
+}
+
+const struct spyre_engine_mem_ops flatmem_ops = { .read = fm_read, .write = fm_write, .probe = fm_probe };
+/* the same without probe: every LOAD's bytes move when it completes */
+const struct spyre_engine_mem_ops flatmem_eager_ops = { .read = fm_read, .write = fm_write };
 
 int flatmem_init(struct flatmem *m, uint64_t base, uint64_t size)
 {
@@ -117,7 +124,7 @@ int flatmem_run(struct flatmem *m, struct spyre_engine *e, const void *image, si
 		memcpy(a + 8 * i, &slots[i], 8);
 	for (uint32_t i = 0; i < num_scalars; i++)
 		memcpy(a + 8 * (num_slots + i), &scalars[i], 8);
-	rc = spyre_engine_launch(e, prog, args, core_mask, &flatmem_ops, m, res);
+	rc = spyre_engine_launch(e, prog, args, core_mask, m->eager ? &flatmem_eager_ops : &flatmem_ops, m, res);
 	m->next = save;
 	return rc;
 }

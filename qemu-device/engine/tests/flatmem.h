@@ -22,9 +22,11 @@ struct flatmem {
 	uint64_t hole_lo, hole_hi;	/* [lo, hi) faults; empty if lo == hi */
 	uint64_t next;			/* bump allocator, offset from base */
 	uint64_t reads, writes;		/* callback counts */
+	int eager;			/* flatmem_run() launches with flatmem_eager_ops */
 };
 
-extern const struct spyre_engine_mem_ops flatmem_ops;
+extern const struct spyre_engine_mem_ops flatmem_ops;		/* with probe */
+extern const struct spyre_engine_mem_ops flatmem_eager_ops;	/* without */
 
 int flatmem_init(struct flatmem *m, uint64_t base, uint64_t size);
 void flatmem_fini(struct flatmem *m);

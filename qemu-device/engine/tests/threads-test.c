@@ -10,9 +10,11 @@
  * binary, unary, SCALE, SOFTMAX, REDSUM, TRANSPOSE, FILL, TRIL with a
  * run-time diagonal, LDX, ring exchanges between neighbours, barriers; some
  * fault), a core with more queued tensor ops than its queue holds, and a
- * fault in a LOAD after queued ops. A fourth engine, made anew for every
- * launch, checks that what a launch leaves in the scratchpads never shows in
- * the next (their zeroing waits for a stick's first touch). Also built with
+ * fault in a LOAD after queued ops. An engine made anew for every launch
+ * checks that what a launch leaves in the scratchpads never shows in the
+ * next (their zeroing waits for a stick's first touch); two whose memory has
+ * no probe, that reading a LOAD's bytes at its core's next touch rather
+ * than at its completion changes nothing either. Also built with
  * ThreadSanitizer and AddressSanitizer (engine-threads-{t,a}san-test).
  */
 #include <stdbool.h>
@@ -24,9 +26,15 @@
 #include "spyre_progbuild.h"
 
 #define NCORES 32
-/* the last engine is made anew for every launch: its scratchpads start as zeroes, never as a previous launch's */
-#define NENG 4
-static const uint32_t threads[NENG] = { 1, 2, 4, 1 };
+/*
+ * FRESH is made anew for every launch: its scratchpads start as zeroes, never
+ * as a previous launch's. The last two move a LOAD's bytes when it completes
+ * (memory without probe), the others when its core next touches them.
+ */
+#define NENG 6
+#define FRESH 3
+static const uint32_t threads[NENG] = { 1, 2, 4, 1, 1, 2 };
+static const char *const kind[NENG] = { "", "", "", " (new engine)", " (LOADs eager)", " (LOADs eager)" };
 static struct spyre_engine *E[NENG];
 static struct flatmem M[NENG];
 static uint64_t IN, OUT;		/* the same VAs in every memory */
@@ -51,7 +59,7 @@ static uint32_t run_all(const char *what, void *img, size_t sz, int *diffs)
 	const struct spyre_engine_config *cfg = spyre_engine_get_config(E[0]);
 
 	for (int i = 0; i < NENG; i++) {
-		if (i == NENG - 1) {
+		if (i == FRESH) {
 			struct spyre_engine_config c = *cfg;
 
 			c.threads = threads[i];
@@ -66,20 +74,20 @@ static uint32_t run_all(const char *what, void *img, size_t sz, int *diffs)
 	for (int i = 1; i < NENG; i++) {
 		if (memcmp(&r[0], &r[i], sizeof(r[0]))) {
 			tap_diag("%s: launch result differs at %u threads%s (status %s vs %s, %llu vs %llu cycles)", what,
-				 threads[i], i == NENG - 1 ? " (new engine)" : "", spyre_fault_name(r[0].status), spyre_fault_name(r[i].status),
+				 threads[i], kind[i], spyre_fault_name(r[0].status), spyre_fault_name(r[i].status),
 				 (unsigned long long)r[0].device_cycles, (unsigned long long)r[i].device_cycles);
 			(*diffs)++;
 		}
 		if (memcmp(M[0].buf, M[i].buf, M[0].size)) {
 			tap_diag("%s: device memory differs at %u threads%s", what, threads[i],
-				 i == NENG - 1 ? " (new engine)" : "");
+				 kind[i]);
 			(*diffs)++;
 		}
 		for (uint32_t c = 0; c < cfg->cores; c++)
 			if (memcmp(spyre_engine_scratchpad(E[0], c), spyre_engine_scratchpad(E[i], c),
 				   cfg->scratchpad_bytes)) {
 				tap_diag("%s: core %u's scratchpad differs at %u threads%s", what, c, threads[i],
-					 i == NENG - 1 ? " (new engine)" : "");
+					 kind[i]);
 				(*diffs)++;
 				break;
 			}
@@ -328,6 +336,7 @@ int main(int argc, char **argv)
 		E[i] = spyre_engine_new(&cfg);
 		if (!E[i] || flatmem_init(&M[i], 0x100000000ull, 8u << 20))
 			tap_bail("cannot create engine %d or its memory", i);
+		M[i].eager = i >= NENG - 2;
 		IN = flatmem_alloc(&M[i], IN_BYTES);
 		OUT = flatmem_alloc(&M[i], OUT_BYTES);
 		/* small values: long chains of ops stay finite for a while */
