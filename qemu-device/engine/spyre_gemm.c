@@ -43,32 +43,42 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 #define ST8(p, v) memcpy((p), &(v), sizeof(v8f))
 #define BCAST(p) (*(p) - (v8f){ 0 })
 
-/* B[0:kc, 0:n] into ceil(n/16) panels of kc x 16, p-major, zero-padded. */
+/*
+ * B[0:kc, 0:n] into ceil(n/16) panels of kc x 16, p-major, zero-padded. B is
+ * read along its rows, 8 panels' width at a time (sequential reads the
+ * prefetchers follow; 8 write streams, not one a panel).
+ */
+#define PACK_GROUP 8
+
 static inline __attribute__((always_inline)) void
 pack_b(size_t kc, size_t n, const float *b, size_t ldb, float *pack)
 {
-	size_t np = (n + NR - 1) / NR;
+	size_t np = (n + NR - 1) / NR, full = n / NR;
 
-	for (size_t jp = 0; jp < np; jp++) {
-		size_t j0 = jp * NR, w = n - j0 < NR ? n - j0 : NR;
-		float *dst = pack + jp * kc * NR;
+	for (size_t g = 0; g < full; g += PACK_GROUP) {
+		size_t ge = g + PACK_GROUP < full ? g + PACK_GROUP : full;
 
-		if (w == NR) {
-			for (size_t p = 0; p < kc; p++) {
-				const float *src = b + p * ldb + j0;
+		for (size_t p = 0; p < kc; p++) {
+			const float *src = b + p * ldb;
 
+			for (size_t jp = g; jp < ge; jp++) {
+				float *dst = pack + jp * kc * NR + p * NR;
 				v8f x0, x1;
 
-				LD8(x0, src);
-				LD8(x1, src + 8);
-				ST8(dst + p * NR, x0);
-				ST8(dst + p * NR + 8, x1);
+				LD8(x0, src + jp * NR);
+				LD8(x1, src + jp * NR + 8);
+				ST8(dst, x0);
+				ST8(dst + 8, x1);
 			}
-		} else {
-			for (size_t p = 0; p < kc; p++) {
-				memset(dst + p * NR, 0, NR * sizeof(float));
-				memcpy(dst + p * NR, b + p * ldb + j0, w * sizeof(float));
-			}
+		}
+	}
+	if (full < np) {
+		size_t j0 = full * NR, w = n - j0;
+		float *dst = pack + full * kc * NR;
+
+		for (size_t p = 0; p < kc; p++) {
+			memset(dst + p * NR, 0, NR * sizeof(float));
+			memcpy(dst + p * NR, b + p * ldb + j0, w * sizeof(float));
 		}
 	}
 }
