@@ -2,8 +2,8 @@
 /*
  * The engine's matmul kernels. spyre_sgemm is a blocked GEMM in the style of
  * GotoBLAS/BLIS: for each block of SPYRE_SGEMM_KC rows of B, B is packed
- * into 16-column panels and a block of A's rows into 6-row panels (p-major,
- * so the micro-kernel reads both sequentially); a 6x16 register-blocked
+ * into 16-column panels (p-major: the micro-kernel reads them sequentially)
+ * and a block of A's rows copied as 0.0f + a (vector adds); a 6x16 register-blocked
  * micro-kernel written with GCC vector extensions broadcasts A from memory
  * and accumulates in 12 vector registers, then adds its tile to C.
  * target_clones builds AVX2+FMA and baseline versions and picks one at load
@@ -83,49 +83,53 @@ pack_b(size_t kc, size_t n, const float *b, size_t ldb, float *pack)
 	}
 }
 
-/* A[0:mc, 0:kc] as 0.0f + a into ceil(mc/6) panels of kc x 6, p-major, zero-padded. */
+/* A[0:mc, 0:kc] as 0.0f + a, rows kc apart (a vector add and copy: the micro-kernel broadcasts from it). */
 static inline __attribute__((always_inline)) void
 pack_a(size_t mc, size_t kc, const float *a, size_t lda, float *pack)
 {
-	for (size_t i0 = 0; i0 < mc; i0 += MR) {
-		size_t h = mc - i0 < MR ? mc - i0 : MR;
-		float *dst = pack + i0 * kc;
+	const v8f z = { 0 };
 
-		for (size_t r = 0; r < MR; r++) {
-			const float *src = a + (i0 + r) * lda;
+	for (size_t i = 0; i < mc; i++) {
+		const float *src = a + i * lda;
+		float *dst = pack + i * kc;
+		size_t p = 0;
 
-			if (r < h)
-				for (size_t p = 0; p < kc; p++)
-					dst[p * MR + r] = 0.0f + src[p];
-			else
-				for (size_t p = 0; p < kc; p++)
-					dst[p * MR + r] = 0.0f;
+		for (; p + 8 <= kc; p += 8) {
+			v8f x;
+
+			LD8(x, src + p);
+			x = z + x;
+			ST8(dst + p, x);
 		}
+		for (; p < kc; p++)
+			dst[p] = 0.0f + src[p];
 	}
 }
 
 /*
- * 6x16 micro-kernel: C[0:h, 0:w] = (first ? +0 : C) + Apanel[0:kc] * Bpanel[0:kc]
- * (h <= 6, w <= 16; the padding rows and columns are computed and dropped).
+ * 6x16 micro-kernel: C[0:h, 0:w] = (first ? +0 : C) + Apacked[0:h, 0:kc] * Bpanel[0:kc]
+ * (h <= 6, w <= 16; rows beyond h repeat row 0, columns beyond w are the
+ * panel's padding: computed and dropped).
  */
 static inline __attribute__((always_inline)) void
 micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t h, size_t w, int first)
 {
 	v8f c00 = { 0 }, c01 = { 0 }, c10 = { 0 }, c11 = { 0 }, c20 = { 0 }, c21 = { 0 };
 	v8f c30 = { 0 }, c31 = { 0 }, c40 = { 0 }, c41 = { 0 }, c50 = { 0 }, c51 = { 0 };
+	const float *a0 = ap, *a1 = ap + (h > 1) * kc, *a2 = ap + (h > 2) * 2 * kc, *a3 = ap + (h > 3) * 3 * kc;
+	const float *a4 = ap + (h > 4) * 4 * kc, *a5 = ap + (h > 5) * 5 * kc;
 
 	for (size_t p = 0; p < kc; p++) {
 		v8f b0, b1, x;
 
 		LD8(b0, bp);
 		LD8(b1, bp + 8);
-		x = BCAST(ap + 0); c00 += x * b0; c01 += x * b1;
-		x = BCAST(ap + 1); c10 += x * b0; c11 += x * b1;
-		x = BCAST(ap + 2); c20 += x * b0; c21 += x * b1;
-		x = BCAST(ap + 3); c30 += x * b0; c31 += x * b1;
-		x = BCAST(ap + 4); c40 += x * b0; c41 += x * b1;
-		x = BCAST(ap + 5); c50 += x * b0; c51 += x * b1;
-		ap += MR;
+		x = BCAST(a0 + p); c00 += x * b0; c01 += x * b1;
+		x = BCAST(a1 + p); c10 += x * b0; c11 += x * b1;
+		x = BCAST(a2 + p); c20 += x * b0; c21 += x * b1;
+		x = BCAST(a3 + p); c30 += x * b0; c31 += x * b1;
+		x = BCAST(a4 + p); c40 += x * b0; c41 += x * b1;
+		x = BCAST(a5 + p); c50 += x * b0; c51 += x * b1;
 		bp += NR;
 	}
 	v8f t[MR][2] = { { c00, c01 }, { c10, c11 }, { c20, c21 }, { c30, c31 }, { c40, c41 }, { c50, c51 } };
