@@ -18,6 +18,9 @@
  * instruction does is spyre_exec.c's; the memory system (LPDDR shared by the
  * DMA queues, docs/spyre-isa.md §6) is spyre_lpddr.c's; calls go one way,
  * spyre_engine.c -> spyre_exec.c -> spyre_lpddr.c (spyre_engine_int.h).
+ * With cfg.threads > 1 the tensor numerics run on host threads
+ * (spyre_defer.c); everything above, the timeline included, stays on the
+ * launching thread and is the same for every thread count.
  */
 #include <stdlib.h>
 #include <string.h>
