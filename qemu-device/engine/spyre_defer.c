@@ -12,7 +12,9 @@
  * writes in the same order as with one thread, the results and the timeline
  * are the same, and the cores' numerics overlap each other and the
  * scheduler's own work. While it waits for a core, the launching thread runs
- * other cores' queued ops rather than sleep.
+ * other cores' queued ops rather than sleep. An op below SPYRE_DEFER_MIN_WORK
+ * runs in place when its core has nothing queued: a hand-over (a lock, maybe
+ * a wake-up) would cost more than it.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -235,6 +237,18 @@ int spyre_defer_sync_all(struct spyre_engine *e)
 	rc = deferred_fault(e);
 	pthread_mutex_unlock(&DS(e)->lock);
 	return rc;
+}
+
+bool spyre_defer_idle(struct spyre_engine *e, uint32_t id)
+{
+	bool idle;
+
+	if (!e->nworkers)
+		return true;
+	pthread_mutex_lock(&DS(e)->lock);
+	idle = !e->core[id].df_claimed && e->core[id].df_head == e->core[id].df_tail;
+	pthread_mutex_unlock(&DS(e)->lock);
+	return idle;
 }
 
 int spyre_defer_push(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t,

@@ -62,8 +62,9 @@ struct deferred {
 	uint32_t cls, pc;
 };
 
-#define SPYRE_DEFER_DEPTH 32
-#define SPYRE_LAZY_DEPTH 8	/* per core: completed LOADs whose bytes wait for its next touch */	/* per core; a full queue is drained before the next */
+#define SPYRE_DEFER_DEPTH 32	/* per core; a full queue is drained before the next */
+#define SPYRE_DEFER_MIN_WORK 4096	/* elements (MATMUL: MACs) below which an op runs in place */
+#define SPYRE_LAZY_DEPTH 8	/* per core: completed LOADs whose bytes wait for its next touch */
 
 struct core {
 	const uint8_t *code;
@@ -240,6 +241,8 @@ int spyre_defer_push(struct spyre_engine *e, uint32_t id, const struct spyre_ins
 		     enum spyre_opclass cls, uint64_t rdiag, uint32_t pc);
 int spyre_defer_sync(struct spyre_engine *e, uint32_t id);
 int spyre_defer_sync_all(struct spyre_engine *e);
+/* spyre_defer.c: nothing of core id's is queued or running (true without threads). */
+bool spyre_defer_idle(struct spyre_engine *e, uint32_t id);
 
 /*
  * spyre_lpddr.c: account LPDDR service up to cycle t; the next memory event

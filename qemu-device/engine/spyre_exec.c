@@ -565,7 +565,10 @@ static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
 		return STEP_FAULT;
 	spyre_sp_settle(e, id);	/* before its first queued op: none is in flight */
 
-	if (e->nworkers) {
+	/* a small op is not worth a hand-over: run here when nothing of the core's is queued */
+	uint64_t work = (uint64_t)t->rows * t->cols * (cls == SPYRE_CLS_MATMUL ? t->k : 1);
+
+	if (e->nworkers && (work >= SPYRE_DEFER_MIN_WORK || !spyre_defer_idle(e, id))) {
 		if (spyre_defer_push(e, id, t, cls, rdiag, c->pc) == STEP_FAULT)
 			return STEP_FAULT;
 	} else {
