@@ -390,6 +390,11 @@ static bool spyre_check_params(SpyreState *s, Error **errp)
                    p->dma_burst_bytes, p->dma_burst_overhead_bytes);
         return false;
     }
+    if (p->engine_threads > SPYRE_ENGINE_MAX_THREADS) {
+        error_setg(errp, "spyre: engine-threads=%u is out of range (0..%u)",
+                   p->engine_threads, SPYRE_ENGINE_MAX_THREADS);
+        return false;
+    }
     if (p->wait_poll_ns < 100 || p->wait_poll_ns > 1000000) {
         error_setg(errp, "spyre: wait-poll-ns=%u is out of range "
                    "(100..1000000)", p->wait_poll_ns);
@@ -469,6 +474,13 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         cfg.dma_burst_overhead_bytes = s->params.dma_burst_overhead_bytes;
         cfg.ring_bytes_per_cycle = s->params.ring_bytes_per_cycle;
         cfg.ring_hop_cycles = s->params.ring_hop_cycles;
+        /* results and modeled times are the same for every thread count */
+        cfg.threads = s->params.engine_threads;
+        if (!cfg.threads) {
+            long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+            cfg.threads = n > 8 ? 8 : n > 1 ? (uint32_t)n : 1;
+        }
         s->engine = spyre_engine_new(&cfg);
         if (!s->engine) {
             error_setg(errp, "spyre: cannot create the compute engine");
@@ -542,6 +554,8 @@ static Property spyre_properties[] = {
                        SPYRE_TM_RING_BYTES_PER_CYCLE),
     DEFINE_PROP_UINT32("ring-hop-cycles", SpyreState, params.ring_hop_cycles,
                        SPYRE_TM_RING_HOP_CYCLES),
+    /* The emulator itself: host threads, no effect on results or timing. */
+    DEFINE_PROP_UINT32("engine-threads", SpyreState, params.engine_threads, 0),
     DEFINE_PROP_END_OF_LIST(),
 };
 
@@ -572,6 +586,9 @@ static const struct {
     { "ring-bytes-per-cycle", "engine: bytes per cycle of one ring link, "
                               "one direction, 1-4096" },
     { "ring-hop-cycles", "engine: latency per ring hop in cycles, 0-1000" },
+    { "engine-threads", "emulator: host threads running the cores' numerics, "
+                        "0-64 (0: the host's CPUs, at most 8); same results "
+                        "and modeled times for every count" },
 };
 
 static void spyre_class_init(ObjectClass *klass, void *data)

@@ -58,6 +58,8 @@ typedef struct SpyreParams {
     uint32_t dma_burst_overhead_bytes;
     uint32_t ring_bytes_per_cycle;  /* per link and direction */
     uint32_t ring_hop_cycles;
+    /* Host threads for the engine's numerics (0: the host's CPUs, at most 8). */
+    uint32_t engine_threads;
 } SpyreParams;
 
 /* Where a queue's packet is on the virtual timeline (timed mode only). */

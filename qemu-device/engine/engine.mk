@@ -6,7 +6,7 @@
 # set (ENGINE_QEMU_WARN), checked by the engine-qemu-flags target.
 
 ENGINE_DIR := qemu-device/engine
-ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_exec.c spyre_lpddr.c spyre_gemm.c)
+ENGINE_SRCS := $(addprefix $(ENGINE_DIR)/,spyre_engine.c spyre_exec.c spyre_lpddr.c spyre_gemm.c spyre_defer.c)
 ENGINE_HDRS := $(wildcard $(ENGINE_DIR)/*.h) $(ISA_HDRS)
 ENGINE_OBJS := $(patsubst $(ENGINE_DIR)/%.c,$(B)/engine/%.o,$(ENGINE_SRCS))
 ENGINE_LIB := $(B)/engine/libspyre-engine.a
@@ -21,13 +21,16 @@ ENGINE_TEST_LIB := $(ENGINE_DIR)/tests/flatmem.c
 ENGINE_TEST_HDRS := $(ENGINE_DIR)/tests/flatmem.h tests/tap.h
 ENGINE_TESTS := $(patsubst $(ENGINE_DIR)/tests/%.c,$(B)/tests/%,$(wildcard $(ENGINE_DIR)/tests/*-test.c))
 ENGINE_FUZZ := $(B)/fuzz/spyre-prog-fuzz
+# threads-test again, engine and all, under ThreadSanitizer and AddressSanitizer (no
+# target_clones: an ifunc resolver runs before the sanitizer runtime is up)
+ENGINE_SAN_TESTS := $(B)/tests/engine-threads-tsan-test $(B)/tests/engine-threads-asan-test
 ENGINE_HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo yes)
 
 .PHONY: engine-all engine-qemu-flags fuzz bench-engine
 
 all: engine-all
-host-tests: $(ENGINE_TESTS)
-engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
+host-tests: $(ENGINE_TESTS) $(ENGINE_SAN_TESTS)
+engine-all: $(ENGINE_LIB) $(ENGINE_TESTS) $(ENGINE_SAN_TESTS) $(if $(ENGINE_HAVE_CLANG),$(ENGINE_FUZZ))
 
 $(B)/engine/%.o: $(ENGINE_DIR)/%.c $(ENGINE_HDRS)
 	@mkdir -p $(@D)
@@ -46,9 +49,15 @@ $(ENGINE_TESTS): $(B)/tests/%: $(ENGINE_DIR)/tests/%.c $(ENGINE_TEST_LIB) $(ENGI
 		$(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
-		-lm -o $@
+		-lm -pthread -o $@
 
 $(B)/tests/fuzz-run-test: tests/fuzz-run.h
+
+$(B)/tests/engine-threads-%san-test: $(ENGINE_DIR)/tests/threads-test.c $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_HDRS) \
+		$(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ENGINE_CFLAGS) -fsanitize=$(if $(filter t,$*),thread,address,undefined) -DSPYRE_NO_CLONES -D_GNU_SOURCE \
+		-I$(ENGINE_DIR)/tests $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -pthread -o $@
 
 # libFuzzer target: validator, decoder, disassembler/assembler (the ISA
 # library) and the engine itself on arbitrary images
@@ -57,13 +66,13 @@ $(ENGINE_FUZZ): $(ENGINE_DIR)/tests/prog-fuzz.c $(ENGINE_SRCS) $(ISA_SRCS) $(ENG
 	@mkdir -p $(@D)
 	clang -O1 -g -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-fno-strict-aliasing -fwrapv -DSPYRE_NO_CLONES -Iuapi -I$(ENGINE_DIR) -I$(ENGINE_DIR)/tests \
-		-I$(ISA_DIR) $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -o $@
+		-I$(ISA_DIR) $< $(ENGINE_SRCS) $(ISA_SRCS) $(ENGINE_TEST_LIB) -lm -pthread -o $@
 
 # ---- benchmark: engine fp32 matmul vs single-threaded OpenBLAS sgemm ----
 $(B)/bench/matmul-bench: bench/matmul-bench.c $(ENGINE_TEST_LIB) $(ENGINE_TEST_HDRS) $(ENGINE_LIB) $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) -D_GNU_SOURCE -I$(ENGINE_DIR)/tests $< $(ENGINE_TEST_LIB) $(ENGINE_LIB) $(ISA_LIB) \
-		-lopenblas -lm -o $@
+		-lopenblas -lm -pthread -o $@
 
 bench-engine: $(B)/bench/matmul-bench
 	$(B)/bench/matmul-bench

@@ -18,6 +18,9 @@
  * instruction does is spyre_exec.c's; the memory system (LPDDR shared by the
  * DMA queues, docs/spyre-isa.md §6) is spyre_lpddr.c's; calls go one way,
  * spyre_engine.c -> spyre_exec.c -> spyre_lpddr.c (spyre_engine_int.h).
+ * With cfg.threads > 1 the tensor numerics run on host threads
+ * (spyre_defer.c); everything above, the timeline included, stays on the
+ * launching thread and is the same for every thread count.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,7 @@ void spyre_engine_config_default(struct spyre_engine_config *c)
 	c->issue_cycles = SPYRE_TM_ISSUE_CYCLES;
 	c->barrier_cycles = SPYRE_TM_BARRIER_CYCLES;
 	c->insn_budget = 1u << 22;
+	c->threads = 1;
 }
 
 static bool config_ok(const struct spyre_engine_config *c)
@@ -56,7 +60,8 @@ static bool config_ok(const struct spyre_engine_config *c)
 	    c->scratchpad_bytes < SPYRE_STICK_BYTES || c->scratchpad_bytes % SPYRE_STICK_BYTES ||
 	    c->scratchpad_bytes > (256u << 20) || !c->ring_bytes_per_cycle ||
 	    !c->dma_burst_bytes || c->dma_burst_bytes % SPYRE_STICK_BYTES ||
-	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget)
+	    !c->sp_bytes_per_cycle || !c->sfu_elems_per_cycle || !c->insn_budget ||
+	    !c->threads || c->threads > SPYRE_ENGINE_MAX_THREADS)
 		return false;
 	for (int i = 0; i < SPYRE_DT_COUNT; i++)
 		if (!c->peak_mac_per_ns[i])
@@ -84,10 +89,17 @@ struct spyre_engine *spyre_engine_new(const struct spyre_engine_config *cfg)
 	memcpy(e->tm.peak_mac_per_ns, cfg->peak_mac_per_ns, sizeof(e->tm.peak_mac_per_ns));
 	/* calloc: untouched scratchpad pages cost no host memory */
 	e->sp = calloc(cfg->cores, cfg->scratchpad_bytes);
-	if (!e->sp) {
+	e->fresh_words = (uint32_t)div_up(cfg->scratchpad_bytes / SPYRE_STICK_BYTES, 64);
+	e->fresh = calloc((size_t)cfg->cores * e->fresh_words, sizeof(uint64_t));
+	if (!e->sp || !e->fresh) {
+		free(e->sp);
+		free(e->fresh);
 		free(e);
 		return NULL;
 	}
+	/* no host threads: the same results on the launching thread alone */
+	if (spyre_defer_init(e))
+		e->cfg.threads = 1;
 	return e;
 }
 
@@ -95,9 +107,9 @@ void spyre_engine_free(struct spyre_engine *e)
 {
 	if (!e)
 		return;
-	for (int i = 0; i < 3; i++)
-		free(e->ws[i]);
-	free(e->pack);
+	spyre_defer_fini(e);
+	spyre_ws_free(&e->ws0);
+	free(e->fresh);
 	free(e->sp);
 	free(e);
 }
@@ -232,14 +244,19 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		free(raw);
 	}
 
-	/* reset the launched cores; scratchpads start zeroed (no data crosses launches) */
+	/*
+	 * reset the launched cores; scratchpads start zeroed (no data crosses
+	 * launches): what the last launch left is zeroed where first touched,
+	 * unless a LOAD or RECV overwrites it whole (spyre_sp_settle(), below
+	 * for whatever the launch did not touch)
+	 */
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {
 		struct core *c = &e->core[i];
-		uint64_t dirty = c->sp_dirty;
+		uint64_t dirty = min64(div_up(c->sp_dirty, SPYRE_STICK_BYTES), e->cfg.scratchpad_bytes / SPYRE_STICK_BYTES);
 
 		memset(c, 0, sizeof(*c));
-		if (dirty)
-			memset(spyre_engine_scratchpad(e, i), 0, dirty);
+		c->stale_end = dirty * SPYRE_STICK_BYTES;
+		memset(e->fresh + (size_t)i * e->fresh_words, 0, div_up(dirty, 64) * sizeof(uint64_t));
 		if (launched(e, i) && i < e->prog.hdr.num_cores && e->prog.cores[i].num_insns) {
 			c->code = e->image + e->prog.cores[i].code_off;
 			c->num_insns = e->prog.cores[i].num_insns;
@@ -249,6 +266,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 	}
 
 	e->mem_now = 0;
+	e->dfault = 0;
 	memset(e->link_free, 0, sizeof(e->link_free));
 	for (;;) {
 		uint64_t tev = spyre_lpddr_next(e), first = NEVER, second = NEVER;
@@ -291,6 +309,18 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		}
 	}
 out:
+	/*
+	 * the cores' waiting LOADs (completed before any fault: their bytes
+	 * were checked) and queued numerics (host threads) finish before the
+	 * scratchpads are seen
+	 */
+	for (uint32_t i = 0; i < e->cfg.cores; i++) {
+		spyre_lazy_flush(e, i);
+		e->core[i].nlazy = 0;
+	}
+	spyre_defer_sync_all(e);
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		spyre_sp_settle(e, i);
 	if (!res->status && !e->image)
 		fault(e, SPYRE_ENGINE_FAULT_BAD_PROGRAM, SPYRE_ENGINE_FAULT_CORE_NONE, SPYRE_ENGINE_FAULT_PC_NONE, program_va);
 	for (uint32_t i = 0; i < e->cfg.cores; i++) {

@@ -10,7 +10,9 @@
  * checks, data types), which everything else that handles programs links
  * without the engine; this header needs only uapi/spyre_isa.h. An engine holds all its state (no globals):
  * different engines may launch concurrently from different threads; one
- * engine runs one launch at a time (the caller serialises).
+ * engine runs one launch at a time (the caller serialises). With
+ * cfg.threads > 1 an engine has host threads of its own for the cores'
+ * numerics; memory callbacks still come from the launching thread only.
  *
  * docs/spyre-isa.md specifies the program format, ISA and timing model.
  */
@@ -42,7 +44,15 @@ struct spyre_engine_config {
 	uint32_t issue_cycles;		/* cost of issuing any instruction */
 	uint32_t barrier_cycles;	/* added when a barrier releases */
 	uint64_t insn_budget;		/* instructions per core per launch */
+	/*
+	 * Host threads that run the cores' tensor numerics, the launching one
+	 * included (1..SPYRE_ENGINE_MAX_THREADS; default 1). Results and the
+	 * modeled timeline are the same for every count.
+	 */
+	uint32_t threads;
 };
+
+#define SPYRE_ENGINE_MAX_THREADS 64
 
 /*
  * Memory access: every program fetch, argument read, LOAD and STORE goes
@@ -54,6 +64,15 @@ struct spyre_engine_config {
 struct spyre_engine_mem_ops {
 	int (*read)(void *opaque, uint64_t va, void *buf, uint64_t len, uint64_t *fault_va);
 	int (*write)(void *opaque, uint64_t va, const void *buf, uint64_t len, uint64_t *fault_va);
+	/*
+	 * Optional (NULL: unused): what read() of [va, va + len) would return,
+	 * without reading. With it, a LOAD's bytes are checked when the LOAD
+	 * completes on the timeline but read when its core next touches its
+	 * scratchpad (or before any STORE writes), so a core's operands are
+	 * still in the host's caches when it computes. The caller promises that
+	 * nothing but the launch's STOREs writes device memory during a launch.
+	 */
+	int (*probe)(void *opaque, uint64_t va, uint64_t len, uint64_t *fault_va);
 };
 
 struct spyre_launch_result {

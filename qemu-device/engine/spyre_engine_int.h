@@ -10,10 +10,14 @@
  *   spyre_exec.c    one instruction of one core: decode, check, execute
  *                   (control, DMA issue, tensor ops, ring, synchronisation);
  *   spyre_lpddr.c   the memory system: LPDDR shared by the DMA queues' heads,
- *                   and the data of each LOAD/STORE moved when it completes.
+ *                   and the data of each LOAD/STORE moved when it completes;
+ *   spyre_defer.c   the host threads (cfg.threads > 1) that run the cores'
+ *                   tensor numerics off the scheduler's thread: a queue per
+ *                   core, drained before anything else touches its scratchpad.
  *
  * Calls go one way: spyre_engine.c -> spyre_exec.c -> spyre_lpddr.c (and
- * spyre_engine.c -> spyre_lpddr.c); the small helpers below serve all three.
+ * spyre_engine.c -> spyre_lpddr.c); all three call spyre_defer.c, which calls
+ * back only spyre_exec_tensor(). The small helpers below serve them all.
  * The numerics of MATMUL are spyre_gemm.c's.
  */
 #ifndef SPYRE_ENGINE_INT_H
@@ -45,6 +49,23 @@ struct dma_op {
 	bool store, async;
 };
 
+/* A host thread's matmul workspaces: converted A, B, C, then the packing buffer (floats). */
+struct spyre_ws {
+	float *buf[4];
+	size_t len[4];
+};
+
+/* A tensor instruction of a core whose numerics wait for a host thread (spyre_defer.c). */
+struct deferred {
+	struct spyre_insn_tensor t;
+	uint64_t rdiag;		/* TRIL's run-time diagonal: r[ldb] at issue */
+	uint32_t cls, pc;
+};
+
+#define SPYRE_DEFER_DEPTH 32	/* per core; a full queue is drained before the next */
+#define SPYRE_DEFER_MIN_WORK 4096	/* elements (MATMUL: MACs) below which an op runs in place */
+#define SPYRE_LAZY_DEPTH 8	/* per core: completed LOADs whose bytes wait for its next touch */
+
 struct core {
 	const uint8_t *code;
 	uint32_t num_insns, pc;
@@ -64,17 +85,38 @@ struct core {
 	uint64_t inbox_bytes;
 	uint64_t inbox_freed;	/* clock of the RECV that last made room */
 	uint64_t sp_dirty;	/* bytes of scratchpad that may be non-zero */
+	/*
+	 * [0, stale_end): what the previous launch may have left in the
+	 * scratchpad, which reads as zero; a stick there is zeroed when first
+	 * touched unless a LOAD or RECV wrote it whole first (its bit in
+	 * spyre_engine.fresh). 0 once the core's first other access settled it.
+	 */
+	uint64_t stale_end;
+	/* completed LOADs, bytes checked but not yet read (mem_ops.probe): read in order */
+	struct dma_op lazy[SPYRE_LAZY_DEPTH];
+	uint32_t nlazy;
+	/* deferred tensor ops [df_head, df_tail), under spyre_engine.dlock; df_claimed: a thread runs some */
+	uint32_t df_head, df_tail;
+	bool df_claimed;
 };
+
+struct spyre_worker;
 
 struct spyre_engine {
 	struct spyre_engine_config cfg;
 	struct spyre_timing tm;		/* cfg's timing properties, for spyre_insn_cycles() */
 	uint8_t *sp;			/* cores * scratchpad_bytes */
 	struct core core[SPYRE_MAX_CORES];
-	float *ws[3];			/* matmul workspaces (converted A, B, C) */
-	size_t ws_len[3];		/* floats */
-	float *pack;
-	size_t pack_len;
+	struct spyre_ws ws0;		/* the launching thread's workspaces */
+	/* host threads beyond the launching one (spyre_defer.c); none with cfg.threads == 1 */
+	uint32_t nworkers;
+	struct spyre_worker *workers;
+	void *dsync;			/* its lock and condition variables */
+	uint32_t dpending;		/* cores with queued ops that no thread has taken */
+	bool dstop;
+	uint32_t dfault, dfault_core, dfault_pc;	/* the first deferred op that failed */
+	uint64_t dfault_addr;
+	struct deferred dfq[SPYRE_MAX_CORES][SPYRE_DEFER_DEPTH];
 	/* per launch */
 	const struct spyre_engine_mem_ops *ops;
 	void *opaque;
@@ -85,6 +127,8 @@ struct spyre_engine {
 	uint32_t mask;			/* launched cores (within cfg.cores) */
 	uint32_t active;		/* popcount(mask): cores sharing LPDDR */
 	struct spyre_launch_result *res;
+	uint64_t *fresh;		/* per core, a bit per stick of [0, stale_end): written whole */
+	uint32_t fresh_words;		/* per core */
 	uint64_t mem_now;		/* cycle up to which LPDDR service is accounted */
 	uint64_t link_free[2][SPYRE_MAX_CORES];	/* ring link [direction][from core] free from this cycle */
 };
@@ -151,8 +195,54 @@ static inline void wake(struct core *c, uint64_t now)
 	}
 }
 
+/*
+ * spyre_lpddr.c: scratchpad zeroing, deferred from the launch's start to a
+ * stick's first touch. A LOAD's row or a RECV writing [lo, hi) of core id
+ * calls write_begin before (stale sticks it covers in part are zeroed) and
+ * write_end after (the sticks it covered whole need no zeroing, or, if
+ * nothing was written, are zeroed). settle: every stale stick of core id is
+ * zeroed (before any other read or write of its scratchpad).
+ */
+void spyre_sp_write_begin(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi);
+void spyre_sp_write_end(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi, bool written);
+void spyre_sp_settle(struct spyre_engine *e, uint32_t id);
+
+/*
+ * spyre_lpddr.c: read the bytes of core id's completed LOADs that wait for
+ * its next touch (after its queued tensor ops); _all: every core's (before
+ * any STORE writes). Call before any read or write of the scratchpad.
+ * STEP_NEXT or STEP_FAULT.
+ */
+int spyre_lazy_flush(struct spyre_engine *e, uint32_t id);
+int spyre_lazy_flush_all(struct spyre_engine *e);
+
 /* spyre_exec.c: execute core id's next instruction (STEP_*). */
 int spyre_exec_step(struct spyre_engine *e, uint32_t id);
+/*
+ * spyre_exec.c: the numerics of tensor instruction t of core id (class cls,
+ * TRIL's run-time diagonal rdiag) with workspaces w, on any host thread: 0, or
+ * the fault cause if host memory is short. Touches core id's scratchpad only.
+ */
+uint32_t spyre_exec_tensor(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
+			   const struct spyre_insn_tensor *t, enum spyre_opclass cls, uint64_t rdiag);
+
+/*
+ * spyre_defer.c: start cfg.threads - 1 host threads (0, or -1 if none could
+ * start: the engine then runs with one); stop and free them. push queues a
+ * tensor op of core id (STEP_NEXT or STEP_FAULT); sync returns when all of
+ * core id's queued ops have run (the caller may then touch its scratchpad);
+ * sync_all does so for every core. Both return STEP_FAULT if a queued op
+ * failed (recorded as the launch's fault). Without threads they do nothing.
+ */
+int spyre_defer_init(struct spyre_engine *e);
+void spyre_defer_fini(struct spyre_engine *e);
+void spyre_ws_free(struct spyre_ws *w);
+int spyre_defer_push(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t,
+		     enum spyre_opclass cls, uint64_t rdiag, uint32_t pc);
+int spyre_defer_sync(struct spyre_engine *e, uint32_t id);
+int spyre_defer_sync_all(struct spyre_engine *e);
+/* spyre_defer.c: nothing of core id's is queued or running (true without threads). */
+bool spyre_defer_idle(struct spyre_engine *e, uint32_t id);
 
 /*
  * spyre_lpddr.c: account LPDDR service up to cycle t; the next memory event

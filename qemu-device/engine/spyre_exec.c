@@ -143,8 +143,8 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 
 #define ROW(base, off, r, ld) ((base) + (off) + (uint64_t)(r) * (ld) * SPYRE_STICK_BYTES)
 
-static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
-		       const struct spyre_insn_tensor *t)
+static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
+			    const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
 	size_t m = t->rows, n = t->cols, k = t->k;
@@ -162,14 +162,14 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 		float *cc = (float *)(void *)(sp + t->d);
 		size_t ldcc = ldc;
 
-		if (!workspace(&e->pack, &e->pack_len, SPYRE_SGEMM_PACK_FLOATS(n)))
-			return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, t->d); /* host OOM: cannot model */
+		if (!workspace(&w->buf[3], &w->len[3], SPYRE_SGEMM_PACK_FLOATS(n)))
+			return SPYRE_ENGINE_FAULT_SP_RANGE; /* host OOM: cannot model */
 		if (dt != SPYRE_DT_FP32) {
-			float *wa = workspace(&e->ws[0], &e->ws_len[0], m * k);
-			float *wb = workspace(&e->ws[1], &e->ws_len[1], k * n);
+			float *wa = workspace(&w->buf[0], &w->len[0], m * k);
+			float *wb = workspace(&w->buf[1], &w->len[1], k * n);
 
 			if (!wa || !wb)
-				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, t->d);
+				return SPYRE_ENGINE_FAULT_SP_RANGE;
 			for (size_t i = 0; i < m; i++)
 				for (size_t p = 0; p < k; p++)
 					wa[i * k + p] = spyre_load_f32(ROW(sp, t->a, i, t->lda), dt, p);
@@ -182,10 +182,10 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 			ldb = n;
 		}
 		if (dt2 != SPYRE_DT_FP32) {
-			float *wc = workspace(&e->ws[2], &e->ws_len[2], m * n);
+			float *wc = workspace(&w->buf[2], &w->len[2], m * n);
 
 			if (!wc)
-				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, t->d);
+				return SPYRE_ENGINE_FAULT_SP_RANGE;
 			if (acc)
 				for (size_t i = 0; i < m; i++)
 					for (size_t j = 0; j < n; j++)
@@ -193,15 +193,13 @@ static int exec_matmul(struct spyre_engine *e, struct core *c, uint32_t id,
 			cc = wc;
 			ldcc = n;
 		}
-		spyre_sgemm(m, n, k, a, lda, b, ldb, cc, ldcc, acc, e->pack);
+		spyre_sgemm(m, n, k, a, lda, b, ldb, cc, ldcc, acc, w->buf[3]);
 		if (dt2 != SPYRE_DT_FP32)
 			for (size_t i = 0; i < m; i++)
 				for (size_t j = 0; j < n; j++)
 					spyre_store_f32(ROW(sp, t->d, i, t->ldd), dt2, j, cc[i * n + j]);
 	}
-
-	charge_insn(e, c, t);
-	return STEP_NEXT;
+	return SPYRE_ENGINE_FAULT_NONE;
 }
 
 static float gelu(float x)
@@ -286,7 +284,7 @@ static int64_t binary_i(uint32_t op, int64_t x, int64_t y)
 	}
 }
 
-static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id,
+static void exec_elementwise(struct spyre_engine *e, uint32_t id,
 			     const struct spyre_insn_tensor *t, enum spyre_opclass cls)
 {
 	uint8_t *sp = core_sp(e, id);
@@ -322,11 +320,10 @@ static void exec_elementwise(struct spyre_engine *e, struct core *c, uint32_t id
 			}
 		}
 	}
-	charge_insn(e, c, t);
 }
 
 /* MOVM: d = mask ? a : d; the unselected value is never computed with */
-static void exec_movm(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+static void exec_movm(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
 	unsigned dt = t->dtype, dt2 = t->dtype2;
@@ -344,11 +341,10 @@ static void exec_movm(struct spyre_engine *e, struct core *c, uint32_t id, const
 				spyre_store_int(dr, dt2, j, spyre_load_int(ar, dt, j));
 		}
 	}
-	charge_insn(e, c, t);
 }
 
 /* TRIL: keep a[r][c] where c - r' <= diag (UPPER: >=), r' the row within its matrix; else 0 */
-static void exec_tril(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+static void exec_tril(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t, uint64_t rdiag)
 {
 	uint8_t *sp = core_sp(e, id);
 	unsigned dt = t->dtype, esz = SPYRE_DT_SIZE(dt);
@@ -356,7 +352,7 @@ static void exec_tril(struct spyre_engine *e, struct core *c, uint32_t id, const
 	bool upper = t->flags & SPYRE_IF_UPPER;
 
 	if (t->flags & SPYRE_IF_RDIAG)	/* a run-time diagonal: imm + r[ldb] (checked < 16) */
-		diag += (int64_t)c->r[t->ldb];
+		diag += (int64_t)rdiag;
 
 	for (uint32_t r = 0; r < t->rows; r++) {
 		uint8_t *dr = ROW(sp, t->d, r, t->ldd);
@@ -373,10 +369,9 @@ static void exec_tril(struct spyre_engine *e, struct core *c, uint32_t id, const
 				memset(dr + (uint64_t)j * esz, 0, esz);	/* +0 in every dtype */
 		}
 	}
-	charge_insn(e, c, t);
 }
 
-static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+static void exec_fill(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
 	unsigned dt = t->dtype2;
@@ -391,10 +386,9 @@ static void exec_fill(struct spyre_engine *e, struct core *c, uint32_t id, const
 				spyre_store_int(dr, dt, j, (int32_t)t->b);
 		}
 	}
-	charge_insn(e, c, t);
 }
 
-static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+static void exec_reduce(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
 	unsigned dt = t->dtype, dt2 = t->dtype2;
@@ -424,10 +418,9 @@ static void exec_reduce(struct spyre_engine *e, struct core *c, uint32_t id, con
 		else
 			spyre_store_f32(sp + t->d, dt2, o, fa);
 	}
-	charge_insn(e, c, t);
 }
 
-static void exec_argmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+static void exec_argmax(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
 	bool index = t->flags & SPYRE_IF_INDEX;
@@ -451,10 +444,9 @@ static void exec_argmax(struct spyre_engine *e, struct core *c, uint32_t id, con
 
 		spyre_store_int(sp + t->d, SPYRE_DT_INT32, r, v);
 	}
-	charge_insn(e, c, t);
 }
 
-static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_tensor *t)
+static void exec_softmax(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
 	unsigned dt = t->dtype, dt2 = t->dtype2;
@@ -485,10 +477,9 @@ static void exec_softmax(struct spyre_engine *e, struct core *c, uint32_t id, co
 				spyre_store_f32(dr, dt2, j0 + j, ex[j]);
 		}
 	}
-	charge_insn(e, c, t);
 }
 
-static void exec_transpose(struct spyre_engine *e, struct core *c, uint32_t id,
+static void exec_transpose(struct spyre_engine *e, uint32_t id,
 			   const struct spyre_insn_tensor *t)
 {
 	uint8_t *sp = core_sp(e, id);
@@ -499,14 +490,12 @@ static void exec_transpose(struct spyre_engine *e, struct core *c, uint32_t id,
 			for (uint32_t j = 0; j < t->cols; j++)
 				memmove(sp + t->d + (t->ext + (uint64_t)j * t->rows + r) * esz,
 					sp + t->a + (t->k + (uint64_t)r * t->cols + j) * esz, esz);
-		charge_insn(e, c, t);
 		return;
 	}
 	for (uint32_t r = 0; r < t->rows; r++)
 		for (uint32_t j = 0; j < t->cols; j++)
 			memmove(ROW(sp, t->d, j, t->ldd) + (uint64_t)r * esz, ROW(sp, t->a, r, t->lda) + (uint64_t)j * esz,
 				esz);
-	charge_insn(e, c, t);
 }
 
 static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opclass cls)
@@ -527,6 +516,71 @@ static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opcla
 	}
 }
 
+uint32_t spyre_exec_tensor(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
+			   const struct spyre_insn_tensor *t, enum spyre_opclass cls, uint64_t rdiag)
+{
+	switch (cls) {
+	case SPYRE_CLS_MATMUL:
+		return exec_matmul(e, w, id, t);
+	case SPYRE_CLS_FILL:
+		exec_fill(e, id, t);
+		break;
+	case SPYRE_CLS_REDUCE:
+		exec_reduce(e, id, t);
+		break;
+	case SPYRE_CLS_SOFTMAX:
+		exec_softmax(e, id, t);
+		break;
+	case SPYRE_CLS_TRANSPOSE:
+		exec_transpose(e, id, t);
+		break;
+	case SPYRE_CLS_ARGMAX:
+		exec_argmax(e, id, t);
+		break;
+	case SPYRE_CLS_MOVM:
+		exec_movm(e, id, t);
+		break;
+	case SPYRE_CLS_TRIL:
+		exec_tril(e, id, t, rdiag);
+		break;
+	default:	/* BINARY, UNARY, SCALE, CAST */
+		exec_elementwise(e, id, t, cls);
+		break;
+	}
+	return SPYRE_ENGINE_FAULT_NONE;
+}
+
+/*
+ * A tensor instruction on the scheduler's thread: its cost goes on the
+ * timeline now (it depends on the instruction alone); its numerics run here
+ * with one host thread, else on whichever host thread takes the core's queue
+ * (spyre_defer.c), before anything else reads or writes that scratchpad.
+ */
+static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
+			    const struct spyre_insn_tensor *t, enum spyre_opclass cls)
+{
+	uint64_t rdiag = cls == SPYRE_CLS_TRIL && (t->flags & SPYRE_IF_RDIAG) ? c->r[t->ldb] : 0;
+
+	if (spyre_lazy_flush(e, id) == STEP_FAULT)	/* its LOADs' bytes */
+		return STEP_FAULT;
+	spyre_sp_settle(e, id);	/* before its first queued op: none is in flight */
+
+	/* a small op is not worth a hand-over: run here when nothing of the core's is queued */
+	uint64_t work = (uint64_t)t->rows * t->cols * (cls == SPYRE_CLS_MATMUL ? t->k : 1);
+
+	if (e->nworkers && (work >= SPYRE_DEFER_MIN_WORK || !spyre_defer_idle(e, id))) {
+		if (spyre_defer_push(e, id, t, cls, rdiag, c->pc) == STEP_FAULT)
+			return STEP_FAULT;
+	} else {
+		uint32_t f = spyre_exec_tensor(e, &e->ws0, id, t, cls, rdiag);
+
+		if (f)
+			return fault(e, f, id, c->pc, t->d);
+	}
+	charge_insn(e, c, t);
+	return STEP_NEXT;
+}
+
 /* ---- ring and synchronisation ----------------------------------------------- */
 
 static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const struct spyre_insn_ring *r)
@@ -545,6 +599,11 @@ static int exec_send(struct spyre_engine *e, struct core *c, uint32_t id, const 
 	m = malloc(sizeof(*m) + r->bytes);
 	if (!m)
 		return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, r->sp);
+	if (spyre_defer_sync(e, id) == STEP_FAULT || spyre_lazy_flush(e, id) == STEP_FAULT) {
+		free(m);
+		return STEP_FAULT;
+	}
+	spyre_sp_settle(e, id);
 	memcpy(m->data, core_sp(e, id) + r->sp, r->bytes);
 	m->next = NULL;
 	m->tag = r->tag;
@@ -596,11 +655,16 @@ static int exec_recv(struct spyre_engine *e, struct core *c, uint32_t id, const 
 		return STEP_BLOCK;
 	if (m->tag != r->tag || m->bytes != r->bytes)
 		return fault(e, SPYRE_ENGINE_FAULT_RING_MISMATCH, id, c->pc, r->sp);
+	/* its own tensor ops and LOADs first */
+	if (spyre_defer_sync(e, id) == STEP_FAULT || spyre_lazy_flush(e, id) == STEP_FAULT)
+		return STEP_FAULT;
 	c->head[r->peer] = m->next;
 	if (!m->next)
 		c->tail[r->peer] = NULL;
 	c->inbox_bytes -= m->bytes;
+	spyre_sp_write_begin(e, id, r->sp, (uint64_t)r->sp + m->bytes);
 	memcpy(core_sp(e, id) + r->sp, m->data, m->bytes);
+	spyre_sp_write_end(e, id, r->sp, (uint64_t)r->sp + m->bytes, true);
 	c->sp_dirty = max64(c->sp_dirty, (uint64_t)r->sp + r->bytes);
 	c->clock = max64(c->clock, m->arrival);	/* idle until the data is there */
 	free(m);
@@ -697,6 +761,9 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 				return fault(e, SPYRE_ENGINE_FAULT_ALIGN, id, c->pc, off);
 			if (off > e->cfg.scratchpad_bytes - 4)
 				return fault(e, SPYRE_ENGINE_FAULT_SP_RANGE, id, c->pc, off);
+			if (spyre_defer_sync(e, id) == STEP_FAULT || spyre_lazy_flush(e, id) == STEP_FAULT)
+				return STEP_FAULT;
+			spyre_sp_settle(e, id);
 			v = (int32_t)spyre_ld32(core_sp(e, id) + off);
 			if (v < 0 && (in.ctl.flags & SPYRE_IF_SKIPNEG)) {
 				/* a padding entry: the next instruction (its use) is skipped */
@@ -728,34 +795,18 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id)
 		rc = exec_dma(e, c, id, &in.dma);
 		break;
 	case SPYRE_CLS_MATMUL:
-		rc = exec_matmul(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_BINARY:
 	case SPYRE_CLS_UNARY:
 	case SPYRE_CLS_SCALE:
 	case SPYRE_CLS_CAST:
-		exec_elementwise(e, c, id, &in.t, cls);
-		break;
 	case SPYRE_CLS_FILL:
-		exec_fill(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_REDUCE:
-		exec_reduce(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_SOFTMAX:
-		exec_softmax(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_TRANSPOSE:
-		exec_transpose(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_ARGMAX:
-		exec_argmax(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_MOVM:
-		exec_movm(e, c, id, &in.t);
-		break;
 	case SPYRE_CLS_TRIL:
-		exec_tril(e, c, id, &in.t);
+		rc = exec_tensor_insn(e, c, id, &in.t, cls);
 		break;
 	case SPYRE_CLS_RING:
 		switch (in.ring.opcode) {

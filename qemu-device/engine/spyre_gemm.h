@@ -15,9 +15,10 @@
 #define SPYRE_SGEMM_MR		6	/* micro-tile rows */
 #define SPYRE_SGEMM_MC		96	/* rows of A per L2 block */
 
-/* Floats of packing buffer spyre_sgemm() needs for n columns. */
+/* Floats of packing buffer spyre_sgemm() needs for n columns (B's panels, then A's). */
 #define SPYRE_SGEMM_PACK_FLOATS(n) \
-	((size_t)SPYRE_SGEMM_KC * (((size_t)(n) + SPYRE_SGEMM_NR - 1) / SPYRE_SGEMM_NR * SPYRE_SGEMM_NR))
+	((size_t)SPYRE_SGEMM_KC * (((size_t)(n) + SPYRE_SGEMM_NR - 1) / SPYRE_SGEMM_NR * SPYRE_SGEMM_NR + \
+				   SPYRE_SGEMM_MC))
 
 /*
  * C[m,n] = (acc ? C : 0) + A[m,k] B[k,n], row-major with leading dimensions

@@ -41,7 +41,14 @@ static int fm_write(void *opaque, uint64_t va, const void *buf, uint64_t len, ui
 	return rc;
 }
 
-const struct spyre_engine_mem_ops flatmem_ops = { .read = fm_read, .write = fm_write };
+static int fm_probe(void *opaque, uint64_t va, uint64_t len, uint64_t *fault_va)
+{
+	return check(opaque, va, len, fault_va);
+}
+
+const struct spyre_engine_mem_ops flatmem_ops = { .read = fm_read, .write = fm_write, .probe = fm_probe };
+/* the same without probe: every LOAD's bytes move when it completes */
+const struct spyre_engine_mem_ops flatmem_eager_ops = { .read = fm_read, .write = fm_write };
 
 int flatmem_init(struct flatmem *m, uint64_t base, uint64_t size)
 {
@@ -61,11 +68,18 @@ void flatmem_fini(struct flatmem *m)
 int flatmem_test_main(const struct flatmem_test *t, const struct tap_case *cases, size_t n,
 		      int argc, char **argv)
 {
-	struct spyre_engine_config def;
+	struct spyre_engine_config cfg;
+	const char *th = getenv("SPYRE_ENGINE_THREADS");
 	int ret;
 
-	spyre_engine_config_default(&def);
-	*t->engine = spyre_engine_new(t->config ? t->config : &def);
+	if (t->config)
+		cfg = *t->config;
+	else
+		spyre_engine_config_default(&cfg);
+	/* every engine test runs with any number of host threads: the same results */
+	if (th && *th)
+		cfg.threads = (uint32_t)strtoul(th, NULL, 0);
+	*t->engine = spyre_engine_new(&cfg);
 	if (!*t->engine || flatmem_init(t->mem, t->base, t->size))
 		tap_bail("cannot create the engine or its %llu bytes of memory",
 			 (unsigned long long)t->size);
@@ -110,7 +124,7 @@ int flatmem_run(struct flatmem *m, struct spyre_engine *e, const void *image, si
 		memcpy(a + 8 * i, &slots[i], 8);
 	for (uint32_t i = 0; i < num_scalars; i++)
 		memcpy(a + 8 * (num_slots + i), &scalars[i], 8);
-	rc = spyre_engine_launch(e, prog, args, core_mask, &flatmem_ops, m, res);
+	rc = spyre_engine_launch(e, prog, args, core_mask, m->eager ? &flatmem_eager_ops : &flatmem_ops, m, res);
 	m->next = save;
 	return rc;
 }

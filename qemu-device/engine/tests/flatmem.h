@@ -22,9 +22,11 @@ struct flatmem {
 	uint64_t hole_lo, hole_hi;	/* [lo, hi) faults; empty if lo == hi */
 	uint64_t next;			/* bump allocator, offset from base */
 	uint64_t reads, writes;		/* callback counts */
+	int eager;			/* flatmem_run() launches with flatmem_eager_ops */
 };
 
-extern const struct spyre_engine_mem_ops flatmem_ops;
+extern const struct spyre_engine_mem_ops flatmem_ops;		/* with probe */
+extern const struct spyre_engine_mem_ops flatmem_eager_ops;	/* without */
 
 int flatmem_init(struct flatmem *m, uint64_t base, uint64_t size);
 void flatmem_fini(struct flatmem *m);
@@ -51,8 +53,9 @@ struct flatmem_test {
 
 /*
  * The main() of an engine test: the engine and memory of @t (Bail out! if
- * either cannot be made), its setup, the cases (tests/tap.h), then both are
- * freed. Returns the exit status.
+ * either cannot be made; SPYRE_ENGINE_THREADS in the environment sets its
+ * host threads, cfg.threads), its setup, the cases (tests/tap.h), then both
+ * are freed. Returns the exit status.
  */
 int flatmem_test_main(const struct flatmem_test *t, const struct tap_case *cases, size_t n,
 		      int argc, char **argv);

@@ -6,7 +6,9 @@
  * seeded with valid programs written by the builder (DMA and matmul, the
  * ring, a loop, address registers and ARGMAX). Fails on any crash,
  * sanitizer report or timeout; skips (77) when clang's libFuzzer was not
- * available to build the target. Prints the number of executions.
+ * available to build the target. Prints the number of executions. The
+ * target runs each input at 1 and 2 host threads and with LOADs moved
+ * eagerly, and fails unless all three agree byte for byte.
  */
 #include <limits.h>
 #include <stdio.h>
