@@ -653,10 +653,11 @@ def _static_input(t):
 
 
 class _Entry:
-    __slots__ = ("warm", "graph", "static", "out", "out_alias", "reason")
+    __slots__ = ("warm", "graph", "static", "copy_idx", "out", "out_alias", "reason")
 
     def __init__(self):
-        self.warm, self.graph, self.static, self.out, self.out_alias, self.reason = 0, None, None, None, None, None
+        self.warm, self.graph, self.static, self.copy_idx, self.out, self.out_alias, self.reason = (
+            0, None, None, None, None, None, None)
 
 
 class _Replayer:
@@ -678,15 +679,20 @@ class _Replayer:
         self.full = False
 
     def key(self, args):
-        k = [torch.spyre.current_device(), torch.spyre.current_stream().stream_id]
+        """The input signature of a call; a str (why not) when the call cannot be replayed."""
+        dev = torch.spyre.current_device()
+        k = [dev, torch.accelerator.current_stream(dev).stream_id]
+        static = self.static_idx
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor):
-                k.append((tuple(a.shape), tuple(a.stride()), a.dtype, str(a.device),
-                          a.data_ptr() if i in self.static_idx else a.storage_offset()))
+                d = a.device
+                if d.type != DEVICE and not (a.dim() == 0 and d.type == "cpu"):
+                    return "an input is not on the card"
+                k.append((a.shape, a.stride(), a.dtype, d, a.data_ptr() if i in static else a.storage_offset()))
             elif isinstance(a, (int, float, bool, str, type(None))):
                 k.append(a)
             else:
-                return None
+                return "an input of another type than a tensor or a number"
         return tuple(k)
 
     def eager(self, args, reason):
@@ -698,32 +704,30 @@ class _Replayer:
         from . import graphs
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             return self.eager(args, "autograd: gradients required")
-        if not all(_is_card(a) or not isinstance(a, torch.Tensor) or a.dim() == 0 and a.is_cpu for a in args):
-            return self.eager(args, "an input is not on the card")
         k = self.key(args)
-        if k is None:
-            return self.eager(args, "an input of another type than a tensor or a number")
+        if isinstance(k, str):
+            return self.eager(args, k)
         e = self.entries.get(k)
+        if e is not None and e.graph is not None:
+            return self.replay(e, args)
         if e is None:
             if len(self.entries) >= _MAX_GRAPHS:
                 return self.eager(args, f"more than {_MAX_GRAPHS} input signatures")
             e = self.entries[k] = _Entry()
         if e.reason:
             return self.eager(args, e.reason)
-        if e.graph is None:
-            if not e.warm:
-                e.warm = 1
-                graphs._count("warmup_calls")
-                return self.fn(*args)
-            return self.capture(e, args)
-        return self.replay(e, args)
+        if not e.warm:
+            e.warm = 1
+            graphs._count("warmup_calls")
+            return self.fn(*args)
+        return self.capture(e, args)
 
     def capture(self, e, args):
         from . import graphs
         static = list(args)
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and i not in self.static_idx and _is_card(a):
-                static[i] = torch.empty_like(a).copy_(a)  # the graph's own input, outside its pool
+        copy_idx = [i for i, a in enumerate(args) if _is_card(a) and i not in self.static_idx]
+        for i in copy_idx:
+            static[i] = torch.empty_like(args[i]).copy_(args[i])  # the graph's own input, outside its pool
         g = graphs.SpyreGraph()
         g.capture_begin()
         try:
@@ -735,20 +739,20 @@ class _Replayer:
             import warnings
             warnings.warn(f"spyre: a compiled graph runs eagerly ({e.reason})", stacklevel=2)
             return self.eager(args, e.reason)
-        e.graph, e.static, e.out = g, static, out
+        e.graph, e.static, e.out, e.copy_idx = g, static, out, copy_idx
         # outputs that are inputs themselves are the caller's tensors, not the graph's copies
         ids = {id(t): i for i, t in enumerate(static) if isinstance(t, torch.Tensor)}
         flat, spec = torch.utils._pytree.tree_flatten(out)
-        e.out_alias = ([ids.get(id(t)) if isinstance(t, torch.Tensor) else None for t in flat], spec)
+        alias = [ids.get(id(t)) if isinstance(t, torch.Tensor) else None for t in flat]
+        e.out_alias = (alias if any(i is not None for i in alias) else None, spec)
         g.replay()
         return self.result(e, args)
 
     def replay(self, e, args):
         from . import graphs
-        for i, a in enumerate(args):
-            s = e.static[i]
-            if s is not a and isinstance(a, torch.Tensor) and i not in self.static_idx and _is_card(a) \
-                    and a.data_ptr() != s.data_ptr():
+        for i in e.copy_idx:
+            a, s = args[i], e.static[i]
+            if a.data_ptr() != s.data_ptr():
                 s.copy_(a)
                 graphs._count("input_copies")
         e.graph.replay()
@@ -756,7 +760,7 @@ class _Replayer:
 
     def result(self, e, args):
         alias, spec = e.out_alias
-        if not any(i is not None for i in alias):
+        if alias is None:
             return e.out
         flat, _ = torch.utils._pytree.tree_flatten(e.out)
         flat = [args[i] if i is not None else t for t, i in zip(flat, alias)]

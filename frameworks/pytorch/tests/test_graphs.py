@@ -164,12 +164,24 @@ def graph_shape_change(c):
     md = md.to(D)
     reset()
     with torch.no_grad():
-        f = torch.compile(md, backend="spyre", mode="reduce-overhead")
+        f = torch.compile(md, backend="spyre", mode="reduce-overhead", dynamic=False)
         for rows in (4, 4, 4, 8, 8, 8, 4):
             x = torch.randn(rows, 64)
             c.close(f(x.to(D)), m(x), RT, AT, f"MLP, {rows} rows")
     s = torch.spyre.graph_stats()
-    c.ok(s.get("captures") == 2 and s.get("replays") == 5, f"two shapes, two captures, five replays: {s}")
+    # per shape: a warm-up, a capture (and its replay), a replay; the first shape's graph once more
+    c.ok(s.get("warmup_calls") == 2 and s.get("captures") == 2 and s.get("replays") == 5,
+         f"two shapes, two warm-ups, two captures, five replays: {s}")
+    # automatic dynamic shapes (Dynamo's default): the second shape recompiles with a symbolic size; each
+    # size the symbolic graph sees is a signature of its own, captured after its warm-up
+    reset()
+    with torch.no_grad():
+        f = torch.compile(md, backend="spyre", mode="reduce-overhead")
+        for rows in (4, 4, 8, 8, 8, 16, 16, 16):
+            x = torch.randn(rows, 64)
+            c.close(f(x.to(D)), m(x), RT, AT, f"MLP, dynamic, {rows} rows")
+    s = torch.spyre.graph_stats()
+    c.ok(s.get("captures") == 3 and not s.get("eager_calls"), f"dynamic: a capture per size: {s}")
 
 
 @case
@@ -236,6 +248,23 @@ def graph_timing(c):
             torch.spyre.synchronize()
             wall = (time.perf_counter() - t) / n
             res[name] = (host, wall, (jobs() - j0) / n)
+        # by hand: the same ops eagerly vs one replay of their graph (no Dynamo, no signature check)
+        g = torch.spyre.SpyreGraph()
+        with torch.spyre.graph(g):
+            y = md(x)
+        for name, fn in (("ops by hand", lambda: md(x)), ("SpyreGraph.replay", g.replay)):
+            fn()
+            torch.spyre.synchronize()
+            j0 = jobs()
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            host = (time.perf_counter() - t) / n
+            torch.spyre.synchronize()
+            wall = (time.perf_counter() - t) / n
+            res[name] = (host, wall, (jobs() - j0) / n)
+        c.close(y, md(x), 0, 0, "the by-hand graph's output equals the eager one")
+        g.reset()
     for name, (host, wall, j) in res.items():
         print(f"# per call, {name}: host {host * 1e3:.2f} ms, with the card's work {wall * 1e3:.2f} ms, "
               f"{j:.1f} SUBMITs", flush=True)
