@@ -22,32 +22,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import tap
+from small_models import MLP, Gated
 from tap import case
 
 D = torch.device("spyre", 0)
 RT, AT = 1e-4, 1e-4
-
-
-class MLP(nn.Module):
-    def __init__(self, h=64, f=128):
-        super().__init__()
-        self.a = nn.Linear(h, f)
-        self.b = nn.Linear(f, h)
-        self.c = nn.Linear(h, h)
-
-    def forward(self, x):
-        return self.c(F.gelu(self.b(torch.relu(self.a(x)))))
-
-
-class Gated(nn.Module):
-    def __init__(self, h=64, f=128):
-        super().__init__()
-        self.gate = nn.Linear(h, f, bias=False)
-        self.up = nn.Linear(h, f, bias=False)
-        self.down = nn.Linear(f, h, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 class WithFallback(nn.Module):
@@ -155,48 +134,39 @@ def graph_compile_gated(c):
     c.ok(torch.spyre.compile_stats().get("graphs_replayable", 0) >= 1, "the backend made a replayable graph")
 
 
-@case
-def graph_shape_change(c):
-    torch.manual_seed(14)
-    m = MLP()
-    md = MLP()
+def calls(c, cls, rows, what, **kw):
+    """A card copy of a new @cls compiled with mode="reduce-overhead" (and @kw), called on inputs of
+    @rows rows against the CPU; the graph statistics of those calls."""
+    m = cls()
+    md = cls()
     md.load_state_dict(m.state_dict())
     md = md.to(D)
     reset()
     with torch.no_grad():
-        f = torch.compile(md, backend="spyre", mode="reduce-overhead", dynamic=False)
-        for rows in (4, 4, 4, 8, 8, 8, 4):
-            x = torch.randn(rows, 64)
-            c.close(f(x.to(D)), m(x), RT, AT, f"MLP, {rows} rows")
-    s = torch.spyre.graph_stats()
+        f = torch.compile(md, backend="spyre", mode="reduce-overhead", **kw)
+        for i, r in enumerate(rows):
+            x = torch.randn(r, 64)
+            c.close(f(x.to(D)), m(x), RT, AT, f"{what}, call {i}, {r} rows")
+    return torch.spyre.graph_stats()
+
+
+@case
+def graph_shape_change(c):
+    torch.manual_seed(14)
+    s = calls(c, MLP, (4, 4, 4, 8, 8, 8, 4), "MLP", dynamic=False)
     # per shape: a warm-up, a capture (and its replay), a replay; the first shape's graph once more
     c.ok(s.get("warmup_calls") == 2 and s.get("captures") == 2 and s.get("replays") == 5,
          f"two shapes, two warm-ups, two captures, five replays: {s}")
     # automatic dynamic shapes (Dynamo's default): the second shape recompiles with a symbolic size; each
     # size the symbolic graph sees is a signature of its own, captured after its warm-up
-    reset()
-    with torch.no_grad():
-        f = torch.compile(md, backend="spyre", mode="reduce-overhead")
-        for rows in (4, 4, 8, 8, 8, 16, 16, 16):
-            x = torch.randn(rows, 64)
-            c.close(f(x.to(D)), m(x), RT, AT, f"MLP, dynamic, {rows} rows")
-    s = torch.spyre.graph_stats()
+    s = calls(c, MLP, (4, 4, 8, 8, 8, 16, 16, 16), "MLP, dynamic")
     c.ok(s.get("captures") == 3 and not s.get("eager_calls"), f"dynamic: a capture per size: {s}")
 
 
 @case
 def graph_fallback(c):
     torch.manual_seed(15)
-    m = WithFallback()
-    md = WithFallback()
-    md.load_state_dict(m.state_dict())
-    md = md.to(D)
-    reset()
-    with torch.no_grad():
-        f = torch.compile(md, backend="spyre", mode="reduce-overhead", dynamic=False)
-        for i in range(3):
-            x = torch.randn(4, 64)
-            c.close(f(x.to(D)), m(x), RT, AT, f"a graph with a CPU fallback, call {i}")
+    s = calls(c, WithFallback, (4, 4, 4), "a graph with a CPU fallback", dynamic=False)
     s = torch.spyre.graph_stats()
     reasons = " ".join(s.get("reasons", {}))
     c.ok(not s.get("captures") and s.get("eager_calls", 0) >= 2 and "cumsum" in reasons,
