@@ -8,7 +8,8 @@ generate(prompt of 8, max_new_tokens=32, greedy) twice: the first call of a comp
 the compile (compile time = first call - second call), the second is the per-call time. Modes:
 eager, torch.compile's default backend (Inductor), backend="spyre" (nn.Module.compile: generate
 calls the compiled forward). Prints a table of guest times and the ratios to eager; the tokens of
-each mode against eager's. Not an assertion: a failing mode prints its error and the others go on.
+each mode against eager's. Then a small MLP's host time per call: eager, compiled, and compiled
+with graph replay (mode="reduce-overhead": one SUBMIT per call for the graph). Not an assertion: a failing mode prints its error and the others go on.
 """
 import os
 import sys
@@ -78,6 +79,46 @@ def main():
         print(f"{mode:<16} {first:>12.2f} {comp:>10} {per_call:>11.2f} {per_call / H.NEW_TOKENS * 1e3:>9.1f} "
               f"{ratio:>9} {fb:>9}  {same}")
     print("(guest times; 'vs eager' is per-call time / eager's; compile = first call - second call)")
+    small_model()
+
+
+def small_model(n=50):
+    """Per-call host time of a small model (3 linears, relu, gelu: 4 x 64 -> 128 -> 64 -> 64, fp32):
+    eager, backend="spyre", and backend="spyre" with mode="reduce-overhead" (graph replay)."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(64, 128), nn.Linear(128, 64), nn.Linear(64, 64)
+
+        def forward(self, x):
+            return self.c(F.gelu(self.b(torch.relu(self.a(x)))))
+
+    torch.manual_seed(0)
+    md = MLP().to(D)
+    x = torch.randn(4, 64, device=D)
+    print(f"\nsmall MLP (4 x 64, 3 linears), {n} calls after 3 warm-up calls:")
+    print(f"{'mode':<28} {'host ms/call':>12} {'with card ms/call':>18} {'SUBMITs/call':>13}")
+    with torch.no_grad():
+        for mode, kw in (("eager", None), ("compile spyre", {}),
+                         ("compile spyre graph replay", {"mode": "reduce-overhead"})):
+            torch._dynamo.reset()
+            f = md if kw is None else torch.compile(md, backend="spyre", dynamic=False, **kw)
+            for _ in range(3):
+                f(x)
+            spyre_torch.synchronize()
+            j0 = spyre_torch.stream_stats()["jobs"]
+            t = time.perf_counter()
+            for _ in range(n):
+                f(x)
+            host = (time.perf_counter() - t) / n
+            spyre_torch.synchronize()
+            wall = (time.perf_counter() - t) / n
+            jobs = (spyre_torch.stream_stats()["jobs"] - j0) / n
+            print(f"{mode:<28} {host * 1e3:>12.2f} {wall * 1e3:>18.2f} {jobs:>13.1f}", flush=True)
+    print("(replay: the input copied into the graph's static input, then one SUBMIT for the graph)")
 
 
 if __name__ == "__main__":

@@ -97,7 +97,12 @@ void fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 		if (on_card(t) && !card)
 			card = t.device();
 	}
-	count_fallback(s.overload_name().empty() ? s.name() : s.name() + "." + s.overload_name());
+	std::string name = s.overload_name().empty() ? s.name() : s.name() + "." + s.overload_name();
+
+	if (card && spyre_stream_is_capturing(current_stream(card->index())) == 1)
+		TORCH_CHECK(false, "spyre: ", name, " runs on the CPU (no kernel on the card), which a graph cannot "
+			    "capture");
+	count_fallback(name);
 	at::native::cpu_fallback(op, stack);
 	if (!scalar_first || !card)
 		return;
@@ -215,14 +220,18 @@ void forget_kernel_error()
 
 Kernel::~Kernel()
 {
-	if (k_)
+	if (k_ && !kept_)
 		spyre_kernel_put(k_);
 }
 
 void Kernel::launch(const std::vector<uint64_t> &slots, const uint64_t *scalars, uint32_t nscalars)
 {
-	int rc = spyre_kernel_launch(current_stream(dev_), k_, slots.data(), (uint32_t)slots.size(), scalars,
-				     nscalars);
+	spyre_stream_t *s = current_stream(dev_);
+	int rc = spyre_kernel_launch(s, k_, slots.data(), (uint32_t)slots.size(), scalars, nscalars);
+
+	/* a graph's launch names the kernel's program: the graph keeps it until it is destroyed */
+	if (!rc && !kept_ && spyre_stream_is_capturing(s) == 1)
+		kept_ = graph_keep_kernel(s, k_);
 
 	if (rc) {
 		struct spyre_kernel_info info = {};

@@ -78,6 +78,7 @@ public:
 private:
 	int dev_;
 	spyre_kernel_t *k_ = nullptr;
+	bool kept_ = false;	/* launched into a graph being captured, which holds it now (graphs.cpp) */
 };
 
 /* Drop the reason of a kernel that could not be built when the op does not fall back (it found another way). */

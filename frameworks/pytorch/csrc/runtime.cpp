@@ -241,6 +241,7 @@ struct Alloc {
 	int dev;
 	int64_t stream;
 	std::vector<int64_t> used_on;	/* other streams (record_stream) */
+	std::shared_ptr<GraphPool> graph;	/* allocated while a graph captured: its pool's */
 };
 
 struct Pool {
@@ -250,8 +251,30 @@ struct Pool {
 	/* torch.accelerator.memory_stats(): live and peak blocks, bytes ever allocated and freed */
 	int64_t blocks = 0, peak_blocks = 0, allocs = 0, frees = 0, bytes_allocated = 0, bytes_freed = 0;
 	int64_t retries = 0, ooms = 0;
+	std::vector<std::shared_ptr<GraphPool>> capturing;	/* graphs being captured on this device */
 };
 Pool *const g_pools = new Pool[kMaxDevices];
+
+}  // namespace
+
+/* A graph's blocks (spyre_torch.h): guarded by the device's Pool::mu. */
+struct GraphPool {
+	int dev;
+	int64_t stream;
+	bool capturing = true, released = false;
+	std::multimap<size_t, std::pair<int64_t, spyre_dptr_t>> free;	/* size -> (stream, block) */
+};
+
+namespace {
+
+/* The graph capturing on @stream of @pl's device, or null (pl.mu held). */
+std::shared_ptr<GraphPool> capture_pool(Pool &pl, int64_t stream)
+{
+	for (auto &gp : pl.capturing)
+		if (gp->stream == stream)
+			return gp;
+	return nullptr;
+}
 
 void free_alloc(void *ctx)
 {
@@ -271,8 +294,13 @@ void free_alloc(void *ctx)
 			spyre_stream_synchronize(s);
 	}
 	std::lock_guard<std::mutex> g(pl.mu);
+	/* a block freed while a graph captures may be one the graph reads: the graph keeps it */
+	std::shared_ptr<GraphPool> gp = a->graph ? a->graph : (pl.capturing.empty() ? nullptr : pl.capturing[0]);
 
-	pl.free.emplace(std::make_pair(a->stream, a->size), a->p);
+	if (gp && !gp->released)
+		gp->free.emplace(a->size, std::make_pair(a->stream, a->p));
+	else
+		pl.free.emplace(std::make_pair(a->stream, a->size), a->p);
 	pl.in_use -= a->size;
 	pl.cached += a->size;
 	pl.blocks--;
@@ -335,16 +363,29 @@ struct SpyreAllocator final : c10::DeviceAllocator {
 		spyre_dptr_t p = 0;
 		int rc;
 
+		std::shared_ptr<GraphPool> gp;
+
 		if (!n)
 			return at::DataPtr(nullptr, where);
 		{
 			std::lock_guard<std::mutex> g(pl.mu);
-			auto it = pl.free.find(std::make_pair(stream, sz));
 
-			if (it != pl.free.end()) {
-				p = it->second;
-				pl.free.erase(it);
+			gp = pl.capturing.empty() ? nullptr : capture_pool(pl, stream);
+			/* a graph being captured reuses its own blocks first (its work is ordered on its stream) */
+			auto git = gp ? gp->free.find(sz) : decltype(gp->free.end()){};
+
+			if (gp && git != gp->free.end() && git->second.first == stream) {
+				p = git->second.second;
+				gp->free.erase(git);
 				pl.cached -= sz;
+			} else {
+				auto it = pl.free.find(std::make_pair(stream, sz));
+
+				if (it != pl.free.end()) {
+					p = it->second;
+					pl.free.erase(it);
+					pl.cached -= sz;
+				}
 			}
 		}
 		if (!p) {
@@ -379,7 +420,8 @@ struct SpyreAllocator final : c10::DeviceAllocator {
 			pl.allocs++;
 			pl.bytes_allocated += sz;
 		}
-		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, sz, d, stream, {} }, &free_alloc, where);
+		return at::DataPtr(reinterpret_cast<void *>(p), new Alloc{ p, sz, d, stream, {}, gp }, &free_alloc,
+				   where);
 	}
 
 	c10::DeleterFnPtr raw_deleter() const override
@@ -462,6 +504,41 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_alloc);
 namespace {
 
 }  // namespace
+
+std::shared_ptr<GraphPool> graph_pool_begin(int dev, int64_t stream)
+{
+	Pool &pl = g_pools[dev];
+	auto gp = std::make_shared<GraphPool>();
+
+	gp->dev = dev;
+	gp->stream = stream;
+	std::lock_guard<std::mutex> g(pl.mu);
+	TORCH_CHECK(!capture_pool(pl, stream), "spyre: stream ", stream, " of spyre:", dev, " already captures a graph");
+	pl.capturing.push_back(gp);
+	return gp;
+}
+
+void graph_pool_end(const std::shared_ptr<GraphPool> &gp)
+{
+	Pool &pl = g_pools[gp->dev];
+	std::lock_guard<std::mutex> g(pl.mu);
+
+	gp->capturing = false;
+	pl.capturing.erase(std::remove(pl.capturing.begin(), pl.capturing.end(), gp), pl.capturing.end());
+}
+
+/* The graph's replays are done (its exec was destroyed): its free blocks are everyone's again. */
+void graph_pool_release(const std::shared_ptr<GraphPool> &gp)
+{
+	graph_pool_end(gp);
+	Pool &pl = g_pools[gp->dev];
+	std::lock_guard<std::mutex> g(pl.mu);
+
+	gp->released = true;
+	for (auto &kv : gp->free)
+		pl.free.emplace(std::make_pair(kv.second.first, kv.first), kv.second.second);
+	gp->free.clear();
+}
 
 c10::Allocator *allocator()
 {

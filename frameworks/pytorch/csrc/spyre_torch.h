@@ -15,6 +15,7 @@
 #define SPYRE_TORCH_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -84,6 +85,25 @@ inline uint64_t stick_up(uint64_t a)
 /* Pinned host memory (spyre_malloc_host), and the device's default generator (hooks.cpp). */
 bool is_pinned(const void *p);
 const at::Generator &default_generator(int index);
+
+/*
+ * Graphs (graphs.cpp): while @s captures, the graph takes over the caller's
+ * reference to kernel @k its launch named (true), so its program outlives
+ * the graph's replays; false when @s captures no graph of ours.
+ */
+bool graph_keep_kernel(spyre_stream_t *s, spyre_kernel_t *k);
+
+/*
+ * The allocator's side of a graph (runtime.cpp): every block allocated on
+ * stream @stream of @dev while it captures, and every block of @dev freed
+ * meanwhile, belongs to the graph's pool until graph_pool_release(): freed,
+ * it is reused only by a later capture into the same pool, never by other
+ * tensors, since a replay still reads and writes it.
+ */
+struct GraphPool;
+std::shared_ptr<GraphPool> graph_pool_begin(int dev, int64_t stream);
+void graph_pool_end(const std::shared_ptr<GraphPool> &p);	/* capture over: no more allocations from it */
+void graph_pool_release(const std::shared_ptr<GraphPool> &p);	/* the graph is gone: its blocks go back */
 
 /* Counters read by the tests: ops that fell back to the CPU, stick relayouts. */
 void count_fallback(const std::string &op);

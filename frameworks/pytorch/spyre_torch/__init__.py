@@ -30,7 +30,8 @@ __all__ = ["device", "device_count", "is_available", "set_device", "current_devi
            "Event", "stream", "current_stream", "manual_seed", "manual_seed_all", "initial_seed", "get_rng_state",
            "set_rng_state", "memory_allocated", "max_memory_allocated", "memory_reserved", "memory_stats",
            "reset_peak_memory_stats", "empty_cache", "async_copies", "rms_norm", "fallback_counts", "card_counts",
-           "relayouts", "reset_counters", "compile_stats", "reset_compile_stats"]
+           "relayouts", "reset_counters", "compile_stats", "reset_compile_stats", "SpyreGraph", "graph",
+           "graph_stats", "reset_graph_stats", "stream_stats", "reset_stream_stats"]
 
 
 def device_count():
@@ -255,7 +256,11 @@ def _register():
 
 
 _register()
-_DEVICE_TYPE_ID = _ops.device_type_id()  # c10::DeviceType::PrivateUse1, for torch.Stream(device_type=)
+_DEVICE_TYPE_ID = _ops.device_type_id()
+
+# ---- launch graphs (spyre_torch/graphs.py): torch.spyre.SpyreGraph, torch.spyre.graph, as torch.cuda's ----
+
+from .graphs import SpyreGraph, graph, graph_stats, reset_graph_stats, stream_stats, reset_stream_stats  # noqa: E402  # c10::DeviceType::PrivateUse1, for torch.Stream(device_type=)
 
 
 # ---- torch.compile: spyre_torch.compile, imported on first use (import torch stays fast) ----

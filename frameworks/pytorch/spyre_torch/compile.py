@@ -634,8 +634,151 @@ def _mlp_call(x, wg, wu, wd, entry):
     return _ops.mlp(x, pg, pu, pd, entry.n)
 
 
+# ---- mode="reduce-overhead": replay each compiled graph as a libspyre launch graph -------------
+
+_MAX_GRAPHS = 16  # input signatures captured per compiled graph; more run eagerly
+
+
+def _graphs_wanted(kwargs):
+    mode = kwargs.get("mode")
+    opts = kwargs.get("options") or {}
+    if "spyre.graphs" in opts:
+        return bool(opts["spyre.graphs"])
+    return mode in ("reduce-overhead", "max-autotune")
+
+
+def _static_input(t):
+    """A parameter or buffer of the module (Dynamo passes them as inputs): bound by address, not copied."""
+    return isinstance(t, torch.nn.Parameter) or getattr(t, "_dynamo_static_input_type", None) is not None
+
+
+class _Entry:
+    __slots__ = ("warm", "graph", "static", "copy_idx", "out", "out_alias", "reason")
+
+    def __init__(self):
+        self.warm, self.graph, self.static, self.copy_idx, self.out, self.out_alias, self.reason = (
+            0, None, None, None, None, None, None)
+
+
+class _Replayer:
+    """A compiled graph run as CUDA graph trees run one (mode="reduce-overhead").
+
+    Per input signature (shapes, strides, dtypes, the stream; the addresses of parameters and buffers):
+    the first call runs eagerly (a warm-up: kernels built, scratch memory made), the second captures
+    the graph's launches on the current stream into a SpyreGraph and replays it, later calls copy
+    inputs whose storage changed into the graph's static inputs and replay it (one SUBMIT per job).
+    The outputs are the graph's static tensors: the next replay of the same signature overwrites
+    them (clone what you keep, as with CUDA graphs). A graph the card cannot capture (a host
+    synchronize, a value read back, a CPU fallback, an operand staged through the host) runs eagerly
+    from then on; graph_stats()["reasons"] says why."""
+
+    def __init__(self, fn, example_inputs):
+        self.fn = fn
+        self.static_idx = {i for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor) and _static_input(t)}
+        self.entries = {}
+        self.full = False
+
+    def key(self, args):
+        """The input signature of a call; a str (why not) when the call cannot be replayed."""
+        dev = torch.spyre.current_device()
+        k = [dev, torch.accelerator.current_stream(dev).stream_id]
+        static = self.static_idx
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                d = a.device
+                if d.type != DEVICE and not (a.dim() == 0 and d.type == "cpu"):
+                    return "an input is not on the card"
+                k.append((a.shape, a.stride(), a.dtype, d, a.data_ptr() if i in static else a.storage_offset()))
+            elif isinstance(a, (int, float, bool, str, type(None))):
+                k.append(a)
+            else:
+                return "an input of another type than a tensor or a number"
+        return tuple(k)
+
+    def eager(self, args, reason):
+        from . import graphs
+        graphs._eager(reason)
+        return self.fn(*args)
+
+    def __call__(self, *args):
+        from . import graphs
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self.eager(args, "autograd: gradients required")
+        k = self.key(args)
+        if isinstance(k, str):
+            return self.eager(args, k)
+        e = self.entries.get(k)
+        if e is not None and e.graph is not None:
+            return self.replay(e, args)
+        if e is None:
+            if len(self.entries) >= _MAX_GRAPHS:
+                return self.eager(args, f"more than {_MAX_GRAPHS} input signatures")
+            e = self.entries[k] = _Entry()
+        if e.reason:
+            return self.eager(args, e.reason)
+        if not e.warm:
+            e.warm = 1
+            graphs._count("warmup_calls")
+            return self.fn(*args)
+        return self.capture(e, args)
+
+    def capture(self, e, args):
+        from . import graphs
+        static = list(args)
+        copy_idx = [i for i, a in enumerate(args) if _is_card(a) and i not in self.static_idx]
+        for i in copy_idx:
+            static[i] = torch.empty_like(args[i]).copy_(args[i])  # the graph's own input, outside its pool
+        g = graphs.SpyreGraph()
+        g.capture_begin()
+        try:
+            out = self.fn(*static)
+            g.capture_end()
+        except Exception as ex:  # noqa: BLE001  (the capture's reason; the call runs eagerly)
+            g.capture_abort()
+            e.reason = "cannot capture: " + (str(ex).strip().splitlines() or [type(ex).__name__])[0][:200]
+            import warnings
+            warnings.warn(f"spyre: a compiled graph runs eagerly ({e.reason})", stacklevel=2)
+            return self.eager(args, e.reason)
+        e.graph, e.static, e.out, e.copy_idx = g, static, out, copy_idx
+        # outputs that are inputs themselves are the caller's tensors, not the graph's copies
+        ids = {id(t): i for i, t in enumerate(static) if isinstance(t, torch.Tensor)}
+        flat, spec = torch.utils._pytree.tree_flatten(out)
+        alias = [ids.get(id(t)) if isinstance(t, torch.Tensor) else None for t in flat]
+        e.out_alias = (alias if any(i is not None for i in alias) else None, spec)
+        g.replay()
+        return self.result(e, args)
+
+    def replay(self, e, args):
+        from . import graphs
+        for i in e.copy_idx:
+            a, s = args[i], e.static[i]
+            if a.data_ptr() != s.data_ptr():
+                s.copy_(a)
+                graphs._count("input_copies")
+        e.graph.replay()
+        return self.result(e, args)
+
+    def result(self, e, args):
+        alias, spec = e.out_alias
+        if alias is None:
+            return e.out
+        flat, _ = torch.utils._pytree.tree_flatten(e.out)
+        flat = [args[i] if i is not None else t for t, i in zip(flat, alias)]
+        return torch.utils._pytree.tree_unflatten(flat, spec)
+
+
 def spyre_backend(gm, example_inputs, **kwargs):
-    """torch.compile(model, backend="spyre"): Dynamo's FX graph with the kernel library's patterns fused."""
+    """torch.compile(model, backend="spyre"): Dynamo's FX graph with the kernel library's patterns fused.
+
+    mode="reduce-overhead" (or options={"spyre.graphs": True}): replayed as a launch graph (_Replayer)."""
+    fn = _spyre_backend(gm, example_inputs)
+    if _graphs_wanted(kwargs) and any(_is_card(t) for t in example_inputs):
+        _stats["graphs_replayable"] += 1
+        return _Replayer(fn, example_inputs)
+    return fn
+
+
+def _spyre_backend(gm, example_inputs):
     register()
     _stats["spyre_graphs"] += 1
     grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)

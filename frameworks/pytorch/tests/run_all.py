@@ -20,6 +20,7 @@ import test_torch2  # noqa: E402,F401
 import test_model  # noqa: E402,F401
 import test_ops  # noqa: E402,F401
 import test_compile  # noqa: E402,F401
+import test_graphs  # noqa: E402,F401
 import test_hf  # noqa: E402,F401
 import test_opinfo  # noqa: E402,F401
 
