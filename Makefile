@@ -67,7 +67,7 @@ help:
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
 	@echo "make guest-python  the venv (PyTorch 2.13, frameworks/pytorch/requirements.txt) and the guest's Python root filesystem (tools/vm/run --python; cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
-	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c, serving (make bench-serve: spyre-serve under serve-bench, CPU runner on the host and the card in timed mode)"
+	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c/d (the tiny model, and the 1 B model: make bench-1b), serving (make bench-serve: spyre-serve under serve-bench, CPU runner on the host and the card in timed mode)"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 	@echo "make boot-soak   boot each kind of test VM N times (N=100 KINDS=... TCG=single|multi), report the failure rate"
@@ -402,6 +402,28 @@ bench-serve: $(B)/bin/spyre-serve $(B)/bench/serve-bench $(B)/bench/serve-bench.
 		--runner card --no-graphs --tokenizer /spyre/tiny/tokenizer.json
 	tr -d '\r' <$(B)/bench-out/serve-card-nographs--timed.out
 
+# make bench-1b: the 1 B model (model/configs/granite-1b, fp16, a 512-token prompt drawn from the
+# seed) through dispatch a, b, c and d in the VM in timed mode, its tokens against the CPU
+# reference run on the host (docs/model.md, "A 1 B model on the card"). About an hour on 2 cores:
+# the guest makes and packs 1.18 B weights under TCG, the reference takes ~10 minutes.
+BENCH_1B_TOKENS ?= 8
+.PHONY: bench-1b
+bench-1b: $(B)/bin/spyre-generate
+	@mkdir -p $(B)/bench-out
+	@echo "== the 1 B model: CPU reference on the host, then dispatch a/b/c/d on an 8 GiB card (in the VM, timed)"
+	$(B)/bin/spyre-generate --model model/configs/granite-1b --dtype fp16 --prompt-len 512 \
+		-n $(BENCH_1B_TOKENS) -q >$(B)/bench-out/1b-ref.out
+	tools/vm/run -q --timed --mem 8G --props mem-size=8G --timeout 7200 --copy model/configs/granite-1b \
+		--out $(B)/bench-out/1b--timed.out -- spyre-generate --device 0 --model /spyre/granite-1b \
+		--dtype fp16 --prompt-len 512 -n $(BENCH_1B_TOKENS) --dispatch all -q
+	tr -d '\r' <$(B)/bench-out/1b--timed.out | grep -vE '^(model|  multipliers|parameters|prompt):'
+	@ref=$$(grep '^generated:' $(B)/bench-out/1b-ref.out); echo "CPU reference: $$ref"; \
+	n=$$(tr -d '\r' <$(B)/bench-out/1b--timed.out | grep -c '^generated:'); \
+	[ "$$n" = 4 ] || { echo "bench-1b: $$n of the 4 dispatch configurations generated tokens"; exit 1; }; \
+	tr -d '\r' <$(B)/bench-out/1b--timed.out | grep '^generated:' | while read -r l; do \
+		[ "$$l" = "$$ref" ] || { echo "bench-1b: the card generated other tokens than the reference: $$l"; exit 1; }; \
+	done
+
 bench: setup
 	$(MAKE) bench-run
 
@@ -431,6 +453,7 @@ bench-run: all $(BENCHES) bench-engine
 		tr -d '\r' <$(B)/bench-out/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
 	done
 	$(MAKE) bench-serve
+	$(MAKE) bench-1b
 	$(if $(wildcard $(TORCH_HDR)),$(MAKE) bench-torch,@echo "== PyTorch bench skipped: no venv")
 	bench/published $(B)/bench-out
 
