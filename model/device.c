@@ -62,6 +62,7 @@ struct spyre_dmodel {
 	spyre_dptr_t tab;		/* TAB_* */
 	int32_t *host_tab;		/* pinned: the rows the host writes (TAB_PREFILL_CTX .. TAB_TOKEN) */
 	int32_t last_token;		/* the token the card holds in @token (the last argmax) */
+	bool dev_stale;			/* a failed decode_graph() may have left the card's counters and token ahead */
 	uint32_t sync_every;		/* K: the host waits every K decode steps */
 	struct {
 		spyre_graph_exec_t *x;	/* @steps decode steps; step s leaves its token in ring slot half*K + s */
@@ -487,6 +488,8 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 	if (ret)
 		return ret;
 	*next = dm->last_token = *dm->host_token;
+	if (g.paged)
+		dm->dev_stale = false;	/* the prefill wrote the position rows, its argmax is the token */
 	if (logits)
 		unpack_logits(dm, logits, dm->host_logits);
 	dm->pos += m;
@@ -675,8 +678,19 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 	if (ret)
 		return fail(dm, ret, "stream");
 	t0 = now_ns();
+	/*
+	 * After a failed run some of its replays may have advanced the card's
+	 * position, context length and token past dm->pos: the host's values
+	 * are written back first.
+	 */
+	if (dm->dev_stale) {
+		dm->host_tab[TAB_POS / 4] = (int32_t)dm->pos;
+		dm->host_tab[TAB_CTX / 4] = (int32_t)dm->pos + 1;
+		ret = spyre_memcpy_async(dm->stream, dm->tab + TAB_POS, (uint64_t)(uintptr_t)(dm->host_tab + TAB_POS / 4),
+					 TAB_TOKEN - TAB_POS, SPYRE_MEMCPY_H2D);
+	}
 	/* a caller's token other than the card's: written over the last argmax */
-	if (token != dm->last_token) {
+	if (!ret && (token != dm->last_token || dm->dev_stale)) {
 		dm->host_tab[TAB_TOKEN / 4] = token;
 		ret = spyre_memcpy_async(dm->stream, dm->token, (uint64_t)(uintptr_t)(dm->host_tab + TAB_TOKEN / 4), 4,
 					 SPYRE_MEMCPY_H2D);
@@ -704,9 +718,14 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 	if (!ret && !(ret = spyre_event_synchronize(dm->window_done[prev_half])))
 		collect(dm, prev_i0, prev_w, prev_half, next, logits);
 	ret = ret ?: spyre_stream_synchronize(dm->stream);
-	if (ret)
+	if (ret) {
+		/* nothing of the run may still write the rings (a later free_graphs() frees them) */
+		spyre_stream_synchronize(dm->stream);
+		dm->dev_stale = true;
 		return dm->err[0] ? ret : fail(dm, ret, "decode steps at position %u", dm->pos);
+	}
 	ret = step_stats(dm, &k0, n, now_ns() - t0, t1 - t0, st);
+	dm->dev_stale = ret != 0;	/* a faulted kernel: the replays ran, dm->pos stays */
 	if (ret)
 		return ret;
 	dm->last_token = next[n - 1];

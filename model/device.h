@@ -109,8 +109,8 @@ int spyre_dmodel_decode(struct spyre_dmodel *dm, int32_t token, int32_t *next, f
  * token of step i, @logits (optional, [n x vocab]) and @st (optional, [n])
  * as for one step. a, b, c: step by step, each token back through the host.
  * d: device-side feedback, the host enqueues up to sync_every replays
- * before it waits; the statistics of a step are its window's, divided
- * evenly among the window's steps.
+ * before it waits; the statistics of a step are the whole call's,
+ * divided evenly among its @n steps.
  */
 int spyre_dmodel_decode_steps(struct spyre_dmodel *dm, uint32_t n, int32_t *next, float *logits,
 			      struct spyre_step_stats *st);

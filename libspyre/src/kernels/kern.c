@@ -419,7 +419,9 @@ static int normalize(const struct spyre_kdesc *in, struct spyre_kdesc *d)
 		return spyre_error(-EINVAL, "kernel descriptor: unknown op %u", d->op);
 	if (d->dtype != SPYRE_DT_FP32 && d->dtype != SPYRE_DT_FP16 && d->dtype != SPYRE_DT_BF16 &&
 	    d->dtype != SPYRE_DT_DL16)
-		return spyre_error(-EINVAL, "%s: dtype %u is not fp32, fp16, bf16 or dl16",
+		/* IADD: the message of check_op_fields(), also for SPYRE_DT_INT32, what its tensors are */
+		return spyre_error(-EINVAL, d->op == SPYRE_KOP_IADD ? "%s: dtype must be 0 (SPYRE_DT_FP32): the "
+				   "tensors are int32, got %u" : "%s: dtype %u is not fp32, fp16, bf16 or dl16",
 				   kg_ops[d->op].name, d->dtype);
 	if (!d->cores)
 		d->cores = SPYRE_MAX_CORES;

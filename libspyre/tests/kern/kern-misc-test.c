@@ -20,7 +20,7 @@
  * IADD: exact against a CPU add of the constant (int32, saturating), 1, 7 and
  *	32 cores, the edge shapes, constants 1, -3 and 2^24 - 1,
  *	a column count past one stick, tiled through a small scratchpad, and
- *	its bad descriptors (a fractional or too large constant, a dtype).
+ *	its bad descriptors (a fractional or too large constant, a dtype, SPYRE_DT_INT32 too).
  * TRANSPOSE: both strategies forced and AUTO, exact (tolerance 0: data
  *	only moves), whole blocks and chunked (8 and 16 KiB scratchpads).
  */
@@ -328,6 +328,8 @@ static void test_iadd_errors(void)
 	kh_expect_einval(&d, "must be an integer");
 	d.alpha = 1;
 	d.dtype = SPYRE_DT_FP16;
+	kh_expect_einval(&d, "dtype must be 0");
+	d.dtype = SPYRE_DT_INT32;	/* what the tensors are, but not the descriptor's convention */
 	kh_expect_einval(&d, "dtype must be 0");
 	d.dtype = SPYRE_DT_FP32;
 	d.n = 0;
