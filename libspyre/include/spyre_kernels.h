@@ -243,8 +243,10 @@ enum spyre_kop {
 	 * sum saturating at the int32 limits; Y may be X (in place). Slots X, Y. No
 	 * scalars: the counters of a step that runs on the card without the
 	 * host, e.g. a decode position and a context length advanced by 1 after
-	 * each step of a replayed graph. @dtype must be 0 (SPYRE_DT_FP32; the
-	 * tensors are int32 whatever it says). Since 0.7.
+	 * each step of a replayed graph. n <= 65535 and two rows must fit the
+	 * scratchpad. The tensors are always int32; @dtype is left 0 (any other
+	 * value, SPYRE_DT_INT32 included, is refused with a detail saying so).
+	 * Since 0.7.
 	 */
 	SPYRE_KOP_IADD = 26,
 	SPYRE_KOP_COUNT
