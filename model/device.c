@@ -652,11 +652,18 @@ static void collect(struct spyre_dmodel *dm, uint32_t i0, uint32_t w, uint32_t h
  * without blocking the next step's submission). A step's token never goes
  * through the host on its way to the next step.
  */
+/* The window of a run of @n steps that starts at step @i0: its *@w steps (K, or fewer last) and ring *@half. */
+static void window_at(uint32_t n, uint32_t k, uint32_t i0, uint32_t *w, uint32_t *half)
+{
+	*w = n - i0 < k ? n - i0 : k;
+	*half = (i0 / k) & 1;
+}
+
 static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int32_t *next, float *logits,
 			struct spyre_step_stats *st)
 {
 	struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
-	uint32_t k = dm->sync_every, nwin = (n + k - 1) / k, prev_i0 = 0, prev_w = 0, prev_half = 0;
+	uint32_t k = dm->sync_every, nwin = (n + k - 1) / k, prev_i0 = 0, prev_w = 0, prev_half = 0, w, half;
 	spyre_graph_exec_t *x;
 	uint64_t t0, t1;
 	char name[80];
@@ -667,10 +674,13 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 			    dm->cfg.max_pos);
 	/* every exec of the run before the clock starts: the full windows' and the last one's */
 	ret = alloc_rings(dm, logits != NULL);
-	for (uint32_t w = 0; w < 2 && w < nwin && !ret; w++)
-		ret = get_exec(dm, n - w * k < k ? n - w * k : k, w & 1, &x);
-	if (!ret && nwin > 2)
-		ret = get_exec(dm, n - (nwin - 1) * k, (nwin - 1) & 1, &x);
+	/* windows 0 and 1 (a full one into each half, or the run's only ones) and the last */
+	for (uint32_t i = 0, at[3] = { 0, 1, nwin - 1 }; i < 3 && !ret; i++) {
+		if (at[i] >= nwin)
+			continue;
+		window_at(n, k, at[i] * k, &w, &half);
+		ret = get_exec(dm, w, half, &x);	/* found again when it is one of the first two */
+	}
 	if (ret)
 		return ret;
 	spyre_kcache_get_stats(dm->kcache, &k0);
@@ -695,9 +705,8 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 		ret = spyre_memcpy_async(dm->stream, dm->token, (uint64_t)(uintptr_t)(dm->host_tab + TAB_TOKEN / 4), 4,
 					 SPYRE_MEMCPY_H2D);
 	}
-	for (uint32_t i0 = 0, w, half; i0 < n && !ret; i0 += w) {
-		w = n - i0 < k ? n - i0 : k;
-		half = (i0 / k) & 1;
+	for (uint32_t i0 = 0; i0 < n && !ret; i0 += w) {
+		window_at(n, k, i0, &w, &half);
 		if (spyre_trace_active()) {
 			snprintf(name, sizeof(name), "decode steps, positions %u..%u (one graph replay)", dm->pos + i0,
 				 dm->pos + i0 + w - 1);
