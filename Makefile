@@ -16,7 +16,8 @@ DEBUG_KBUILD := $(SPYRE_CACHE)/linux-debug/build
 DBG_MOD := build/dbg-module
 KSRC := $(SPYRE_CACHE)/linux-$(KVER)
 KSELFTEST := $(KSRC)/tools/testing/selftests
-QEMU_BIN := $(SPYRE_CACHE)/qemu/build/qemu-system-x86_64
+SPYRE_QEMU_CACHE ?= $(SPYRE_CACHE)/qemu
+QEMU_BIN := $(SPYRE_QEMU_CACHE)/build/qemu-system-x86_64
 
 B := build
 CC ?= gcc

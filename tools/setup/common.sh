@@ -26,7 +26,9 @@ spyre_kver_paths() {
 	KDIR=/lib/modules/$KVER/build
 }
 spyre_kver_paths
-QEMU_CACHE=$SPYRE_CACHE/qemu
+# SPYRE_QEMU_CACHE: a QEMU source and build tree of its own (a second clone
+# working on the device builds there and leaves the shared one alone).
+QEMU_CACHE=${SPYRE_QEMU_CACHE:-$SPYRE_CACHE/qemu}
 QEMU_BIN=$QEMU_CACHE/build/qemu-system-x86_64
 # Debian's linux-source-6.12 .deb, downloaded once for the extracted files above
 # and the debug kernel.
