@@ -165,6 +165,12 @@ $(B)/bin/spyre-busy-load: tools/tests/busy-load.c selftests/spyre_test.h uapi/sp
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARNFLAGS) -Wno-format-nonliteral -D_GNU_SOURCE -Iselftests -Iuapi $(DRM_CFLAGS) $< -o $@
 
+# A copy workload checking every byte, for the live migration test (tools/vm/migrate).
+tools: $(B)/bin/spyre-copy-loop
+$(B)/bin/spyre-copy-loop: tools/tests/copy-loop.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib'
+
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 

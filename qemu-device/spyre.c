@@ -11,6 +11,8 @@
  *
  * The rest of the device, by concern; calls go one way, down this list
  * (spyre_int.h):
+ *   spyre_migrate.c the device's state as vmstate, the queues paused while
+ *                   the VM is stopped, an incoming stream's checks;
  *   spyre_queue.c   hardware queues: the worker threads, queue registers,
  *                   queue reset;
  *   spyre_timed.c   timed mode (timed=on, -icount): packets complete at a
@@ -422,7 +424,8 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     /*
      * Device memory: host RAM reserved lazily (RAM_NORESERVE), so a 128 GiB
      * card costs only what is touched. Rounded up to whole windows so BAR2
-     * never aliases past the region.
+     * never aliases past the region. A RAM block of the VM's: migration
+     * sends it as it sends guest RAM, dirty pages again (spyre_mem_dirty()).
      */
     memory_region_init_ram_flags_nomigrate(&s->mem, OBJECT(s), "spyre-mem",
                                            ROUND_UP(s->params.mem_size,
@@ -432,6 +435,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         error_propagate(errp, err);
         return;
     }
+    vmstate_register_ram(&s->mem, DEVICE(s));
     s->mem_ptr = memory_region_get_ram_ptr(&s->mem);
     memory_region_init_alias(&s->window, OBJECT(s), "spyre-mem-window",
                              &s->mem, 0, SPYRE_MEM_WINDOW_SIZE);
@@ -492,6 +496,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     s->clock_base_ns = spyre_clock_now(s);
     s->t_dma_free = s->t_engine_free = spyre_clock_now(s);
     spyre_queues_init(s);
+    spyre_migrate_init(s);
 
     trace_spyre_realize(s->params.cores, s->params.scratchpad_size,
                         s->params.mem_size, s->params.queues,
@@ -502,11 +507,13 @@ static void spyre_exit(PCIDevice *pdev)
 {
     SpyreState *s = SPYRE(pdev);
 
+    spyre_migrate_fini(s);
     spyre_queues_fini(s);
     spyre_irq_fini(s);
     spyre_engine_free(s->engine);
     qemu_mutex_destroy(&s->engine_lock);
     msix_uninit_exclusive_bar(pdev);
+    vmstate_unregister_ram(&s->mem, DEVICE(s));
 }
 
 /* qdev reset: power-on, system reset and PCIe function-level reset. */
@@ -517,12 +524,6 @@ static void spyre_qdev_reset(DeviceState *dev)
     msix_reset(PCI_DEVICE(dev));
     spyre_do_reset(s);
 }
-
-/* Queues run on their own threads with state in flight: no migration. */
-static const VMStateDescription spyre_vmstate = {
-    .name = TYPE_SPYRE,
-    .unmigratable = 1,
-};
 
 /* Defaults are the published Spyre figures; see docs/spyre-device.md. */
 static Property spyre_properties[] = {

@@ -15,6 +15,7 @@
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
 #include "qemu/log.h"
+#include "exec/memory.h"
 #include "trace.h"
 #include "spyre_int.h"
 
@@ -169,30 +170,43 @@ void spyre_arb_release(SpyreState *s, unsigned prio)
     qemu_mutex_unlock(&s->arb_lock);
 }
 
+/*
+ * The device wrote [addr, addr + len) of device memory through mem_ptr:
+ * mark it dirty, so that a live migration sends it again (the memory API
+ * does this for accesses it carries; these bypass it). Any thread.
+ */
+void spyre_mem_dirty(SpyreState *s, uint64_t addr, uint64_t len)
+{
+    memory_region_set_dirty(&s->mem, addr, len);
+}
+
 /* Move n bytes between two resolved pieces. */
 bool spyre_dma_move(SpyreQueue *q, SpyreSeg *src, SpyreSeg *dst, uint64_t n,
                     uint8_t **bounce, SpyreFault *f)
 {
     uint8_t *mem = q->s->mem_ptr;
+    bool ok;
 
     if (src->devmem && dst->devmem) {
         memmove(mem + dst->addr, mem + src->addr, n);
-        return true;
-    }
-    if (!src->devmem && dst->devmem) {
-        return spyre_host_dma(q, src->addr, mem + dst->addr, n, false,
-                              SPYRE_SOURCE_COPY_SRC, f);
-    }
-    if (src->devmem && !dst->devmem) {
+        ok = true;
+    } else if (!src->devmem && dst->devmem) {
+        ok = spyre_host_dma(q, src->addr, mem + dst->addr, n, false,
+                            SPYRE_SOURCE_COPY_SRC, f);
+    } else if (src->devmem && !dst->devmem) {
         return spyre_host_dma(q, dst->addr, mem + src->addr, n, true,
                               SPYRE_SOURCE_COPY_DST, f);
+    } else {
+        /* Host to host (possibly through the MMU): via a bounce buffer. */
+        if (!*bounce) {
+            *bounce = g_malloc(SPYRE_DMA_CHUNK);
+        }
+        return spyre_host_dma(q, src->addr, *bounce, n, false,
+                              SPYRE_SOURCE_COPY_SRC, f) &&
+               spyre_host_dma(q, dst->addr, *bounce, n, true,
+                              SPYRE_SOURCE_COPY_DST, f);
     }
-    /* Host to host (possibly through the MMU): via a bounce buffer. */
-    if (!*bounce) {
-        *bounce = g_malloc(SPYRE_DMA_CHUNK);
-    }
-    return spyre_host_dma(q, src->addr, *bounce, n, false,
-                          SPYRE_SOURCE_COPY_SRC, f) &&
-           spyre_host_dma(q, dst->addr, *bounce, n, true,
-                          SPYRE_SOURCE_COPY_DST, f);
+    /* After the write: a dirty-bitmap sync in between sends it again. */
+    spyre_mem_dirty(q->s, dst->addr, n);
+    return ok;
 }

@@ -4,6 +4,7 @@
  * below it (spyre.c's header comment says what each holds):
  *
  *   spyre.c          PCI function, properties, register file, reset
+ *   spyre_migrate.c  migration: vmstate, quiescing at VM stop, load checks
  *   spyre_queue.c    queue threads, queue registers, queue reset
  *   spyre_timed.c    timed mode
  *   spyre_packet.c   packet validation and execution, completion, errors
@@ -21,6 +22,8 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "hw/pci/pci.h"
+#include "sysemu/runstate.h"
+#include "migration/vmstate.h"
 #include "spyre_hw.h"
 #include "engine/spyre_engine.h"
 
@@ -81,6 +84,12 @@ typedef struct SpyreSeg {
     uint64_t addr;
     uint64_t len;
 } SpyreSeg;
+
+/*
+ * Not a guest-visible error: the packet stopped at a pause point (the VM
+ * stopped during a WAIT) and runs again from the start when the VM runs.
+ */
+#define SPYRE_FAULT_REPLAY  UINT32_MAX
 
 /* Why a packet failed; filled by whoever detects the problem. */
 typedef struct SpyreFault {
@@ -151,7 +160,7 @@ typedef struct SpyreQueue {
      * Only touched under the BQL (timer callback, MMIO, reset).
      */
     QEMUTimer *t_timer;
-    SpyreTimedPhase t_phase;
+    uint32_t t_phase;       /* SpyreTimedPhase */
     bool t_running;         /* a packet executes (a reset may run inside) */
     bool t_ok;
     SpyreFault t_fault;
@@ -160,6 +169,7 @@ typedef struct SpyreQueue {
     uint64_t t_compl;       /* completion word address at fetch */
     uint32_t t_head;        /* HEAD at fetch */
     uint8_t t_raw[SPYRE_PKT_SIZE];
+    int64_t t_expire;       /* migration: the timer's deadline, or -1 */
 } SpyreQueue;
 
 struct SpyreState {
@@ -213,8 +223,23 @@ struct SpyreState {
     int64_t t_dma_free;
     int64_t t_engine_free;
 
+    /*
+     * The VM is stopped: workers fetch nothing and a WAIT gives way
+     * (spyre_queues_pause()). Written under the BQL, read by workers.
+     */
+    bool paused;
+    VMChangeStateEntry *vmse;
+    /* Migration only: the stream's copy of params and of the clock. */
+    SpyreParams mig_params;
+    int64_t mig_clock_ns;
+
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
+
+/* spyre_migrate.c: called by spyre.c */
+extern const VMStateDescription spyre_vmstate;
+void spyre_migrate_init(SpyreState *s);
+void spyre_migrate_fini(SpyreState *s);
 
 /* spyre_queue.c: called by spyre.c */
 void spyre_queues_init(SpyreState *s);
@@ -223,12 +248,18 @@ void spyre_queue_reset(SpyreQueue *q);
 uint64_t spyre_queue_read(SpyreQueue *q, unsigned reg);
 uint64_t spyre_queue_engine_read(SpyreQueue *q, unsigned reg);
 void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val);
+bool spyre_queue_ring_ok(const SpyreQueue *q);
+void spyre_queues_pause(SpyreState *s);
+void spyre_queues_resume(SpyreState *s);
 
 /* spyre_timed.c: called by spyre_queue.c */
 void spyre_timed_init(SpyreQueue *q);
 void spyre_timed_fini(SpyreQueue *q);
 void spyre_timed_reset_locked(SpyreQueue *q);
 void spyre_timed_kick(SpyreQueue *q);
+int64_t spyre_timed_expire(SpyreQueue *q);
+bool spyre_timed_check(SpyreQueue *q, char **why);
+void spyre_timed_restore(SpyreQueue *q);
 
 /* spyre_packet.c: called by spyre_queue.c and spyre_timed.c */
 uint32_t spyre_packet_validate(const uint8_t *raw);
@@ -255,6 +286,7 @@ bool spyre_cursor_peek(SpyreQueue *q, SpyreCursor *c, uint64_t want,
 void spyre_cursor_advance(SpyreCursor *c, uint64_t n);
 void spyre_arb_acquire(SpyreState *s, unsigned prio);
 void spyre_arb_release(SpyreState *s, unsigned prio);
+void spyre_mem_dirty(SpyreState *s, uint64_t addr, uint64_t len);
 bool spyre_dma_move(SpyreQueue *q, SpyreSeg *src, SpyreSeg *dst, uint64_t n,
                     uint8_t **bounce, SpyreFault *f);
 

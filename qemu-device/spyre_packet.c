@@ -97,6 +97,7 @@ bool spyre_sem_access(SpyreQueue *q, const struct spyre_pkt_sem *p,
 
         if (write) {
             qatomic_set(ptr, cpu_to_le64(*val));
+            spyre_mem_dirty(q->s, seg.addr, 8);
         } else {
             *val = le64_to_cpu(qatomic_read(ptr));
         }
@@ -145,6 +146,12 @@ static bool exec_wait(SpyreQueue *q, const struct spyre_pkt_sem *p,
             break;
         }
         if (spyre_queue_stale(q, epoch) || qatomic_read(&q->quit)) {
+            ok = false;
+            break;
+        }
+        if (qatomic_read(&s->paused)) {
+            /* The VM stops: run this WAIT again from the start later. */
+            f->error = SPYRE_FAULT_REPLAY;
             ok = false;
             break;
         }
@@ -265,6 +272,7 @@ static int launch_access(void *opaque, uint64_t va, void *buf, uint64_t len,
         if (seg.devmem) {
             if (write) {
                 memcpy(q->s->mem_ptr + seg.addr, p, n);
+                spyre_mem_dirty(q->s, seg.addr, n);
             } else {
                 memcpy(p, q->s->mem_ptr + seg.addr, n);
             }

@@ -47,7 +47,8 @@ static void *queue_thread(void *opaque)
         bool ok;
 
         /* Timed mode: the queue's timer runs its packets (spyre_timed.c). */
-        if (s->params.timed || !(q->status & SPYRE_QSTAT_ENABLED) ||
+        if (s->params.timed || qatomic_read(&s->paused) ||
+            !(q->status & SPYRE_QSTAT_ENABLED) ||
             (q->status & SPYRE_QSTAT_ERROR) || q->hung || q->head == q->tail) {
             qemu_cond_wait(&q->cond, &q->lock);
             continue;
@@ -77,8 +78,12 @@ static void *queue_thread(void *opaque)
 
         qemu_mutex_lock(&q->lock);
         q->status &= ~SPYRE_QSTAT_BUSY;
+        qemu_cond_broadcast(&q->cond);      /* spyre_queues_pause() */
         if (q->epoch != epoch) {
             continue;       /* the queue was reset meanwhile */
+        }
+        if (!ok && f.error == SPYRE_FAULT_REPLAY) {
+            continue;       /* HEAD stays: fetched again when the VM runs */
         }
         spyre_queue_finish_locked(q, ok, head, seq, flags, &f);
     }
@@ -119,12 +124,18 @@ void spyre_queue_reset(SpyreQueue *q)
     trace_spyre_queue_reset(q->idx);
 }
 
+/* BASE and SIZE describe a ring a queue may run on. */
+bool spyre_queue_ring_ok(const SpyreQueue *q)
+{
+    return q->base && !(q->base % SPYRE_PKT_SIZE) && q->size >= 2 &&
+           q->size <= SPYRE_Q_SIZE_MAX && is_power_of_2(q->size);
+}
+
 static void queue_start_locked(SpyreQueue *q)
 {
     SpyreFault f = { .error = SPYRE_ERR_RING_CONFIG };
 
-    if (!q->base || q->base % SPYRE_PKT_SIZE || q->size < 2 ||
-        q->size > SPYRE_Q_SIZE_MAX || !is_power_of_2(q->size)) {
+    if (!spyre_queue_ring_ok(q)) {
         SPYRE_GUEST_ERR("queue %u: enable with bad ring base 0x%" PRIx64
                         " / size %u", q->idx, q->base, q->size);
         spyre_queue_fail_locked(q, 0, &f);
@@ -277,6 +288,67 @@ void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val)
     qemu_mutex_unlock(&q->lock);
     if (q->s->params.timed) {
         spyre_timed_kick(q);    /* a doorbell, or the queue (re)enabled */
+    }
+}
+
+/*
+ * The VM stops (a VM change state handler, under the BQL): fetch nothing
+ * more and wait for the packet each worker runs to finish, so that what
+ * migration saves is exactly resumable: every packet before HEAD is done
+ * and published, none after it started. A WAIT gives way at once and runs
+ * again when the VM runs (its HEAD stays). Timed mode runs packets in
+ * virtual-clock timers, which stand still with the VM: nothing runs.
+ */
+void spyre_queues_pause(SpyreState *s)
+{
+    bool bql = qemu_mutex_iothread_locked();
+    unsigned i, running = 0;
+
+    qatomic_set(&s->paused, true);
+    for (i = 0; i < s->params.queues; i++) {
+        qemu_mutex_lock(&s->queues[i].lock);
+        qemu_cond_broadcast(&s->queues[i].cond);
+        qemu_mutex_unlock(&s->queues[i].lock);
+    }
+    spyre_sem_kick(s);
+    if (s->params.timed) {
+        return;
+    }
+    for (i = 0; i < s->params.queues; i++) {
+        qemu_mutex_lock(&s->queues[i].lock);
+        running += (s->queues[i].status & SPYRE_QSTAT_BUSY) &&
+                   !s->queues[i].hung;
+        qemu_mutex_unlock(&s->queues[i].lock);
+    }
+    trace_spyre_queues_pause(running);
+    /* As pause_all_vcpus() does: a worker's DMA to MMIO needs the BQL. */
+    if (bql) {
+        qemu_mutex_unlock_iothread();
+    }
+    for (i = 0; i < s->params.queues; i++) {
+        SpyreQueue *q = &s->queues[i];
+
+        qemu_mutex_lock(&q->lock);
+        while ((q->status & SPYRE_QSTAT_BUSY) && !q->hung) {
+            qemu_cond_wait(&q->cond, &q->lock);
+        }
+        qemu_mutex_unlock(&q->lock);
+    }
+    if (bql) {
+        qemu_mutex_lock_iothread();
+    }
+}
+
+/* The VM runs again (or, after an incoming migration, for the first time). */
+void spyre_queues_resume(SpyreState *s)
+{
+    unsigned i;
+
+    qatomic_set(&s->paused, false);
+    for (i = 0; i < s->params.queues; i++) {
+        qemu_mutex_lock(&s->queues[i].lock);
+        qemu_cond_broadcast(&s->queues[i].cond);
+        qemu_mutex_unlock(&s->queues[i].lock);
     }
 }
 

@@ -283,3 +283,79 @@ void spyre_timed_reset_locked(SpyreQueue *q)
         q->status = 0;
     }
 }
+
+/*
+ * ---- Migration --------------------------------------------------------------
+ *
+ * The timeline migrates as it stands: the phase, the packet fetched and its
+ * outcome, its completion time and the timer's deadline, all in virtual ns
+ * (the virtual clock migrates with the VM, -icount's counter included).
+ */
+
+/* The queue's timer deadline, or -1 when it is not armed. Under the BQL. */
+int64_t spyre_timed_expire(SpyreQueue *q)
+{
+    return q->t_timer ? timer_expire_time_ns(q->t_timer) : -1;
+}
+
+/*
+ * After an incoming migration loaded @q's timed fields (t_expire included):
+ * false with *why (g_free() it) when they do not describe a state this file
+ * could have left.
+ */
+bool spyre_timed_check(SpyreQueue *q, char **why)
+{
+    SpyreState *s = q->s;
+    bool waiting = q->status & SPYRE_QSTAT_WAITING;
+    bool busy = q->status & SPYRE_QSTAT_BUSY;
+
+    if (q->t_expire < -1) {
+        *why = g_strdup_printf("timer deadline %" PRId64, q->t_expire);
+        return false;
+    }
+    switch (q->t_phase) {
+    case SPYRE_T_IDLE:
+        if (waiting || (busy && !q->hung)) {
+            *why = g_strdup_printf("idle with status 0x%x", q->status);
+            return false;
+        }
+        return true;
+    case SPYRE_T_PENDING:
+        if (!busy || waiting || q->t_expire != q->t_done ||
+            q->t_fault.error >= SPYRE_ERR_COUNT) {
+            *why = g_strdup_printf("completion at %" PRId64 " with timer %"
+                                   PRId64 ", status 0x%x, error %u",
+                                   q->t_done, q->t_expire, q->status,
+                                   q->t_fault.error);
+            return false;
+        }
+        return true;
+    case SPYRE_T_WAITING:
+        if (!busy || !waiting || q->t_expire < 0 ||
+            q->t_poll_ns < s->params.wait_poll_ns ||
+            q->t_poll_ns > MAX(SPYRE_T_POLL_MAX_NS, s->params.wait_poll_ns) ||
+            spyre_packet_validate(q->t_raw) != SPYRE_ERR_NONE ||
+            ((const struct spyre_pkt_hdr *)q->t_raw)->opcode !=
+            SPYRE_PKT_OP_WAIT) {
+            *why = g_strdup_printf("WAIT with status 0x%x, timer %" PRId64
+                                   ", re-read interval %u ns, or not a "
+                                   "valid WAIT packet", q->status,
+                                   q->t_expire, q->t_poll_ns);
+            return false;
+        }
+        return true;
+    default:
+        *why = g_strdup_printf("phase %u", q->t_phase);
+        return false;
+    }
+}
+
+/* After spyre_timed_check(): arm the timer where it stood. */
+void spyre_timed_restore(SpyreQueue *q)
+{
+    if (q->t_expire >= 0) {
+        timer_mod_ns(q->t_timer, q->t_expire);
+    } else {
+        timer_del(q->t_timer);
+    }
+}

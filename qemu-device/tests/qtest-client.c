@@ -73,21 +73,26 @@ static int base_argv(char **argv, int max, const char *extra, char *buf, size_t 
 
 int qtest_start(struct qtest *qt, const char *extra)
 {
-	char *argv[64], buf[1024], qarg[160];
+	static unsigned seq;
+	char *argv[64], buf[1024], qarg[160], qmparg[160];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct pollfd pfd;
 	int lfd, n;
 
 	memset(qt, 0, sizeof(*qt));
-	qt->fd = -1;
+	qt->fd = qt->qmp_fd = -1;
 	if (access(qtest_qemu_path(), X_OK)) {
 		fprintf(stderr, "qtest: no QEMU at %s (run 'make setup')\n", qtest_qemu_path());
 		return -1;
 	}
-	snprintf(qt->sock_path, sizeof(qt->sock_path), "/tmp/spyre-qtest-%d.sock", getpid());
-	snprintf(qt->log_path, sizeof(qt->log_path), "/tmp/spyre-qtest-%d.log", getpid());
+	/* A test may run two QEMUs at once (migration): a name each. */
+	snprintf(qt->sock_path, sizeof(qt->sock_path), "/tmp/spyre-qtest-%d-%u.sock", getpid(), seq);
+	snprintf(qt->log_path, sizeof(qt->log_path), "/tmp/spyre-qtest-%d-%u.log", getpid(), seq);
+	snprintf(qt->qmp_path, sizeof(qt->qmp_path), "/tmp/spyre-qmp-%d-%u.sock", getpid(), seq);
+	seq++;
 	unlink(qt->sock_path);
 	unlink(qt->log_path);
+	unlink(qt->qmp_path);
 
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0)
@@ -108,6 +113,9 @@ int qtest_start(struct qtest *qt, const char *extra)
 	argv[n++] = "guest_errors";
 	argv[n++] = "-D";
 	argv[n++] = qt->log_path;
+	snprintf(qmparg, sizeof(qmparg), "unix:%s,server=on,wait=off", qt->qmp_path);
+	argv[n++] = "-qmp";
+	argv[n++] = qmparg;
 	argv[n] = NULL;
 
 	qt->pid = fork();
@@ -143,8 +151,13 @@ void qtest_quit(struct qtest *qt)
 		fclose(qt->rx);
 	if (qt->fd >= 0)
 		close(qt->fd);
-	qt->rx = NULL;
-	qt->fd = -1;
+	if (qt->qmp_rx)
+		fclose(qt->qmp_rx);
+	if (qt->qmp_fd >= 0)
+		close(qt->qmp_fd);
+	qt->rx = qt->qmp_rx = NULL;
+	qt->fd = qt->qmp_fd = -1;
+	unlink(qt->qmp_path);
 	if (qt->pid > 0) {
 		kill(qt->pid, SIGTERM);
 		waitpid(qt->pid, &status, 0);
@@ -392,4 +405,45 @@ int qtest_run_capture(char *const argv[], char *out, size_t outlen)
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/* Read QMP lines until a command's answer; events are skipped. */
+static int qmp_answer(struct qtest *qt, char *reply, size_t len)
+{
+	char line[4096];
+
+	for (;;) {
+		if (!fgets(line, sizeof(line), qt->qmp_rx))
+			return -1;
+		if (strncmp(line, "{\"return\"", 9) && strncmp(line, "{\"error\"", 8))
+			continue;
+		if (reply)
+			snprintf(reply, len, "%s", line);
+		return strncmp(line, "{\"return\"", 9) ? -1 : 0;
+	}
+}
+
+int qtest_qmp(struct qtest *qt, const char *json, char *reply, size_t len)
+{
+	static const char caps[] = "{\"execute\": \"qmp_capabilities\"}\n";
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char greeting[4096];
+	size_t n = strlen(json);
+
+	if (reply && len)
+		*reply = 0;
+	if (qt->qmp_fd < 0) {
+		qt->qmp_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", qt->qmp_path);
+		if (qt->qmp_fd < 0 || connect(qt->qmp_fd, (struct sockaddr *)&sa, sizeof(sa)))
+			die("connect to QMP at %s: %s", qt->qmp_path, strerror(errno));
+		qt->qmp_rx = fdopen(dup(qt->qmp_fd), "r");
+		if (!fgets(greeting, sizeof(greeting), qt->qmp_rx) ||
+		    write(qt->qmp_fd, caps, sizeof(caps) - 1) != (ssize_t)sizeof(caps) - 1 ||
+		    qmp_answer(qt, NULL, 0))
+			die("QMP at %s: no greeting or capabilities refused", qt->qmp_path);
+	}
+	if (write(qt->qmp_fd, json, n) != (ssize_t)n || write(qt->qmp_fd, "\n", 1) != 1)
+		die("write to QMP: %s", strerror(errno));
+	return qmp_answer(qt, reply, len);
 }

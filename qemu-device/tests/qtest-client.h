@@ -19,6 +19,9 @@ struct qtest {
 	FILE *rx;
 	char sock_path[108];
 	char log_path[108];	/* QEMU's -D log: guest errors (-d guest_errors) */
+	char qmp_path[108];	/* QEMU's QMP socket (qtest_qmp()) */
+	int qmp_fd;
+	FILE *qmp_rx;
 };
 
 /* Path of the QEMU binary under test: $SPYRE_QEMU, else the set-up cache. */
@@ -64,6 +67,13 @@ uint8_t qpci_cfg_readb(struct qtest *qt, int dev, int off);
 int qpci_find_cap(struct qtest *qt, int dev, uint8_t id);
 /* Program a 32-bit memory BAR at @addr and enable memory decoding + bus mastering. */
 void qpci_map_bar32(struct qtest *qt, int dev, int bar, uint32_t addr);
+
+/*
+ * Send one QMP command (a JSON object, one line) to QEMU's monitor and read
+ * its answer into @reply (may be NULL): 0 for a "return", -1 for an "error"
+ * or a closed connection. Events are skipped.
+ */
+int qtest_qmp(struct qtest *qt, const char *json, char *reply, size_t len);
 
 /* True when QEMU's -D log contains @needle. */
 bool qtest_log_contains(struct qtest *qt, const char *needle);
