@@ -302,7 +302,20 @@ void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val)
 void spyre_queues_pause(SpyreState *s)
 {
     bool bql = qemu_mutex_iothread_locked();
-    unsigned i, running = 0;
+    unsigned i, running = 0, waiting = 0;
+
+    /* What the stop caught: packets running, WAITs among them. */
+    for (i = 0; i < s->params.queues && !s->params.timed; i++) {
+        SpyreQueue *q = &s->queues[i];
+
+        qemu_mutex_lock(&q->lock);
+        running += (q->status & SPYRE_QSTAT_BUSY) && !q->hung;
+        waiting += !!(q->status & SPYRE_QSTAT_WAITING);
+        qemu_mutex_unlock(&q->lock);
+    }
+    if (!s->params.timed) {
+        trace_spyre_queues_pause(running, waiting);
+    }
 
     qatomic_set(&s->paused, true);
     for (i = 0; i < s->params.queues; i++) {
@@ -314,13 +327,6 @@ void spyre_queues_pause(SpyreState *s)
     if (s->params.timed) {
         return;
     }
-    for (i = 0; i < s->params.queues; i++) {
-        qemu_mutex_lock(&s->queues[i].lock);
-        running += (s->queues[i].status & SPYRE_QSTAT_BUSY) &&
-                   !s->queues[i].hung;
-        qemu_mutex_unlock(&s->queues[i].lock);
-    }
-    trace_spyre_queues_pause(running);
     /* As pause_all_vcpus() does: a worker's DMA to MMIO needs the BQL. */
     if (bql) {
         qemu_mutex_unlock_iothread();
