@@ -323,6 +323,34 @@ static bool spyre_queue_check(SpyreState *s, SpyreQueue *q)
 }
 
 /*
+ * A refused load leaves the card idle, as a reset would, whatever the stream
+ * wrote: a failed loadvm keeps the QEMU process, and its VM may run again.
+ */
+static int spyre_refuse_load(SpyreState *s)
+{
+    unsigned i;
+
+    for (i = 0; i < s->params.queues; i++) {
+        SpyreQueue *q = &s->queues[i];
+
+        q->status = 0;
+        q->ctrl = 0;
+        q->inject = 0;
+        q->hung = false;
+        q->t_phase = SPYRE_T_IDLE;
+        memset(q->tlb, 0, sizeof(q->tlb));
+        q->tlb_gen = 0;
+    }
+    s->window_base = 0;
+    memory_region_set_alias_offset(&s->window, 0);
+    s->ctx_count = 0;
+    s->err_queues = 0;
+    s->irq_pending[0] = s->irq_pending[1] = 0;
+    qatomic_inc(&s->mmu_gen);
+    return -EINVAL;
+}
+
+/*
  * Every field the stream set is checked before any of it is used: the VM
  * has not run since the load began (the queues are paused, the timers not
  * armed), and a failed check fails the load.
@@ -334,21 +362,25 @@ static int spyre_post_load(void *opaque, int version_id)
     uint64_t queue_bits = s->params.queues == 64 ? ~0ULL :
                           (1ULL << s->params.queues) - 1;
 
+    if (s->mig_clock_ns < 0) {
+        spyre_mig_error("device clock %" PRId64 " ns", s->mig_clock_ns);
+        return spyre_refuse_load(s);
+    }
     if (s->window_base % SPYRE_MEM_WINDOW_SIZE ||
         s->window_base >= s->params.mem_size) {
         spyre_mig_error("WINDOW 0x%" PRIx64 " is not a 256 MiB-aligned "
                         "offset below mem-size", s->window_base);
-        return -EINVAL;
+        return spyre_refuse_load(s);
     }
     if (s->ctx_count > SPYRE_MMU_MAX_CTX) {
         spyre_mig_error("MMU_CTX_COUNT %u exceeds %u", s->ctx_count,
                         SPYRE_MMU_MAX_CTX);
-        return -EINVAL;
+        return spyre_refuse_load(s);
     }
     if (s->err_queues & ~queue_bits) {
         spyre_mig_error("ERR_QUEUES 0x%" PRIx64 " names queues beyond %u",
                         s->err_queues, s->params.queues);
-        return -EINVAL;
+        return spyre_refuse_load(s);
     }
     if ((vectors < 64 && s->irq_pending[0] >> vectors) ||
         (vectors <= 64 && s->irq_pending[1]) ||
@@ -356,11 +388,11 @@ static int spyre_post_load(void *opaque, int version_id)
         spyre_mig_error("pending MSI-X vectors 0x%" PRIx64 "%016" PRIx64
                         " beyond the %u vectors", s->irq_pending[1],
                         s->irq_pending[0], vectors);
-        return -EINVAL;
+        return spyre_refuse_load(s);
     }
     for (i = 0; i < s->params.queues; i++) {
         if (!spyre_queue_check(s, &s->queues[i])) {
-            return -EINVAL;
+            return spyre_refuse_load(s);
         }
     }
 

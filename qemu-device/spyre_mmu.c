@@ -60,7 +60,12 @@ bool spyre_mmu_translate(SpyreQueue *q, uint16_t ctx, uint64_t va,
         q->tlb_gen = gen;
     }
 
-    if (e->tag == tag) {
+    /*
+     * The page size too: an entry a failed incoming migration left half
+     * loaded is a miss, never a translation past device memory.
+     */
+    if (e->tag == tag && (e->page_size == SPYRE_PAGE_SIZE ||
+                          e->page_size == SPYRE_HUGE_PAGE_SIZE)) {
         pte = e->pte;
         page_size = e->page_size;
     } else {
