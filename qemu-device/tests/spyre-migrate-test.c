@@ -6,7 +6,8 @@
  * a unix socket; the destination holds the same registers, rings, device
  * memory and MSI-X routing, runs the queued packets once the semaphore is
  * released, and every byte they moved is checked; the stopped source runs
- * nothing more. Then a saved stream is loaded back as it is (the control),
+ * nothing more. In timed mode a COPY pending on the timeline completes on
+ * the destination exactly at its modeled time. Then a saved stream is loaded back as it is (the control),
  * and corrupted in the device's fields (window, MMU context count, a
  * queue's ring size and status, pending vectors), truncated, replaced with
  * garbage, or loaded into a card with other properties: each load fails
@@ -178,6 +179,74 @@ static void test_live_mid_work(void)
 		sdev_memread(&B, hdst[i], got, CHUNK);
 		TAP_CHECK(!memcmp(got, src[i], CHUNK), "COPY %u after migration: wrong bytes", i);
 	}
+	sdev_stop(&B);
+	unlink(sock_path);
+}
+
+/*
+ * Timed mode: a COPY pending on the timeline (done functionally, completing
+ * at a modeled virtual time) migrates as it stands and completes on the
+ * destination exactly at that time, not 1 ns earlier. qtest's virtual clock
+ * is the test's (not migrated): both QEMUs start at 0 and are stepped here.
+ */
+static void test_timed_pending(void)
+{
+	const char *props = PROPS ",timed=on,dma-mbps=1000";
+	static uint8_t buf[CHUNK], got[CHUNK];
+	/* dma-latency-ns 1000 + 64 KiB at 1000 MB/s */
+	const int64_t dur = 1000 + (CHUNK * 1000 + 999) / 1000;
+	int64_t t0, tb;
+	struct sdev A, B;
+	char uri[160];
+	uint64_t h;
+	uint8_t p[64];
+	unsigned i;
+
+	if (sdev_start(&A, props, RAM_MB)) {
+		TAP_CHECK(0, "source QEMU did not start");
+		return;
+	}
+	h = sdev_alloc(&A, CHUNK, 4096);
+	fill(buf, 7, CHUNK);
+	sdev_memwrite(&A, h, buf, CHUNK);
+	sdev_queue_init(&A, 0, 16, 0);
+	pkt_copy(p, 41, 0, SPYRE_AS_HOST, h, SPYRE_AS_DEVPHYS, 0, CHUNK);
+	((struct spyre_pkt_hdr *)p)->flags = SPYRE_PKT_F_IRQ;
+	sdev_submit(&A, 0, p);
+	t0 = qtest_clock_step(&A.qt, 0);	/* the queue reaches it now */
+	qtest_clock_step(&A.qt, dur / 2);
+	TAP_EQ(0u, sdev_qrd(&A, 0, SPYRE_Q_DONE));
+	TAP_EQ((uint32_t)(SPYRE_QSTAT_ENABLED | SPYRE_QSTAT_BUSY), sdev_qrd(&A, 0, SPYRE_Q_STATUS));
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/spyre-mig-%d-t.sock", getpid());
+	snprintf(uri, sizeof(uri), "unix:%s", sock_path);
+	unlink(sock_path);
+	if (start_incoming(&B, &A, props, uri)) {
+		TAP_CHECK(0, "destination QEMU did not start");
+		sdev_stop(&A);
+		return;
+	}
+	for (i = 0; i < 3000 && access(sock_path, F_OK); i++)
+		usleep(10000);
+	TAP_EQ(0, migrate(&A, uri));
+	TAP_EQ(0, qmp_poll(&B.qt, "{\"execute\": \"query-status\"}", "\"status\": \"running\"", NULL, 30000));
+	sdev_stop(&A);
+
+	/* Still pending on the destination, until its time and not 1 ns before. */
+	tb = qtest_clock_step(&B.qt, 0);
+	TAP_CMP(tb, <, t0 + dur);
+	TAP_EQ((uint32_t)(SPYRE_QSTAT_ENABLED | SPYRE_QSTAT_BUSY), sdev_qrd(&B, 0, SPYRE_Q_STATUS));
+	qtest_clock_step(&B.qt, t0 + dur - 1 - tb);
+	TAP_EQ(0u, sdev_qrd(&B, 0, SPYRE_Q_DONE));
+	TAP_EQ(0ull, sdev_rd64(&B, B.q[0].compl));
+	TAP_EQ(t0 + dur, qtest_clock_step(&B.qt, 1));
+	TAP_EQ(1u, sdev_qrd(&B, 0, SPYRE_Q_DONE));
+	TAP_EQ(1u, sdev_qrd(&B, 0, SPYRE_Q_HEAD));
+	TAP_EQ(41ull, sdev_rd64(&B, B.q[0].compl));
+	TAP_EQ(0x1000u, sdev_irq(&B, 0));
+	/* done functionally on the source: the bytes came with device memory */
+	qtest_memread(&B.qt, SDEV_BAR2, got, CHUNK);
+	TAP_CHECK(!memcmp(got, buf, CHUNK), "the COPY's bytes did not arrive");
 	sdev_stop(&B);
 	unlink(sock_path);
 }
@@ -371,6 +440,7 @@ static void test_refuse_garbage(void)
 
 static const struct tap_case cases[] = {
 	{ "live migration with a queue mid-work", test_live_mid_work },
+	{ "timed mode: a pending COPY completes at its time on the destination", test_timed_pending },
 	{ "saved state loads back", test_load_control },
 	{ "refused: window not aligned", test_refuse_window },
 	{ "refused: MMU context count", test_refuse_ctx_count },
