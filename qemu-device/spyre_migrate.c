@@ -338,6 +338,10 @@ static int spyre_refuse_load(SpyreState *s)
         q->inject = 0;
         q->hung = false;
         q->t_phase = SPYRE_T_IDLE;
+        q->t_expire = -1;
+        if (s->params.timed) {
+            spyre_timed_restore(q);     /* no timer armed */
+        }
         memset(q->tlb, 0, sizeof(q->tlb));
         q->tlb_gen = 0;
     }
