@@ -7,7 +7,8 @@
  * memory and MSI-X routing, runs the queued packets once the semaphore is
  * released, and every byte they moved is checked; the stopped source runs
  * nothing more. In timed mode a COPY pending on the timeline completes on
- * the destination exactly at its modeled time. Then a saved stream is loaded back as it is (the control),
+ * the destination exactly at its modeled time; an armed fault injection and
+ * a hung queue migrate like any other state. Then a saved stream is loaded back as it is (the control),
  * and corrupted in the device's fields (window, MMU context count, a
  * queue's ring size and status, pending vectors), truncated, replaced with
  * garbage, or loaded into a card with other properties: each load fails
@@ -88,12 +89,79 @@ static int start_incoming(struct sdev *dst, const struct sdev *src, const char *
 	return qtest_start(&dst->qt, extra);
 }
 
+/* Migrate @A live to a new QEMU @B (same layout) over a unix socket: 0 done. */
+static int migrate_live(struct sdev *A, struct sdev *B, const char *props, const char *tag)
+{
+	char uri[160];
+	unsigned i;
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/spyre-mig-%d-%s.sock", getpid(), tag);
+	snprintf(uri, sizeof(uri), "unix:%s", sock_path);
+	unlink(sock_path);
+	if (start_incoming(B, A, props, uri))
+		return -1;
+	/* the destination listens once its set-up is done */
+	for (i = 0; i < 3000 && access(sock_path, F_OK); i++)
+		usleep(10000);
+	if (migrate(A, uri) ||
+	    qmp_poll(&B->qt, "{\"execute\": \"query-status\"}", "\"status\": \"running\"", NULL, 30000)) {
+		sdev_stop(B);
+		return -1;
+	}
+	unlink(sock_path);
+	return 0;
+}
+
+/*
+ * Armed fault injections and a fired hang are state like any other: an
+ * injection armed on the source fires on the destination, and a queue hung
+ * on the source is hung there (until its reset).
+ */
+static void test_injections(void)
+{
+	struct sdev A, B;
+	uint8_t p[64];
+
+	if (sdev_start(&A, PROPS, RAM_MB)) {
+		TAP_CHECK(0, "source QEMU did not start");
+		return;
+	}
+	sdev_queue_init(&A, 0, 16, 0);
+	sdev_queue_init(&A, 1, 16, 0);
+	sdev_wr(&A, SPYRE_REG_INJECT, SPYRE_INJECT(0, SPYRE_INJECT_BAD_COMPLETION));
+	sdev_wr(&A, SPYRE_REG_INJECT, SPYRE_INJECT(1, SPYRE_INJECT_HANG));
+	pkt_nop(p, 5, 0);
+	sdev_submit(&A, 1, p);
+	TAP_CHECK(sdev_wait_status(&A, 1, SPYRE_QSTAT_BUSY, 5000), "queue 1 did not hang");
+	if (migrate_live(&A, &B, PROPS, "i")) {
+		TAP_CHECK(0, "migration failed");
+		sdev_stop(&A);
+		return;
+	}
+	sdev_stop(&A);
+	TAP_EQ(1u << SPYRE_INJECT_BAD_COMPLETION, sdev_rd(&B, SPYRE_REG_INJECT));
+	pkt_nop(p, 7, 0);
+	sdev_submit(&B, 0, p);
+	TAP_EQ(0, sdev_wait(&B, 0, 5000));
+	TAP_EQ(7ull ^ ~0ull, sdev_rd64(&B, B.q[0].compl));
+	TAP_EQ(0u, sdev_rd(&B, SPYRE_REG_INJECT));
+	/* the hung queue: BUSY, nothing done, until a reset frees it */
+	TAP_EQ((uint32_t)(SPYRE_QSTAT_ENABLED | SPYRE_QSTAT_BUSY), sdev_qrd(&B, 1, SPYRE_Q_STATUS));
+	TAP_EQ(0u, sdev_qrd(&B, 1, SPYRE_Q_DONE));
+	sdev_queue_restart(&B, 1);
+	pkt_nop(p, 8, 0);
+	sdev_submit(&B, 1, p);
+	TAP_EQ(0, sdev_wait(&B, 1, 5000));
+	TAP_EQ(8ull, sdev_rd64(&B, B.q[1].compl));
+	sdev_stop(&B);
+}
+
 static void test_live_mid_work(void)
 {
 	static uint8_t src[NCOPY][CHUNK], got[CHUNK];
 	struct sdev A, B;
 	uint64_t hsrc[NCOPY], hdst[NCOPY], sem, pre;
-	uint8_t p[64], uri[160];
+	uint8_t p[64];
 	unsigned i;
 
 	if (sdev_start(&A, PROPS, RAM_MB)) {
@@ -135,19 +203,11 @@ static void test_live_mid_work(void)
 	sdev_doorbell(&A, 0);
 	TAP_CHECK(sdev_wait_status(&A, 0, SPYRE_QSTAT_WAITING, 5000), "queue 0 is not in its WAIT");
 
-	snprintf(sock_path, sizeof(sock_path), "/tmp/spyre-mig-%d.sock", getpid());
-	snprintf((char *)uri, sizeof(uri), "unix:%s", sock_path);
-	unlink(sock_path);
-	if (start_incoming(&B, &A, PROPS, (char *)uri)) {
-		TAP_CHECK(0, "destination QEMU did not start");
+	if (migrate_live(&A, &B, PROPS, "l")) {
+		TAP_CHECK(0, "migration failed");
 		sdev_stop(&A);
 		return;
 	}
-	/* the destination listens once its set-up is done */
-	for (i = 0; i < 3000 && access(sock_path, F_OK); i++)
-		usleep(10000);
-	TAP_EQ(0, migrate(&A, (char *)uri));
-	TAP_EQ(0, qmp_poll(&B.qt, "{\"execute\": \"query-status\"}", "\"status\": \"running\"", NULL, 30000));
 
 	/* The destination: registers, rings and device memory as they were. */
 	TAP_EQ(MAGIC, sdev_rd(&B, SPYRE_REG_SCRATCH));
@@ -180,7 +240,6 @@ static void test_live_mid_work(void)
 		TAP_CHECK(!memcmp(got, src[i], CHUNK), "COPY %u after migration: wrong bytes", i);
 	}
 	sdev_stop(&B);
-	unlink(sock_path);
 }
 
 /*
@@ -197,10 +256,8 @@ static void test_timed_pending(void)
 	const int64_t dur = 1000 + (CHUNK * 1000 + 999) / 1000;
 	int64_t t0, tb;
 	struct sdev A, B;
-	char uri[160];
 	uint64_t h;
 	uint8_t p[64];
-	unsigned i;
 
 	if (sdev_start(&A, props, RAM_MB)) {
 		TAP_CHECK(0, "source QEMU did not start");
@@ -218,18 +275,11 @@ static void test_timed_pending(void)
 	TAP_EQ(0u, sdev_qrd(&A, 0, SPYRE_Q_DONE));
 	TAP_EQ((uint32_t)(SPYRE_QSTAT_ENABLED | SPYRE_QSTAT_BUSY), sdev_qrd(&A, 0, SPYRE_Q_STATUS));
 
-	snprintf(sock_path, sizeof(sock_path), "/tmp/spyre-mig-%d-t.sock", getpid());
-	snprintf(uri, sizeof(uri), "unix:%s", sock_path);
-	unlink(sock_path);
-	if (start_incoming(&B, &A, props, uri)) {
-		TAP_CHECK(0, "destination QEMU did not start");
+	if (migrate_live(&A, &B, props, "t")) {
+		TAP_CHECK(0, "migration failed");
 		sdev_stop(&A);
 		return;
 	}
-	for (i = 0; i < 3000 && access(sock_path, F_OK); i++)
-		usleep(10000);
-	TAP_EQ(0, migrate(&A, uri));
-	TAP_EQ(0, qmp_poll(&B.qt, "{\"execute\": \"query-status\"}", "\"status\": \"running\"", NULL, 30000));
 	sdev_stop(&A);
 
 	/* Still pending on the destination, until its time and not 1 ns before. */
@@ -248,7 +298,6 @@ static void test_timed_pending(void)
 	qtest_memread(&B.qt, SDEV_BAR2, got, CHUNK);
 	TAP_CHECK(!memcmp(got, buf, CHUNK), "the COPY's bytes did not arrive");
 	sdev_stop(&B);
-	unlink(sock_path);
 }
 
 /* The saved stream, and where the device's SCRATCH register sits in it. */
@@ -441,6 +490,7 @@ static void test_refuse_garbage(void)
 static const struct tap_case cases[] = {
 	{ "live migration with a queue mid-work", test_live_mid_work },
 	{ "timed mode: a pending COPY completes at its time on the destination", test_timed_pending },
+	{ "armed injections and a hung queue migrate", test_injections },
 	{ "saved state loads back", test_load_control },
 	{ "refused: window not aligned", test_refuse_window },
 	{ "refused: MMU context count", test_refuse_ctx_count },
