@@ -8,11 +8,12 @@
  * released, and every byte they moved is checked; the stopped source runs
  * nothing more. In timed mode a COPY pending on the timeline completes on
  * the destination exactly at its modeled time; an armed fault injection and
- * a hung queue migrate like any other state. Then a saved stream is loaded back as it is (the control),
- * and corrupted in the device's fields (window, MMU context count, a
- * queue's ring size and status, pending vectors), truncated, replaced with
- * garbage, or loaded into a card with other properties: each load fails
- * cleanly (exit status 1, the reason on stderr), never a crash or a hang.
+ * a hung queue migrate like any other state. Then a saved stream is loaded
+ * back as it is (the control), and corrupted in the device's fields (window,
+ * MMU context count, a queue's ring size and status, pending vectors),
+ * truncated, replaced with garbage, or loaded into a card with other
+ * properties: each load fails cleanly (exit status 1, the reason on
+ * stderr), never a crash or a hang.
  */
 #include <fcntl.h>
 #include <inttypes.h>
