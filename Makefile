@@ -27,7 +27,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.7.0
+LIBSPYRE_VERSION := 0.8.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
@@ -46,7 +46,8 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/s
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
-	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test
+	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test \
+	$(B)/selftests/spyre_peer_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -192,6 +193,13 @@ $(B)/selftests/spyre_graph_test: libspyre/tests/spyre_graph_test.c libspyre/test
 # The kernel library and its cache on real cards, from several threads and streams.
 $(B)/selftests/spyre_kcache_test: libspyre/tests/spyre_kcache_test.c $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
+
+# Peer-to-peer copies between the VM's two cards.
+$(B)/selftests/spyre_peer_test: libspyre/tests/spyre_peer_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h uapi/spyre_hw.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
