@@ -340,7 +340,7 @@ $(B)/tests/tools-cli-test: tools/tests/cli-test.sh
 	install -m 0755 $< $@
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
-BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench
+BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench $(B)/bench/p2p-bench
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
@@ -353,6 +353,10 @@ $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/incl
 
 # spyre_memcpy through the whole stack (in the VM)
 $(B)/bench/dma-bench: bench/dma-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
+
+$(B)/bench/p2p-bench: bench/p2p-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
@@ -450,6 +454,11 @@ bench-run: all $(BENCHES) bench-engine
 	for m in "" --timed; do \
 		tools/vm/run -q $$m --timeout 900 --copy $(B)/bench --out $(B)/bench-out/dma$$m.out -- /spyre/bench/dma-bench || exit $$?; \
 		tr -d '\r' <$(B)/bench-out/dma$$m.out; \
+	done
+	@echo "== peer-to-peer: spyre_memcpy_peer 64 MiB between two cards below a PCIe switch vs D2D within a card (in the VM: functional, then timed)"
+	for m in "" --timed; do \
+		tools/vm/run -q $$m --timeout 900 --devices 2 --copy $(B)/bench --out $(B)/bench-out/p2p$$m.out -- /spyre/bench/p2p-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench-out/p2p$$m.out; \
 	done
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
 	$(B)/bench/kernels-bench >$(B)/bench-out/kernels.out
