@@ -47,7 +47,7 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/s
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test \
-	$(B)/selftests/spyre_peer_test
+	$(B)/selftests/spyre_peer_test $(B)/selftests/spyre_coll_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -204,6 +204,13 @@ $(B)/selftests/spyre_peer_test: libspyre/tests/spyre_peer_test.c $(B)/lib/libspy
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
 
+# Collectives over the VM's cards against a CPU reference.
+$(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
+
 # ---- the kernel library's host tests: generated programs on the engine ---------
 KERN_TESTS := $(patsubst libspyre/tests/kern/%.c,$(B)/tests/%,$(wildcard libspyre/tests/kern/kern-*-test.c))
 host-tests: $(KERN_TESTS)
@@ -340,7 +347,7 @@ $(B)/tests/tools-cli-test: tools/tests/cli-test.sh
 	install -m 0755 $< $@
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
-BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench $(B)/bench/p2p-bench
+BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench $(B)/bench/p2p-bench $(B)/bench/coll-bench
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
@@ -357,6 +364,10 @@ $(B)/bench/dma-bench: bench/dma-bench.c $(B)/lib/libspyre.so libspyre/include/sp
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
 $(B)/bench/p2p-bench: bench/p2p-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
+
+$(B)/bench/coll-bench: bench/coll-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
@@ -459,6 +470,11 @@ bench-run: all $(BENCHES) bench-engine
 	for m in "" --timed; do \
 		tools/vm/run -q $$m --timeout 900 --devices 2 --copy $(B)/bench --out $(B)/bench-out/p2p$$m.out -- /spyre/bench/p2p-bench || exit $$?; \
 		tr -d '\r' <$(B)/bench-out/p2p$$m.out; \
+	done
+	@echo "== collectives over two cards: time, algbw and busbw as nccl-tests defines them, busbw vs the peer copy (in the VM: functional, then timed)"
+	for m in "" --timed; do \
+		tools/vm/run -q $$m --timeout 900 --devices 2 --copy $(B)/bench --out $(B)/bench-out/coll$$m.out -- /spyre/bench/coll-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench-out/coll$$m.out; \
 	done
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
 	$(B)/bench/kernels-bench >$(B)/bench-out/kernels.out
