@@ -7,10 +7,13 @@
  * pair can reach the other) and, for reductions, the kernel library's ADD
  * on the receiving card. Buffers are split into N chunks of whole sticks.
  * Steps across cards are ordered by the host: it waits for every rank's
- * stream before a step that reads what another card wrote. Reaches the
+ * stream before a step that reads what another card wrote (and between a
+ * step's copies and its ADDs when a sender pushed: the ADD must see the
+ * chunk, which landed from the sender's stream). Reaches the
  * runtime through spyre.h only, and the kernel library's public API.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,13 +140,18 @@ static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *stream
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
+		bool pushed = false;
+
 		ret = sync_all(comm, streams);
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
+			pushed |= !comm->access[r][p];
 			ret = copy(comm, streams, r, comm->tmp[r], p, buf[p] + c[k].off, c[k].len);
 		}
-		ret = ret ?: sync_all(comm, streams);
+		/* A chunk the sender pushed is on the sender's stream: wait before the ADD. */
+		if (!ret && pushed)
+			ret = sync_all(comm, streams);
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
