@@ -10,7 +10,9 @@
  * exporter (tools/vm/run --flat) is refused at import (EXDEV); the dma-buf
  * keeps the exporter's memory alive after its file is gone; and processes
  * racing close, exit and SIGKILL with peer copies in flight leave no
- * kernel report and every counter and listing as it was.
+ * kernel report and every counter and listing as it was; a function-level
+ * reset of the exporter while the importer copies fails only the copies
+ * that ran into it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -524,6 +526,75 @@ TEST_F(p2p, processes_race_close_and_exit)
 	/* Both cards still copy correctly, and nothing leaked. */
 	EXPECT_EQ(0, scopy_round_trip(self->fd[0], self->q[0], 65536, 1));
 	EXPECT_EQ(0, scopy_round_trip(self->fd[1], self->q[1], 65536, 2));
+	EXPECT_TRUE(snap_back(self->fd, &self->start));
+}
+
+/*
+ * A function-level reset of the exporter (sysfs "reset" of its PCI device)
+ * while the importer copies from it: during the reset its BARs are off the
+ * bus, so importer jobs then fail with a device DMA error (never a hang or
+ * a kernel report); the exporter's memory survives, and once the reset is
+ * done the importer's copies give the exporter's bytes again.
+ */
+TEST_F(p2p, exporter_flr_during_peer_copies)
+{
+	const uint64_t size = 1024 * 1024;
+	uint8_t *want = malloc(size), p[SPYRE_PKT_SIZE];
+	char pci[32], path[96], c;
+	struct sbo exp, imp, host;
+	int dmabuf, ready[2], i, good = 0, st;
+	uint32_t q2;
+	pid_t pid;
+
+	if (!self->path)
+		SKIP(free(want); return, "no peer-to-peer path between the cards");
+	ASSERT_EQ(0, card_pci(self->card[0], pci, sizeof(pci)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/reset", pci);
+	if (access(path, W_OK))
+		SKIP(free(want); return, "%s cannot be written", path);
+	ASSERT_EQ(0, sbo_create(self->fd[0], size, 0, &exp));
+	ASSERT_EQ(0, fill_dev(self->fd[0], self->q[0], &exp, 11));
+	fill_pattern(want, size, 11);
+	ASSERT_EQ(0, prime_export(self->fd[0], exp.handle, &dmabuf));
+	ASSERT_EQ(0, prime_import(self->fd[1], dmabuf, &imp));
+	close(dmabuf);
+	ASSERT_EQ(0, sbo_create(self->fd[1], size, DRM_SPYRE_BO_HOST, &host));
+	ASSERT_EQ(0, pipe(ready));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* The importer: 40 copies, each waited for (5 s at most). */
+		for (i = 0; i < 40; i++) {
+			memset(host.map, 0, size);
+			spyre_prep_copy_va(p, imp.va, host.va, size);
+			if (srun(self->fd[1], self->q[1], p, 1))
+				_exit(100 + i);
+			good += !memcmp(host.map, want, size);
+			if (i == 2 && write(ready[1], "r", 1) != 1)
+				_exit(99);
+		}
+		_exit(good);
+	}
+	close(ready[1]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	close(ready[0]);
+	EXPECT_EQ(0, write_text(path, "1"));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	spyre_diag("importer: %d of 40 copies during the exporter's FLR gave its bytes",
+		   WEXITSTATUS(st));
+	EXPECT_LT(WEXITSTATUS(st), 41);
+	EXPECT_LE(3, WEXITSTATUS(st));
+	/* After the reset: a new queue of the importer copies the exporter's bytes. */
+	ASSERT_EQ(0, squeue_create(self->fd[1], 0, &q2));
+	memset(host.map, 0, size);
+	spyre_prep_copy_va(p, imp.va, host.va, size);
+	ASSERT_EQ(0, srun(self->fd[1], q2, p, 1));
+	EXPECT_EQ(0, memcmp(host.map, want, size));
+	sbo_close(self->fd[1], &host);
+	sbo_close(self->fd[1], &imp);
+	sbo_close(self->fd[0], &exp);
+	free(want);
 	EXPECT_TRUE(snap_back(self->fd, &self->start));
 }
 
