@@ -27,7 +27,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.7.0
+LIBSPYRE_VERSION := 0.8.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
@@ -46,7 +46,8 @@ LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/s
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
-	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test
+	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test \
+	$(B)/selftests/spyre_peer_test $(B)/selftests/spyre_coll_test
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
 QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
@@ -202,6 +203,20 @@ $(B)/selftests/spyre_kcache_test: libspyre/tests/spyre_kcache_test.c $(B)/lib/li
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
 
+# Peer-to-peer copies between the VM's two cards.
+$(B)/selftests/spyre_peer_test: libspyre/tests/spyre_peer_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h uapi/spyre_hw.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
+
+# Collectives over the VM's cards against a CPU reference.
+$(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
+
 # ---- the kernel library's host tests: generated programs on the engine ---------
 KERN_TESTS := $(patsubst libspyre/tests/kern/%.c,$(B)/tests/%,$(wildcard libspyre/tests/kern/kern-*-test.c))
 host-tests: $(KERN_TESTS)
@@ -338,7 +353,7 @@ $(B)/tests/tools-cli-test: tools/tests/cli-test.sh
 	install -m 0755 $< $@
 
 # ---- benchmarks (not tests: they print same-run ratios) -----------------------
-BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench
+BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench $(B)/bench/p2p-bench $(B)/bench/coll-bench
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
@@ -351,6 +366,14 @@ $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/incl
 
 # spyre_memcpy through the whole stack (in the VM)
 $(B)/bench/dma-bench: bench/dma-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
+
+$(B)/bench/p2p-bench: bench/p2p-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
+
+$(B)/bench/coll-bench: bench/coll-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
@@ -448,6 +471,16 @@ bench-run: all $(BENCHES) bench-engine
 	for m in "" --timed; do \
 		tools/vm/run -q $$m --timeout 900 --copy $(B)/bench --out $(B)/bench-out/dma$$m.out -- /spyre/bench/dma-bench || exit $$?; \
 		tr -d '\r' <$(B)/bench-out/dma$$m.out; \
+	done
+	@echo "== peer-to-peer: spyre_memcpy_peer 64 MiB between two cards below a PCIe switch vs D2D within a card (in the VM: functional, then timed)"
+	for m in "" --timed; do \
+		tools/vm/run -q $$m --timeout 900 --devices 2 --copy $(B)/bench --out $(B)/bench-out/p2p$$m.out -- /spyre/bench/p2p-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench-out/p2p$$m.out; \
+	done
+	@echo "== collectives over two cards: time, algbw and busbw as nccl-tests defines them, busbw vs the peer copy (in the VM: functional, then timed)"
+	for m in "" --timed; do \
+		tools/vm/run -q $$m --timeout 900 --devices 2 --copy $(B)/bench --out $(B)/bench-out/coll$$m.out -- /spyre/bench/coll-bench || exit $$?; \
+		tr -d '\r' <$(B)/bench-out/coll$$m.out; \
 	done
 	@echo "== kernel library strategies vs the published Spyre figures (host, modeled device time)"
 	$(B)/bench/kernels-bench >$(B)/bench-out/kernels.out

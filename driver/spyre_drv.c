@@ -241,6 +241,7 @@ static const struct drm_driver spyre_drm_driver = {
 	.postclose = spyre_postclose,
 	.show_fdinfo = spyre_show_fdinfo,
 	.gem_create_object = spyre_gem_create_object,
+	.gem_prime_import = spyre_gem_prime_import,
 	.gem_prime_import_sg_table = spyre_gem_prime_import_sg_table,
 	.fops = &spyre_fops,
 	.ioctls = spyre_drm_ioctls,
@@ -386,5 +387,6 @@ static struct pci_driver spyre_pci_driver = {
 module_pci_driver(spyre_pci_driver);
 
 MODULE_DESCRIPTION(DRIVER_DESC);
+MODULE_IMPORT_NS(DMA_BUF);
 MODULE_LICENSE("GPL");
 MODULE_AUTHOR("The spyre authors");

@@ -52,6 +52,7 @@ struct spyre_hw_caps {
 	u32 features;
 };
 
+struct dma_buf;
 struct drm_printer;
 struct spyre_hwq;
 
@@ -61,6 +62,8 @@ struct spyre_hwq;
  * @regs: BAR0 register window
  * @caps: capabilities, read once at probe; constant afterwards
  * @mem: allocator of device memory
+ * @peer_bar: BAR4 shows all device memory at a bus address (device BOs can
+ *	be exported as dma-bufs to peers), docs/driver.md "Peer-to-peer"
  * @mem_ready: @mem is initialized
  * @mem_lock: protects @mem and @mem_used
  * @mem_used: bytes of device memory allocated to BOs
@@ -100,6 +103,7 @@ struct spyre_device {
 
 	struct gpu_buddy mem;
 	bool mem_ready;
+	bool peer_bar;
 	/* Protects mem and mem_used */
 	struct mutex mem_lock;
 	u64 mem_used;
@@ -158,6 +162,7 @@ void spyre_hw_queue_reset(struct spyre_device *sdev, unsigned int idx);
 /* spyre_gem.c */
 struct drm_gem_object *spyre_gem_create_object(struct drm_device *dev, size_t size);
 struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev);
+struct drm_gem_object *spyre_gem_prime_import(struct drm_device *dev, struct dma_buf *dma_buf);
 int spyre_bo_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_info_ioctl(struct drm_device *dev, void *data, struct drm_file *file);
 int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *file);

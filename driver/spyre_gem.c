@@ -9,9 +9,11 @@
  * created, imported and self-imported BOs all behave alike.
  */
 #include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/pci-p2pdma.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -301,11 +303,254 @@ static vm_fault_t spyre_dev_bo_fault(struct vm_fault *vmf)
 	return ret;
 }
 
-/* Device memory has no struct pages to give another device: no dma-buf. */
+/*
+ * Peer-to-peer: a device BO is exported as a dma-buf whose mapping is the
+ * bus addresses of its blocks in the exporter's peer BAR (BAR4,
+ * docs/spyre-device.md §3.3), as amdgpu exports VRAM. Device memory has no
+ * struct pages, so only importers that take bus addresses (attachments with
+ * peer2peer set) on a PCI path that carries peer-to-peer may attach; the
+ * importer's device MMU maps those addresses as host pages and its COPYs
+ * reach this card's memory directly. The BO's blocks stay allocated while
+ * any dma-buf or attachment holds it (the dma-buf holds a GEM reference).
+ */
+
+/* ACS redirection (P2P request or completion redirect, egress control) below @stop. */
+static bool spyre_p2p_acs_redirects(struct pci_dev *dev, struct pci_dev *stop)
+{
+	u16 ctrl;
+
+	for (; dev && dev != stop; dev = pci_upstream_bridge(dev)) {
+		if (!dev->acs_cap)
+			continue;
+		pci_read_config_word(dev, dev->acs_cap + PCI_ACS_CTRL, &ctrl);
+		if (ctrl & (PCI_ACS_RR | PCI_ACS_CR | PCI_ACS_EC))
+			return true;
+	}
+	return false;
+}
+
+/* The nearest bridge above both @a and @b (a PCIe switch's upstream port), or NULL. */
+static struct pci_dev *spyre_p2p_common_bridge(struct pci_dev *a, struct pci_dev *b)
+{
+	struct pci_dev *up, *bb;
+
+	for (up = pci_upstream_bridge(a); up; up = pci_upstream_bridge(up))
+		for (bb = pci_upstream_bridge(b); bb; bb = pci_upstream_bridge(bb))
+			if (up == bb)
+				return up;
+	return NULL;
+}
+
+/**
+ * spyre_p2p_path() - can @client's DMA reach @provider's BARs
+ * @provider: the exporting card
+ * @client: the importing device
+ * @switched: set when the path stays below one bridge (the switch routes
+ *	it; bus addresses need no mapping)
+ *
+ * pci_p2pdma_distance() decides where the kernel has CONFIG_PCI_P2PDMA
+ * (its host-bridge whitelist included). Without it (Debian's 6.12 kernel),
+ * only the path pci_p2pdma accepts on every platform: both devices below
+ * one upstream bridge, with no ACS redirection between them.
+ *
+ * Return: true if peer-to-peer DMA works between them.
+ */
+static bool spyre_p2p_path(struct pci_dev *provider, struct pci_dev *client, bool *switched)
+{
+	struct pci_dev *common = spyre_p2p_common_bridge(provider, client);
+
+	*switched = common && !spyre_p2p_acs_redirects(provider, common) &&
+		    !spyre_p2p_acs_redirects(client, common);
+	if (IS_ENABLED(CONFIG_PCI_P2PDMA))
+		return pci_p2pdma_distance(provider, &client->dev, false) >= 0;
+	return *switched;
+}
+
+static int spyre_dev_dmabuf_attach(struct dma_buf *dmabuf, struct dma_buf_attachment *attach)
+{
+	struct drm_gem_object *obj = dmabuf->priv;
+	bool switched;
+
+	if (!attach->peer2peer) {
+		drm_dbg(obj->dev, "dma-buf of device memory: importer %s takes no bus addresses\n",
+			dev_name(attach->dev));
+		return -EOPNOTSUPP;
+	}
+	if (!dev_is_pci(attach->dev) ||
+	    !spyre_p2p_path(to_pci_dev(obj->dev->dev), to_pci_dev(attach->dev), &switched)) {
+		drm_dbg(obj->dev, "dma-buf of device memory: no peer-to-peer path to %s\n",
+			dev_name(attach->dev));
+		return -EXDEV;
+	}
+	return 0;
+}
+
+static void spyre_dev_dmabuf_unmap(struct dma_buf_attachment *attach, struct sg_table *sgt,
+				   enum dma_data_direction dir)
+{
+	struct drm_gem_object *obj = attach->dmabuf->priv;
+	struct scatterlist *sg;
+	bool switched;
+	int i;
+
+	spyre_p2p_path(to_pci_dev(obj->dev->dev), to_pci_dev(attach->dev), &switched);
+	if (!switched)
+		for_each_sgtable_dma_sg(sgt, sg, i)
+			dma_unmap_resource(attach->dev, sg_dma_address(sg), sg_dma_len(sg), dir,
+					   DMA_ATTR_SKIP_CPU_SYNC);
+	sg_free_table(sgt);
+	kfree(sgt);
+}
+
+/*
+ * One entry per buddy block: below a switch the PCI bus address itself
+ * (pci_p2pdma's PCI_P2PDMA_MAP_BUS_ADDR); through a host bridge the
+ * address dma_map_resource() gives the importer (..._THRU_HOST_BRIDGE).
+ */
+static struct sg_table *spyre_dev_dmabuf_map(struct dma_buf_attachment *attach,
+					     enum dma_data_direction dir)
+{
+	struct drm_gem_object *obj = attach->dmabuf->priv;
+	struct spyre_device *sdev = to_spyre_device(obj->dev);
+	struct pci_dev *pdev = to_pci_dev(obj->dev->dev);
+	struct spyre_bo *bo = to_spyre_bo(obj);
+	struct gpu_buddy_block *block;
+	struct scatterlist *sg;
+	struct sg_table *sgt;
+	unsigned int n = 0;
+	bool switched;
+	int ret;
+
+	spyre_p2p_path(pdev, to_pci_dev(attach->dev), &switched);
+	list_for_each_entry(block, &bo->blocks, link)
+		n++;
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	ret = sg_alloc_table(sgt, n, GFP_KERNEL);
+	if (ret)
+		goto err_free;
+	sg = sgt->sgl;
+	n = 0;
+	list_for_each_entry(block, &bo->blocks, link) {
+		u64 off = gpu_buddy_block_offset(block);
+		u64 len = gpu_buddy_block_size(&sdev->mem, block);
+		dma_addr_t addr;
+
+		if (switched) {
+			addr = pci_bus_address(pdev, SPYRE_BAR_PEER) + off;
+		} else {
+			addr = dma_map_resource(attach->dev,
+						pci_resource_start(pdev, SPYRE_BAR_PEER) + off,
+						len, dir, DMA_ATTR_SKIP_CPU_SYNC);
+			if (dma_mapping_error(attach->dev, addr)) {
+				ret = -EIO;
+				goto err_unmap;
+			}
+		}
+		sg_set_page(sg, NULL, len, 0);
+		sg_dma_address(sg) = addr;
+		sg_dma_len(sg) = len;
+		sg = sg_next(sg);
+		n++;
+	}
+	return sgt;
+
+err_unmap:
+	sgt->nents = n;
+	spyre_dev_dmabuf_unmap(attach, sgt, dir);
+	return ERR_PTR(ret);
+err_free:
+	kfree(sgt);
+	return ERR_PTR(ret);
+}
+
+/* No CPU access through the dma-buf: the exporter's BO has its own mmap. */
+static const struct dma_buf_ops spyre_dev_dmabuf_ops = {
+	.attach = spyre_dev_dmabuf_attach,
+	.map_dma_buf = spyre_dev_dmabuf_map,
+	.unmap_dma_buf = spyre_dev_dmabuf_unmap,
+	.release = drm_gem_dmabuf_release,
+};
+
 static struct dma_buf *spyre_dev_bo_export(struct drm_gem_object *obj, int flags)
 {
-	drm_dbg(obj->dev, "PRIME export of a device-memory BO refused\n");
-	return ERR_PTR(-EOPNOTSUPP);
+	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
+
+	if (!to_spyre_device(obj->dev)->peer_bar) {
+		drm_dbg(obj->dev, "PRIME export of a device-memory BO: the card has no peer BAR\n");
+		return ERR_PTR(-EOPNOTSUPP);
+	}
+	exp_info.ops = &spyre_dev_dmabuf_ops;
+	exp_info.size = obj->size;
+	exp_info.flags = flags;
+	exp_info.priv = obj;
+	exp_info.resv = obj->resv;
+	return drm_gem_dmabuf_export(obj->dev, &exp_info);
+}
+
+/* The exporter pins device BOs (they never move): nothing to do. */
+static void spyre_p2p_move_notify(struct dma_buf_attachment *attach)
+{
+}
+
+static const struct dma_buf_attach_ops spyre_p2p_importer_ops = {
+	.allow_peer2peer = true,
+	.move_notify = spyre_p2p_move_notify,
+};
+
+/**
+ * spyre_gem_prime_import() - drm_driver.gem_prime_import
+ * @dev: the importing device
+ * @dma_buf: the dma-buf
+ *
+ * A device BO of this card: the BO itself (mapped into the importing file's
+ * context as device memory). A device BO of another spyre card: attached as
+ * a peer (bus addresses in its peer BAR) and imported as a BO whose pages
+ * are those addresses; the exporter refuses (%-EXDEV) where no path exists.
+ * Anything else: drm_gem_prime_import().
+ *
+ * Return: the GEM object or an ERR_PTR.
+ */
+struct drm_gem_object *spyre_gem_prime_import(struct drm_device *dev, struct dma_buf *dma_buf)
+{
+	struct dma_buf_attachment *attach;
+	struct drm_gem_object *obj;
+	struct sg_table *sgt;
+	int ret;
+
+	if (dma_buf->ops != &spyre_dev_dmabuf_ops)
+		return drm_gem_prime_import(dev, dma_buf);
+	obj = dma_buf->priv;
+	if (obj->dev == dev) {
+		drm_gem_object_get(obj);
+		return obj;
+	}
+
+	attach = dma_buf_dynamic_attach(dma_buf, dev->dev, &spyre_p2p_importer_ops, NULL);
+	if (IS_ERR(attach))
+		return ERR_CAST(attach);
+	get_dma_buf(dma_buf);
+	sgt = dma_buf_map_attachment_unlocked(attach, DMA_BIDIRECTIONAL);
+	if (IS_ERR(sgt)) {
+		ret = PTR_ERR(sgt);
+		goto err_detach;
+	}
+	obj = drm_gem_shmem_prime_import_sg_table(dev, attach, sgt);
+	if (IS_ERR(obj)) {
+		ret = PTR_ERR(obj);
+		goto err_unmap;
+	}
+	obj->import_attach = attach;
+	obj->resv = dma_buf->resv;
+	return obj;
+
+err_unmap:
+	dma_buf_unmap_attachment_unlocked(attach, sgt, DMA_BIDIRECTIONAL);
+err_detach:
+	dma_buf_detach(dma_buf, attach);
+	dma_buf_put(dma_buf);
+	return ERR_PTR(ret);
 }
 
 /* fdinfo: device memory is allocated (and cleared) when the BO is created. */
@@ -609,8 +854,16 @@ struct drm_gem_object *spyre_gem_resv_object_create(struct spyre_device *sdev)
 
 int spyre_gem_init(struct spyre_device *sdev)
 {
+	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
 	int ret;
 
+	/* Exports of device BOs need the whole of device memory in BAR4. */
+	sdev->peer_bar = (sdev->caps.features & SPYRE_FEAT_PEER_BAR) &&
+			 (pci_resource_flags(pdev, SPYRE_BAR_PEER) & IORESOURCE_MEM) &&
+			 !(pci_resource_flags(pdev, SPYRE_BAR_PEER) & IORESOURCE_UNSET) &&
+			 pci_resource_len(pdev, SPYRE_BAR_PEER) >= sdev->caps.mem_size;
+	if ((sdev->caps.features & SPYRE_FEAT_PEER_BAR) && !sdev->peer_bar)
+		drm_info(&sdev->drm, "peer BAR not assigned: no peer-to-peer exports\n");
 	mutex_init(&sdev->mem_lock);
 	ret = gpu_buddy_init(&sdev->mem, sdev->caps.mem_size, SPYRE_PAGE_SIZE);
 	if (!ret)

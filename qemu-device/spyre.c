@@ -98,7 +98,8 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_CAP_FEATURES:
         val = SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU |
               SPYRE_FEAT_MEM_WINDOW | SPYRE_FEAT_FAULT_INJECT |
-              SPYRE_FEAT_ENGINE;
+              SPYRE_FEAT_ENGINE |
+              (s->has_peer_bar ? SPYRE_FEAT_PEER_BAR : 0);
         break;
     case SPYRE_REG_SCRATCH:
         val = s->scratch;
@@ -443,6 +444,31 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                      PCI_BASE_ADDRESS_MEM_TYPE_64 |
                      PCI_BASE_ADDRESS_MEM_PREFETCH, &s->window);
 
+    /*
+     * BAR4, the peer BAR: all of device memory at once, so another card's
+     * DMA (a COPY operand or MMU leaf with a host bus address inside it)
+     * reaches this card's memory through the PCI address space, as NVMe
+     * CMBs and large-BAR GPUs are reached. Beyond mem-size nothing answers:
+     * such an access is a DMA error of the card that made it.
+     */
+    {
+        uint64_t size = pow2ceil(s->params.mem_size);
+
+        s->has_peer_bar = s->params.peer_bar == ON_OFF_AUTO_ON ||
+                          (s->params.peer_bar == ON_OFF_AUTO_AUTO &&
+                           size <= SPYRE_PEER_BAR_AUTO_MAX);
+        if (s->has_peer_bar) {
+            memory_region_init(&s->peer_bar, OBJECT(s), "spyre-peer-bar", size);
+            memory_region_init_alias(&s->peer_mem, OBJECT(s), "spyre-peer-mem",
+                                     &s->mem, 0, s->params.mem_size);
+            memory_region_add_subregion(&s->peer_bar, 0, &s->peer_mem);
+            pci_register_bar(pdev, SPYRE_BAR_PEER,
+                             PCI_BASE_ADDRESS_SPACE_MEMORY |
+                             PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                             PCI_BASE_ADDRESS_MEM_PREFETCH, &s->peer_bar);
+        }
+    }
+
     if (msix_init_exclusive_bar(pdev, spyre_msix_vectors(s), SPYRE_BAR_MSIX,
                                 errp)) {
         return;
@@ -557,6 +583,8 @@ static Property spyre_properties[] = {
                        SPYRE_TM_RING_HOP_CYCLES),
     /* The emulator itself: host threads, no effect on results or timing. */
     DEFINE_PROP_UINT32("engine-threads", SpyreState, params.engine_threads, 0),
+    DEFINE_PROP_ON_OFF_AUTO("peer-bar", SpyreState, params.peer_bar,
+                            ON_OFF_AUTO_AUTO),
     DEFINE_PROP_END_OF_LIST(),
 };
 
@@ -590,6 +618,9 @@ static const struct {
     { "engine-threads", "emulator: host threads running the cores' numerics, "
                         "0-64 (0: the host's CPUs, at most 8); same results "
                         "and modeled times for every count" },
+    { "peer-bar", "BAR4 showing all device memory to peer cards: on, off, "
+                  "auto (on when mem-size rounded up to a power of two is at "
+                  "most 8G)" },
 };
 
 static void spyre_class_init(ObjectClass *klass, void *data)

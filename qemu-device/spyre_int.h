@@ -63,6 +63,8 @@ typedef struct SpyreParams {
     uint32_t ring_hop_cycles;
     /* Host threads for the engine's numerics (0: the host's CPUs, at most 8). */
     uint32_t engine_threads;
+    /* BAR4 with all of device memory, for peer cards (SPYRE_FEAT_PEER_BAR). */
+    OnOffAuto peer_bar;
 } SpyreParams;
 
 /* Where a queue's packet is on the virtual timeline (timed mode only). */
@@ -178,6 +180,9 @@ struct SpyreState {
     MemoryRegion regs;
     MemoryRegion mem;       /* device memory (sparse host backing) */
     MemoryRegion window;    /* BAR2: alias into mem */
+    MemoryRegion peer_bar;  /* BAR4 (when present): container of peer_mem */
+    MemoryRegion peer_mem;  /* alias of mem's first mem-size bytes */
+    bool has_peer_bar;
     SpyreParams params;
     uint8_t *mem_ptr;
 

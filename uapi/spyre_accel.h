@@ -34,6 +34,28 @@ extern "C" {
  * before it reaches DRM core.
  */
 
+/**
+ * DOC: spyre peer-to-peer
+ *
+ * A device BO of a card whose %DRM_SPYRE_PARAM_FEATURES has
+ * SPYRE_FEAT_PEER_BAR (spyre_hw.h; the card shows all its memory in a PCI
+ * BAR) can be exported with DRM_IOCTL_PRIME_HANDLE_TO_FD; on a card without
+ * it the export fails with -EOPNOTSUPP. The dma-buf has no CPU mapping
+ * (mmap() on it fails) and carries the BO's bus addresses, not pages.
+ *
+ * DRM_IOCTL_PRIME_FD_TO_HANDLE of such a dma-buf on another file of the
+ * same card gives the BO itself. On another spyre card it gives a BO
+ * mapped in the importer's address space whose pages are the exporter's
+ * memory: the importer's COPYs (and semaphores) at that address read and
+ * write the exporter's memory across the PCI bus, and BO_INFO reports it
+ * as a host BO of the exporter's size. The import fails with -EXDEV when
+ * the PCI topology gives no peer-to-peer path between the two cards (on a
+ * kernel without CONFIG_PCI_P2PDMA: unless both sit below one PCIe switch),
+ * and any importer that cannot take bus addresses is refused with
+ * -EOPNOTSUPP. The exporter's memory stays allocated until every import and
+ * the dma-buf are gone, whichever process closes first.
+ */
+
 /** Largest handle count of one DRM_IOCTL_SYNCOBJ_* call on a spyre file. */
 #define DRM_SPYRE_MAX_SYNCOBJ_HANDLES	4096
 
@@ -147,9 +169,8 @@ struct drm_spyre_get_param {
  * unless it has CAP_IPC_LOCK) or the driver-wide pinned-memory cap
  * (module parameter max_pinned_mb; default half of the system's RAM).
  *
- * Host BOs can be exported as dma-bufs (PRIME); device BOs cannot
- * (DRM_IOCTL_PRIME_HANDLE_TO_FD fails with -EOPNOTSUPP): their memory has
- * no struct pages to hand to another device.
+ * Host BOs can be exported as dma-bufs (PRIME) on every card; device BOs
+ * as described in "spyre peer-to-peer" below.
  */
 struct drm_spyre_bo_create {
 	/** @size: In. Bytes; rounded up to a multiple of 4 KiB. */

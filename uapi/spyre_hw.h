@@ -55,14 +55,22 @@ typedef uint64_t spyre_le64;
 
 /* BARs */
 #define SPYRE_BAR_REGS			0	/* 32-bit MMIO: registers */
+#define SPYRE_BAR_MSIX			1	/* 32-bit MMIO: MSI-X table and PBA */
 #define SPYRE_BAR_MEM			2	/* 64-bit prefetchable: device memory window */
-#define SPYRE_BAR_MSIX			4	/* MSI-X table and PBA */
+#define SPYRE_BAR_PEER			4	/* 64-bit prefetchable: all of device memory */
 #define SPYRE_REGS_SIZE			0x10000	/* 64 KiB */
 #define SPYRE_MEM_WINDOW_SIZE		(256ULL << 20)	/* BAR2: 256 MiB movable window */
+/*
+ * BAR4, the peer BAR: device memory offset o at BAR4 + o, for every o below
+ * mem-size; its size is mem-size rounded up to a power of two. Present (and
+ * SPYRE_FEAT_PEER_BAR set) when property peer-bar is on, or auto and that
+ * size is at most SPYRE_PEER_BAR_AUTO_MAX.
+ */
+#define SPYRE_PEER_BAR_AUTO_MAX		(8ULL << 30)
 
 /* Hardware version: major changes are incompatible, minor ones add. */
 #define SPYRE_HW_VERSION_MAJOR		0
-#define SPYRE_HW_VERSION_MINOR		3
+#define SPYRE_HW_VERSION_MINOR		4
 #define SPYRE_HW_VERSION		((SPYRE_HW_VERSION_MAJOR << 16) | SPYRE_HW_VERSION_MINOR)
 #define SPYRE_HW_VERSION_GET_MAJOR(v)	(((v) >> 16) & 0xffff)
 #define SPYRE_HW_VERSION_GET_MINOR(v)	((v) & 0xffff)
@@ -102,6 +110,7 @@ typedef uint64_t spyre_le64;
 #define SPYRE_FEAT_MEM_WINDOW		(1u << 3)	/* BAR2 device memory window */
 #define SPYRE_FEAT_FAULT_INJECT		(1u << 4)	/* SPYRE_REG_INJECT */
 #define SPYRE_FEAT_ENGINE		(1u << 5)	/* LAUNCH executes programs */
+#define SPYRE_FEAT_PEER_BAR		(1u << 6)	/* BAR4 shows all device memory */
 
 /* Control */
 #define SPYRE_REG_SCRATCH		0x0040	/* RW: free for software; 0 on reset */

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define LIBSPYRE_VERSION_MAJOR 0
-#define LIBSPYRE_VERSION_MINOR 7
+#define LIBSPYRE_VERSION_MINOR 8
 
 /** An open spyre device. */
 typedef struct spyre_device spyre_device_t;
@@ -224,6 +224,31 @@ int spyre_memset_async(spyre_stream_t *stream, spyre_dptr_t dst, uint8_t value, 
 
 /** spyre_device_synchronize() - wait for every stream of @dev. */
 int spyre_device_synchronize(spyre_device_t *dev);
+
+/* ------------------------------------------------------------------------ */
+/* Peer-to-peer (since 0.8)                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * spyre_device_can_access_peer() - *@can = 1 when copies run by @dev can
+ * read and write @peer's device memory directly (@peer shows its memory to
+ * peers and the PCI topology carries it), else 0. Return: 0, -EINVAL.
+ */
+int spyre_device_can_access_peer(spyre_device_t *dev, spyre_device_t *peer, int *can);
+/**
+ * spyre_memcpy_peer() / spyre_memcpy_peer_async() - copy @size bytes (whole
+ * sticks, 128-byte aligned) from @src, device memory of @src_dev, to @dst,
+ * device memory of @dst_dev, card to card without the host. The
+ * synchronous call picks the device that runs the copy; the asynchronous
+ * one runs it on @stream, whose device must be @dst_dev or @src_dev and
+ * able to access the other (spyre_device_can_access_peer()). Return: 0;
+ * -EINVAL for a range outside one allocation, misalignment or a foreign
+ * stream; -EXDEV or -EOPNOTSUPP where neither card can reach the other.
+ */
+int spyre_memcpy_peer(spyre_device_t *dst_dev, spyre_dptr_t dst, spyre_device_t *src_dev,
+		      spyre_dptr_t src, size_t size);
+int spyre_memcpy_peer_async(spyre_stream_t *stream, spyre_device_t *dst_dev, spyre_dptr_t dst,
+			    spyre_device_t *src_dev, spyre_dptr_t src, size_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Programs and launch                                                        */

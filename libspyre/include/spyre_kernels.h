@@ -488,6 +488,49 @@ int spyre_kernel_embedding_scalars(const struct spyre_kdesc *desc, const int32_t
 /** spyre_kernel_op_name() - "linear", "attention", ...; "?" for an unknown op. */
 const char *spyre_kernel_op_name(uint32_t op);
 
+/* ---- collectives over the cards of one process (since 0.8) ---- */
+
+/** A ring of devices of this process, rank r = devs[r]. */
+typedef struct spyre_comm spyre_comm_t;
+
+/** Reduction ops of the collectives. */
+enum spyre_red_op {
+	SPYRE_RED_SUM = 0,	/**< elementwise sum (the kernel library's ADD: fp32 inside) */
+};
+
+/**
+ * spyre_comm_init() - a communicator of @n (1..64) distinct device handles,
+ * ring order as given. Each pair of neighbours must have one card that can
+ * reach the other's memory (spyre_device_can_access_peer()), else -EXDEV.
+ */
+int spyre_comm_init(spyre_comm_t **comm, spyre_device_t *const *devs, int n);
+/** spyre_comm_destroy() - release @comm (its scratch buffers and kernels); NULL is a no-op. */
+int spyre_comm_destroy(spyre_comm_t *comm);
+/** spyre_comm_count() - the number of ranks. */
+int spyre_comm_count(const spyre_comm_t *comm);
+/**
+ * spyre_all_reduce() - recv[r] = sum over ranks of send[r], @count elements
+ * of @dtype (fp32, fp16, bf16, dl16) on every rank r, with @streams[r]
+ * (one per rank, of that rank's device). Buffers are taken as @count
+ * elements rounded up to whole 128-byte sticks (the padding is reduced
+ * too); send[r] may equal recv[r]. The host waits for the streams at the
+ * start and between ring steps; the last step runs asynchronously.
+ */
+int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
+		     size_t count, uint32_t dtype, uint32_t op, spyre_stream_t *const *streams);
+/** spyre_reduce_scatter() - recv[r] = chunk r (@recvcount elements, whole sticks) of the sum of send[]. */
+int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
+			 size_t recvcount, uint32_t dtype, uint32_t op, spyre_stream_t *const *streams);
+/** spyre_all_gather() - chunk r of every recv[] = send[r] (@sendcount elements, whole sticks). */
+int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
+		     size_t sendcount, uint32_t dtype, spyre_stream_t *const *streams);
+/** spyre_broadcast() - buf[r] = buf[@root] for every rank r. */
+int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, size_t count, uint32_t dtype,
+		    int root, spyre_stream_t *const *streams);
+/** spyre_send_recv() - @recvbuf of rank @dst = @sendbuf of rank @src (a peer copy). */
+int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst, spyre_dptr_t recvbuf,
+		    size_t count, uint32_t dtype, spyre_stream_t *const *streams);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,7 +21,7 @@ done
 tap_point "-device spyre,help lists every property of docs/spyre-device.md's table"
 for p in $props; do
 	line=$(echo "$help" | grep -E "^ +$p=") || continue
-	echo "$line" | grep -qE "=<[a-z0-9]+> +- [^ (]" || tap_fail "no description: $line"
+	echo "$line" | grep -qE "=<[A-Za-z0-9]+> +- [^ (]" || tap_fail "no description: $line"
 done
 tap_point "each of them has a description (the PCI bus's own properties are QEMU's)"
 tap_done

@@ -79,11 +79,10 @@ static void msix_setup(struct sdev *d)
 	unsigned v, n = d->queues + 1;
 
 	d->mailbox = sdev_alloc(d, 4 * n, 64);
-	/* Table in BAR4 (64-bit BAR: low dword here, high dword zero). */
-	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x20, (uint32_t)SDEV_BAR4);
-	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x24, 0);
+	/* Table in BAR1 (32-bit), at its start. */
+	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x10 + 4 * SPYRE_BAR_MSIX, (uint32_t)SDEV_BAR1);
 	for (v = 0; v < n; v++) {
-		uint64_t e = SDEV_BAR4 + 16ull * v;
+		uint64_t e = SDEV_BAR1 + 16ull * v;
 
 		qtest_writel(&d->qt, e + 0, (uint32_t)(d->mailbox + 4 * v));
 		qtest_writel(&d->qt, e + 4, 0);
@@ -97,11 +96,16 @@ static void msix_setup(struct sdev *d)
 
 int sdev_start(struct sdev *d, const char *props, unsigned ram_mb)
 {
-	char extra[512];
+	return sdev_start_with(d, props, NULL, ram_mb);
+}
+
+int sdev_start_with(struct sdev *d, const char *props, const char *more, unsigned ram_mb)
+{
+	char extra[768];
 
 	memset(d, 0, sizeof(*d));
-	snprintf(extra, sizeof(extra), "-m %u -device spyre,addr=04.0%s%s", ram_mb,
-		 props && *props ? "," : "", props ? props : "");
+	snprintf(extra, sizeof(extra), "-m %u -device spyre,addr=04.0%s%s%s%s", ram_mb,
+		 props && *props ? "," : "", props ? props : "", more ? " " : "", more ? more : "");
 	if (qtest_start(&d->qt, extra))
 		return -1;
 	d->ram_next = SDEV_RAM_BASE;

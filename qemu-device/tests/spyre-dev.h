@@ -17,7 +17,7 @@
 
 #define SDEV_PCI_DEV	4
 #define SDEV_BAR0	0xe0000000ull
-#define SDEV_BAR4	0xe1000000ull
+#define SDEV_BAR1	0xe1000000ull	/* MSI-X table and PBA */
 #define SDEV_BAR2	0xc0000000ull	/* 256 MiB window, naturally aligned */
 #define SDEV_RAM_BASE	0x01000000ull	/* guest RAM handed out from 16 MiB */
 
@@ -39,6 +39,8 @@ struct sdev {
 
 /* Start QEMU with "-m ram_mb -device spyre,PROPS" and bring the device up. */
 int sdev_start(struct sdev *d, const char *props, unsigned ram_mb);
+/* The same with @extra (space-separated QEMU arguments, e.g. a second card) after it. */
+int sdev_start_with(struct sdev *d, const char *props, const char *extra, unsigned ram_mb);
 void sdev_stop(struct sdev *d);
 /*
  * The main() of a device test: skip without QEMU, start @d as sdev_start()

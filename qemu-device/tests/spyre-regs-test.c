@@ -37,7 +37,7 @@ static void test_config_space(struct qtest *qt, uint32_t queues)
 	TAP_EQ((uint32_t)~(SPYRE_REGS_SIZE - 1), qpci_cfg_readl(qt, DEV, 0x10) & ~0xfu);
 	TAP_EQ(0, qpci_cfg_readl(qt, DEV, 0x10) & 0x1);
 
-	/* MSI-X: one vector per queue plus the error vector, table in BAR4. */
+	/* MSI-X: one vector per queue plus the error vector, table in BAR1. */
 	msix = qpci_find_cap(qt, DEV, 0x11);
 	TAP_CHECK(msix != 0, "no MSI-X capability");
 	if (msix) {
@@ -65,7 +65,9 @@ static void test_caps(struct qtest *qt, uint32_t cores, uint32_t spad, uint64_t 
 	TAP_EQ((uint32_t)(mem >> 32), reg(qt, SPYRE_REG_CAP_MEM_HI));
 	TAP_EQ(mhz, reg(qt, SPYRE_REG_CAP_CLOCK_MHZ));
 	TAP_EQ(SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU | SPYRE_FEAT_MEM_WINDOW |
-		    SPYRE_FEAT_FAULT_INJECT | SPYRE_FEAT_ENGINE, reg(qt, SPYRE_REG_CAP_FEATURES));
+		    SPYRE_FEAT_FAULT_INJECT | SPYRE_FEAT_ENGINE |
+		    (mem <= SPYRE_PEER_BAR_AUTO_MAX ? SPYRE_FEAT_PEER_BAR : 0),
+	       reg(qt, SPYRE_REG_CAP_FEATURES));
 	TAP_EQ(SPYRE_STATUS_READY, reg(qt, SPYRE_REG_STATUS));
 }
 
@@ -170,7 +172,7 @@ static void test_properties_listed(void)
 	static const char *const props[] = {
 		"cores=", "scratchpad-size=", "mem-size=", "queues=", "clock-mhz=",
 		"lpddr-mbps=", "dma-burst-bytes=", "dma-burst-overhead-bytes=", "ring-bytes-per-cycle=",
-		"ring-hop-cycles=",
+		"ring-hop-cycles=", "peer-bar=",
 	};
 	size_t i;
 

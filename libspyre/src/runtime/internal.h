@@ -241,6 +241,15 @@ void spyre_bo_del(struct spyre_device *dev, struct spyre_buf *bo);
 const struct spyre_alloc *spyre_alloc_find_locked(struct spyre_device *dev, uint64_t ptr);
 const struct spyre_alloc *spyre_alloc_find_host_locked(struct spyre_device *dev, const void *p);
 void spyre_memory_fini(struct spyre_device *dev);
+/*
+ * Peer-to-peer: the address in @importer's context of @exporter's device
+ * memory [@ptr, @ptr + @size), one allocation of @exporter (imported once
+ * per buffer, kept until the buffer is deleted); 0 or -errno with a detail.
+ */
+int spyre_peer_import(struct spyre_device *importer, struct spyre_device *exporter, uint64_t ptr,
+		      uint64_t size, uint64_t *va);
+/* Close every import of @dev's buffers and into @dev (device close). */
+void spyre_peer_forget(struct spyre_device *dev);
 
 /*
  * The layers, each calling only those below it: stream.c (streams, events,

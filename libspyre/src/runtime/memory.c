@@ -6,9 +6,11 @@
  * pointer attributes.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <xf86drm.h>
 
@@ -41,10 +43,146 @@ int spyre_bo_new(struct spyre_device *dev, uint64_t size, uint32_t flags, struct
 	return 0;
 }
 
+/*
+ * Peer imports: a device BO of one device imported into another through
+ * the driver's peer-to-peer dma-buf (docs/driver.md "Peer-to-peer"), made
+ * on first use by a peer copy (peer.c) and kept until the exporter deletes
+ * the BO (spyre_bo_del()) or either device closes (spyre_peer_forget()).
+ * peer_lock protects peer_imports; it is innermost, taken under any
+ * device's lock, and nothing is taken under it.
+ */
+struct peer_import {
+	struct spyre_device *exporter, *importer;
+	uint32_t exp_handle;		/* the BO on the exporter */
+	uint32_t handle;		/* its import on the importer */
+	uint64_t va;			/* ... at this address of the importer */
+	struct peer_import *next;
+};
+
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct peer_import *peer_imports;
+
+/*
+ * Under peer_lock: close the imports of @dev's BO @handle (0: of every BO of
+ * @dev) and, with @importer_too, every import into @dev. Closing an import
+ * waits for the importer's jobs (the driver unmaps only then).
+ */
+static void peer_forget_locked(struct spyre_device *dev, uint32_t handle, bool importer_too)
+{
+	struct peer_import **pp = &peer_imports, *p;
+
+	while ((p = *pp)) {
+		if ((p->exporter == dev && (!handle || p->exp_handle == handle)) ||
+		    (importer_too && p->importer == dev)) {
+			struct drm_gem_close c = { .handle = p->handle };
+
+			drmIoctl(p->importer->fd, DRM_IOCTL_GEM_CLOSE, &c);
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+}
+
+void spyre_peer_forget(struct spyre_device *dev)
+{
+	pthread_mutex_lock(&peer_lock);
+	peer_forget_locked(dev, 0, true);
+	pthread_mutex_unlock(&peer_lock);
+}
+
+/* Under peer_lock: @exporter's BO @bo imported into @importer, made on first use. */
+static int peer_import_locked(struct spyre_device *importer, struct spyre_device *exporter,
+			      const struct spyre_buf *bo, uint64_t *va)
+{
+	struct drm_prime_handle exp = { 0 }, imp = { 0 };
+	struct drm_spyre_bo_info info = { 0 };
+	struct drm_gem_close c = { 0 };
+	struct peer_import *p;
+	int fd, ret;
+
+	for (p = peer_imports; p; p = p->next)
+		if (p->exporter == exporter && p->importer == importer && p->exp_handle == bo->handle) {
+			*va = p->va;
+			return 0;
+		}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return spyre_error(-ENOMEM, "peer import: out of memory");
+	exp.handle = bo->handle;
+	exp.flags = DRM_CLOEXEC | DRM_RDWR;
+	exp.fd = -1;
+	if (drmIoctl(exporter->fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &exp)) {
+		ret = -errno;
+		free(p);
+		return spyre_error(ret, "%s cannot export its memory to peers%s", exporter->props.devnode,
+				   ret == -EOPNOTSUPP ? " (it has no peer BAR: SPYRE_FEAT_PEER_BAR)" : "");
+	}
+	fd = exp.fd;
+	imp.fd = fd;
+	ret = drmIoctl(importer->fd, DRM_IOCTL_PRIME_FD_TO_HANDLE, &imp) ? -errno : 0;
+	info.handle = imp.handle;
+	close(fd);
+	if (ret) {
+		free(p);
+		return spyre_error(ret, "%s cannot reach the memory of %s%s", importer->props.devnode,
+				   exporter->props.devnode, ret == -EXDEV ?
+				   " (no peer-to-peer path on the PCI bus between them)" : "");
+	}
+	if (drmIoctl(importer->fd, DRM_IOCTL_SPYRE_BO_INFO, &info)) {
+		ret = -errno;
+		c.handle = info.handle;
+		drmIoctl(importer->fd, DRM_IOCTL_GEM_CLOSE, &c);
+		free(p);
+		return spyre_error(ret, "peer import: BO_INFO failed");
+	}
+	p->exporter = exporter;
+	p->importer = importer;
+	p->exp_handle = bo->handle;
+	p->handle = info.handle;
+	p->va = info.va;
+	p->next = peer_imports;
+	peer_imports = p;
+	*va = p->va;
+	return 0;
+}
+
+int spyre_peer_import(struct spyre_device *importer, struct spyre_device *exporter, uint64_t ptr,
+		      uint64_t size, uint64_t *va)
+{
+	const struct spyre_alloc *a;
+	const struct spyre_buf *bo;
+	uint64_t base = 0;
+	int ret;
+
+	pthread_mutex_lock(&exporter->lock);
+	a = spyre_alloc_find_locked(exporter, ptr);
+	if (!a || a->type != SPYRE_MEMORY_DEVICE || ptr + size > a->base + a->size) {
+		pthread_mutex_unlock(&exporter->lock);
+		return spyre_error(-EINVAL, "0x%llx + %llu is not inside one device allocation of %s",
+				   (unsigned long long)ptr, (unsigned long long)size,
+				   exporter->props.devnode);
+	}
+	bo = a->cls < 0 ? &a->bo : &a->chunk->bo;
+	pthread_mutex_lock(&peer_lock);
+	ret = peer_import_locked(importer, exporter, bo, &base);
+	pthread_mutex_unlock(&peer_lock);
+	if (!ret)
+		*va = base + (ptr - bo->va);
+	pthread_mutex_unlock(&exporter->lock);
+	return ret;
+}
+
 void spyre_bo_del(struct spyre_device *dev, struct spyre_buf *bo)
 {
 	struct drm_gem_close c = { .handle = bo->handle };
 
+	if (bo->handle && !bo->map) {
+		pthread_mutex_lock(&peer_lock);
+		peer_forget_locked(dev, bo->handle, false);
+		pthread_mutex_unlock(&peer_lock);
+	}
 	if (bo->map)
 		munmap(bo->map, bo->size);
 	if (bo->handle)

@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Collectives over the cards of one process (NCCL's single-process,
+ * multi-device use): a communicator is a ring of N devices in the order
+ * given; all-reduce is a ring reduce-scatter then a ring all-gather, each
+ * step a peer copy (spyre_memcpy_peer_async(), run by whichever card of the
+ * pair can reach the other) and, for reductions, the kernel library's ADD
+ * on the receiving card. Buffers are split into N chunks of whole sticks.
+ * Steps across cards are ordered by the host: it waits for every rank's
+ * stream before a step that reads what another card wrote (and between a
+ * step's copies and its ADDs when a sender pushed: the ADD must see the
+ * chunk, which landed from the sender's stream). Reaches the
+ * runtime through spyre.h only, and the kernel library's public API.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spyre.h"
+#include "spyre_kernels.h"
+#include "spyre_isa.h"
+#include "common.h"
+
+#define STICK 128u
+
+struct spyre_comm {
+	int n;
+	spyre_device_t **dev;
+	spyre_kcache_t **cache;		/* per rank: the ADD kernels */
+	spyre_dptr_t *tmp;		/* per rank: a received chunk before it is added */
+	size_t tmp_bytes;
+	int **access;			/* access[a][b]: a's copies reach b's memory */
+};
+
+struct chunk {
+	size_t off, len;		/* bytes, whole sticks */
+};
+
+static size_t dtype_size(uint32_t dtype)
+{
+	return SPYRE_DT_SIZE(dtype);
+}
+
+static int check_dtype(uint32_t dtype, const char *what)
+{
+	if (dtype != SPYRE_DT_FP32 && dtype != SPYRE_DT_FP16 && dtype != SPYRE_DT_BF16 &&
+	    dtype != SPYRE_DT_DL16)
+		return spyre_error(-EINVAL, "%s: dtype %u is not fp32, fp16, bf16 or dl16", what, dtype);
+	return 0;
+}
+
+/* @bytes (whole sticks) split into n chunks of whole sticks, the first ones a stick larger. */
+static void split(size_t bytes, int n, struct chunk *c)
+{
+	size_t sticks = bytes / STICK, off = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		size_t s = sticks / (size_t)n + ((size_t)i < sticks % (size_t)n);
+
+		c[i].off = off;
+		c[i].len = s * STICK;
+		off += c[i].len;
+	}
+}
+
+static int sync_all(spyre_comm_t *comm, spyre_stream_t *const *streams)
+{
+	int r, ret;
+
+	for (r = 0; r < comm->n; r++) {
+		ret = spyre_stream_synchronize(streams[r]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Peer copy of @len bytes from rank @src to rank @dst on the stream of the card that can. */
+static int copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, spyre_dptr_t d,
+		int src, spyre_dptr_t s, size_t len)
+{
+	int runner;
+
+	if (!len)
+		return 0;
+	runner = comm->access[dst][src] ? dst : src;
+	return spyre_memcpy_peer_async(streams[runner], comm->dev[dst], d, comm->dev[src], s, len);
+}
+
+/* buf[@r] chunk += tmp[@r] on rank @r: Y = A + B in place, rows of one stick. */
+static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32_t dtype,
+	       spyre_dptr_t y, size_t len)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_ADD, .dtype = dtype,
+				 .m = len / STICK, .n = STICK / dtype_size(dtype) };
+	spyre_kernel_t *k;
+	int ret;
+
+	if (!len)
+		return 0;
+	ret = spyre_kernel_get(comm->cache[r], &d, &k);
+	if (ret)
+		return ret;
+	ret = spyre_kernel_launch(streams[r], k, (spyre_dptr_t[]){ y, comm->tmp[r], y }, 3, NULL, 0);
+	spyre_kernel_put(k);
+	return ret;
+}
+
+static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
+{
+	int r, ret;
+
+	if (bytes <= comm->tmp_bytes)
+		return 0;
+	for (r = 0; r < comm->n; r++) {
+		spyre_free(comm->dev[r], comm->tmp[r]);
+		comm->tmp[r] = 0;
+	}
+	comm->tmp_bytes = 0;
+	for (r = 0; r < comm->n; r++) {
+		ret = spyre_malloc(comm->dev[r], bytes, &comm->tmp[r]);
+		if (ret)
+			return ret;
+	}
+	comm->tmp_bytes = bytes;
+	return 0;
+}
+
+/*
+ * Ring reduce-scatter on buf[] in place: after it rank r holds the sum of
+ * chunk (r + 1 + @shift) mod n. Step s: rank r receives from r - 1 its
+ * chunk (r - 1 - s + @shift) mod n and adds it into its own.
+ */
+static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *streams,
+			       const spyre_dptr_t *buf, const struct chunk *c, int shift,
+			       uint32_t dtype)
+{
+	int n = comm->n, s, r, ret;
+
+	for (s = 0; s < n - 1; s++) {
+		bool pushed = false;
+
+		ret = sync_all(comm, streams);
+		for (r = 0; !ret && r < n; r++) {
+			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
+
+			pushed |= !comm->access[r][p];
+			ret = copy(comm, streams, r, comm->tmp[r], p, buf[p] + c[k].off, c[k].len);
+		}
+		/* A chunk the sender pushed is on the sender's stream: wait before the ADD. */
+		if (!ret && pushed)
+			ret = sync_all(comm, streams);
+		for (r = 0; !ret && r < n; r++) {
+			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
+
+			ret = add(comm, streams, r, dtype, buf[r] + c[k].off, c[k].len);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Ring all-gather on buf[] in place: rank r starts owning chunk
+ * (r + @shift) mod n; step s: rank r receives from r - 1 the chunk
+ * (r - 1 - s + @shift) mod n.
+ */
+static int ring_all_gather(spyre_comm_t *comm, spyre_stream_t *const *streams,
+			   const spyre_dptr_t *buf, const struct chunk *c, int shift)
+{
+	int n = comm->n, s, r, ret;
+
+	for (s = 0; s < n - 1; s++) {
+		ret = sync_all(comm, streams);
+		for (r = 0; !ret && r < n; r++) {
+			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
+
+			ret = copy(comm, streams, r, buf[r] + c[k].off, p, buf[p] + c[k].off, c[k].len);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int check_call(spyre_comm_t *comm, spyre_stream_t *const *streams, const char *what)
+{
+	int r;
+
+	if (!comm || !streams)
+		return spyre_error(-EINVAL, "%s: NULL communicator or streams", what);
+	for (r = 0; r < comm->n; r++)
+		if (!streams[r])
+			return spyre_error(-EINVAL, "%s: NULL stream of rank %d", what, r);
+	return 0;
+}
+
+static size_t sticks_of(size_t bytes)
+{
+	return (bytes + STICK - 1) / STICK * STICK;
+}
+
+SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
+				  size_t count, uint32_t dtype, uint32_t op, spyre_stream_t *const *streams)
+{
+	struct chunk *c;
+	size_t bytes;
+	int r, ret;
+
+	ret = check_call(comm, streams, "spyre_all_reduce") ?: check_dtype(dtype, "spyre_all_reduce");
+	if (ret)
+		return ret;
+	if (op != SPYRE_RED_SUM)
+		return spyre_error(-EINVAL, "spyre_all_reduce: op %u is not SPYRE_RED_SUM", op);
+	if (!send || !recv)
+		return spyre_error(-EINVAL, "spyre_all_reduce: NULL buffers");
+	if (!count)
+		return 0;
+	bytes = sticks_of(count * dtype_size(dtype));
+	c = calloc((size_t)comm->n, sizeof(*c));
+	if (!c)
+		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
+	split(bytes, comm->n, c);
+	ret = tmp_reserve(comm, c[0].len);
+	for (r = 0; !ret && r < comm->n; r++)
+		if (send[r] != recv[r])
+			ret = spyre_memcpy_async(streams[r], recv[r], send[r], bytes, SPYRE_MEMCPY_D2D);
+	ret = ret ?: ring_reduce_scatter(comm, streams, recv, c, 0, dtype);
+	ret = ret ?: ring_all_gather(comm, streams, recv, c, 1);
+	free(c);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *send,
+				      const spyre_dptr_t *recv, size_t recvcount, uint32_t dtype,
+				      uint32_t op, spyre_stream_t *const *streams)
+{
+	struct chunk *c;
+	size_t each;
+	int r, ret;
+
+	ret = check_call(comm, streams, "spyre_reduce_scatter") ?:
+	      check_dtype(dtype, "spyre_reduce_scatter");
+	if (ret)
+		return ret;
+	if (op != SPYRE_RED_SUM)
+		return spyre_error(-EINVAL, "spyre_reduce_scatter: op %u is not SPYRE_RED_SUM", op);
+	if (!send || !recv)
+		return spyre_error(-EINVAL, "spyre_reduce_scatter: NULL buffers");
+	each = recvcount * dtype_size(dtype);
+	if (each % STICK)
+		return spyre_error(-EINVAL, "spyre_reduce_scatter: %zu elements of %zu bytes are not "
+				   "whole 128-byte sticks", recvcount, dtype_size(dtype));
+	if (!recvcount)
+		return 0;
+	c = calloc((size_t)comm->n, sizeof(*c));
+	if (!c)
+		return spyre_error(-ENOMEM, "spyre_reduce_scatter: out of memory");
+	for (r = 0; r < comm->n; r++) {
+		c[r].off = (size_t)r * each;
+		c[r].len = each;
+	}
+	ret = tmp_reserve(comm, each);
+	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
+	{
+		spyre_dptr_t *work = calloc((size_t)comm->n, sizeof(*work));
+
+		if (!work)
+			ret = ret ?: spyre_error(-ENOMEM, "spyre_reduce_scatter: out of memory");
+		for (r = 0; !ret && r < comm->n; r++) {
+			ret = spyre_malloc(comm->dev[r], each * (size_t)comm->n, &work[r]);
+			ret = ret ?: spyre_memcpy_async(streams[r], work[r], send[r],
+							each * (size_t)comm->n, SPYRE_MEMCPY_D2D);
+		}
+		/* Rank r ends with chunk (r + 1 + shift): shift n - 1 gives chunk r. */
+		ret = ret ?: ring_reduce_scatter(comm, streams, work, c, comm->n - 1, dtype);
+		for (r = 0; !ret && r < comm->n; r++)
+			ret = spyre_memcpy_async(streams[r], recv[r], work[r] + c[r].off, each,
+						 SPYRE_MEMCPY_D2D);
+		if (work) {
+			/* The streams still use the scratch: free it once they are done. */
+			int sret = sync_all(comm, streams);
+
+			for (r = 0; r < comm->n; r++)
+				spyre_free(comm->dev[r], work[r]);
+			ret = ret ?: sret;
+			free(work);
+		}
+	}
+	free(c);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
+				  size_t sendcount, uint32_t dtype, spyre_stream_t *const *streams)
+{
+	struct chunk *c;
+	size_t each;
+	int r, ret;
+
+	ret = check_call(comm, streams, "spyre_all_gather") ?: check_dtype(dtype, "spyre_all_gather");
+	if (ret)
+		return ret;
+	if (!send || !recv)
+		return spyre_error(-EINVAL, "spyre_all_gather: NULL buffers");
+	each = sendcount * dtype_size(dtype);
+	if (each % STICK)
+		return spyre_error(-EINVAL, "spyre_all_gather: %zu elements of %zu bytes are not "
+				   "whole 128-byte sticks", sendcount, dtype_size(dtype));
+	if (!sendcount)
+		return 0;
+	c = calloc((size_t)comm->n, sizeof(*c));
+	if (!c)
+		return spyre_error(-ENOMEM, "spyre_all_gather: out of memory");
+	for (r = 0; r < comm->n; r++) {
+		c[r].off = (size_t)r * each;
+		c[r].len = each;
+	}
+	ret = 0;
+	for (r = 0; !ret && r < comm->n; r++)
+		if (send[r] != recv[r] + c[r].off)
+			ret = spyre_memcpy_async(streams[r], recv[r] + c[r].off, send[r], each,
+						 SPYRE_MEMCPY_D2D);
+	ret = ret ?: ring_all_gather(comm, streams, recv, c, 0);
+	free(c);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, size_t count,
+				 uint32_t dtype, int root, spyre_stream_t *const *streams)
+{
+	size_t bytes;
+	int r, ret;
+
+	ret = check_call(comm, streams, "spyre_broadcast") ?: check_dtype(dtype, "spyre_broadcast");
+	if (ret)
+		return ret;
+	if (!buf || root < 0 || root >= comm->n)
+		return spyre_error(-EINVAL, "spyre_broadcast: %s", !buf ? "NULL buffers" :
+				   "root is not a rank of the communicator");
+	if (!count)
+		return 0;
+	bytes = sticks_of(count * dtype_size(dtype));
+	/* Every rank reads the root's buffer: its stream's earlier work first. */
+	ret = spyre_stream_synchronize(streams[root]);
+	for (r = 0; !ret && r < comm->n; r++)
+		if (r != root)
+			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
+				 spyre_dptr_t recvbuf, size_t count, uint32_t dtype,
+				 spyre_stream_t *const *streams)
+{
+	int ret = check_call(comm, streams, "spyre_send_recv") ?: check_dtype(dtype, "spyre_send_recv");
+
+	if (ret)
+		return ret;
+	if (src < 0 || src >= comm->n || dst < 0 || dst >= comm->n)
+		return spyre_error(-EINVAL, "spyre_send_recv: rank %d or %d is not in the communicator",
+				   src, dst);
+	if (!count)
+		return 0;
+	/* The receiver may run the copy: the sender's stream's earlier work first. */
+	ret = src != dst ? spyre_stream_synchronize(streams[src]) : 0;
+	return ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf,
+			   sticks_of(count * dtype_size(dtype)));
+}
+
+SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
+{
+	int r;
+
+	if (!comm)
+		return 0;
+	for (r = 0; r < comm->n; r++) {
+		if (comm->tmp && comm->tmp[r])
+			spyre_free(comm->dev[r], comm->tmp[r]);
+		if (comm->cache && comm->cache[r])
+			spyre_kcache_destroy(comm->cache[r]);
+		if (comm->access)
+			free(comm->access[r]);
+	}
+	free(comm->access);
+	free(comm->tmp);
+	free(comm->cache);
+	free(comm->dev);
+	free(comm);
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs, int n)
+{
+	spyre_comm_t *comm;
+	int a, b, ret = 0;
+
+	if (!out || !devs || n < 1 || n > 64)
+		return spyre_error(-EINVAL, "spyre_comm_init: %s", !out || !devs ? "NULL argument" :
+				   "1 to 64 devices");
+	*out = NULL;
+	for (a = 0; a < n; a++) {
+		if (!devs[a])
+			return spyre_error(-EINVAL, "spyre_comm_init: device of rank %d is NULL", a);
+		for (b = 0; b < a; b++)
+			if (devs[a] == devs[b])
+				return spyre_error(-EINVAL, "spyre_comm_init: ranks %d and %d are the same "
+						   "device handle", b, a);
+	}
+	comm = calloc(1, sizeof(*comm));
+	if (!comm)
+		return spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
+	comm->n = n;
+	comm->dev = calloc((size_t)n, sizeof(*comm->dev));
+	comm->cache = calloc((size_t)n, sizeof(*comm->cache));
+	comm->tmp = calloc((size_t)n, sizeof(*comm->tmp));
+	comm->access = calloc((size_t)n, sizeof(*comm->access));
+	if (!comm->dev || !comm->cache || !comm->tmp || !comm->access) {
+		spyre_comm_destroy(comm);
+		return spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
+	}
+	for (a = 0; !ret && a < n; a++) {
+		comm->dev[a] = devs[a];
+		comm->access[a] = calloc((size_t)n, sizeof(int));
+		if (!comm->access[a])
+			ret = spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
+		ret = ret ?: spyre_kcache_create(devs[a], 16, &comm->cache[a]);
+	}
+	/* Each neighbour pair of the ring: one of the two must reach the other. */
+	for (a = 0; !ret && a < n; a++)
+		for (b = 0; !ret && b < n; b++)
+			ret = spyre_device_can_access_peer(devs[a], devs[b], &comm->access[a][b]);
+	for (a = 0; !ret && a < n; a++) {
+		b = (a + 1) % n;
+		if (!comm->access[a][b] && !comm->access[b][a])
+			ret = spyre_error(-EXDEV, "spyre_comm_init: neither rank %d nor rank %d can "
+					  "reach the other's memory", a, b);
+	}
+	if (ret) {
+		spyre_comm_destroy(comm);
+		return ret;
+	}
+	*out = comm;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_comm_count(const spyre_comm_t *comm)
+{
+	return comm ? comm->n : spyre_error(-EINVAL, "spyre_comm_count: NULL communicator");
+}

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Description: libspyre's collectives on every card of the VM (2 in
+ * `make check`; 4 with tools/vm/run --devices 4), one communicator in one
+ * process, each rank with a stream of its card: all-reduce (sum) in fp32,
+ * fp16, bf16 and dl16 over odd counts (1, 31, 1000, 4097, 65536 + 13
+ * elements; a count that leaves a rank an empty chunk), in place and not;
+ * reduce-scatter, all-gather, broadcast from every root and send/recv
+ * between every pair; each checked against a CPU reference computed from
+ * the same rounded inputs: the sum of n values in rank order, each partial
+ * sum rounded to the dtype as the card's ADD rounds its output (fp32
+ * inside) - exact for 2 ranks; for more, the ring adds in another order,
+ * so the tolerance is n - 1 roundings of the largest partial sum.
+ * Events recorded after a collective order the host. Errors: bad dtype or
+ * op, chunks that are not whole sticks, a root outside the ring, NULL
+ * streams, the same device twice in a communicator (-EINVAL with detail).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "spyre.h"
+#include "spyre_kernels.h"
+#include "spyre_isa.h"
+#include "spyre_dtype.h"
+
+#define MAXR 8
+
+static size_t round_sticks(size_t bytes)
+{
+	return (bytes + 127) / 128 * 128;
+}
+
+/* A value of rank @r at @i, rounded to @dt: small integers and halves (exact sums in fp32). */
+static float value(int r, size_t i, uint32_t dt, unsigned int seed)
+{
+	float v = (float)((int)((i * 7 + (size_t)r * 13 + seed) % 61) - 30) * 0.25f;
+
+	/* Round through the dtype, so host and card add the same inputs. */
+	uint8_t tmp[4];
+
+	spyre_store_f32(tmp, dt, 0, v);
+	return spyre_load_f32(tmp, dt, 0);
+}
+
+FIXTURE(coll) {
+	int n;
+	spyre_device_t *dev[MAXR];
+	spyre_stream_t *s[MAXR];
+	spyre_comm_t *comm;
+};
+
+FIXTURE_SETUP(coll)
+{
+	int r;
+
+	self->n = spyre_device_count();
+	if (self->n > MAXR)
+		self->n = MAXR;
+	if (self->n < 2)
+		SKIP(return, "two spyre devices needed");
+	for (r = 0; r < self->n; r++) {
+		ASSERT_EQ(0, spyre_device_open(r, &self->dev[r])) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(0, spyre_stream_create(self->dev[r], SPYRE_STREAM_PRIORITY_NORMAL, &self->s[r]));
+	}
+	ASSERT_EQ(0, spyre_comm_init(&self->comm, self->dev, self->n)) TH_LOG("%s", spyre_last_error());
+	EXPECT_EQ(self->n, spyre_comm_count(self->comm));
+	TH_LOG("communicator of %d cards", self->n);
+}
+
+FIXTURE_TEARDOWN(coll)
+{
+	int r;
+
+	spyre_comm_destroy(self->comm);
+	for (r = 0; r < self->n; r++) {
+		if (self->s[r])
+			spyre_stream_destroy(self->s[r]);
+		spyre_device_close(self->dev[r]);
+	}
+}
+
+/* Fill rank buffers with value(r, i) for @count elements (the padding zero). */
+static int fill(FIXTURE_DATA(coll) *self, const spyre_dptr_t *buf, size_t count, uint32_t dt,
+		unsigned int seed)
+{
+	size_t bytes = round_sticks(count * SPYRE_DT_SIZE(dt)), i;
+	uint8_t *h = calloc(1, bytes);
+	int r, ret = 0;
+
+	for (r = 0; !ret && r < self->n; r++) {
+		memset(h, 0, bytes);
+		for (i = 0; i < count; i++)
+			spyre_store_f32(h, dt, i, value(r, i, dt, seed));
+		ret = spyre_memcpy(self->dev[r], buf[r], (uintptr_t)h, bytes, SPYRE_MEMCPY_H2D);
+	}
+	free(h);
+	return ret;
+}
+
+/* Compare rank @r's @buf (@count elements) with the reduced reference; returns mismatches. */
+static size_t check_sum(FIXTURE_DATA(coll) *self, int r, spyre_dptr_t buf, size_t first,
+			size_t count, uint32_t dt, unsigned int seed)
+{
+	size_t bytes = round_sticks(count * SPYRE_DT_SIZE(dt)), i, bad = 0;
+	uint8_t *h = malloc(bytes), tmp[4];
+	int k;
+
+	if (spyre_memcpy(self->dev[r], (uintptr_t)h, buf, bytes, SPYRE_MEMCPY_D2H)) {
+		free(h);
+		return count;
+	}
+	for (i = 0; i < count; i++) {
+		float want = value(0, first + i, dt, seed), got = spyre_load_f32(h, dt, i), tol;
+
+		for (k = 1; k < self->n; k++) {
+			want += value(k, first + i, dt, seed);
+			spyre_store_f32(tmp, dt, 0, want);
+			want = spyre_load_f32(tmp, dt, 0);
+		}
+		/* Exact for 2 ranks; n - 1 roundings of |sum| (ulp of the dtype) beyond. */
+		tol = self->n <= 2 ? 0.0f :
+		      (float)(self->n - 1) * fabsf(want) * (dt == SPYRE_DT_FP32 ? 1.2e-7f :
+							     dt == SPYRE_DT_FP16 ? 9.8e-4f :
+							     dt == SPYRE_DT_BF16 ? 7.9e-3f : 2e-3f);
+		if (fabsf(got - want) > tol) {
+			if (bad < 3)
+				fprintf(stderr, "# rank %d element %zu: %g, want %g\n", r, first + i,
+					(double)got, (double)want);
+			bad++;
+		}
+	}
+	free(h);
+	return bad;
+}
+
+static void sync_all(FIXTURE_DATA(coll) *self, struct __test_metadata *_metadata)
+{
+	int r;
+
+	for (r = 0; r < self->n; r++)
+		ASSERT_EQ(0, spyre_stream_synchronize(self->s[r])) TH_LOG("%s", spyre_last_error());
+}
+
+TEST_F(coll, all_reduce_dtypes_and_odd_counts)
+{
+	static const uint32_t dts[] = { SPYRE_DT_FP32, SPYRE_DT_FP16, SPYRE_DT_BF16, SPYRE_DT_DL16 };
+	static const size_t counts[] = { 1, 31, 1000, 4097, 65536 + 13 };
+	spyre_dptr_t send[MAXR], recv[MAXR];
+	size_t d, c;
+	int r;
+
+	for (d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+			size_t bytes = round_sticks(counts[c] * SPYRE_DT_SIZE(dts[d]));
+			unsigned int seed = (unsigned int)(d * 10 + c);
+			int inplace = c % 2;
+
+			for (r = 0; r < self->n; r++) {
+				ASSERT_EQ(0, spyre_malloc(self->dev[r], bytes, &send[r]));
+				if (inplace)
+					recv[r] = send[r];
+				else
+					ASSERT_EQ(0, spyre_malloc(self->dev[r], bytes, &recv[r]));
+			}
+			ASSERT_EQ(0, fill(self, send, counts[c], dts[d], seed));
+			ASSERT_EQ(0, spyre_all_reduce(self->comm, send, recv, counts[c], dts[d],
+						      SPYRE_RED_SUM, self->s))
+				TH_LOG("%s", spyre_last_error());
+			sync_all(self, _metadata);
+			for (r = 0; r < self->n; r++)
+				EXPECT_EQ(0, check_sum(self, r, recv[r], 0, counts[c], dts[d], seed))
+					TH_LOG("%s, %zu elements, rank %d%s",
+					       dts[d] == SPYRE_DT_FP32 ? "fp32" : dts[d] == SPYRE_DT_FP16 ?
+					       "fp16" : dts[d] == SPYRE_DT_BF16 ? "bf16" : "dl16",
+					       counts[c], r, inplace ? ", in place" : "");
+			for (r = 0; r < self->n; r++) {
+				spyre_free(self->dev[r], send[r]);
+				if (!inplace)
+					spyre_free(self->dev[r], recv[r]);
+			}
+		}
+	}
+}
+
+TEST_F(coll, reduce_scatter_and_all_gather)
+{
+	const uint32_t dt = SPYRE_DT_FP32;
+	const size_t each = 32 * 37;	/* whole sticks, not a power of two */
+	spyre_dptr_t send[MAXR], recv[MAXR], gath[MAXR];
+	size_t bad;
+	int r, k;
+	uint8_t *h = malloc(each * 4 * MAXR);
+
+	for (r = 0; r < self->n; r++) {
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], each * 4 * (size_t)self->n, &send[r]));
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], each * 4, &recv[r]));
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], each * 4 * (size_t)self->n, &gath[r]));
+	}
+	ASSERT_EQ(0, fill(self, send, each * (size_t)self->n, dt, 5));
+	ASSERT_EQ(0, spyre_reduce_scatter(self->comm, send, recv, each, dt, SPYRE_RED_SUM, self->s))
+		TH_LOG("%s", spyre_last_error());
+	sync_all(self, _metadata);
+	for (r = 0; r < self->n; r++)
+		EXPECT_EQ(0, check_sum(self, r, recv[r], (size_t)r * each, each, dt, 5)) TH_LOG("rank %d", r);
+	/* The input is unchanged. */
+	ASSERT_EQ(0, spyre_memcpy(self->dev[1], (uintptr_t)h, send[1], each * 4, SPYRE_MEMCPY_D2H));
+	for (bad = 0, k = 0; k < (int)each; k++)
+		bad += spyre_load_f32(h, dt, (uint64_t)k) != value(1, (size_t)k, dt, 5);
+	EXPECT_EQ(0, bad);
+
+	/* All-gather of the reduced chunks gives every rank the whole sum. */
+	ASSERT_EQ(0, spyre_all_gather(self->comm, recv, gath, each, dt, self->s))
+		TH_LOG("%s", spyre_last_error());
+	sync_all(self, _metadata);
+	for (r = 0; r < self->n; r++)
+		EXPECT_EQ(0, check_sum(self, r, gath[r], 0, each * (size_t)self->n, dt, 5)) TH_LOG("rank %d", r);
+	for (r = 0; r < self->n; r++) {
+		spyre_free(self->dev[r], send[r]);
+		spyre_free(self->dev[r], recv[r]);
+		spyre_free(self->dev[r], gath[r]);
+	}
+	free(h);
+}
+
+TEST_F(coll, broadcast_and_send_recv)
+{
+	const uint32_t dt = SPYRE_DT_FP16;
+	const size_t count = 3001;
+	size_t bytes = round_sticks(count * 2);
+	spyre_dptr_t buf[MAXR];
+	uint8_t *want = malloc(bytes), *got = malloc(bytes);
+	spyre_event_t *ev;
+	int root, r, dst;
+
+	for (r = 0; r < self->n; r++)
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], bytes, &buf[r]));
+	for (root = 0; root < self->n; root++) {
+		ASSERT_EQ(0, fill(self, buf, count, dt, 40 + (unsigned int)root));
+		ASSERT_EQ(0, spyre_memcpy(self->dev[root], (uintptr_t)want, buf[root], bytes,
+					  SPYRE_MEMCPY_D2H));
+		ASSERT_EQ(0, spyre_broadcast(self->comm, buf, count, dt, root, self->s))
+			TH_LOG("%s", spyre_last_error());
+		sync_all(self, _metadata);
+		for (r = 0; r < self->n; r++) {
+			ASSERT_EQ(0, spyre_memcpy(self->dev[r], (uintptr_t)got, buf[r], bytes,
+						  SPYRE_MEMCPY_D2H));
+			EXPECT_EQ(0, memcmp(want, got, count * 2)) TH_LOG("root %d, rank %d", root, r);
+		}
+	}
+	/* Send/recv between every ordered pair; an event on the runner orders the host. */
+	for (r = 0; r < self->n; r++) {
+		for (dst = 0; dst < self->n; dst++) {
+			if (dst == r)
+				continue;
+			ASSERT_EQ(0, fill(self, buf, count, dt, 60 + (unsigned int)(r * 8 + dst)));
+			ASSERT_EQ(0, spyre_memcpy(self->dev[r], (uintptr_t)want, buf[r], bytes,
+						  SPYRE_MEMCPY_D2H));
+			ASSERT_EQ(0, spyre_send_recv(self->comm, r, buf[r], dst, buf[dst], count, dt, self->s))
+				TH_LOG("%s", spyre_last_error());
+			ASSERT_EQ(0, spyre_event_create(self->dev[dst], &ev));
+			/* Either card may have run it: wait for both streams, by events. */
+			ASSERT_EQ(0, spyre_event_record(ev, self->s[dst]));
+			ASSERT_EQ(0, spyre_event_synchronize(ev));
+			spyre_event_destroy(ev);
+			ASSERT_EQ(0, spyre_stream_synchronize(self->s[r]));
+			ASSERT_EQ(0, spyre_memcpy(self->dev[dst], (uintptr_t)got, buf[dst], bytes,
+						  SPYRE_MEMCPY_D2H));
+			EXPECT_EQ(0, memcmp(want, got, count * 2)) TH_LOG("%d -> %d", r, dst);
+		}
+	}
+	for (r = 0; r < self->n; r++)
+		spyre_free(self->dev[r], buf[r]);
+	free(want);
+	free(got);
+}
+
+TEST_F(coll, errors)
+{
+	spyre_dptr_t b[MAXR];
+	spyre_stream_t *nul[MAXR] = { 0 };
+	spyre_device_t *twice[2] = { self->dev[0], self->dev[0] };
+	spyre_comm_t *c = NULL;
+	int r;
+
+	for (r = 0; r < self->n; r++)
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], 4096, &b[r]));
+	EXPECT_EQ(-EINVAL, spyre_all_reduce(self->comm, b, b, 32, SPYRE_DT_INT8, SPYRE_RED_SUM, self->s));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "is not fp32, fp16, bf16 or dl16"));
+	EXPECT_EQ(-EINVAL, spyre_all_reduce(self->comm, b, b, 32, SPYRE_DT_FP32, 7, self->s));
+	EXPECT_EQ(-EINVAL, spyre_all_reduce(self->comm, b, b, 32, SPYRE_DT_FP32, SPYRE_RED_SUM, nul));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "NULL stream of rank 0"));
+	EXPECT_EQ(-EINVAL, spyre_all_gather(self->comm, b, b, 33, SPYRE_DT_FP32, self->s));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "not whole 128-byte sticks"));
+	EXPECT_EQ(-EINVAL, spyre_reduce_scatter(self->comm, b, b, 10, SPYRE_DT_FP16, SPYRE_RED_SUM,
+						self->s));
+	EXPECT_EQ(-EINVAL, spyre_broadcast(self->comm, b, 32, SPYRE_DT_FP32, self->n, self->s));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "root is not a rank"));
+	EXPECT_EQ(-EINVAL, spyre_send_recv(self->comm, 0, b[0], -1, b[1], 32, SPYRE_DT_FP32, self->s));
+	EXPECT_EQ(-EINVAL, spyre_comm_init(&c, twice, 2));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "same device handle"));
+	EXPECT_EQ(NULL, c);
+	EXPECT_EQ(-EINVAL, spyre_comm_init(&c, self->dev, 0));
+	EXPECT_EQ(0, spyre_all_reduce(self->comm, b, b, 0, SPYRE_DT_FP32, SPYRE_RED_SUM, self->s));
+	for (r = 0; r < self->n; r++)
+		spyre_free(self->dev[r], b[r]);
+}
+
+TEST_HARNESS_MAIN
