@@ -365,15 +365,15 @@ $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/incl
 		$(ISA_LIB) $(DRM_LIBS) -lm
 
 # spyre_memcpy through the whole stack (in the VM)
-$(B)/bench/dma-bench: bench/dma-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+$(B)/bench/dma-bench: bench/dma-bench.c bench/bench-vm.h $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
-$(B)/bench/p2p-bench: bench/p2p-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h
+$(B)/bench/p2p-bench: bench/p2p-bench.c bench/bench-vm.h $(B)/lib/libspyre.so libspyre/include/spyre.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 
-$(B)/bench/coll-bench: bench/coll-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
+$(B)/bench/coll-bench: bench/coll-bench.c bench/bench-vm.h $(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(DRM_LIBS) -lm
 

@@ -17,39 +17,14 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "coll-bench"
+#include "bench-vm.h"
 #include "spyre.h"
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
 
 #define MAXR	8
 #define REPS	3
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int timed_mode(void)
-{
-	char buf[4096] = "";
-	FILE *f = fopen("/proc/cmdline", "r");
-
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = '\0';
-		fclose(f);
-	}
-	return strstr(buf, "spyre.timed=1") != NULL;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "coll-bench: %s: %s\n", what, spyre_last_error());
-	exit(1);
-}
 
 enum op { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, PEER, NOPS };
 

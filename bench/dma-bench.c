@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "dma-bench"
+#include "bench-vm.h"
 #include "spyre.h"
 
 #define SIZE		(256ull << 20)
@@ -28,33 +30,6 @@
 /* The device's timed-mode defaults (qemu-device/spyre.c). */
 #define LINK_MBPS	50000
 #define LINK_LAT_NS	1000
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int timed_mode(void)
-{
-	char buf[4096] = "";
-	FILE *f = fopen("/proc/cmdline", "r");
-
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = '\0';
-		fclose(f);
-	}
-	return strstr(buf, "spyre.timed=1") != NULL;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "dma-bench: %s: %s\n", what, spyre_last_error());
-	exit(1);
-}
 
 /* Best time of REPS synchronous copies, in ms. */
 static double best_copy(spyre_device_t *dev, uint64_t dst, uint64_t src, enum spyre_memcpy_kind kind)

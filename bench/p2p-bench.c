@@ -20,37 +20,12 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "p2p-bench"
+#include "bench-vm.h"
 #include "spyre.h"
 
 #define SIZE	(64ull << 20)
 #define REPS	3
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int timed_mode(void)
-{
-	char buf[4096] = "";
-	FILE *f = fopen("/proc/cmdline", "r");
-
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = '\0';
-		fclose(f);
-	}
-	return strstr(buf, "spyre.timed=1") != NULL;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "p2p-bench: %s: %s\n", what, spyre_last_error());
-	exit(1);
-}
 
 enum path { D2D, PEER_01, PEER_10, STAGED_01, NPATHS };
 
