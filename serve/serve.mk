@@ -128,7 +128,7 @@ $(SERVE_CARD_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_CARD_OBJ) $(SE
 		-Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
 $(SERVE_CARD_SAN_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h \
 		$(SERVE_DIR)/runner.h $(SERVE_CARD_CPU_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) \
-		$(B)/lib/libspyre.so $(SERVE_TEST_HDRS)
+		$(ISA_LIB) $(B)/lib/libspyre.so $(SERVE_TEST_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $(SERVE_CARD_CPU) $< $(SERVE_DIR)/runner_card.c $(SERVE_CARD_CPU_SRCS) \
 		$(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ \
