@@ -354,7 +354,7 @@ TEST_F(fdinfo, a_running_job_counts_while_it_runs)
 
 	/* Release it; it completes within the device's 1 ms CPU-store poll. */
 	*(volatile uint64_t *)sem.map = 1;
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, SPYRE_DONE_MS));
 	t1 = spyre_now_ns();
 	d1 = sysfs_busy_ns();
 	b2 = fdinfo_u64(self->fd, "drm-engine-compute");

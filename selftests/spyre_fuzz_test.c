@@ -2301,7 +2301,7 @@ static void race_round(struct fz_stats *st, int card, int kind, int round)
 	for (i = 0; i < RACE_JOBS; i++) {
 		if (!r.accepted[i])
 			continue;
-		ret = ssyncobj_wait(r.fd, r.sync[i], 0, 10000);
+		ret = ssyncobj_wait(r.fd, r.sync[i], 0, SPYRE_DONE_MS);
 		if (ret)
 			fz_violation(st, "race %d round %d: accepted job %d never completed: %s",
 				     kind, round, i, errname(-ret));

@@ -178,7 +178,7 @@ TEST(syncobj_handle_counts_are_bounded)
 	/* A real signal and wait still work. */
 	a.count_handles = 1;
 	EXPECT_EQ(0, xioctl(fd, DRM_IOCTL_SYNCOBJ_SIGNAL, &a));
-	EXPECT_EQ(0, ssyncobj_wait(fd, h, 0, 1000));
+	EXPECT_EQ(0, ssyncobj_wait(fd, h, 0, SPYRE_DONE_MS));
 	/* A bad count pointer is EFAULT, not a crash. */
 	EXPECT_EQ(-EFAULT, xioctl(fd, DRM_IOCTL_SYNCOBJ_WAIT, (void *)16));
 	syncobj_destroy(fd, h);
@@ -330,7 +330,7 @@ static void *race_submitter(void *arg)
 	}
 	/* Every accepted job signals: it ran, or was canceled with its queue. */
 	for (i = 0; i < n; i++) {
-		if (ssyncobj_wait(r->fd, syncs[i], 0, 10000))
+		if (ssyncobj_wait(r->fd, syncs[i], 0, SPYRE_DONE_MS))
 			__atomic_add_fetch(&r->unsignaled, 1, __ATOMIC_RELAXED);
 		syncobj_destroy(r->fd, syncs[i]);
 	}
@@ -635,7 +635,7 @@ TEST(consumer_of_a_failed_producer_is_not_blamed)
 		spyre_prep_timestamp(pc, SPYRE_AS_VIRT, t.va);
 		ASSERT_EQ(0, ssubmit(fd, &prod));
 		ASSERT_EQ(0, ssubmit(fd, &cons));
-		ASSERT_EQ(0, ssyncobj_wait(fd, s2, 0, 10000));
+		ASSERT_EQ(0, ssyncobj_wait(fd, s2, 0, SPYRE_DONE_MS));
 		ASSERT_EQ(0, squeue_error(fd, q1, &e));
 		EXPECT_EQ(round + 1, e.error_count);
 		EXPECT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error);

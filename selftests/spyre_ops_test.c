@@ -267,7 +267,7 @@ TEST_F(ops, hang_leaves_a_coredump_and_a_queue_reset_uevent)
 	s.packets = p;
 	s.out = sync;
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 15000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, SPYRE_DONE_MS));
 	ASSERT_EQ(0, inject_disarm(self->pci));
 	ASSERT_EQ(0, uevent_wait(self->uev, "SPYRE_RESET=queue", "SPYRE_RESET_REASON=timeout",
 				 5000, ev, sizeof(ev)));
@@ -409,7 +409,7 @@ TEST_F(ops, sysfs_reset_recovers_100_hangs_with_files_open)
 		/* Hung: not done after 50 ms (a NOP takes microseconds). */
 		ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, sync, 0, 50));
 		ASSERT_EQ(0, write_text(self->reset, "1"));
-		ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
+		ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, SPYRE_DONE_MS));
 		ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 		ASSERT_EQ(DRM_SPYRE_ERROR_RESET, e.fault.error);
 		ASSERT_EQ(s.job_seq, e.job_seq);

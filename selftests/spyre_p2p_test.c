@@ -442,7 +442,7 @@ static int race_importer(int card, int sock, int ready, unsigned int seed, int h
 	}
 	if (how == 0)
 		return 0;
-	if (ssyncobj_wait(fd, sync, 0, 20000))
+	if (ssyncobj_wait(fd, sync, 0, SPYRE_DONE_MS))
 		return 23;
 	want = malloc(RACE_SIZE);
 	fill_pattern(want, RACE_SIZE, seed);

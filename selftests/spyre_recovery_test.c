@@ -61,8 +61,8 @@ TEST_F(rec, hang_times_out_and_queue_recovers)
 	s.packets = ts;
 	s.out = s2;
 	ASSERT_EQ(0, ssubmit(self->fd, &s));
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, 10000));
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 10000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, SPYRE_DONE_MS));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, SPYRE_DONE_MS));
 	ASSERT_EQ(0, inject_disarm(self->pci));
 
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
@@ -132,7 +132,7 @@ TEST_F(rec, hung_producer_releases_device_side_waiter)
 	cons.out = s2;
 	ASSERT_EQ(0, ssubmit(self->fd, &cons));
 	/* After the producer's timeout and queue reset the consumer runs. */
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 10000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, SPYRE_DONE_MS));
 	ASSERT_LT(0, ((uint64_t *)t.map)[0]);
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.fault.error);

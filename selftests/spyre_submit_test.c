@@ -75,7 +75,7 @@ TEST_F(sub, nop_jobs_signal_and_count)
 		ASSERT_EQ(0, ssubmit(self->fd, &s));
 		ASSERT_EQ(i, s.job_seq);
 	}
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, SPYRE_DONE_MS));
 }
 
 TEST_F(sub, copy_round_trip_sizes)
@@ -123,7 +123,7 @@ TEST_F(sub, timeline_points_and_cross_queue_chain)
 	s1.out_point = 5;
 	ASSERT_EQ(0, ssubmit(self->fd, &s1));
 	ASSERT_EQ(0, ssubmit(self->fd, &s2));
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, tl, 6, 5000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, tl, 6, SPYRE_DONE_MS));
 	ASSERT_EQ(0, memcmp(a.map, c.map, 1 * MiB));
 }
 
@@ -176,7 +176,7 @@ TEST_F(sub, cross_queue_dependency_waits_on_the_device)
 	rel.packets = pr;
 	rel.count = 1;
 	ASSERT_EQ(0, ssubmit(self->fd, &rel));
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, 5000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s2, 0, SPYRE_DONE_MS));
 	ASSERT_EQ(0, memcmp(a.map, c.map, 65536));
 }
 
@@ -214,7 +214,7 @@ TEST_F(sub, device_side_signal_wait_between_queues)
 	/* q1 signals the semaphore in device memory: q2 proceeds */
 	spyre_prep_sem(ps[0], SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, sem.va, 1);
 	ASSERT_EQ(0, srun(self->fd, self->q, ps, 1));
-	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, 5000));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, SPYRE_DONE_MS));
 	w.timeout_ns = 1000000000;
 	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_WAIT, &w));
 	ASSERT_EQ(0, memcmp(src.map, dst.map, 4096));
@@ -493,7 +493,7 @@ TEST_F_TIMEOUT(sub, close_racing_submit, 120)
 		/* a handle closed while the SUBMIT that holds its BO was still in */
 		inside += first_close_ns < r.done_ns;
 		delay -= delay > 0;
-		ASSERT_EQ(0, ssyncobj_wait(self->fd, r.sync, 0, 5000));
+		ASSERT_EQ(0, ssyncobj_wait(self->fd, r.sync, 0, SPYRE_DONE_MS));
 	}
 	spyre_diag("close_racing_submit: %d SUBMITs took their BOs first (%d of them still in the "
 		   "ioctl at the first close), %d lost them (ENOENT); closes after %d GET_PARAMs at "

@@ -126,6 +126,14 @@ static inline int ssyncobj_create(int fd, uint32_t *handle)
 	return ret;
 }
 
+/*
+ * How long a test waits for work that must complete: a hang detector, not a
+ * budget. A loaded 2-core TCG host (the debug VM beside the Python boot in
+ * make check) runs the guest many times slower than an idle one, and a job
+ * that first has to time out (the driver's 2 s) and reset waits longer still.
+ */
+#define SPYRE_DONE_MS 60000
+
 /* Wait for a binary syncobj (point 0) or a timeline point. */
 static inline int ssyncobj_wait(int fd, uint32_t handle, uint64_t point, int64_t timeout_ms)
 {
@@ -189,7 +197,7 @@ static inline int srun(int fd, uint32_t queue, const void *packets, uint32_t cou
 	s.out = sync;
 	ret = ssubmit(fd, &s);
 	if (!ret)
-		ret = ssyncobj_wait(fd, sync, 0, 5000);
+		ret = ssyncobj_wait(fd, sync, 0, SPYRE_DONE_MS);
 	{
 		struct drm_syncobj_destroy d = { .handle = sync };
 

@@ -57,7 +57,7 @@ static int submit(int fd, uint32_t q, const void *pkts, uint32_t n, uint32_t *sy
 static int wait_job(int fd, uint32_t sync)
 {
 	struct drm_syncobj_destroy d = { .handle = sync };
-	int ret = ssyncobj_wait(fd, sync, 0, 5000);
+	int ret = ssyncobj_wait(fd, sync, 0, SPYRE_DONE_MS);
 
 	ioctl(fd, DRM_IOCTL_SYNCOBJ_DESTROY, &d);
 	return ret;
