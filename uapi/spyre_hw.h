@@ -109,7 +109,7 @@ typedef uint64_t spyre_le64;
 #define SPYRE_FEAT_FAULT_INJECT		(1u << 4)	/* SPYRE_REG_INJECT */
 #define SPYRE_FEAT_ENGINE		(1u << 5)	/* LAUNCH executes programs */
 #define SPYRE_FEAT_SRIOV		(1u << 6)	/* PF: SR-IOV, VF partition registers */
-#define SPYRE_FEAT_VF			(1u << 7)	/* this function is a VF: memory is its partition */
+#define SPYRE_FEAT_VF			(1u << 7)	/* a VF: memory is its partition */
 
 /* SR-IOV (read-only): VFs the PF supports (TotalVFs); 0 on a VF or without. */
 #define SPYRE_REG_CAP_VFS		0x0030

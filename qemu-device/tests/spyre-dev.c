@@ -15,14 +15,20 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The function's registers: a VF's BAR0, else the PF's (even unset up). */
+static uint64_t sdev_bar0(const struct sdev *d)
+{
+	return d->bar0 ? d->bar0 : SDEV_BAR0;
+}
+
 uint32_t sdev_rd(struct sdev *d, uint32_t reg)
 {
-	return qtest_readl(&d->qt, d->bar0 + reg);
+	return qtest_readl(&d->qt, sdev_bar0(d) + reg);
 }
 
 void sdev_wr(struct sdev *d, uint32_t reg, uint32_t val)
 {
-	qtest_writel(&d->qt, d->bar0 + reg, val);
+	qtest_writel(&d->qt, sdev_bar0(d) + reg, val);
 }
 
 uint32_t sdev_qrd(struct sdev *d, unsigned q, uint32_t reg)
@@ -113,7 +119,6 @@ int sdev_start(struct sdev *d, const char *props, unsigned ram_mb)
 void sdev_pci_setup(struct sdev *d)
 {
 	qpci_map_bar32(&d->qt, SDEV_PCI_DEV, 0, (uint32_t)SDEV_BAR0);
-	d->bar0 = SDEV_BAR0;
 	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x18, (uint32_t)SDEV_BAR2);
 	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x1c, 0);
 	d->queues = sdev_rd(d, SPYRE_REG_CAP_QUEUES);

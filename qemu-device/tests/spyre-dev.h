@@ -30,7 +30,7 @@ struct sdev_queue {
 
 struct sdev {
 	struct qtest qt;
-	uint64_t bar0;		/* this function's registers: SDEV_BAR0, or a VF's */
+	uint64_t bar0;		/* a VF's registers (sdev_vf_init); 0: SDEV_BAR0 */
 	uint32_t queues;
 	uint64_t ram_next;
 	uint64_t ram_end;
