@@ -80,11 +80,19 @@ void spyre_sriov_pf_exit(SpyreState *s)
     }
 }
 
-/* System reset and FLR of the PF clear VF Enable: the VFs go away. */
+/*
+ * System reset and FLR of the PF clear SR-IOV Control (VF Enable, VF MSE)
+ * and NumVFs: the VFs go away. QEMU 7.2's pcie_sriov_pf_disable_vfs()
+ * removes them but leaves the register as it was.
+ */
 void spyre_sriov_pf_reset(SpyreState *s)
 {
+    PCIDevice *pdev = PCI_DEVICE(s);
+
     if (!s->pf && s->params.sriov_vfs) {
-        pcie_sriov_pf_disable_vfs(PCI_DEVICE(s));
+        pcie_sriov_pf_disable_vfs(pdev);
+        pci_set_word(pdev->config + pdev->exp.sriov_cap + PCI_SRIOV_CTRL, 0);
+        pci_set_word(pdev->config + pdev->exp.sriov_cap + PCI_SRIOV_NUM_VF, 0);
     }
 }
 

@@ -10,7 +10,9 @@
  * that VF's queue, and the neighbour's bytes (read through the PF's BAR2) are
  * unchanged; a hang injected on one VF leaves another VF's and the PF's
  * copies correct, and a queue reset recovers the hung VF; a VF's device reset
- * leaves the other's reset count alone. Disabling VFs removes them and opens
+ * leaves the other's reset count alone. A VF's FLR resets that VF only; the
+ * PF's RESET leaves the VFs, its FLR and a system reset remove them (the
+ * partitions stay). Disabling VFs removes them and opens
  * the partition registers again; migration is blocked while VFs exist.
  */
 #include <stdlib.h>
@@ -379,11 +381,62 @@ static void test_hang_isolation(void)
 	TAP_EQ(SPYRE_ID_MAGIC, sdev_rd(&D, SPYRE_REG_ID));
 }
 
+/* Initiate FLR through the PCIe capability's Device Control (at 0x80 + 8). */
+static void flr(unsigned devfn)
+{
+	cfg_wrw(devfn, 0x80 + 8, cfg_rdw(devfn, 0x80 + 8) | 0x8000);
+}
+
+static void test_resets(void)
+{
+	uint32_t c0, c1;
+	char reply[1024];
+
+	/* A VF's FLR resets that VF only. */
+	vfs_enable(2);
+	c0 = sdev_rd(&VF[0], SPYRE_REG_RESET_COUNT);
+	c1 = sdev_rd(&VF[1], SPYRE_REG_RESET_COUNT);
+	sdev_wr(&VF[0], SPYRE_REG_SCRATCH, 0x1234);
+	sdev_wr(&VF[1], SPYRE_REG_SCRATCH, 0x5678);
+	flr(PF_DEVFN + 1);
+	cfg_wrw(PF_DEVFN + 1, 0x04, 0x0006);	/* FLR cleared its command register */
+	TAP_EQ(c0 + 1, sdev_rd(&VF[0], SPYRE_REG_RESET_COUNT));
+	TAP_EQ(0, sdev_rd(&VF[0], SPYRE_REG_SCRATCH));
+	TAP_EQ(c1, sdev_rd(&VF[1], SPYRE_REG_RESET_COUNT));
+	TAP_EQ(0x5678, sdev_rd(&VF[1], SPYRE_REG_SCRATCH));
+	TAP_EQ(2, cfg_rdw(PF_DEVFN, SRIOV_CAP + SR_NUM_VF));
+
+	/* The PF's RESET register leaves the VFs; its FLR removes them. */
+	sdev_wr(&D, SPYRE_REG_RESET, SPYRE_RESET_DEVICE);
+	TAP_EQ(0x5678, sdev_rd(&VF[1], SPYRE_REG_SCRATCH));
+	flr(PF_DEVFN);
+	TAP_EQ(0, cfg_rdw(PF_DEVFN, SRIOV_CAP + SR_CTRL) & SR_CTRL_VFE);
+	TAP_EQ(0xffffffff, cfg_rd(PF_DEVFN + 1, 0));
+	sdev_pci_setup(&D);
+	TAP_EQ(PART0 + PART, get_part(1, SPYRE_VF_BASE_LO));	/* partitions stay */
+
+	/* A system reset with VFs enabled removes them too. */
+	vfs_enable(2);
+	TAP_EQ(0, qtest_qmp(&D.qt, "{\"execute\": \"system_reset\"}", reply, sizeof(reply)));
+	usleep(200000);
+	qpci_cfg_writel(&D.qt, 0, 0x64, 0);
+	qpci_cfg_writel(&D.qt, 0, 0x60, (uint32_t)ECAM | 1);
+	TAP_EQ(0, cfg_rdw(PF_DEVFN, SRIOV_CAP + SR_NUM_VF));
+	TAP_EQ(0xffffffff, cfg_rd(PF_DEVFN + 1, 0));
+	sdev_pci_setup(&D);
+	TAP_EQ(SPYRE_ID_MAGIC, sdev_rd(&D, SPYRE_REG_ID));
+	setup();
+	vfs_enable(2);
+	TAP_EQ((uint32_t)PART, sdev_rd(&VF[1], SPYRE_REG_CAP_MEM_LO));
+	vfs_disable();
+}
+
 static const struct tap_case cases[] = {
 	{ "capability", test_capability },
 	{ "partitions", test_partitions },
 	{ "isolation", test_isolation },
 	{ "hang_isolation", test_hang_isolation },
+	{ "resets", test_resets },
 };
 
 int main(int argc, char **argv)
