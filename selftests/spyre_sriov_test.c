@@ -8,7 +8,9 @@
  * other VF's bytes stay as they were; a hang injected on one VF times out and
  * recovers that VF while the other's copies complete byte for byte;
  * disabling the VFs with a VF file open is safe (the file gets -ENODEV, the
- * PF works on, the VFs come back). SKIPs on a kernel without
+ * PF works on, the VFs come back); the module parameter vf_mem_mb sets
+ * the partition size, too much is -ENOSPC, a PF BO where the partitions
+ * would go is -EBUSY. SKIPs on a kernel without
  * CONFIG_PCI_IOV or a card without SR-IOV. Runs as root in the test VM.
  */
 #include <dirent.h>
@@ -258,6 +260,56 @@ TEST_F(sriov, disabling_vfs_with_a_file_open_is_safe)
 	ASSERT_LE(0, self->fd[1]);
 	ASSERT_EQ(0, squeue_create(self->fd[1], DRM_SPYRE_PRIO_NORMAL, &self->q[1]));
 	ASSERT_EQ(0, scopy_round_trip(self->fd[1], self->q[1], 65536, 40));
+}
+
+static int set_vf_mem_mb(unsigned int mb)
+{
+	char val[16];
+
+	snprintf(val, sizeof(val), "%u", mb);
+	return write_text("/sys/module/spyre/parameters/vf_mem_mb", val);
+}
+
+TEST_F(sriov, partition_size_and_what_does_not_fit)
+{
+	struct sbo big;
+	int pf, v;
+
+	ASSERT_EQ(0, set_numvfs(self->pf, 0));
+	for (v = 0; v < NVF; v++) {
+		close(self->fd[v]);
+		self->fd[v] = -1;
+	}
+
+	/* vf_mem_mb: that much each. */
+	ASSERT_EQ(0, set_vf_mem_mb(64));
+	ASSERT_EQ(0, set_numvfs(self->pf, NVF));
+	for (v = 0; v < NVF; v++) {
+		ASSERT_EQ(0, vf_pci(self->pf, v, self->vf[v], sizeof(self->vf[v])));
+		self->fd[v] = open_pci_accel(self->vf[v]);
+		ASSERT_LE(0, self->fd[v]);
+		ASSERT_EQ(64L << 20, pci_long(self->vf[v], "mem_total"));
+		close(self->fd[v]);
+		self->fd[v] = -1;
+	}
+	ASSERT_EQ(0, set_numvfs(self->pf, 0));
+
+	/* As much as the card for each: ENOSPC. */
+	ASSERT_EQ(0, set_vf_mem_mb(self->pf_mem >> 20));
+	ASSERT_EQ(-ENOSPC, set_numvfs(self->pf, NVF));
+	ASSERT_EQ(0, pci_long(self->pf, "sriov_numvfs"));
+	ASSERT_EQ(0, set_vf_mem_mb(0));
+
+	/* A PF BO where the VFs' partitions would go: EBUSY, until it goes. */
+	pf = spyre_open(0);
+	ASSERT_LE(0, pf);
+	ASSERT_EQ(0, sbo_create(pf, self->pf_mem / 2, 0, &big));
+	ASSERT_EQ(-EBUSY, set_numvfs(self->pf, NVF));
+	ASSERT_EQ(0, pci_long(self->pf, "sriov_numvfs"));
+	sbo_close(pf, &big);
+	close(pf);
+	ASSERT_EQ(0, set_numvfs(self->pf, NVF));
+	ASSERT_EQ(NVF, pci_long(self->pf, "sriov_numvfs"));
 }
 
 TEST_HARNESS_MAIN
