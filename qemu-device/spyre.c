@@ -42,6 +42,7 @@
 #include "hw/pci/pci.h"
 #include "hw/pci/pcie.h"
 #include "hw/pci/msix.h"
+#include "hw/pci/pcie_sriov.h"
 #include "hw/qdev-properties.h"
 #include "exec/memory.h"
 #include "migration/vmstate.h"
@@ -307,7 +308,7 @@ static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
     }
 }
 
-const MemoryRegionOps spyre_mmio_ops = {
+static const MemoryRegionOps spyre_mmio_ops = {
     .read = spyre_mmio_read,
     .write = spyre_mmio_write,
     .endianness = DEVICE_LITTLE_ENDIAN,
@@ -425,6 +426,8 @@ static bool spyre_check_params(SpyreState *s, Error **errp)
     return spyre_sriov_check_params(s, errp);
 }
 
+static bool spyre_realize_common(SpyreState *s, Error **errp);
+
 static void spyre_realize(PCIDevice *pdev, Error **errp)
 {
     SpyreState *s = SPYRE(pdev);
@@ -496,11 +499,27 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     spyre_sriov_pf_init(s);
 }
 
+/* A VF (sriov-vfs; spyre_sriov.c): created by the PF's VF Enable. */
+static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
+{
+    SpyreState *s = SPYRE(pdev);
+
+    if (!spyre_sriov_vf_init(s, errp)) {
+        return;
+    }
+    memory_region_init_io(&s->regs, OBJECT(s), &spyre_mmio_ops, s,
+                          "spyre-vf-regs", SPYRE_REGS_SIZE);
+    pcie_sriov_vf_register_bar(pdev, SPYRE_BAR_REGS, &s->regs);
+    if (!spyre_realize_common(s, errp)) {
+        spyre_sriov_vf_fini(s);
+    }
+}
+
 /*
  * What a PF and a VF both have once their BARs are in place: the engine,
  * interrupts, the clock, the queues and the VM state hooks.
  */
-bool spyre_realize_common(SpyreState *s, Error **errp)
+static bool spyre_realize_common(SpyreState *s, Error **errp)
 {
     {
         struct spyre_engine_config cfg;
@@ -540,13 +559,21 @@ bool spyre_realize_common(SpyreState *s, Error **errp)
     return true;
 }
 
-void spyre_exit_common(SpyreState *s)
+static void spyre_exit_common(SpyreState *s)
 {
     spyre_migrate_fini(s);
     spyre_queues_fini(s);
     spyre_irq_fini(s);
     spyre_engine_free(s->engine);
     qemu_mutex_destroy(&s->engine_lock);
+}
+
+static void spyre_vf_exit(PCIDevice *pdev)
+{
+    SpyreState *s = SPYRE(pdev);
+
+    spyre_exit_common(s);
+    spyre_sriov_vf_fini(s);
 }
 
 static void spyre_exit(PCIDevice *pdev)
@@ -662,6 +689,30 @@ static void spyre_class_init(ObjectClass *klass, void *data)
     set_bit(DEVICE_CATEGORY_MISC, dc->categories);
 }
 
+/* A VF's configuration space: no power management, FLR resets the VF. */
+static void spyre_vf_write_config(PCIDevice *pdev, uint32_t addr,
+                                  uint32_t val, int len)
+{
+    pci_default_write_config(pdev, addr, val, len);
+    pcie_cap_flr_write_config(pdev, addr, val, len);
+}
+
+/* The VF type: a spyre function with its own realize, not user-creatable. */
+static void spyre_vf_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
+
+    k->realize = spyre_vf_realize;
+    k->exit = spyre_vf_exit;
+    k->config_write = spyre_vf_write_config;
+    k->device_id = SPYRE_PCI_VF_DEVICE_ID;
+    dc->desc = "Spyre-class accelerator SR-IOV virtual function";
+    /* Not migrated: migration is blocked while VFs exist. */
+    dc->vmsd = NULL;
+    dc->user_creatable = false;
+}
+
 static void spyre_register_types(void)
 {
     static InterfaceInfo interfaces[] = {
@@ -676,6 +727,13 @@ static void spyre_register_types(void)
         .interfaces = interfaces,
     };
 
+    static const TypeInfo spyre_vf_info = {
+        .name = TYPE_SPYRE_VF,
+        .parent = TYPE_SPYRE,
+        .class_init = spyre_vf_class_init,
+    };
+
     type_register_static(&spyre_info);
+    type_register_static(&spyre_vf_info);
 }
 type_init(spyre_register_types)

@@ -256,11 +256,7 @@ struct SpyreState {
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
 
-/* spyre.c: called by spyre_sriov.c */
 #define TYPE_SPYRE_VF "spyre-vf"
-extern const MemoryRegionOps spyre_mmio_ops;
-bool spyre_realize_common(SpyreState *s, Error **errp);
-void spyre_exit_common(SpyreState *s);
 
 /* spyre_sriov.c: called by spyre.c and spyre_migrate.c */
 #define SPYRE_ARI_CAP_OFFSET    0x100   /* then SR-IOV at 0x160 */
@@ -270,6 +266,8 @@ void spyre_sriov_pf_exit(SpyreState *s);
 void spyre_sriov_pf_reset(SpyreState *s);
 bool spyre_sriov_read(SpyreState *s, hwaddr addr, uint64_t *val);
 bool spyre_sriov_write(SpyreState *s, hwaddr addr, uint32_t val);
+bool spyre_sriov_vf_init(SpyreState *s, Error **errp);
+void spyre_sriov_vf_fini(SpyreState *s);
 extern const VMStateDescription spyre_vmstate_sriov;
 
 /* spyre_migrate.c: called by spyre.c */

@@ -10,7 +10,8 @@
  * device (COPY cursors, the MMU's range check, LAUNCH through the MMU)
  * confines a VF to it: an access past its end is a fault on that VF's queue.
  *
- * The VFs' state does not migrate: while any VF exists, migration is blocked
+ * spyre.c holds the VF's type (spyre-vf) and realize; this file what a VF
+ * adds to a spyre function. The VFs' state does not migrate: while any VF exists, migration is blocked
  * with a reason saying so. The partition registers are the PF's state and
  * migrate in a subsection of its vmstate.
  *
@@ -20,7 +21,6 @@
 #include "qemu/osdep.h"
 #include "qemu/units.h"
 #include "qemu/log.h"
-#include "qemu/module.h"
 #include "qapi/error.h"
 #include "hw/pci/pci.h"
 #include "hw/pci/pcie.h"
@@ -182,9 +182,23 @@ static uint64_t spyre_part_size(SpyreState *pf, unsigned v)
     return pf->vf_size[v];
 }
 
-static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
+static void spyre_vf_unblock(SpyreState *pf)
 {
-    SpyreState *s = SPYRE(pdev);
+    if (!--pf->vfs_live) {
+        migrate_del_blocker(pf->vf_blocker);
+        error_free(pf->vf_blocker);
+        pf->vf_blocker = NULL;
+    }
+}
+
+/*
+ * A VF being realized (spyre.c's spyre_vf_realize()): its PF, its figures
+ * and partition, BAR2, BAR4 with MSI-X, the PCIe capability, and the
+ * migration blocker while any VF exists. spyre.c adds BAR0 and the rest.
+ */
+bool spyre_sriov_vf_init(SpyreState *s, Error **errp)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
     SpyreState *pf = SPYRE(pcie_sriov_get_pf(pdev));
     unsigned v = pcie_sriov_vf_number(pdev), i;
 
@@ -195,7 +209,7 @@ static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
         if (migrate_add_blocker(pf->vf_blocker, errp) < 0) {
             error_free(pf->vf_blocker);
             pf->vf_blocker = NULL;
-            return;
+            return false;
         }
     }
     pf->vfs_live++;
@@ -208,10 +222,6 @@ static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
     s->params.mem_size = spyre_part_size(pf, v);
     s->mem_base = s->params.mem_size ? pf->vf_base[v] : 0;
     s->mem_ptr = pf->mem_ptr + s->mem_base;
-
-    memory_region_init_io(&s->regs, OBJECT(s), &spyre_mmio_ops, s,
-                          "spyre-vf-regs", SPYRE_REGS_SIZE);
-    pcie_sriov_vf_register_bar(pdev, SPYRE_BAR_REGS, &s->regs);
 
     /* BAR2: the first window of the partition; the rest reads as nothing. */
     memory_region_init(&s->vf_bar2, OBJECT(s), "spyre-vf-bar2",
@@ -240,43 +250,21 @@ static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
         goto err_msix;
     }
     pcie_cap_flr_init(pdev);
-
-    if (!spyre_realize_common(s, errp)) {
-        goto err_msix;
-    }
     trace_spyre_vf_realize(v, s->mem_base, s->params.mem_size);
-    return;
+    return true;
 
 err_msix:
     msix_uninit(pdev, &s->vf_msix, &s->vf_msix);
 err_live:
-    if (!--pf->vfs_live) {
-        migrate_del_blocker(pf->vf_blocker);
-        error_free(pf->vf_blocker);
-        pf->vf_blocker = NULL;
-    }
+    spyre_vf_unblock(pf);
+    return false;
 }
 
-static void spyre_vf_exit(PCIDevice *pdev)
+/* What spyre_sriov_vf_init() set up, undone. */
+void spyre_sriov_vf_fini(SpyreState *s)
 {
-    SpyreState *s = SPYRE(pdev);
-    SpyreState *pf = s->pf;
-
-    spyre_exit_common(s);
-    msix_uninit(pdev, &s->vf_msix, &s->vf_msix);
-    if (!--pf->vfs_live) {
-        migrate_del_blocker(pf->vf_blocker);
-        error_free(pf->vf_blocker);
-        pf->vf_blocker = NULL;
-    }
-}
-
-/* A VF's configuration space: no power management, FLR resets the VF. */
-static void spyre_vf_write_config(PCIDevice *pdev, uint32_t addr,
-                                  uint32_t val, int len)
-{
-    pci_default_write_config(pdev, addr, val, len);
-    pcie_cap_flr_write_config(pdev, addr, val, len);
+    msix_uninit(PCI_DEVICE(s), &s->vf_msix, &s->vf_msix);
+    spyre_vf_unblock(s->pf);
 }
 
 static bool spyre_sriov_needed(void *opaque)
@@ -297,30 +285,3 @@ const VMStateDescription spyre_vmstate_sriov = {
         VMSTATE_END_OF_LIST()
     }
 };
-
-static void spyre_vf_class_init(ObjectClass *klass, void *data)
-{
-    DeviceClass *dc = DEVICE_CLASS(klass);
-    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
-
-    k->realize = spyre_vf_realize;
-    k->exit = spyre_vf_exit;
-    k->config_write = spyre_vf_write_config;
-    k->device_id = SPYRE_PCI_VF_DEVICE_ID;
-    dc->desc = "Spyre-class accelerator SR-IOV virtual function";
-    /* Not migrated: migration is blocked while VFs exist. */
-    dc->vmsd = NULL;
-    dc->user_creatable = false;
-}
-
-static void spyre_sriov_register_types(void)
-{
-    static const TypeInfo spyre_vf_info = {
-        .name = TYPE_SPYRE_VF,
-        .parent = TYPE_SPYRE,
-        .class_init = spyre_vf_class_init,
-    };
-
-    type_register_static(&spyre_vf_info);
-}
-type_init(spyre_sriov_register_types)
