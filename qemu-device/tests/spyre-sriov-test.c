@@ -13,7 +13,8 @@
  * leaves the other's reset count alone. A VF's FLR resets that VF only; the
  * PF's RESET leaves the VFs, its FLR and a system reset remove them (the
  * partitions stay). Disabling VFs removes them and opens
- * the partition registers again; migration is blocked while VFs exist.
+ * the partition registers again; migration is blocked while VFs exist and
+ * completes once they are gone.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,22 @@ static void test_partitions(void)
 	vfs_disable();
 	TAP_EQ(0, cfg_rdw(PF_DEVFN, SRIOV_CAP + SR_NUM_VF));
 	TAP_EQ(0xffffffff, cfg_rd(PF_DEVFN + 1, 0));
+	/* Without VFs the card migrates, its partitions in the stream. */
+	{
+		char reply[2048];
+		int i;
+
+		TAP_EQ(0, qtest_qmp(&D.qt, "{\"execute\": \"migrate\", \"arguments\": "
+				    "{\"uri\": \"exec:cat > /dev/null\"}}", reply, sizeof(reply)));
+		for (i = 0; i < 300; i++) {
+			qtest_qmp(&D.qt, "{\"execute\": \"query-migrate\"}", reply, sizeof(reply));
+			if (strstr(reply, "\"completed\"") || strstr(reply, "\"failed\""))
+				break;
+			usleep(100000);
+		}
+		TAP_CHECK(strstr(reply, "\"completed\""), "query-migrate: %s", reply);
+		TAP_EQ(0, qtest_qmp(&D.qt, "{\"execute\": \"cont\"}", reply, sizeof(reply)));
+	}
 
 	/* Overlapping VF 0's, unaligned, past the end: no memory. */
 	set_part(1, PART0 + PART / 2, PART);
