@@ -274,6 +274,7 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (IS_ERR(sdev))
 		return PTR_ERR(sdev);
 	pci_set_drvdata(pdev, sdev);
+	INIT_LIST_HEAD(&sdev->vf_blocks);
 
 	ret = pcim_enable_device(pdev);
 	if (ret)
@@ -343,6 +344,8 @@ static void spyre_remove(struct pci_dev *pdev)
 
 	/* The PCI core resumed the card for remove; keep it awake from now. */
 	spyre_pm_fini(sdev);
+	/* The VFs go first: their memory is the PF's. */
+	spyre_sriov_fini(sdev);
 	spyre_sysfs_accel_fini(sdev);
 	/* Open files keep the drm_device alive; their ioctls now get -ENODEV. */
 	drm_dev_unplug(&sdev->drm);
@@ -371,6 +374,7 @@ static const struct pci_error_handlers spyre_pci_err_handlers = {
 
 static const struct pci_device_id spyre_pci_ids[] = {
 	{ PCI_DEVICE(SPYRE_PCI_VENDOR_ID, SPYRE_PCI_DEVICE_ID) },
+	{ PCI_DEVICE(SPYRE_PCI_VENDOR_ID, SPYRE_PCI_VF_DEVICE_ID) },
 	{ }
 };
 MODULE_DEVICE_TABLE(pci, spyre_pci_ids);
@@ -381,6 +385,7 @@ static struct pci_driver spyre_pci_driver = {
 	.id_table = spyre_pci_ids,
 	.probe = spyre_probe,
 	.remove = spyre_remove,
+	.sriov_configure = spyre_sriov_configure,
 	.driver.pm = pm_ptr(&spyre_pm_ops),
 	.err_handler = &spyre_pci_err_handlers,
 };

@@ -95,6 +95,9 @@ struct spyre_hwq;
  * @reset_ret: the result of the last device reset
  * @device_resets: device resets since probe
  * @coredumps: device coredumps taken since probe
+ * @vf_blocks: PF: the device memory its SR-IOV VFs hold, out of @mem
+ * @vf_part_base: PF: VF 0's partition; VF v's is @vf_part_size further each
+ * @vf_part_size: PF: bytes of each VF's partition, 0 while VFs are disabled
  */
 struct spyre_device {
 	struct drm_device drm;
@@ -144,6 +147,10 @@ struct spyre_device {
 	int reset_ret;
 	atomic_t device_resets;
 	atomic_t coredumps;
+
+	struct list_head vf_blocks;
+	u64 vf_part_base;
+	u64 vf_part_size;
 };
 
 static inline struct spyre_device *to_spyre_device(struct drm_device *drm)
@@ -169,6 +176,10 @@ int spyre_bo_wait_ioctl(struct drm_device *dev, void *data, struct drm_file *fil
 void spyre_gem_show_memory_stats(struct drm_printer *p, struct drm_file *file);
 int spyre_gem_init(struct spyre_device *sdev);
 void spyre_gem_fini(struct spyre_device *sdev);
+
+/* spyre_sriov.c */
+int spyre_sriov_configure(struct pci_dev *pdev, int numvfs);
+void spyre_sriov_fini(struct spyre_device *sdev);
 
 /* spyre_reset.c */
 int spyre_reset_init(struct spyre_device *sdev);

@@ -11,6 +11,8 @@
  *
  * The rest of the device, by concern; calls go one way, down this list
  * (spyre_int.h):
+ *   spyre_sriov.c   SR-IOV (sriov-vfs=N): the PF's capability and its VFs'
+ *                   memory partitions, the VF functions themselves;
  *   spyre_migrate.c the device's state as vmstate, the queues paused while
  *                   the VM is stopped, an incoming stream's checks;
  *   spyre_queue.c   hardware queues: the worker threads, queue registers,
@@ -40,6 +42,7 @@
 #include "hw/pci/pci.h"
 #include "hw/pci/pcie.h"
 #include "hw/pci/msix.h"
+#include "hw/pci/pcie_sriov.h"
 #include "hw/qdev-properties.h"
 #include "exec/memory.h"
 #include "migration/vmstate.h"
@@ -100,6 +103,14 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
               SPYRE_FEAT_MEM_WINDOW | SPYRE_FEAT_FAULT_INJECT |
               SPYRE_FEAT_ENGINE |
               (s->has_peer_bar ? SPYRE_FEAT_PEER_BAR : 0);
+        if (s->pf) {
+            val |= SPYRE_FEAT_VF;
+        } else if (s->params.sriov_vfs) {
+            val |= SPYRE_FEAT_SRIOV;
+        }
+        break;
+    case SPYRE_REG_CAP_VFS:
+        val = s->pf ? 0 : s->params.sriov_vfs;
         break;
     case SPYRE_REG_SCRATCH:
         val = s->scratch;
@@ -149,6 +160,9 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
         /* write-only: reads as zero */
         break;
     default:
+        if (spyre_sriov_read(s, addr, &val)) {
+            break;
+        }
         if (addr >= SPYRE_QENG_BASE &&
             addr < SPYRE_QENG(s->params.queues, 0) &&
             (addr - SPYRE_QENG_BASE) % SPYRE_QENG_STRIDE <= SPYRE_QE_PC) {
@@ -174,14 +188,18 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
 
 static void spyre_set_window(SpyreState *s, uint64_t base)
 {
-    if (base % SPYRE_MEM_WINDOW_SIZE || base >= s->params.mem_size) {
+    /* A VF's window shows only its partition: whole windows inside it. */
+    if (base % SPYRE_MEM_WINDOW_SIZE ||
+        (base && base + s->window_size > s->params.mem_size)) {
         SPYRE_GUEST_ERR("WINDOW: 0x%" PRIx64 " is not a 256 MiB-aligned "
-                        "offset below mem-size 0x%" PRIx64, base,
+                        "offset of a window inside mem-size 0x%" PRIx64, base,
                         s->params.mem_size);
         return;
     }
     s->window_base = base;
-    memory_region_set_alias_offset(&s->window, base);
+    if (s->window_size) {
+        memory_region_set_alias_offset(&s->window, s->mem_base + base);
+    }
 }
 
 /* Whole-device reset. Device memory keeps its contents, as DRAM would. */
@@ -262,7 +280,7 @@ static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
     case SPYRE_REG_INJECT:
         spyre_inject(s, val);
         break;
-    case SPYRE_REG_ID ... SPYRE_REG_CAP_FEATURES:
+    case SPYRE_REG_ID ... SPYRE_REG_CAP_VFS:
     case SPYRE_REG_STATUS:
     case SPYRE_REG_RESET_COUNT:
     case SPYRE_REG_CLOCK_LO:
@@ -271,6 +289,9 @@ static void spyre_mmio_write(void *opaque, hwaddr addr, uint64_t val,
                         HWADDR_PRIx, val, addr);
         break;
     default:
+        if (spyre_sriov_write(s, addr, val)) {
+            break;
+        }
         if (addr >= SPYRE_QREG_BASE &&
             addr < SPYRE_QREG(s->params.queues, 0)) {
             spyre_queue_write(&s->queues[(addr - SPYRE_QREG_BASE) /
@@ -403,8 +424,10 @@ static bool spyre_check_params(SpyreState *s, Error **errp)
                    "(100..1000000)", p->wait_poll_ns);
         return false;
     }
-    return true;
+    return spyre_sriov_check_params(s, errp);
 }
+
+static bool spyre_realize_common(SpyreState *s, Error **errp);
 
 static void spyre_realize(PCIDevice *pdev, Error **errp)
 {
@@ -438,6 +461,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     }
     vmstate_register_ram(&s->mem, DEVICE(s));
     s->mem_ptr = memory_region_get_ram_ptr(&s->mem);
+    s->window_size = SPYRE_MEM_WINDOW_SIZE;
     memory_region_init_alias(&s->window, OBJECT(s), "spyre-mem-window",
                              &s->mem, 0, SPYRE_MEM_WINDOW_SIZE);
     pci_register_bar(pdev, SPYRE_BAR_MEM, PCI_BASE_ADDRESS_SPACE_MEMORY |
@@ -482,6 +506,9 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         return;
     }
     pcie_cap_flr_init(pdev);
+    if (s->params.sriov_vfs) {
+        pcie_ari_init(pdev, SPYRE_ARI_CAP_OFFSET, 1);
+    }
 
     /* PCI power management: D0 and D3hot, software-visible in PMCSR. */
     s->pm_cap = pci_add_capability(pdev, PCI_CAP_ID_PM, 0, PCI_PM_SIZEOF, errp);
@@ -492,6 +519,34 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     pci_set_word(pdev->config + s->pm_cap + PCI_PM_CTRL, 0); /* D0 */
     pci_set_word(pdev->wmask + s->pm_cap + PCI_PM_CTRL, PCI_PM_CTRL_STATE_MASK);
 
+    if (!spyre_realize_common(s, errp)) {
+        return;
+    }
+    spyre_sriov_pf_init(s);
+}
+
+/* A VF (sriov-vfs; spyre_sriov.c): created by the PF's VF Enable. */
+static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
+{
+    SpyreState *s = SPYRE(pdev);
+
+    if (!spyre_sriov_vf_init(s, errp)) {
+        return;
+    }
+    memory_region_init_io(&s->regs, OBJECT(s), &spyre_mmio_ops, s,
+                          "spyre-vf-regs", SPYRE_REGS_SIZE);
+    pcie_sriov_vf_register_bar(pdev, SPYRE_BAR_REGS, &s->regs);
+    if (!spyre_realize_common(s, errp)) {
+        spyre_sriov_vf_fini(s);
+    }
+}
+
+/*
+ * What a PF and a VF both have once their BARs are in place: the engine,
+ * interrupts, the clock, the queues and the VM state hooks.
+ */
+static bool spyre_realize_common(SpyreState *s, Error **errp)
+{
     {
         struct spyre_engine_config cfg;
 
@@ -514,7 +569,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         s->engine = spyre_engine_new(&cfg);
         if (!s->engine) {
             error_setg(errp, "spyre: cannot create the compute engine");
-            return;
+            return false;
         }
         qemu_mutex_init(&s->engine_lock);
     }
@@ -527,17 +582,32 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     trace_spyre_realize(s->params.cores, s->params.scratchpad_size,
                         s->params.mem_size, s->params.queues,
                         s->params.clock_mhz);
+    return true;
+}
+
+static void spyre_exit_common(SpyreState *s)
+{
+    spyre_migrate_fini(s);
+    spyre_queues_fini(s);
+    spyre_irq_fini(s);
+    spyre_engine_free(s->engine);
+    qemu_mutex_destroy(&s->engine_lock);
+}
+
+static void spyre_vf_exit(PCIDevice *pdev)
+{
+    SpyreState *s = SPYRE(pdev);
+
+    spyre_exit_common(s);
+    spyre_sriov_vf_fini(s);
 }
 
 static void spyre_exit(PCIDevice *pdev)
 {
     SpyreState *s = SPYRE(pdev);
 
-    spyre_migrate_fini(s);
-    spyre_queues_fini(s);
-    spyre_irq_fini(s);
-    spyre_engine_free(s->engine);
-    qemu_mutex_destroy(&s->engine_lock);
+    spyre_sriov_pf_exit(s);
+    spyre_exit_common(s);
     msix_uninit_exclusive_bar(pdev);
     vmstate_unregister_ram(&s->mem, DEVICE(s));
 }
@@ -549,6 +619,7 @@ static void spyre_qdev_reset(DeviceState *dev)
 
     msix_reset(PCI_DEVICE(dev));
     spyre_do_reset(s);
+    spyre_sriov_pf_reset(s);
 }
 
 /* Defaults are the published Spyre figures; see docs/spyre-device.md. */
@@ -585,6 +656,7 @@ static Property spyre_properties[] = {
     DEFINE_PROP_UINT32("engine-threads", SpyreState, params.engine_threads, 0),
     DEFINE_PROP_ON_OFF_AUTO("peer-bar", SpyreState, params.peer_bar,
                             ON_OFF_AUTO_AUTO),
+    DEFINE_PROP_UINT32("sriov-vfs", SpyreState, params.sriov_vfs, 0),
     DEFINE_PROP_END_OF_LIST(),
 };
 
@@ -621,6 +693,8 @@ static const struct {
     { "peer-bar", "BAR4 showing all device memory to peer cards: on, off, "
                   "auto (on when mem-size rounded up to a power of two is at "
                   "most 8G)" },
+    { "sriov-vfs", "SR-IOV: virtual functions the card offers (TotalVFs), "
+                   "0-255; 0: no SR-IOV capability" },
 };
 
 static void spyre_class_init(ObjectClass *klass, void *data)
@@ -646,6 +720,30 @@ static void spyre_class_init(ObjectClass *klass, void *data)
     set_bit(DEVICE_CATEGORY_MISC, dc->categories);
 }
 
+/* A VF's configuration space: no power management, FLR resets the VF. */
+static void spyre_vf_write_config(PCIDevice *pdev, uint32_t addr,
+                                  uint32_t val, int len)
+{
+    pci_default_write_config(pdev, addr, val, len);
+    pcie_cap_flr_write_config(pdev, addr, val, len);
+}
+
+/* The VF type: a spyre function with its own realize, not user-creatable. */
+static void spyre_vf_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
+
+    k->realize = spyre_vf_realize;
+    k->exit = spyre_vf_exit;
+    k->config_write = spyre_vf_write_config;
+    k->device_id = SPYRE_PCI_VF_DEVICE_ID;
+    dc->desc = "Spyre-class accelerator SR-IOV virtual function";
+    /* Not migrated: migration is blocked while VFs exist. */
+    dc->vmsd = NULL;
+    dc->user_creatable = false;
+}
+
 static void spyre_register_types(void)
 {
     static InterfaceInfo interfaces[] = {
@@ -660,6 +758,13 @@ static void spyre_register_types(void)
         .interfaces = interfaces,
     };
 
+    static const TypeInfo spyre_vf_info = {
+        .name = TYPE_SPYRE_VF,
+        .parent = TYPE_SPYRE,
+        .class_init = spyre_vf_class_init,
+    };
+
     type_register_static(&spyre_info);
+    type_register_static(&spyre_vf_info);
 }
 type_init(spyre_register_types)

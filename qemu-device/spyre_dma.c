@@ -177,7 +177,9 @@ void spyre_arb_release(SpyreState *s, unsigned prio)
  */
 void spyre_mem_dirty(SpyreState *s, uint64_t addr, uint64_t len)
 {
-    memory_region_set_dirty(&s->mem, addr, len);
+    /* A VF's memory is its partition of the PF's. */
+    memory_region_set_dirty(s->pf ? &s->pf->mem : &s->mem, s->mem_base + addr,
+                            len);
 }
 
 /* Move n bytes between two resolved pieces. */

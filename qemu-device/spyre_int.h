@@ -4,6 +4,7 @@
  * below it (spyre.c's header comment says what each holds):
  *
  *   spyre.c          PCI function, properties, register file, reset
+ *   spyre_sriov.c    SR-IOV: the PF's capability and partitions, the VFs
  *   spyre_migrate.c  migration: vmstate, quiescing at VM stop, load checks
  *   spyre_queue.c    queue threads, queue registers, queue reset
  *   spyre_timed.c    timed mode
@@ -65,6 +66,8 @@ typedef struct SpyreParams {
     uint32_t engine_threads;
     /* BAR4 with all of device memory, for peer cards (SPYRE_FEAT_PEER_BAR). */
     OnOffAuto peer_bar;
+    /* SR-IOV: TotalVFs of the PF (0: no SR-IOV capability). */
+    uint32_t sriov_vfs;
 } SpyreParams;
 
 /* Where a queue's packet is on the virtual timeline (timed mode only). */
@@ -238,8 +241,39 @@ struct SpyreState {
     SpyreParams mig_params;
     int64_t mig_clock_ns;
 
+    /*
+     * SR-IOV (spyre_sriov.c). A VF is a SpyreState of its own (queues,
+     * MMU, interrupts, engine) whose device memory is its partition of the
+     * PF's: mem_ptr and params.mem_size cover the partition only, so every
+     * bounds check of the device confines the VF to it.
+     */
+    struct SpyreState *pf;  /* VF: its PF; NULL on the PF */
+    uint64_t mem_base;      /* VF: the partition's offset in pf->mem */
+    uint64_t window_size;   /* bytes BAR2's window shows (VF: may be less) */
+    MemoryRegion vf_bar2;   /* VF: BAR2 container of the window */
+    MemoryRegion vf_msix;   /* VF: BAR4, the MSI-X table and PBA */
+    /* PF: the partitions, written while VF Enable is clear (BQL). */
+    uint64_t vf_base[SPYRE_MAX_VFS];
+    uint64_t vf_size[SPYRE_MAX_VFS];
+    uint32_t vfs_live;      /* PF: VFs realized */
+    Error *vf_blocker;      /* PF: migration blocker while VFs exist */
+
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
+
+#define TYPE_SPYRE_VF "spyre-vf"
+
+/* spyre_sriov.c: called by spyre.c and spyre_migrate.c */
+#define SPYRE_ARI_CAP_OFFSET    0x100   /* then SR-IOV at 0x160 */
+bool spyre_sriov_check_params(SpyreState *s, Error **errp);
+void spyre_sriov_pf_init(SpyreState *s);
+void spyre_sriov_pf_exit(SpyreState *s);
+void spyre_sriov_pf_reset(SpyreState *s);
+bool spyre_sriov_read(SpyreState *s, hwaddr addr, uint64_t *val);
+bool spyre_sriov_write(SpyreState *s, hwaddr addr, uint32_t val);
+bool spyre_sriov_vf_init(SpyreState *s, Error **errp);
+void spyre_sriov_vf_fini(SpyreState *s);
+extern const VMStateDescription spyre_vmstate_sriov;
 
 /* spyre_migrate.c: called by spyre.c */
 extern const VMStateDescription spyre_vmstate;

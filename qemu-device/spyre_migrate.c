@@ -443,6 +443,10 @@ const VMStateDescription spyre_vmstate = {
         VMSTATE_STRUCT_VARRAY_UINT32(queues, SpyreState, params.queues, 1,
                                      vmstate_spyre_queue, SpyreQueue),
         VMSTATE_END_OF_LIST()
+    },
+    .subsections = (const VMStateDescription * []) {
+        &spyre_vmstate_sriov,   /* a card with sriov-vfs: its partitions */
+        NULL
     }
 };
 

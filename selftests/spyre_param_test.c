@@ -53,11 +53,16 @@ FIXTURE(param) {
 FIXTURE_VARIANT(param) {
 	int index;
 	__u64 cores, scratchpad, queues, mem_size, clock_mhz;
+	__u64 features;		/* beyond the ones every card has */
 };
 
-/* A card with the published defaults (docs/spyre-device.md). */
+/*
+ * A card with the published defaults (docs/spyre-device.md); tools/check:
+ * SPYRE_CHECK_DEV0="sriov-vfs=2", so it offers SR-IOV.
+ */
 FIXTURE_VARIANT_ADD(param, defaults) {
 	.index = 0,
+	.features = SPYRE_FEAT_SRIOV,
 	.cores = 32,
 	.scratchpad = 2 << 20,
 	.queues = 16,
@@ -103,7 +108,8 @@ TEST_F(param, identity)
 	ASSERT_EQ(0, get_param(self->fd, DRM_SPYRE_PARAM_FEATURES, &v));
 	/* SPYRE_FEAT_PEER_BAR depends on mem-size and peer-bar: either. */
 	ASSERT_EQ(SPYRE_FEAT_MSIX | SPYRE_FEAT_QUEUES | SPYRE_FEAT_MMU | SPYRE_FEAT_MEM_WINDOW |
-		  SPYRE_FEAT_FAULT_INJECT | SPYRE_FEAT_ENGINE, v & ~(__u64)SPYRE_FEAT_PEER_BAR);
+		  SPYRE_FEAT_FAULT_INJECT | SPYRE_FEAT_ENGINE | variant->features,
+		  v & ~(__u64)SPYRE_FEAT_PEER_BAR);
 }
 
 TEST_F(param, capabilities)

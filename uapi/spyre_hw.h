@@ -52,6 +52,12 @@ typedef uint64_t spyre_le64;
 #define SPYRE_PCI_DEVICE_ID		0x5350	/* "SP" */
 #define SPYRE_PCI_REVISION		0x01
 #define SPYRE_PCI_CLASS			0x1200	/* processing accelerator */
+/*
+ * SR-IOV virtual functions of a card created with sriov-vfs=N (real Spyre:
+ * PF 1014:06a7, VF 1014:06a8; here the PF's ID + 1 under the same vendor).
+ */
+#define SPYRE_PCI_VF_DEVICE_ID		0x5351
+#define SPYRE_MAX_VFS			255
 
 /* BARs */
 #define SPYRE_BAR_REGS			0	/* 32-bit MMIO: registers */
@@ -111,6 +117,11 @@ typedef uint64_t spyre_le64;
 #define SPYRE_FEAT_FAULT_INJECT		(1u << 4)	/* SPYRE_REG_INJECT */
 #define SPYRE_FEAT_ENGINE		(1u << 5)	/* LAUNCH executes programs */
 #define SPYRE_FEAT_PEER_BAR		(1u << 6)	/* BAR4 shows all device memory */
+#define SPYRE_FEAT_SRIOV		(1u << 7)	/* PF: SR-IOV, VF partition registers */
+#define SPYRE_FEAT_VF			(1u << 8)	/* a VF: memory is its partition */
+
+/* SR-IOV (read-only): VFs the PF supports (TotalVFs); 0 on a VF or without. */
+#define SPYRE_REG_CAP_VFS		0x0030
 
 /* Control */
 #define SPYRE_REG_SCRATCH		0x0040	/* RW: free for software; 0 on reset */
@@ -276,6 +287,22 @@ typedef uint64_t spyre_le64;
  * Q_FAULT_LO/HI hold the address, Q_FAULT_INFO the cause (SPYRE_FAULT_*
  * of spyre_isa.h) with source SPYRE_SOURCE_PROGRAM.
  */
+/*
+ * SR-IOV partitions (PF only): VF v's slice of device memory, as an offset
+ * and a size in bytes, both multiples of SPYRE_VF_PART_ALIGN. Writable only
+ * while VF Enable is clear; checked when the VFs are enabled (a partition
+ * out of range or overlapping a lower VF's gives that VF no memory). A VF
+ * sees its partition as device memory [0, size).
+ */
+#define SPYRE_VF_PART_BASE		0x4000
+#define SPYRE_VF_PART_STRIDE		0x10
+#define SPYRE_VF_PART(v, reg)		(SPYRE_VF_PART_BASE + (v) * SPYRE_VF_PART_STRIDE + (reg))
+#define SPYRE_VF_BASE_LO		0x00	/* RW: offset in device memory */
+#define SPYRE_VF_BASE_HI		0x04
+#define SPYRE_VF_SIZE_LO		0x08	/* RW: bytes; 0 = no memory */
+#define SPYRE_VF_SIZE_HI		0x0c
+#define SPYRE_VF_PART_ALIGN		(2ULL << 20)	/* 2 MiB, the huge page */
+
 #define SPYRE_QENG_BASE			0x3000
 #define SPYRE_QENG_STRIDE		0x10
 #define SPYRE_QENG(q, reg)		(SPYRE_QENG_BASE + (q) * SPYRE_QENG_STRIDE + (reg))

@@ -15,14 +15,20 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The function's registers: a VF's BAR0, else the PF's (even unset up). */
+static uint64_t sdev_bar0(const struct sdev *d)
+{
+	return d->bar0 ? d->bar0 : SDEV_BAR0;
+}
+
 uint32_t sdev_rd(struct sdev *d, uint32_t reg)
 {
-	return qtest_readl(&d->qt, SDEV_BAR0 + reg);
+	return qtest_readl(&d->qt, sdev_bar0(d) + reg);
 }
 
 void sdev_wr(struct sdev *d, uint32_t reg, uint32_t val)
 {
-	qtest_writel(&d->qt, SDEV_BAR0 + reg, val);
+	qtest_writel(&d->qt, sdev_bar0(d) + reg, val);
 }
 
 uint32_t sdev_qrd(struct sdev *d, unsigned q, uint32_t reg)
@@ -121,6 +127,17 @@ void sdev_pci_setup(struct sdev *d)
 	qpci_cfg_writel(&d->qt, SDEV_PCI_DEV, 0x1c, 0);
 	d->queues = sdev_rd(d, SPYRE_REG_CAP_QUEUES);
 	msix_setup(d);
+}
+
+void sdev_vf_init(struct sdev *pf, struct sdev *vf, uint64_t bar0, uint64_t ram)
+{
+	*vf = *pf;
+	vf->bar0 = bar0;
+	vf->ram_next = sdev_alloc(pf, ram, 4096);
+	vf->ram_end = vf->ram_next + ram;
+	vf->mailbox = 0;
+	memset(vf->q, 0, sizeof(vf->q));
+	vf->queues = sdev_rd(vf, SPYRE_REG_CAP_QUEUES);
 }
 
 void sdev_stop(struct sdev *d)

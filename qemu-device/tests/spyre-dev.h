@@ -30,6 +30,7 @@ struct sdev_queue {
 
 struct sdev {
 	struct qtest qt;
+	uint64_t bar0;		/* a VF's registers (sdev_vf_init); 0: SDEV_BAR0 */
 	uint32_t queues;
 	uint64_t ram_next;
 	uint64_t ram_end;
@@ -51,6 +52,12 @@ int sdev_run(struct sdev *d, const char *props, unsigned ram_mb, void (*setup)(v
 	     const struct tap_case *cases, size_t n, int argc, char **argv);
 #define SDEV_RUN(d, props, ram_mb, setup, cases, argc, argv) \
 	sdev_run(d, props, ram_mb, setup, cases, sizeof(cases) / sizeof((cases)[0]), argc, argv)
+/*
+ * A handle on one of @pf's SR-IOV VFs, its registers mapped at @bar0: it
+ * shares @pf's QEMU and gets @ram bytes of @pf's guest RAM to allocate from.
+ * No MSI-X (poll); stop only @pf.
+ */
+void sdev_vf_init(struct sdev *pf, struct sdev *vf, uint64_t bar0, uint64_t ram);
 /* Map BARs, enable bus mastering, route MSI-X to a mailbox (again after FLR). */
 void sdev_pci_setup(struct sdev *d);
 

@@ -195,6 +195,7 @@ static void test_bad_properties(void)
 	bad_prop("dma-burst-bytes=100", "dma-burst-bytes=100 (128..1 MiB, multiple of 128)");
 	bad_prop("dma-burst-bytes=4096,dma-burst-overhead-bytes=5000", "dma-burst-overhead-bytes=5000 (0..burst)");
 	bad_prop("ring-bytes-per-cycle=0", "ring-bytes-per-cycle=0 (1..4096)");
+	bad_prop("sriov-vfs=256", "sriov-vfs=256 is out of range (0..255)");
 }
 
 static const struct tap_case cases[] = {
