@@ -160,11 +160,21 @@ micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, si
 }
 
 SPYRE_CLONES
-void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
-		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack)
+void spyre_sgemm_pack_b(size_t n, size_t k, const float *b, size_t ldb, float *packed)
 {
 	size_t np = (n + NR - 1) / NR;
-	float *apack = pack + (size_t)KC * np * NR;
+
+	for (size_t p0 = 0; p0 < k; p0 += KC)
+		pack_b(k - p0 < KC ? k - p0 : KC, n, b + p0 * ldb, ldb, packed + p0 * np * NR);
+}
+
+/* spyre_sgemm() and spyre_sgemm_packed(): B packed here per KC block (bpacked NULL) or all of it before */
+static inline __attribute__((always_inline)) void
+sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb, const float *bpacked,
+      float *c, size_t ldc, int acc, float *pack)
+{
+	size_t np = (n + NR - 1) / NR;
+	float *apack = bpacked ? pack : pack + (size_t)KC * np * NR;
 
 	if (!k) {
 		if (!acc)
@@ -176,7 +186,10 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 		size_t kc = k - p0 < KC ? k - p0 : KC;
 		int first = !acc && !p0;
 
-		pack_b(kc, n, b + p0 * ldb, ldb, pack);
+		const float *bpk = bpacked ? bpacked + p0 * np * NR : pack;
+
+		if (!bpacked)
+			pack_b(kc, n, b + p0 * ldb, ldb, pack);
 		/* BLIS order: a packed block of A rows stays in L2, one packed B panel in L1 */
 		for (size_t ib = 0; ib < m; ib += MC) {
 			size_t mc = m - ib < MC ? m - ib : MC;
@@ -184,7 +197,7 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 			pack_a(mc, kc, a + ib * lda + p0, lda, apack);
 			for (size_t jp = 0; jp < np; jp++) {
 				size_t j0 = jp * NR, w = n - j0 < NR ? n - j0 : NR;
-				const float *bp = pack + jp * kc * NR;
+				const float *bp = bpk + jp * kc * NR;
 
 				for (size_t i0 = 0; i0 < mc; i0 += MR)
 					micro_6x16(kc, apack + i0 * kc, bp, c + (ib + i0) * ldc + j0, ldc,
@@ -192,6 +205,20 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 			}
 		}
 	}
+}
+
+SPYRE_CLONES
+void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
+		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack)
+{
+	sgemm(m, n, k, a, lda, b, ldb, NULL, c, ldc, acc, pack);
+}
+
+SPYRE_CLONES
+void spyre_sgemm_packed(size_t m, size_t n, size_t k, const float *a, size_t lda,
+			const float *bpacked, float *c, size_t ldc, int acc, float *pack)
+{
+	sgemm(m, n, k, a, lda, NULL, 0, bpacked, c, ldc, acc, pack);
 }
 
 SPYRE_CLONES
