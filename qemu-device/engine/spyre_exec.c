@@ -627,6 +627,28 @@ static int matmul_sources(struct spyre_engine *e, uint32_t id, const struct spyr
 }
 
 /*
+ * A MATMUL without ACC writes every byte of D: sticks of D the last launch
+ * left need no zeroing first, unless it reads them (D meets A or B).
+ */
+static void matmul_fresh_d(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint32_t esz = SPYRE_DT_SIZE(t->dtype), esz2 = SPYRE_DT_SIZE(t->dtype2);
+	uint64_t dend = t->d + spyre_tile_extent(t->rows, t->cols, esz2, t->ldd);
+	uint64_t aend = t->a + spyre_tile_extent(t->rows, t->k, esz, t->lda);
+	uint64_t bend = t->b + spyre_tile_extent(t->k, t->cols, esz, t->ldb);
+
+	if ((t->flags & SPYRE_IF_ACC) || !e->core[id].stale_end || (t->d < aend && t->a < dend) ||
+	    (t->d < bend && t->b < dend))
+		return;
+	for (uint32_t r = 0; r < t->rows; r++) {
+		uint64_t lo = t->d + (uint64_t)r * t->ldd * SPYRE_STICK_BYTES, hi = lo + (uint64_t)t->cols * esz2;
+
+		spyre_sp_write_begin(e, id, lo, hi);
+		spyre_sp_write_end(e, id, lo, hi, true);
+	}
+}
+
+/*
  * A tensor instruction on the scheduler's thread: its cost goes on the
  * timeline now (it depends on the instruction alone); its numerics run here
  * with one host thread, else on whichever host thread takes the core's queue
@@ -641,6 +663,7 @@ static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
 	if (cls == SPYRE_CLS_MATMUL) {
 		if (matmul_sources(e, id, t, &src) == STEP_FAULT)
 			return STEP_FAULT;
+		matmul_fresh_d(e, id, t);
 	} else if (spyre_lazy_flush(e, id) == STEP_FAULT) {	/* its LOADs' bytes */
 		return STEP_FAULT;
 	}

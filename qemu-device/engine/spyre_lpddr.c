@@ -98,15 +98,18 @@ void spyre_sp_write_end(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64
 	uint64_t *bm = e->fresh + (size_t)id * e->fresh_words;
 	uint64_t s1 = min64(hi / SPYRE_STICK_BYTES, e->core[id].stale_end / SPYRE_STICK_BYTES);
 
-	for (uint64_t s = div_up(lo, SPYRE_STICK_BYTES); s < s1; s++) {
-		if (!written) {
+	uint64_t s = div_up(lo, SPYRE_STICK_BYTES);
+
+	if (!written) {
+		for (; s < s1; s++)
 			settle_stick(e, id, s);
-		} else if (s % 64 == 0 && s + 64 <= s1) {
-			bm[s / 64] = ~0ull;
-			s += 63;
-		} else {
-			bm[s / 64] |= 1ull << (s % 64);
-		}
+		return;
+	}
+	while (s < s1) {	/* the bits of [s, s1), a word at a time */
+		uint64_t n = min64(64 - s % 64, s1 - s);
+
+		bm[s / 64] |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << (s % 64);
+		s += n;
 	}
 }
 
