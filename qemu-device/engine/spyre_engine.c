@@ -109,6 +109,8 @@ void spyre_engine_free(struct spyre_engine *e)
 		return;
 	spyre_defer_fini(e);
 	spyre_blobs_free(e, false);
+	for (int i = 0; i < SPYRE_DT_COUNT; i++)
+		free(e->cvt16[i]);
 	spyre_ws_free(&e->ws0);
 	free(e->fresh);
 	free(e->sp);

@@ -180,6 +180,8 @@ struct spyre_engine {
 		uint64_t cap;
 	} pool[SPYRE_BLOB_POOL];	/* freed buffers, for the next launch */
 	uint32_t npool;
+	/* fp32 of every 16-bit pattern of FP16, BF16, DL16 (MATMUL's operands), made at first use */
+	float *cvt16[SPYRE_DT_COUNT];
 	uint64_t link_free[2][SPYRE_MAX_CORES];	/* ring link [direction][from core] free from this cycle */
 };
 

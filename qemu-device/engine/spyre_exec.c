@@ -143,6 +143,39 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 
 #define ROW(base, off, r, ld) ((base) + (off) + (uint64_t)(r) * (ld) * SPYRE_STICK_BYTES)
 
+/* The table of 16-bit type dt's values as fp32 (spyre_load_f32's), made on the scheduler's thread. */
+static void cvt16_make(struct spyre_engine *e, unsigned dt)
+{
+	float *tab;
+
+	if (e->cvt16[dt] || SPYRE_DT_SIZE(dt) != 2 || dt == SPYRE_DT_INT8 || !(tab = malloc(65536 * sizeof(float))))
+		return;	/* without it: spyre_load_f32 element by element */
+	for (uint32_t u = 0; u < 65536; u++) {
+		uint16_t h = (uint16_t)u;
+
+		tab[u] = spyre_load_f32(&h, dt, 0);
+	}
+	e->cvt16[dt] = tab;
+}
+
+/* n elements of type dt at src as fp32 into dst. */
+static void to_f32(const struct spyre_engine *e, float *dst, const uint8_t *src, unsigned dt, size_t n)
+{
+	const float *tab = e->cvt16[dt];
+
+	if (!tab) {
+		for (size_t j = 0; j < n; j++)
+			dst[j] = spyre_load_f32(src, dt, j);
+		return;
+	}
+	for (size_t j = 0; j < n; j++) {
+		uint16_t h;
+
+		memcpy(&h, src + 2 * j, 2);
+		dst[j] = tab[h];
+	}
+}
+
 static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
 			    const struct spyre_insn_tensor *t, const struct spyre_src *src)
 {
@@ -179,11 +212,9 @@ static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t
 			if (!wa || !wb)
 				return SPYRE_ENGINE_FAULT_SP_RANGE;
 			for (size_t i = 0; i < m; i++)
-				for (size_t p = 0; p < k; p++)
-					wa[i * k + p] = spyre_load_f32(ROW(sp, t->a, i, t->lda), dt, p);
+				to_f32(e, wa + i * k, ROW(sp, t->a, i, t->lda), dt, k);
 			for (size_t p = 0; p < k; p++)
-				for (size_t j = 0; j < n; j++)
-					wb[p * n + j] = spyre_load_f32(ROW(sp, t->b, p, t->ldb), dt, j);
+				to_f32(e, wb + p * n, ROW(sp, t->b, p, t->ldb), dt, n);
 			a = wa;
 			b = wb;
 			lda = k;
@@ -661,6 +692,7 @@ static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
 	struct spyre_src src = { 0 };
 
 	if (cls == SPYRE_CLS_MATMUL) {
+		cvt16_make(e, t->dtype);
 		if (matmul_sources(e, id, t, &src) == STEP_FAULT)
 			return STEP_FAULT;
 		matmul_fresh_d(e, id, t);

@@ -4,9 +4,8 @@
  * GotoBLAS/BLIS: for each block of SPYRE_SGEMM_KC rows of B, B is packed
  * into 16-column panels (p-major: the micro-kernel reads them sequentially)
  * and a block of A's rows copied as 0.0f + a (vector adds); a 6x16 register-blocked
- * micro-kernel (4x16 and 2x16 for a block's last rows) written with GCC vector
- * extensions broadcasts A from memory and accumulates in 12 vector registers,
- * then adds its tile to C.
+ * micro-kernel written with GCC vector extensions broadcasts A from memory
+ * and accumulates in 12 vector registers, then adds its tile to C.
  * target_clones builds AVX2+FMA and baseline versions and picks one at load
  * time, so QEMU (built without -march) still gets the fast path.
  *
@@ -108,38 +107,37 @@ pack_a(size_t mc, size_t kc, const float *a, size_t lda, float *pack)
 }
 
 /*
- * Rx16 micro-kernel (R = 6, or 4 and 2 for the last rows of a block, a
- * constant once inlined): C[0:h, 0:w] = (first ? +0 : C) + Apacked[0:h, 0:kc]
- * * Bpanel[0:kc] (h <= R, w <= 16; rows beyond h repeat row 0, columns beyond
- * w are the panel's padding: computed and dropped). Every element's chain is
- * the same for every R.
+ * 6x16 micro-kernel: C[0:h, 0:w] = (first ? +0 : C) + Apacked[0:h, 0:kc] * Bpanel[0:kc]
+ * (h <= 6, w <= 16; rows beyond h repeat row 0, columns beyond w are the
+ * panel's padding: computed and dropped). Its shape is part of the numerics:
+ * with NaNs in two of an FMA's operands, the one the instruction's operand
+ * order puts first comes out, and GCC compiles this kernel to vfmadd231ps
+ * (accumulator first) throughout; a kernel of fewer rows, or another tile
+ * shape, may get vfmadd132ps for some and other NaNs (objdump to check).
  */
 static inline __attribute__((always_inline)) void
-micro_rx16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t h, size_t w, int first,
-	   const size_t R)
+micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t h, size_t w, int first)
 {
-	v8f t[MR][2];
-	const float *ar[MR];
+	v8f c00 = { 0 }, c01 = { 0 }, c10 = { 0 }, c11 = { 0 }, c20 = { 0 }, c21 = { 0 };
+	v8f c30 = { 0 }, c31 = { 0 }, c40 = { 0 }, c41 = { 0 }, c50 = { 0 }, c51 = { 0 };
+	const float *a0 = ap, *a1 = ap + (h > 1) * kc, *a2 = ap + (h > 2) * 2 * kc, *a3 = ap + (h > 3) * 3 * kc;
+	const float *a4 = ap + (h > 4) * 4 * kc, *a5 = ap + (h > 5) * 5 * kc;
 
-#pragma GCC unroll 6
-	for (size_t r = 0; r < R; r++) {
-		t[r][0] = (v8f){ 0 };
-		t[r][1] = (v8f){ 0 };
-		ar[r] = ap + (h > r) * r * kc;
-	}
 	for (size_t p = 0; p < kc; p++) {
 		v8f b0, b1, x;
 
 		LD8(b0, bp);
 		LD8(b1, bp + 8);
-#pragma GCC unroll 6
-		for (size_t r = 0; r < R; r++) {
-			x = BCAST(ar[r] + p);
-			t[r][0] += x * b0;
-			t[r][1] += x * b1;
-		}
+		x = BCAST(a0 + p); c00 += x * b0; c01 += x * b1;
+		x = BCAST(a1 + p); c10 += x * b0; c11 += x * b1;
+		x = BCAST(a2 + p); c20 += x * b0; c21 += x * b1;
+		x = BCAST(a3 + p); c30 += x * b0; c31 += x * b1;
+		x = BCAST(a4 + p); c40 += x * b0; c41 += x * b1;
+		x = BCAST(a5 + p); c50 += x * b0; c51 += x * b1;
 		bp += NR;
 	}
+	v8f t[MR][2] = { { c00, c01 }, { c10, c11 }, { c20, c21 }, { c30, c31 }, { c40, c41 }, { c50, c51 } };
+
 	if (w == NR) {
 		for (size_t r = 0; r < h; r++) {
 			float *cr = c + r * ldc;
@@ -205,17 +203,9 @@ sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, 
 				size_t j0 = jp * NR, w = n - j0 < NR ? n - j0 : NR;
 				const float *bp = bpk + jp * kc * NR;
 
-				for (size_t i0 = 0; i0 < mc; i0 += MR) {
-					size_t h = mc - i0 < MR ? mc - i0 : MR;
-					float *ct = c + (ib + i0) * ldc + j0;
-
-					if (h > 4)
-						micro_rx16(kc, apack + i0 * kc, bp, ct, ldc, h, w, first, MR);
-					else if (h > 2)
-						micro_rx16(kc, apack + i0 * kc, bp, ct, ldc, h, w, first, 4);
-					else
-						micro_rx16(kc, apack + i0 * kc, bp, ct, ldc, h, w, first, 2);
-				}
+				for (size_t i0 = 0; i0 < mc; i0 += MR)
+					micro_6x16(kc, apack + i0 * kc, bp, c + (ib + i0) * ldc + j0, ldc,
+						   mc - i0 < MR ? mc - i0 : MR, w, first);
 			}
 		}
 	}
