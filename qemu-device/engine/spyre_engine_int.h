@@ -10,7 +10,9 @@
  *   spyre_exec.c    one instruction of one core: decode, check, execute
  *                   (control, DMA issue, tensor ops, ring, synchronisation);
  *   spyre_lpddr.c   the memory system: LPDDR shared by the DMA queues' heads,
- *                   and the data of each LOAD/STORE moved when it completes;
+ *                   and the data of each LOAD/STORE moved when it completes
+ *                   (a LOAD's, with mem_ops.probe, at its core's next touch,
+ *                   or never if only MATMULs read it: from a shared copy);
  *   spyre_defer.c   the host threads (cfg.threads > 1) that run the cores'
  *                   tensor numerics off the scheduler's thread: a queue per
  *                   core, drained before anything else touches its scratchpad.
