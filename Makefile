@@ -431,7 +431,7 @@ bench-1b: $(B)/bin/spyre-generate
 # on a loaded host; the guest's clock is virtual), so the wall time comes from QEMU's spyre_launch trace
 # event, stamped with the host's clock (-msg timestamp=on): the last steps x launches-per-step
 # launches are the decode's, timed from the prefill's last launch to the decode's last. A 32-token
-# prompt (a step's cost is the weights'), dispatch c. About 12 minutes a thread count.
+# prompt (a step's cost is the weights'), dispatch c. 9-20 minutes a thread count on this 2-core machine.
 BENCH_1B_SPEED_THREADS ?= 1 2
 BENCH_1B_SPEED_STEPS ?= 4
 .PHONY: bench-1b-speed
