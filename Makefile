@@ -69,7 +69,7 @@ help:
 	@echo "make debug-kernel  build the KASAN/lockdep/kmemleak kernel make check boots (cached)"
 	@echo "make guest-python  the venv (PyTorch 2.13, frameworks/pytorch/requirements.txt) and the guest's Python root filesystem (tools/vm/run --python; cached)"
 	@echo "make module-debug  spyre.ko for the debug kernel, in $(DBG_MOD)"
-	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c/d (the tiny model, and the 1 B model: make bench-1b), serving (make bench-serve: spyre-serve under serve-bench, CPU runner on the host and the card in timed mode)"
+	@echo "make bench       benchmarks (ratios against a same-run baseline): COPY bandwidth vs memcpy, engine matmul vs OpenBLAS, launch paths, kernel strategies, model dispatch a/b/c/d (the tiny model, and the 1 B model: make bench-1b, which ends with make bench-1b-speed: the emulator's decode steps per wall second at engine-threads 1 and 2), serving (make bench-serve: spyre-serve under serve-bench, CPU runner on the host and the card in timed mode)"
 	@echo "make lint        checkpatch --strict, sparse (C=1), W=1 and kernel-doc on the driver and uapi"
 	@echo "make vm-shell    interactive shell in a VM with one spyre card"
 	@echo "make boot-soak   boot each kind of test VM N times (N=100 KINDS=... TCG=single|multi), report the failure rate"
@@ -452,6 +452,36 @@ bench-1b: $(B)/bin/spyre-generate
 	[ "$$n" = 4 ] || { echo "bench-1b: $$n of the 4 dispatch configurations generated tokens"; exit 1; }; \
 	tr -d '\r' <$(B)/bench-out/1b--timed.out | grep '^generated:' | while read -r l; do \
 		[ "$$l" = "$$ref" ] || { echo "bench-1b: the card generated other tokens than the reference: $$l"; exit 1; }; \
+	done
+	$(MAKE) bench-1b-speed
+
+# make bench-1b-speed: the emulator's own speed on the 1 B model, decode steps per wall second at
+# engine-threads 1 and 2 (docs/model.md, "The emulator's speed"). Timed mode (no job timeout can fire
+# on a loaded host; the guest's clock is virtual), so the wall time comes from QEMU's spyre_launch trace
+# event, stamped with the host's clock (-msg timestamp=on): the last steps x launches-per-step
+# launches are the decode's, timed from the prefill's last launch to the decode's last. A 32-token
+# prompt (a step's cost is the weights'), dispatch c. 9-20 minutes a thread count on this 2-core machine.
+BENCH_1B_SPEED_THREADS ?= 1 2
+BENCH_1B_SPEED_STEPS ?= 4
+.PHONY: bench-1b-speed
+bench-1b-speed: $(B)/bin/spyre-generate
+	@mkdir -p $(B)/bench-out
+	@for t in $(BENCH_1B_SPEED_THREADS); do \
+		o=$(B)/bench-out/1b-speed-t$$t; rm -f $$o.trace; \
+		tools/vm/run -q --timed --mem 8G --props mem-size=8G,engine-threads=$$t --timeout 3600 \
+			--qemu-arg -msg --qemu-arg timestamp=on --qemu-arg -trace \
+			--qemu-arg "enable=spyre_launch,file=$$PWD/$$o.trace" \
+			--copy model/configs/granite-1b --out $$o.out -- spyre-generate --device 0 \
+			--model /spyre/granite-1b --dtype fp16 --prompt-len 32 -n $$(($(BENCH_1B_SPEED_STEPS) + 1)) \
+			--dispatch c -q || exit $$?; \
+		l=$$(tr -d '\r' <$$o.out | sed -n 's/^decode (.* core use, \([0-9]*\) launches;.*/\1/p'); \
+		[ -n "$$l" ] || { echo "bench-1b-speed: no decode line at engine-threads=$$t"; exit 1; }; \
+		sed -n 's/.*@\([0-9.]*\):spyre_launch .*/\1/p' $$o.trace | \
+			awk -v n=$(BENCH_1B_SPEED_STEPS) -v l=$$l -v t=$$t '{ ts[NR] = $$1 } END { \
+				if (NR <= n * l) { print "bench-1b-speed: " NR " launches traced"; exit 1 } \
+				w = (ts[NR] - ts[NR - n * l]) / n; \
+				printf "emulator speed, 1 B model, engine-threads=%d: %.2f s of wall time a decode step, " \
+				       "%.3f steps per second (%d launches a step)\n", t, w, 1 / w, l }' || exit 1; \
 	done
 
 bench: setup

@@ -760,11 +760,12 @@ static void print_summary(const struct options *o, const struct totals *t, spyre
 	       t->prefill.dispatch_ns * 1e-6, t->prefill.device_ns * 1e-3, t->prefill.utilization * 100,
 	       t->prefill.launches, t->prefill.kernel_misses);
 	if (n)
-		printf("decode (%u steps, per token): host %.3f ms (dispatch %.3f ms), device %.1f us modeled, "
+		printf("decode (%u steps, per token): host %.3f ms (%.3f steps/s; dispatch %.3f ms), device %.1f us modeled, "
 		       "%.0f%% core use, %.0f launches; H2D per step: %.0f B of copies, %.0f B of launch arguments "
 		       "(%s; weights and KV cache stay on the card); "
 		       "kernel cache during decode: %" PRIu64 " hits, %" PRIu64 " misses (%.1f%% hits)\n", n,
-		       per(t->decode.host_ns, n) * 1e-6, per(t->decode.dispatch_ns, n) * 1e-6,
+		       per(t->decode.host_ns, n) * 1e-6, t->decode.host_ns ? n * 1e9 / t->decode.host_ns : 0.0,
+		       per(t->decode.dispatch_ns, n) * 1e-6,
 		       per(t->decode.device_ns, n) * 1e-3, t->decode.utilization / n * 100,
 		       per(t->decode.launches, n), per(t->decode.h2d_bytes, n), per(t->decode.arg_bytes, n),
 		       dispatch == SPYRE_DISPATCH_GRAPH ? "the token is the last argmax, on the card; the graphs' "

@@ -68,7 +68,7 @@ static void run(struct spyre_engine *e, struct spyre_ws *w, uint32_t id, uint32_
 {
 	for (uint32_t i = h; i != t; i++) {
 		const struct deferred *d = &e->dfq[id][i % SPYRE_DEFER_DEPTH];
-		uint32_t f = spyre_exec_tensor(e, w, id, &d->t, d->cls, d->rdiag);
+		uint32_t f = spyre_exec_tensor(e, w, id, &d->t, d->cls, d->rdiag, &d->src);
 
 		if (f) {
 			pthread_mutex_lock(&DS(e)->lock);
@@ -252,7 +252,7 @@ bool spyre_defer_idle(struct spyre_engine *e, uint32_t id)
 }
 
 int spyre_defer_push(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t,
-		     enum spyre_opclass cls, uint64_t rdiag, uint32_t pc)
+		     enum spyre_opclass cls, uint64_t rdiag, const struct spyre_src *src, uint32_t pc)
 {
 	struct core *c = &e->core[id];
 	struct deferred *d;
@@ -268,6 +268,7 @@ int spyre_defer_push(struct spyre_engine *e, uint32_t id, const struct spyre_ins
 	d->t = *t;
 	d->cls = cls;
 	d->rdiag = rdiag;
+	d->src = *src;
 	d->pc = pc;
 	c->df_tail++;
 	if (!c->df_claimed) {

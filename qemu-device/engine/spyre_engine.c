@@ -108,6 +108,9 @@ void spyre_engine_free(struct spyre_engine *e)
 	if (!e)
 		return;
 	spyre_defer_fini(e);
+	spyre_blobs_free(e, false);
+	for (int i = 0; i < SPYRE_DT_COUNT; i++)
+		free(e->cvt16[i]);
 	spyre_ws_free(&e->ws0);
 	free(e->fresh);
 	free(e->sp);
@@ -121,6 +124,8 @@ const struct spyre_engine_config *spyre_engine_get_config(const struct spyre_eng
 
 uint8_t *spyre_engine_scratchpad(struct spyre_engine *e, uint32_t core)
 {
+	if (core_sp(e, core))
+		spyre_lazy_post(e, core);	/* what the last launch left, whole */
 	return core_sp(e, core);
 }
 
@@ -254,7 +259,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		struct core *c = &e->core[i];
 		uint64_t dirty = min64(div_up(c->sp_dirty, SPYRE_STICK_BYTES), e->cfg.scratchpad_bytes / SPYRE_STICK_BYTES);
 
-		memset(c, 0, sizeof(*c));
+		memset(c, 0, sizeof(*c));	/* LOADs still waiting from the last launch are dropped */
 		c->stale_end = dirty * SPYRE_STICK_BYTES;
 		memset(e->fresh + (size_t)i * e->fresh_words, 0, div_up(dirty, 64) * sizeof(uint64_t));
 		if (launched(e, i) && i < e->prog.hdr.num_cores && e->prog.cores[i].num_insns) {
@@ -265,6 +270,7 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 		}
 	}
 
+	spyre_blobs_free(e, true);
 	e->mem_now = 0;
 	e->dfault = 0;
 	memset(e->link_free, 0, sizeof(e->link_free));
@@ -314,10 +320,8 @@ out:
 	 * were checked) and queued numerics (host threads) finish before the
 	 * scratchpads are seen
 	 */
-	for (uint32_t i = 0; i < e->cfg.cores; i++) {
-		spyre_lazy_flush(e, i);
-		e->core[i].nlazy = 0;
-	}
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		spyre_lazy_end(e, i);
 	spyre_defer_sync_all(e);
 	for (uint32_t i = 0; i < e->cfg.cores; i++)
 		spyre_sp_settle(e, i);

@@ -69,8 +69,10 @@ struct spyre_engine_mem_ops {
 	 * without reading. With it, a LOAD's bytes are checked when the LOAD
 	 * completes on the timeline but read when its core next touches its
 	 * scratchpad (or before any STORE writes), so a core's operands are
-	 * still in the host's caches when it computes. The caller promises that
-	 * nothing but the launch's STOREs writes device memory during a launch.
+	 * still in the host's caches when it computes, and a MATMUL reads its
+	 * operands from one copy of rows that several cores LOAD (docs/timed-mode.md,
+	 * "The engine on the host"). The caller promises that nothing but the
+	 * launch's STOREs writes device memory during a launch.
 	 */
 	int (*probe)(void *opaque, uint64_t va, uint64_t len, uint64_t *fault_va);
 };
@@ -108,7 +110,11 @@ int spyre_engine_launch(struct spyre_engine *e, uint64_t program_va, uint64_t ar
 			uint32_t core_mask, const struct spyre_engine_mem_ops *ops, void *opaque,
 			struct spyre_launch_result *res);
 
-/* Read access to a core's scratchpad (tests, debuggers); NULL if core is out of range. */
+/*
+ * Read access to a core's scratchpad as the last launch left it (tests,
+ * debuggers; LOADs whose bytes only a MATMUL read are written into it now);
+ * NULL if core is out of range. Not during a launch.
+ */
 uint8_t *spyre_engine_scratchpad(struct spyre_engine *e, uint32_t core);
 
 #endif /* SPYRE_ENGINE_H */

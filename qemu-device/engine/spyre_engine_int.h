@@ -10,7 +10,9 @@
  *   spyre_exec.c    one instruction of one core: decode, check, execute
  *                   (control, DMA issue, tensor ops, ring, synchronisation);
  *   spyre_lpddr.c   the memory system: LPDDR shared by the DMA queues' heads,
- *                   and the data of each LOAD/STORE moved when it completes;
+ *                   and the data of each LOAD/STORE moved when it completes
+ *                   (a LOAD's, with mem_ops.probe, at its core's next touch,
+ *                   or never if only MATMULs read it: from a shared copy);
  *   spyre_defer.c   the host threads (cfg.threads > 1) that run the cores'
  *                   tensor numerics off the scheduler's thread: a queue per
  *                   core, drained before anything else touches its scratchpad.
@@ -38,6 +40,35 @@ struct msg {
 	uint8_t data[];
 };
 
+/*
+ * A copy of the rows of device memory a LOAD reads (spyre_lpddr.c, with
+ * mem_ops.probe only): a MATMUL reads its operand from it instead of the
+ * scratchpad, and every LOAD of the same rows in the launch shares it, so a
+ * block of B that eight cores load crosses host memory once. valid: no STORE
+ * of the launch wrote its rows since it was read (a LOAD may then share it).
+ * A launch's copies live until the next launch starts.
+ */
+struct spyre_blob {
+	struct spyre_blob *next;
+	uint64_t va, len, mem_stride;
+	uint32_t rows;
+	bool valid;
+	uint8_t *data;		/* rows x len bytes, 64-byte aligned */
+	uint64_t cap;		/* data's bytes */
+	struct spyre_packed *packed;	/* B operands in it, packed for the GEMM (spyre_exec.c) */
+};
+
+/* An fp32 B operand of a MATMUL in a blob, at byte boff, ld floats apart, packed once for every core. */
+struct spyre_packed {
+	struct spyre_packed *next;
+	uint64_t boff, ld, n, k;
+	float *p;		/* SPYRE_SGEMM_PACKED_FLOATS(n, k) */
+	uint64_t cap;
+};
+
+/* Buffers of the last launches' blobs kept for the next (spyre_lpddr.c). */
+#define SPYRE_BLOB_POOL 64
+
 /* A LOAD or STORE in a core's DMA queue, addresses resolved at issue. */
 struct dma_op {
 	uint64_t va;		/* first row in device memory */
@@ -47,6 +78,14 @@ struct dma_op {
 	uint64_t done;		/* cycle it completes (set when its data phase ends) */
 	uint32_t spo, rows, mem_stride, sp_stride, pc;
 	bool store, async;
+	struct spyre_blob *blob;	/* a waiting LOAD's bytes, once read (NULL: still in memory) */
+};
+
+/* MATMUL's fp32 operands from a waiting LOAD's copy instead of the scratchpad (NULL: the scratchpad). */
+struct spyre_src {
+	const float *a, *b;
+	size_t lda, ldb;	/* elements */
+	const float *bpacked;	/* b as spyre_sgemm_pack_b() packs it, or NULL */
 };
 
 /* A host thread's matmul workspaces: converted A, B, C, then the packing buffer (floats). */
@@ -58,6 +97,7 @@ struct spyre_ws {
 /* A tensor instruction of a core whose numerics wait for a host thread (spyre_defer.c). */
 struct deferred {
 	struct spyre_insn_tensor t;
+	struct spyre_src src;
 	uint64_t rdiag;		/* TRIL's run-time diagonal: r[ldb] at issue */
 	uint32_t cls, pc;
 };
@@ -92,7 +132,12 @@ struct core {
 	 * spyre_engine.fresh). 0 once the core's first other access settled it.
 	 */
 	uint64_t stale_end;
-	/* completed LOADs, bytes checked but not yet read (mem_ops.probe): read in order */
+	/*
+	 * completed LOADs, bytes checked but not yet in the scratchpad
+	 * (mem_ops.probe), their scratchpad extents disjoint; after a launch,
+	 * those a MATMUL read from their copy, written when the scratchpad is
+	 * asked for (spyre_engine_scratchpad())
+	 */
 	struct dma_op lazy[SPYRE_LAZY_DEPTH];
 	uint32_t nlazy;
 	/* deferred tensor ops [df_head, df_tail), under spyre_engine.dlock; df_claimed: a thread runs some */
@@ -130,6 +175,15 @@ struct spyre_engine {
 	uint64_t *fresh;		/* per core, a bit per stick of [0, stale_end): written whole */
 	uint32_t fresh_words;		/* per core */
 	uint64_t mem_now;		/* cycle up to which LPDDR service is accounted */
+	struct spyre_blob *blobs;	/* the launch's copies of LOADed rows (spyre_lpddr.c) */
+	uint64_t blob_bytes;		/* their data and packed operands */
+	struct {
+		void *p;
+		uint64_t cap;
+	} pool[SPYRE_BLOB_POOL];	/* freed buffers, for the next launch */
+	uint32_t npool;
+	/* fp32 of every 16-bit pattern of FP16, BF16, DL16 (MATMUL's operands), made at first use */
+	float *cvt16[SPYRE_DT_COUNT];
 	uint64_t link_free[2][SPYRE_MAX_CORES];	/* ring link [direction][from core] free from this cycle */
 };
 
@@ -208,13 +262,39 @@ void spyre_sp_write_end(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64
 void spyre_sp_settle(struct spyre_engine *e, uint32_t id);
 
 /*
- * spyre_lpddr.c: read the bytes of core id's completed LOADs that wait for
- * its next touch (after its queued tensor ops); _all: every core's (before
- * any STORE writes). Call before any read or write of the scratchpad.
- * STEP_NEXT or STEP_FAULT.
+ * spyre_lpddr.c: write the bytes of core id's completed LOADs that wait for
+ * its next touch into its scratchpad (after its queued tensor ops); _range:
+ * those whose scratchpad extent meets [lo, hi). Call before any read or
+ * write of the scratchpad (of that range). STEP_NEXT or STEP_FAULT.
  */
 int spyre_lazy_flush(struct spyre_engine *e, uint32_t id);
-int spyre_lazy_flush_all(struct spyre_engine *e);
+int spyre_lazy_flush_range(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi);
+/*
+ * spyre_lpddr.c: an operand of rows x row_bytes at scratchpad offset off of
+ * core id, rows ld bytes apart, that one waiting LOAD of core id holds whole:
+ * its bytes in that LOAD's copy (read now if not yet, or shared with another
+ * LOAD of the same rows), *ld_out bytes apart; NULL if none holds it (or the
+ * copy cannot be made: the caller then flushes as usual). The LOAD stays
+ * waiting: its scratchpad is written when something else touches it.
+ */
+const void *spyre_lazy_operand(struct spyre_engine *e, uint32_t id, uint64_t off, uint64_t ld, uint64_t rows,
+			       uint64_t row_bytes, uint64_t *ld_out, struct spyre_blob **blob);
+/*
+ * spyre_lpddr.c: a 64-byte aligned buffer of at least size bytes for a blob or
+ * its packed operands (*cap: its size), counted against the launch's limit
+ * on copies; NULL beyond it or if memory is short. blobs_free returns it.
+ */
+void *spyre_blob_alloc(struct spyre_engine *e, uint64_t size, uint64_t *cap);
+/*
+ * spyre_lpddr.c: at a launch's end, write the waiting LOADs that have no copy
+ * (memory may change after the launch); _post: write the rest of core id's
+ * (when its scratchpad is asked for); blobs_free: drop every copy (a new
+ * launch: their buffers kept for it if keep; the engine freed; no LOAD may
+ * wait).
+ */
+int spyre_lazy_end(struct spyre_engine *e, uint32_t id);
+void spyre_lazy_post(struct spyre_engine *e, uint32_t id);
+void spyre_blobs_free(struct spyre_engine *e, bool keep);
 
 /* spyre_exec.c: execute core id's next instruction (STEP_*). */
 int spyre_exec_step(struct spyre_engine *e, uint32_t id);
@@ -224,7 +304,8 @@ int spyre_exec_step(struct spyre_engine *e, uint32_t id);
  * the fault cause if host memory is short. Touches core id's scratchpad only.
  */
 uint32_t spyre_exec_tensor(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
-			   const struct spyre_insn_tensor *t, enum spyre_opclass cls, uint64_t rdiag);
+			   const struct spyre_insn_tensor *t, enum spyre_opclass cls, uint64_t rdiag,
+			   const struct spyre_src *src);
 
 /*
  * spyre_defer.c: start cfg.threads - 1 host threads (0, or -1 if none could
@@ -238,7 +319,7 @@ int spyre_defer_init(struct spyre_engine *e);
 void spyre_defer_fini(struct spyre_engine *e);
 void spyre_ws_free(struct spyre_ws *w);
 int spyre_defer_push(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t,
-		     enum spyre_opclass cls, uint64_t rdiag, uint32_t pc);
+		     enum spyre_opclass cls, uint64_t rdiag, const struct spyre_src *src, uint32_t pc);
 int spyre_defer_sync(struct spyre_engine *e, uint32_t id);
 int spyre_defer_sync_all(struct spyre_engine *e);
 /* spyre_defer.c: nothing of core id's is queued or running (true without threads). */

@@ -143,8 +143,41 @@ static int exec_dma(struct spyre_engine *e, struct core *c, uint32_t id, const s
 
 #define ROW(base, off, r, ld) ((base) + (off) + (uint64_t)(r) * (ld) * SPYRE_STICK_BYTES)
 
+/* The table of 16-bit type dt's values as fp32 (spyre_load_f32's), made on the scheduler's thread. */
+static void cvt16_make(struct spyre_engine *e, unsigned dt)
+{
+	float *tab;
+
+	if (e->cvt16[dt] || SPYRE_DT_SIZE(dt) != 2 || dt == SPYRE_DT_INT8 || !(tab = malloc(65536 * sizeof(float))))
+		return;	/* without it: spyre_load_f32 element by element */
+	for (uint32_t u = 0; u < 65536; u++) {
+		uint16_t h = (uint16_t)u;
+
+		tab[u] = spyre_load_f32(&h, dt, 0);
+	}
+	e->cvt16[dt] = tab;
+}
+
+/* n elements of type dt at src as fp32 into dst. */
+static void to_f32(const struct spyre_engine *e, float *dst, const uint8_t *src, unsigned dt, size_t n)
+{
+	const float *tab = e->cvt16[dt];
+
+	if (!tab) {
+		for (size_t j = 0; j < n; j++)
+			dst[j] = spyre_load_f32(src, dt, j);
+		return;
+	}
+	for (size_t j = 0; j < n; j++) {
+		uint16_t h;
+
+		memcpy(&h, src + 2 * j, 2);
+		dst[j] = tab[h];
+	}
+}
+
 static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
-			    const struct spyre_insn_tensor *t)
+			    const struct spyre_insn_tensor *t, const struct spyre_src *src)
 {
 	uint8_t *sp = core_sp(e, id);
 	size_t m = t->rows, n = t->cols, k = t->k;
@@ -162,6 +195,14 @@ static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t
 		float *cc = (float *)(void *)(sp + t->d);
 		size_t ldcc = ldc;
 
+		if (src && src->a) {	/* fp32: the bytes a waiting LOAD holds */
+			a = src->a;
+			lda = src->lda;
+		}
+		if (src && src->b) {
+			b = src->b;
+			ldb = src->ldb;
+		}
 		if (!workspace(&w->buf[3], &w->len[3], SPYRE_SGEMM_PACK_FLOATS(n)))
 			return SPYRE_ENGINE_FAULT_SP_RANGE; /* host OOM: cannot model */
 		if (dt != SPYRE_DT_FP32) {
@@ -171,11 +212,9 @@ static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t
 			if (!wa || !wb)
 				return SPYRE_ENGINE_FAULT_SP_RANGE;
 			for (size_t i = 0; i < m; i++)
-				for (size_t p = 0; p < k; p++)
-					wa[i * k + p] = spyre_load_f32(ROW(sp, t->a, i, t->lda), dt, p);
+				to_f32(e, wa + i * k, ROW(sp, t->a, i, t->lda), dt, k);
 			for (size_t p = 0; p < k; p++)
-				for (size_t j = 0; j < n; j++)
-					wb[p * n + j] = spyre_load_f32(ROW(sp, t->b, p, t->ldb), dt, j);
+				to_f32(e, wb + p * n, ROW(sp, t->b, p, t->ldb), dt, n);
 			a = wa;
 			b = wb;
 			lda = k;
@@ -193,7 +232,10 @@ static uint32_t exec_matmul(struct spyre_engine *e, struct spyre_ws *w, uint32_t
 			cc = wc;
 			ldcc = n;
 		}
-		spyre_sgemm(m, n, k, a, lda, b, ldb, cc, ldcc, acc, w->buf[3]);
+		if (src && src->bpacked && dt == SPYRE_DT_FP32)
+			spyre_sgemm_packed(m, n, k, a, lda, src->bpacked, cc, ldcc, acc, w->buf[3]);
+		else
+			spyre_sgemm(m, n, k, a, lda, b, ldb, cc, ldcc, acc, w->buf[3]);
 		if (dt2 != SPYRE_DT_FP32)
 			for (size_t i = 0; i < m; i++)
 				for (size_t j = 0; j < n; j++)
@@ -517,11 +559,12 @@ static uint64_t tensor_dirty(const struct spyre_insn_tensor *t, enum spyre_opcla
 }
 
 uint32_t spyre_exec_tensor(struct spyre_engine *e, struct spyre_ws *w, uint32_t id,
-			   const struct spyre_insn_tensor *t, enum spyre_opclass cls, uint64_t rdiag)
+			   const struct spyre_insn_tensor *t, enum spyre_opclass cls, uint64_t rdiag,
+			   const struct spyre_src *src)
 {
 	switch (cls) {
 	case SPYRE_CLS_MATMUL:
-		return exec_matmul(e, w, id, t);
+		return exec_matmul(e, w, id, t, src);
 	case SPYRE_CLS_FILL:
 		exec_fill(e, id, t);
 		break;
@@ -551,6 +594,92 @@ uint32_t spyre_exec_tensor(struct spyre_engine *e, struct spyre_ws *w, uint32_t 
 }
 
 /*
+ * B (n x k at b, ld floats apart, in blob bl) packed for the GEMM, once for
+ * every MATMUL of the launch that reads the same B; NULL if there is no room
+ * (the GEMM then packs it itself). On the scheduler's thread.
+ */
+static const float *packed_b(struct spyre_engine *e, struct spyre_blob *bl, const float *b, size_t ld, size_t n,
+			     size_t k)
+{
+	uint64_t boff = (uint64_t)((const uint8_t *)b - bl->data);
+	struct spyre_packed *pk;
+
+	for (pk = bl->packed; pk; pk = pk->next)
+		if (pk->boff == boff && pk->ld == ld && pk->n == n && pk->k == k)
+			return pk->p;
+	pk = calloc(1, sizeof(*pk));
+	if (!pk || !(pk->p = spyre_blob_alloc(e, SPYRE_SGEMM_PACKED_FLOATS(n, k) * sizeof(float), &pk->cap))) {
+		free(pk);
+		return NULL;
+	}
+	spyre_sgemm_pack_b(n, k, b, ld, pk->p);
+	pk->boff = boff;
+	pk->ld = ld;
+	pk->n = n;
+	pk->k = k;
+	pk->next = bl->packed;
+	bl->packed = pk;
+	return pk->p;
+}
+
+/*
+ * A MATMUL's waiting LOADs: those under what it writes are written; an fp32
+ * operand that one waiting LOAD holds whole is read from that LOAD's copy
+ * (the same bytes: a block that several cores load is read from memory once,
+ * and no scratchpad is written for it); other operands' LOADs are written.
+ */
+static int matmul_sources(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t,
+			  struct spyre_src *src)
+{
+	uint32_t esz = SPYRE_DT_SIZE(t->dtype);
+	struct spyre_blob *ba, *bb;
+	uint64_t ld;
+
+	if (spyre_lazy_flush_range(e, id, t->d, t->d + spyre_tile_extent(t->rows, t->cols,
+									  SPYRE_DT_SIZE(t->dtype2), t->ldd)) == STEP_FAULT)
+		return STEP_FAULT;
+	if (t->dtype == SPYRE_DT_FP32 && e->core[id].nlazy) {
+		src->a = spyre_lazy_operand(e, id, t->a, (uint64_t)t->lda * SPYRE_STICK_BYTES, t->rows,
+					    (uint64_t)t->k * esz, &ld, &ba);
+		src->lda = ld / sizeof(float);
+		src->b = spyre_lazy_operand(e, id, t->b, (uint64_t)t->ldb * SPYRE_STICK_BYTES, t->k,
+					    (uint64_t)t->cols * esz, &ld, &bb);
+		src->ldb = ld / sizeof(float);
+		if (src->b)
+			src->bpacked = packed_b(e, bb, src->b, src->ldb, t->cols, t->k);
+	}
+	if (!src->a && spyre_lazy_flush_range(e, id, t->a, t->a + spyre_tile_extent(t->rows, t->k, esz, t->lda)) ==
+	    STEP_FAULT)
+		return STEP_FAULT;
+	if (!src->b && spyre_lazy_flush_range(e, id, t->b, t->b + spyre_tile_extent(t->k, t->cols, esz, t->ldb)) ==
+	    STEP_FAULT)
+		return STEP_FAULT;
+	return STEP_NEXT;
+}
+
+/*
+ * A MATMUL without ACC writes every byte of D: sticks of D the last launch
+ * left need no zeroing first, unless it reads them (D meets A or B).
+ */
+static void matmul_fresh_d(struct spyre_engine *e, uint32_t id, const struct spyre_insn_tensor *t)
+{
+	uint32_t esz = SPYRE_DT_SIZE(t->dtype), esz2 = SPYRE_DT_SIZE(t->dtype2);
+	uint64_t dend = t->d + spyre_tile_extent(t->rows, t->cols, esz2, t->ldd);
+	uint64_t aend = t->a + spyre_tile_extent(t->rows, t->k, esz, t->lda);
+	uint64_t bend = t->b + spyre_tile_extent(t->k, t->cols, esz, t->ldb);
+
+	if ((t->flags & SPYRE_IF_ACC) || !e->core[id].stale_end || (t->d < aend && t->a < dend) ||
+	    (t->d < bend && t->b < dend))
+		return;
+	for (uint32_t r = 0; r < t->rows; r++) {
+		uint64_t lo = t->d + (uint64_t)r * t->ldd * SPYRE_STICK_BYTES, hi = lo + (uint64_t)t->cols * esz2;
+
+		spyre_sp_write_begin(e, id, lo, hi);
+		spyre_sp_write_end(e, id, lo, hi, true);
+	}
+}
+
+/*
  * A tensor instruction on the scheduler's thread: its cost goes on the
  * timeline now (it depends on the instruction alone); its numerics run here
  * with one host thread, else on whichever host thread takes the core's queue
@@ -560,19 +689,26 @@ static int exec_tensor_insn(struct spyre_engine *e, struct core *c, uint32_t id,
 			    const struct spyre_insn_tensor *t, enum spyre_opclass cls)
 {
 	uint64_t rdiag = cls == SPYRE_CLS_TRIL && (t->flags & SPYRE_IF_RDIAG) ? c->r[t->ldb] : 0;
+	struct spyre_src src = { 0 };
 
-	if (spyre_lazy_flush(e, id) == STEP_FAULT)	/* its LOADs' bytes */
+	if (cls == SPYRE_CLS_MATMUL) {
+		cvt16_make(e, t->dtype);
+		if (matmul_sources(e, id, t, &src) == STEP_FAULT)
+			return STEP_FAULT;
+		matmul_fresh_d(e, id, t);
+	} else if (spyre_lazy_flush(e, id) == STEP_FAULT) {	/* its LOADs' bytes */
 		return STEP_FAULT;
+	}
 	spyre_sp_settle(e, id);	/* before its first queued op: none is in flight */
 
 	/* a small op is not worth a hand-over: run here when nothing of the core's is queued */
 	uint64_t work = (uint64_t)t->rows * t->cols * (cls == SPYRE_CLS_MATMUL ? t->k : 1);
 
 	if (e->nworkers && (work >= SPYRE_DEFER_MIN_WORK || !spyre_defer_idle(e, id))) {
-		if (spyre_defer_push(e, id, t, cls, rdiag, c->pc) == STEP_FAULT)
+		if (spyre_defer_push(e, id, t, cls, rdiag, &src, c->pc) == STEP_FAULT)
 			return STEP_FAULT;
 	} else {
-		uint32_t f = spyre_exec_tensor(e, &e->ws0, id, t, cls, rdiag);
+		uint32_t f = spyre_exec_tensor(e, &e->ws0, id, t, cls, rdiag, &src);
 
 		if (f)
 			return fault(e, f, id, c->pc, t->d);

@@ -109,7 +109,11 @@ pack_a(size_t mc, size_t kc, const float *a, size_t lda, float *pack)
 /*
  * 6x16 micro-kernel: C[0:h, 0:w] = (first ? +0 : C) + Apacked[0:h, 0:kc] * Bpanel[0:kc]
  * (h <= 6, w <= 16; rows beyond h repeat row 0, columns beyond w are the
- * panel's padding: computed and dropped).
+ * panel's padding: computed and dropped). Its shape is part of the numerics:
+ * with NaNs in two of an FMA's operands, the one the instruction's operand
+ * order puts first comes out, and GCC compiles this kernel to vfmadd231ps
+ * (accumulator first) throughout; a kernel of fewer rows, or another tile
+ * shape, may get vfmadd132ps for some and other NaNs (objdump to check).
  */
 static inline __attribute__((always_inline)) void
 micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t h, size_t w, int first)
@@ -160,11 +164,21 @@ micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, si
 }
 
 SPYRE_CLONES
-void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
-		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack)
+void spyre_sgemm_pack_b(size_t n, size_t k, const float *b, size_t ldb, float *packed)
 {
 	size_t np = (n + NR - 1) / NR;
-	float *apack = pack + (size_t)KC * np * NR;
+
+	for (size_t p0 = 0; p0 < k; p0 += KC)
+		pack_b(k - p0 < KC ? k - p0 : KC, n, b + p0 * ldb, ldb, packed + p0 * np * NR);
+}
+
+/* spyre_sgemm() and spyre_sgemm_packed(): B packed here per KC block (bpacked NULL) or all of it before */
+static inline __attribute__((always_inline)) void
+sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb, const float *bpacked,
+      float *c, size_t ldc, int acc, float *pack)
+{
+	size_t np = (n + NR - 1) / NR;
+	float *apack = bpacked ? pack : pack + (size_t)KC * np * NR;
 
 	if (!k) {
 		if (!acc)
@@ -176,7 +190,10 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 		size_t kc = k - p0 < KC ? k - p0 : KC;
 		int first = !acc && !p0;
 
-		pack_b(kc, n, b + p0 * ldb, ldb, pack);
+		const float *bpk = bpacked ? bpacked + p0 * np * NR : pack;
+
+		if (!bpacked)
+			pack_b(kc, n, b + p0 * ldb, ldb, pack);
 		/* BLIS order: a packed block of A rows stays in L2, one packed B panel in L1 */
 		for (size_t ib = 0; ib < m; ib += MC) {
 			size_t mc = m - ib < MC ? m - ib : MC;
@@ -184,7 +201,7 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 			pack_a(mc, kc, a + ib * lda + p0, lda, apack);
 			for (size_t jp = 0; jp < np; jp++) {
 				size_t j0 = jp * NR, w = n - j0 < NR ? n - j0 : NR;
-				const float *bp = pack + jp * kc * NR;
+				const float *bp = bpk + jp * kc * NR;
 
 				for (size_t i0 = 0; i0 < mc; i0 += MR)
 					micro_6x16(kc, apack + i0 * kc, bp, c + (ib + i0) * ldc + j0, ldc,
@@ -192,6 +209,20 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 			}
 		}
 	}
+}
+
+SPYRE_CLONES
+void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
+		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack)
+{
+	sgemm(m, n, k, a, lda, b, ldb, NULL, c, ldc, acc, pack);
+}
+
+SPYRE_CLONES
+void spyre_sgemm_packed(size_t m, size_t n, size_t k, const float *a, size_t lda,
+			const float *bpacked, float *c, size_t ldc, int acc, float *pack)
+{
+	sgemm(m, n, k, a, lda, NULL, 0, bpacked, c, ldc, acc, pack);
 }
 
 SPYRE_CLONES

@@ -28,6 +28,18 @@
 void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack);
 
+/*
+ * B[k,n] packed as spyre_sgemm() packs it, all k at once:
+ * SPYRE_SGEMM_PACKED_FLOATS(n, k) floats, 64-byte aligned. spyre_sgemm_packed()
+ * is spyre_sgemm() on it (the same results, bit for bit); its pack holds
+ * SPYRE_SGEMM_KC * SPYRE_SGEMM_MC floats (A's packing).
+ */
+#define SPYRE_SGEMM_PACKED_FLOATS(n, k) \
+	((size_t)(k) * (((size_t)(n) + SPYRE_SGEMM_NR - 1) / SPYRE_SGEMM_NR * SPYRE_SGEMM_NR))
+void spyre_sgemm_pack_b(size_t n, size_t k, const float *b, size_t ldb, float *packed);
+void spyre_sgemm_packed(size_t m, size_t n, size_t k, const float *a, size_t lda,
+			const float *bpacked, float *c, size_t ldc, int acc, float *pack);
+
 /* C[m,n] = (acc ? C : 0) + A B, int8 inputs, int32 accumulation (wrapping). */
 void spyre_igemm(size_t m, size_t n, size_t k, const int8_t *a, size_t lda,
 		 const int8_t *b, size_t ldb, int32_t *c, size_t ldc, int acc);

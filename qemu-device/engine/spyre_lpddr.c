@@ -9,6 +9,7 @@
  * spyre_engine.c asks for the next memory event and has it processed here.
  * Calls nothing else of the engine's (spyre_engine_int.h).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "spyre_engine_int.h"
@@ -97,15 +98,18 @@ void spyre_sp_write_end(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64
 	uint64_t *bm = e->fresh + (size_t)id * e->fresh_words;
 	uint64_t s1 = min64(hi / SPYRE_STICK_BYTES, e->core[id].stale_end / SPYRE_STICK_BYTES);
 
-	for (uint64_t s = div_up(lo, SPYRE_STICK_BYTES); s < s1; s++) {
-		if (!written) {
+	uint64_t s = div_up(lo, SPYRE_STICK_BYTES);
+
+	if (!written) {
+		for (; s < s1; s++)
 			settle_stick(e, id, s);
-		} else if (s % 64 == 0 && s + 64 <= s1) {
-			bm[s / 64] = ~0ull;
-			s += 63;
-		} else {
-			bm[s / 64] |= 1ull << (s % 64);
-		}
+		return;
+	}
+	while (s < s1) {	/* the bits of [s, s1), a word at a time */
+		uint64_t n = min64(64 - s % 64, s1 - s);
+
+		bm[s / 64] |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << (s % 64);
+		s += n;
 	}
 }
 
@@ -161,54 +165,276 @@ static int dma_move(struct spyre_engine *e, uint32_t id, const struct dma_op *op
 	return STEP_NEXT;
 }
 
-int spyre_lazy_flush(struct spyre_engine *e, uint32_t id)
+/* ---- completed LOADs waiting for their core's next touch ------------------- */
+
+/* Copies of LOADed rows a launch may keep (beyond: the LOAD is written as before). */
+#define SPYRE_BLOB_MAX_BYTES (256ull << 20)
+
+static uint64_t sp_end(const struct dma_op *op)
 {
-	struct core *c = &e->core[id];
-
-	if (!c->nlazy)
-		return STEP_NEXT;
-	if (spyre_defer_sync(e, id) == STEP_FAULT)	/* the tensor ops before them */
-		return STEP_FAULT;
-	for (uint32_t i = 0; i < c->nlazy; i++) {
-		struct dma_op *op = &c->lazy[i];
-		uint8_t *sp = core_sp(e, id);
-
-		/* checked by probe, stale sticks settled and marked when it completed */
-		for (uint32_t r = 0; r < op->rows; r++) {
-			uint64_t a = op->va + (uint64_t)r * op->mem_stride, fva = a;
-			int rc = e->ops->read(e->opaque, a, sp + op->spo + (uint64_t)r * op->sp_stride, op->len, &fva);
-
-			if (rc) {	/* probe said it would not: memory changed under the launch */
-				c->nlazy = 0;
-				e->res->fault_detail = rc;
-				return fault(e, SPYRE_ENGINE_FAULT_MEM, id, op->pc, fva);
-			}
-		}
-	}
-	c->nlazy = 0;
-	return STEP_NEXT;
+	return op->spo + (uint64_t)(op->rows - 1) * op->sp_stride + op->len;
 }
 
-int spyre_lazy_flush_all(struct spyre_engine *e)
+static uint64_t mem_end(const struct dma_op *op)
 {
-	for (uint32_t i = 0; i < e->cfg.cores; i++)
-		if (spyre_lazy_flush(e, i) == STEP_FAULT)
-			return STEP_FAULT;
+	return op->va + (uint64_t)(op->rows - 1) * op->mem_stride + op->len;
+}
+
+/* Write waiting LOAD op of core id into its scratchpad: from its copy, or read now. */
+static int lazy_move(struct spyre_engine *e, uint32_t id, const struct dma_op *op)
+{
+	uint8_t *sp = core_sp(e, id) + op->spo;
+
+	for (uint32_t r = 0; r < op->rows; r++) {
+		uint64_t a = op->va + (uint64_t)r * op->mem_stride, fva = a;
+		int rc;
+
+		if (op->blob) {
+			memcpy(sp + (uint64_t)r * op->sp_stride, op->blob->data + (uint64_t)r * op->len, op->len);
+			continue;
+		}
+		rc = e->ops->read(e->opaque, a, sp + (uint64_t)r * op->sp_stride, op->len, &fva);
+		if (rc) {	/* probe said it would not: memory changed under the launch */
+			e->res->fault_detail = rc;
+			return fault(e, SPYRE_ENGINE_FAULT_MEM, id, op->pc, fva);
+		}
+	}
 	return STEP_NEXT;
 }
 
 /*
+ * Write core id's waiting LOADs that meet scratchpad [lo, hi), or whose rows
+ * meet memory [mlo, mhi) and have no copy (a STORE is about to write there),
+ * in order (their extents are disjoint: any order gives the same bytes).
+ */
+static int lazy_flush_sel(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi, uint64_t mlo,
+			  uint64_t mhi)
+{
+	struct core *c = &e->core[id];
+	bool synced = false;
+
+	for (uint32_t i = 0; i < c->nlazy;) {
+		struct dma_op *op = &c->lazy[i];
+		bool sp_hit = op->spo < hi && sp_end(op) > lo;
+		bool mem_hit = !op->blob && op->va < mhi && mem_end(op) > mlo;
+		int rc;
+
+		if (!sp_hit && !mem_hit) {
+			i++;
+			continue;
+		}
+		/* the tensor ops before them */
+		if (!synced && spyre_defer_sync(e, id) == STEP_FAULT)
+			return STEP_FAULT;
+		synced = true;
+		rc = lazy_move(e, id, op);
+		memmove(op, op + 1, (c->nlazy - i - 1) * sizeof(*op));
+		c->nlazy--;
+		if (rc == STEP_FAULT) {
+			c->nlazy = 0;
+			return STEP_FAULT;
+		}
+	}
+	return STEP_NEXT;
+}
+
+int spyre_lazy_flush_range(struct spyre_engine *e, uint32_t id, uint64_t lo, uint64_t hi)
+{
+	return lazy_flush_sel(e, id, lo, hi, 0, 0);
+}
+
+int spyre_lazy_flush(struct spyre_engine *e, uint32_t id)
+{
+	return lazy_flush_sel(e, id, 0, UINT64_MAX, 0, 0);
+}
+
+int spyre_lazy_end(struct spyre_engine *e, uint32_t id)
+{
+	return lazy_flush_sel(e, id, 0, 0, 0, UINT64_MAX);
+}
+
+void spyre_lazy_post(struct spyre_engine *e, uint32_t id)
+{
+	struct core *c = &e->core[id];
+
+	for (uint32_t i = 0; i < c->nlazy; i++)
+		lazy_move(e, id, &c->lazy[i]);	/* each has its copy: nothing read, no fault */
+	c->nlazy = 0;
+}
+
+/* Keep buffer p of cap bytes for the next launch (at most SPYRE_BLOB_POOL_BYTES of them), else free it. */
+#define SPYRE_BLOB_POOL_BYTES (64ull << 20)
+
+static void pool_put(struct spyre_engine *e, void *p, uint64_t cap, bool keep, uint64_t *kept)
+{
+	if (keep && e->npool < SPYRE_BLOB_POOL && cap <= SPYRE_BLOB_POOL_BYTES - *kept) {
+		e->pool[e->npool].p = p;
+		e->pool[e->npool++].cap = cap;
+		*kept += cap;
+	} else {
+		free(p);
+	}
+}
+
+void spyre_blobs_free(struct spyre_engine *e, bool keep)
+{
+	uint64_t kept = 0;
+
+	for (uint32_t i = 0; i < e->npool; i++)
+		kept += e->pool[i].cap;
+	while (e->blobs) {
+		struct spyre_blob *b = e->blobs;
+
+		e->blobs = b->next;
+		while (b->packed) {
+			struct spyre_packed *pk = b->packed;
+
+			b->packed = pk->next;
+			pool_put(e, pk->p, pk->cap, keep, &kept);
+			free(pk);
+		}
+		pool_put(e, b->data, b->cap, keep, &kept);
+		free(b);
+	}
+	e->blob_bytes = 0;
+	if (!keep) {
+		while (e->npool)
+			free(e->pool[--e->npool].p);
+	}
+}
+
+void *spyre_blob_alloc(struct spyre_engine *e, uint64_t size, uint64_t *cap)
+{
+	uint32_t best = e->npool;
+	void *p = NULL;
+
+	if (size > SPYRE_BLOB_MAX_BYTES - e->blob_bytes)
+		return NULL;
+	for (uint32_t i = 0; i < e->npool; i++)	/* the smallest kept buffer that fits */
+		if (e->pool[i].cap >= size && (best == e->npool || e->pool[i].cap < e->pool[best].cap))
+			best = i;
+	if (best < e->npool) {
+		p = e->pool[best].p;
+		*cap = e->pool[best].cap;
+		e->pool[best] = e->pool[--e->npool];
+	} else if (!posix_memalign(&p, 64, size ? size : 64)) {
+		*cap = size;
+	} else {
+		return NULL;
+	}
+	e->blob_bytes += *cap;
+	return p;
+}
+
+/* The copy of waiting LOAD op's rows: shared with an earlier LOAD of the same rows, or read now; NULL if none. */
+static struct spyre_blob *blob_get(struct spyre_engine *e, const struct dma_op *op)
+{
+	uint64_t size = (uint64_t)op->rows * op->len;
+	struct spyre_blob *b;
+
+	for (b = e->blobs; b; b = b->next)
+		if (b->valid && b->va == op->va && b->rows == op->rows && b->len == op->len &&
+		    (op->rows == 1 || b->mem_stride == op->mem_stride))
+			return b;
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->data = spyre_blob_alloc(e, size, &b->cap))) {
+		free(b);
+		return NULL;
+	}
+	/* on the list at once: a failed read leaves its buffer to the launch's end */
+	b->next = e->blobs;
+	e->blobs = b;
+	for (uint32_t r = 0; r < op->rows; r++) {
+		uint64_t fva;
+
+		if (e->ops->read(e->opaque, op->va + (uint64_t)r * op->mem_stride, b->data + (uint64_t)r * op->len,
+				 op->len, &fva))	/* the flush that follows faults where it does */
+			return NULL;
+	}
+	b->va = op->va;
+	b->rows = op->rows;
+	b->len = op->len;
+	b->mem_stride = op->mem_stride;
+	b->valid = true;
+	return b;
+}
+
+const void *spyre_lazy_operand(struct spyre_engine *e, uint32_t id, uint64_t off, uint64_t ld, uint64_t rows,
+			       uint64_t row_bytes, uint64_t *ld_out, struct spyre_blob **blob)
+{
+	struct core *c = &e->core[id];
+
+	if (!rows || !row_bytes)
+		return NULL;
+	for (uint32_t i = 0; i < c->nlazy; i++) {
+		struct dma_op *op = &c->lazy[i];
+		uint64_t d = off - op->spo, boff, bld;
+
+		if (off < op->spo)
+			continue;
+		if (op->rows == 1) {	/* one run of bytes (rows coalesced): any row pitch inside it */
+			if (d > op->len || (rows - 1) * ld + row_bytes > op->len - d)
+				continue;
+			boff = d;
+			bld = ld;
+		} else {		/* the operand's rows are the LOAD's (or a column block of them) */
+			if (ld != op->sp_stride || d % ld + row_bytes > op->len || d / ld + rows > op->rows)
+				continue;
+			boff = d / ld * op->len + d % ld;
+			bld = op->len;
+		}
+		if (!op->blob && !(op->blob = blob_get(e, op)))
+			return NULL;
+		*ld_out = bld;
+		*blob = op->blob;
+		return op->blob->data + boff;
+	}
+	return NULL;
+}
+
+/* Whether waiting LOAD n writes every byte of waiting LOAD o (o is then never read). */
+static bool covers(const struct dma_op *n, const struct dma_op *o)
+{
+	if (n->rows == 1)
+		return n->spo <= o->spo && sp_end(n) >= sp_end(o);
+	return n->spo == o->spo && n->sp_stride == o->sp_stride && n->rows >= o->rows && n->len >= o->len;
+}
+
+/*
+ * A STORE of core id is about to write memory [lo, hi) from its scratchpad:
+ * the waiting LOADs that read there and have no copy are written first (on
+ * any core), no later LOAD shares a copy of those rows, and the STORE's
+ * scratchpad bytes are written.
+ */
+static int store_flush(struct spyre_engine *e, uint32_t id, const struct dma_op *st)
+{
+	uint64_t lo = st->va, hi = mem_end(st);
+
+	for (uint32_t i = 0; i < e->cfg.cores; i++)
+		if (e->core[i].nlazy && lazy_flush_sel(e, i, 0, 0, lo, hi) == STEP_FAULT)
+			return STEP_FAULT;
+	for (struct spyre_blob *b = e->blobs; b; b = b->next)
+		if (b->va < hi && b->va + (uint64_t)(b->rows - 1) * b->mem_stride + b->len > lo)
+			b->valid = false;
+	if (spyre_lazy_flush_range(e, id, st->spo, sp_end(st)) == STEP_FAULT)
+		return STEP_FAULT;
+	return spyre_defer_sync(e, id);
+}
+
+/*
  * The data of a completed LOAD/STORE. A STORE first lets every waiting LOAD
- * read (one may read what it overwrites). A LOAD whose rows all pass the
- * probe waits for its core's next touch (its stale sticks settled now, as
- * the read would); otherwise it moves now, faulting where the read does.
+ * that reads what it overwrites read (or keep its copy). A LOAD whose rows all
+ * pass the probe waits for its core's next touch (its stale sticks settled
+ * now, as the read would; waiting LOADs it overwrites whole are dropped, those
+ * it meets in part written first); otherwise it moves now, faulting where the
+ * read does.
  */
 static int dma_copy(struct spyre_engine *e, uint32_t id, const struct dma_op *op)
 {
 	struct core *c = &e->core[id];
 
 	if (op->store) {
-		if (spyre_lazy_flush_all(e) == STEP_FAULT || spyre_defer_sync(e, id) == STEP_FAULT)
+		if (store_flush(e, id, op) == STEP_FAULT)
 			return STEP_FAULT;
 		return dma_move(e, id, op);
 	}
@@ -221,15 +447,28 @@ static int dma_copy(struct spyre_engine *e, uint32_t id, const struct dma_op *op
 			ok = !e->ops->probe(e->opaque, op->va + (uint64_t)r * op->mem_stride, op->len, &fva);
 		}
 		if (ok) {
+			uint64_t lo = op->spo, hi = sp_end(op);
+
+			for (uint32_t i = 0; i < c->nlazy;) {
+				if (c->lazy[i].spo < hi && sp_end(&c->lazy[i]) > lo && covers(op, &c->lazy[i])) {
+					memmove(&c->lazy[i], &c->lazy[i + 1], (c->nlazy - i - 1) * sizeof(*op));
+					c->nlazy--;
+				} else {
+					i++;
+				}
+			}
+			if (spyre_lazy_flush_range(e, id, lo, hi) == STEP_FAULT)
+				return STEP_FAULT;
 			if (c->nlazy == SPYRE_LAZY_DEPTH && spyre_lazy_flush(e, id) == STEP_FAULT)
 				return STEP_FAULT;
 			for (uint32_t r = 0; r < op->rows; r++) {
-				uint64_t lo = op->spo + (uint64_t)r * op->sp_stride;
+				uint64_t rlo = op->spo + (uint64_t)r * op->sp_stride;
 
-				spyre_sp_write_begin(e, id, lo, lo + op->len);
-				spyre_sp_write_end(e, id, lo, lo + op->len, true);
+				spyre_sp_write_begin(e, id, rlo, rlo + op->len);
+				spyre_sp_write_end(e, id, rlo, rlo + op->len, true);
 			}
-			c->lazy[c->nlazy++] = *op;
+			c->lazy[c->nlazy] = *op;
+			c->lazy[c->nlazy++].blob = NULL;
 			return STEP_NEXT;
 		}
 	}
