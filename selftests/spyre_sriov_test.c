@@ -52,16 +52,10 @@ static int open_pci_accel(const char *pci)
 /* PCI name of VF @v of @pf (its virtfnV link); 0 or -errno. */
 static int vf_pci(const char *pf, int v, char *pci, size_t len)
 {
-	char link[256], target[PATH_MAX];
-	ssize_t n;
+	char link[256];
 
 	snprintf(link, sizeof(link), "/sys/bus/pci/devices/%s/virtfn%d", pf, v);
-	n = readlink(link, target, sizeof(target) - 1);
-	if (n < 0)
-		return -errno;
-	target[n] = '\0';
-	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
-	return 0;
+	return link_name(link, pci, len);
 }
 
 static int set_numvfs(const char *pf, int n)

@@ -324,21 +324,29 @@ static inline int inject_disarm(const char *pci)
 	return write_text(path, "0 0");
 }
 
-/* PCI name ("0000:00:04.0") of the index-th spyre card; 0 or -errno. */
-static inline int card_pci(int index, char *pci, size_t len)
+/* The last component of the target of symlink @link (a PCI name); 0 or -errno. */
+static inline int link_name(const char *link, char *name, size_t len)
 {
-	char node[64], link[PATH_MAX], target[PATH_MAX];
+	char target[PATH_MAX];
 	ssize_t n;
 
-	if (spyre_node(index, node, sizeof(node)))
-		return -ENODEV;
-	snprintf(link, sizeof(link), "/sys/class/accel/%s/device", strrchr(node, '/') + 1);
 	n = readlink(link, target, sizeof(target) - 1);
 	if (n < 0)
 		return -errno;
 	target[n] = '\0';
-	snprintf(pci, len, "%s", strrchr(target, '/') + 1);
+	snprintf(name, len, "%s", strrchr(target, '/') + 1);
 	return 0;
+}
+
+/* PCI name ("0000:00:04.0") of the index-th spyre card; 0 or -errno. */
+static inline int card_pci(int index, char *pci, size_t len)
+{
+	char node[64], link[PATH_MAX];
+
+	if (spyre_node(index, node, sizeof(node)))
+		return -ENODEV;
+	snprintf(link, sizeof(link), "/sys/class/accel/%s/device", strrchr(node, '/') + 1);
+	return link_name(link, pci, len);
 }
 
 #define SPYRE_SNAP_CARDS 2
