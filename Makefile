@@ -48,8 +48,10 @@ TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/b
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test \
 	$(B)/selftests/spyre_peer_test $(B)/selftests/spyre_coll_test
-QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
-QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
+# The qtest client speaks QMP through util/qmp.c (the one QMP client, shared
+# with tools/vm/migrate.c), which parses with util/json.c.
+QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c util/qmp.c util/json.c
+QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h util/qmp.h util/json.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test \
@@ -239,7 +241,7 @@ $(QTESTS) $(B)/bench/copy-bw $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
 
 $(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ISA_DIR) \
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -Iutil -I$(ISA_DIR) \
 		$< $(QTEST_LIB) -o $@ $(ISA_LIB) -lm
 
 # The uapi headers are C++-clean too (no C++ keywords or alternative tokens).
@@ -357,7 +359,7 @@ BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench $(B)/
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -Iutil $< $(QTEST_LIB) -o $@ -lm
 
 $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ISA_LIB)
 	@mkdir -p $(@D)
