@@ -174,6 +174,19 @@ $(B)/bin/spyre-copy-loop: tools/tests/copy-loop.c $(B)/lib/libspyre.so libspyre/
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib'
 
+# The VM runner's live migration launcher (tools/vm/run --migrate), a host
+# program kept out of build/bin, which goes into the VM.
+tools: $(B)/tools/vm/migrate
+$(B)/tools/vm/migrate: tools/vm/migrate.c util/qmp.c util/qmp.h util/json.c util/json.h util/jsonw.c util/jsonw.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Iutil $< util/qmp.c util/json.c util/jsonw.c -o $@ -lm
+
+# Its host test: this program stands in for QEMU (tools/tests/vm-migrate-test.c).
+host-tests: $(B)/tests/vm-migrate-test
+$(B)/tests/vm-migrate-test: tools/tests/vm-migrate-test.c tests/tap.h $(B)/tools/vm/migrate
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) $< -o $@
+
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 
