@@ -348,7 +348,7 @@ static bool trace_pair(const char *path, const char *what, const char *re, unsig
 	bool ok = false;
 	regex_t rx;
 
-	if (trace_tail(path, what, &line, 1) != 1)
+	if (trace_tail(path, what, &line, 1) != 1 || !line)
 		return false;
 	if (!regcomp(&rx, re, REG_EXTENDED)) {
 		ok = !regexec(&rx, line, 3, m, 0);
@@ -399,7 +399,8 @@ static void bail(const char *fmt, ...)
 
 		n = trace_tail(trace, "spyre_", lines, TRACE_TAIL);
 		for (j = 0; j < n; j++) {
-			report("  QEMU %d: %s", i, lines[j]);
+			if (lines[j])
+				report("  QEMU %d: %s", i, lines[j]);
 			free(lines[j]);
 		}
 		free(trace);
