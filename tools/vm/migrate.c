@@ -79,6 +79,7 @@ static char **qemu_argv;
 static int qemu_argc;
 static struct qemu *procs;
 static int nprocs;
+static const char **markers;
 static int cur_mig;	/* the migration under way: QEMUs 0..cur_mig have traces */
 
 static void usage(FILE *f)
@@ -276,11 +277,11 @@ static struct qemu *start(int n, const char *incoming)
 		got = read(pfd[0], &err, sizeof(err));
 	while (got < 0 && errno == EINTR);
 	close(pfd[0]);
+	free(argv);
 	if (got == (ssize_t)sizeof(err)) {
 		wait_exit(q, -1);
-		bail("cannot run %s: %s", argv[0], strerror(err));
+		bail("cannot run %s: %s", qemu_argv[0], strerror(err));
 	}
-	free(argv);
 	free(qmparg);
 	free(qmp);
 	free(trace);
@@ -607,11 +608,11 @@ int main(int argc, char **argv)
 	};
 	struct spyre_qmp qmp_a, qmp_b, *cur_qmp = &qmp_a, *next_qmp = &qmp_b, *t;
 	struct sigaction sa = { .sa_handler = on_signal };
-	const char **markers = calloc((size_t)argc + 1, sizeof(*markers));
 	struct sockaddr_un sun;
 	struct qemu *cur;
 	int c, nmarkers = 0, n;
 
+	markers = calloc((size_t)argc + 1, sizeof(*markers));
 	if (!markers)
 		return 1;
 	opterr = 0;
