@@ -146,7 +146,9 @@ static void cmd_name(const char *cmd, char *name, size_t len)
 
 int spyre_qmp_cmd(struct spyre_qmp *q, const char *cmd, struct spyre_json **answer, char *err, size_t errlen)
 {
-	char name[64], why[160];
+	char name[64], why[160], *msg;
+	size_t n;
+	int ret;
 
 	if (answer)
 		*answer = NULL;
@@ -159,7 +161,23 @@ int spyre_qmp_cmd(struct spyre_qmp *q, const char *cmd, struct spyre_json **answ
 		snprintf(err, errlen, "%s: not connected", name);
 		return -1;
 	}
-	if (send_all(q, cmd, strlen(cmd), why, sizeof(why)) || send_all(q, "\n", 1, why, sizeof(why))) {
+	/*
+	 * The command and its newline in one write: QEMU's parser runs a
+	 * command as soon as its closing brace arrives, and after "quit" a
+	 * newline written on its own may meet a closed socket.
+	 */
+	n = strlen(cmd);
+	msg = malloc(n + 2);
+	if (!msg) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(msg, cmd, n);
+	msg[n] = '\n';
+	msg[n + 1] = '\0';
+	ret = send_all(q, msg, n + 1, why, sizeof(why));
+	free(msg);
+	if (ret) {
 		snprintf(err, errlen, "QMP %s during %s", why, name);
 		return -1;
 	}

@@ -98,13 +98,39 @@ static void say(int fd, const char *s)
 		exit(0);	/* the launcher went away */
 }
 
+/*
+ * The next command line into @line. As QEMU runs a command once its closing
+ * brace is in, a command must come whole in one write with its newline (else
+ * a quit closes the socket before the newline): a read that ends inside a
+ * line is recorded in DIR/cmdsN, which the cases compare whole.
+ */
+static bool next_command(int fd, char *line, size_t len, struct fake *f)
+{
+	static char buf[8192];
+	static size_t have;
+	char *nl;
+	ssize_t n;
+
+	while (!(nl = memchr(buf, '\n', have))) {
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			return false;
+		have += (size_t)n;
+		if (buf[have - 1] != '\n')
+			fake_file(f, "cmds", "a read ended inside a command: %.*s\n", (int)have, buf);
+	}
+	snprintf(line, len, "%.*s", (int)(nl + 1 - buf), buf);
+	have -= (size_t)(nl + 1 - buf);
+	memmove(buf, nl + 1, have);
+	return true;
+}
+
 static int fake_qemu(int argc, char **argv)
 {
 	struct fake f = { .mode = argv[2], .last = atoi(argv[3]), .rc = atoi(argv[4]) };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char line[4096], *p;
 	int i, lfd, fd, queries = 0;
-	FILE *rx;
 
 	for (i = 5; i < argc; i++) {
 		if (!strcmp(argv[i], "-qmp") && i + 1 < argc) {
@@ -146,10 +172,9 @@ static int fake_qemu(int argc, char **argv)
 	fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		return 94;
-	rx = fdopen(fd, "r");
 	say(fd, "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 0, \"minor\": 2, \"major\": 7}, \"package\": \"\"}, "
 		"\"capabilities\": [\"oob\"]}}");
-	while (fgets(line, sizeof(line), rx)) {
+	while (next_command(fd, line, sizeof(line), &f)) {
 		fake_file(&f, "cmds", "%s", line);
 		if (strstr(line, "\"qmp_capabilities\"")) {
 			say(fd, "{\"return\": {}}");
