@@ -48,8 +48,10 @@ TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/b
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test \
 	$(B)/selftests/spyre_peer_test $(B)/selftests/spyre_coll_test
-QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c
-QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h
+# The qtest client speaks QMP through util/qmp.c (the one QMP client, shared
+# with tools/vm/migrate.c), which parses with util/json.c.
+QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c util/qmp.c util/json.c
+QTEST_HDRS := qemu-device/tests/qtest-client.h qemu-device/tests/spyre-dev.h uapi/spyre_hw.h util/qmp.h util/json.h
 QTESTS := $(patsubst qemu-device/tests/%.c,$(B)/tests/%,$(wildcard qemu-device/tests/*-test.c))
 HOST_TESTS := $(QTESTS) $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test $(B)/tests/patch-test \
 	$(B)/tests/man-pages-test $(B)/tests/kver-fallback-test $(B)/tests/install-test \
@@ -172,6 +174,19 @@ $(B)/bin/spyre-copy-loop: tools/tests/copy-loop.c $(B)/lib/libspyre.so libspyre/
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib'
 
+# The VM runner's live migration launcher (tools/vm/run --migrate), a host
+# program kept out of build/bin, which goes into the VM.
+tools: $(B)/tools/vm/migrate
+$(B)/tools/vm/migrate: tools/vm/migrate.c util/qmp.c util/qmp.h util/json.c util/json.h util/jsonw.c util/jsonw.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) -Iutil $< util/qmp.c util/json.c util/jsonw.c -o $@ -lm
+
+# Its host test: this program stands in for QEMU (tools/tests/vm-migrate-test.c).
+host-tests: $(B)/tests/vm-migrate-test
+$(B)/tests/vm-migrate-test: tools/tests/vm-migrate-test.c tests/tap.h $(B)/tools/vm/migrate
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARNFLAGS) $< -o $@
+
 # ---- VM selftests (kselftest harness from linux-source-6.12) ----------------
 selftests: $(SELFTESTS)
 
@@ -239,7 +254,7 @@ $(QTESTS) $(B)/bench/copy-bw $(B)/tests/uapi-abi-test $(B)/tests/api-errors-test
 
 $(QTESTS): $(B)/tests/%: qemu-device/tests/%.c $(QTEST_LIB) $(QTEST_HDRS) $(ISA_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -I$(ISA_DIR) \
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -Iutil -I$(ISA_DIR) \
 		$< $(QTEST_LIB) -o $@ $(ISA_LIB) -lm
 
 # The uapi headers are C++-clean too (no C++ keywords or alternative tokens).
@@ -357,7 +372,7 @@ BENCHES := $(B)/bench/copy-bw $(B)/bench/launch-bench $(B)/bench/dma-bench $(B)/
 
 $(B)/bench/copy-bw: bench/copy-bw.c $(QTEST_LIB) $(QTEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests $< $(QTEST_LIB) -o $@
+	$(CC) $(CFLAGS) $(WARNFLAGS) -D_GNU_SOURCE -Iuapi -Iqemu-device/tests -Iutil $< $(QTEST_LIB) -o $@ -lm
 
 $(B)/bench/launch-bench: bench/launch-bench.c $(B)/lib/libspyre.so libspyre/include/spyre.h $(ISA_LIB)
 	@mkdir -p $(@D)

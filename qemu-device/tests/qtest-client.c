@@ -80,7 +80,8 @@ int qtest_start(struct qtest *qt, const char *extra)
 	int lfd, n;
 
 	memset(qt, 0, sizeof(*qt));
-	qt->fd = qt->qmp_fd = -1;
+	qt->fd = -1;
+	spyre_qmp_init(&qt->qmp);
 	if (access(qtest_qemu_path(), X_OK)) {
 		fprintf(stderr, "qtest: no QEMU at %s (run 'make setup')\n", qtest_qemu_path());
 		return -1;
@@ -151,12 +152,9 @@ void qtest_quit(struct qtest *qt)
 		fclose(qt->rx);
 	if (qt->fd >= 0)
 		close(qt->fd);
-	if (qt->qmp_rx)
-		fclose(qt->qmp_rx);
-	if (qt->qmp_fd >= 0)
-		close(qt->qmp_fd);
-	qt->rx = qt->qmp_rx = NULL;
-	qt->fd = qt->qmp_fd = -1;
+	spyre_qmp_close(&qt->qmp);
+	qt->rx = NULL;
+	qt->fd = -1;
 	unlink(qt->qmp_path);
 	if (qt->pid > 0) {
 		kill(qt->pid, SIGTERM);
@@ -407,43 +405,17 @@ int qtest_run_capture(char *const argv[], char *out, size_t outlen)
 	return WEXITSTATUS(status);
 }
 
-/* Read QMP lines until a command's answer; events are skipped. */
-static int qmp_answer(struct qtest *qt, char *reply, size_t len)
-{
-	char line[4096];
-
-	for (;;) {
-		if (!fgets(line, sizeof(line), qt->qmp_rx))
-			return -1;
-		if (strncmp(line, "{\"return\"", 9) && strncmp(line, "{\"error\"", 8))
-			continue;
-		if (reply)
-			snprintf(reply, len, "%s", line);
-		return strncmp(line, "{\"return\"", 9) ? -1 : 0;
-	}
-}
-
 int qtest_qmp(struct qtest *qt, const char *json, char *reply, size_t len)
 {
-	static const char caps[] = "{\"execute\": \"qmp_capabilities\"}\n";
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char greeting[4096];
-	size_t n = strlen(json);
+	char err[256];
+	int ret;
 
 	if (reply && len)
 		*reply = 0;
-	if (qt->qmp_fd < 0) {
-		qt->qmp_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", qt->qmp_path);
-		if (qt->qmp_fd < 0 || connect(qt->qmp_fd, (struct sockaddr *)&sa, sizeof(sa)))
-			die("connect to QMP at %s: %s", qt->qmp_path, strerror(errno));
-		qt->qmp_rx = fdopen(dup(qt->qmp_fd), "r");
-		if (!fgets(greeting, sizeof(greeting), qt->qmp_rx) ||
-		    write(qt->qmp_fd, caps, sizeof(caps) - 1) != (ssize_t)sizeof(caps) - 1 ||
-		    qmp_answer(qt, NULL, 0))
-			die("QMP at %s: no greeting or capabilities refused", qt->qmp_path);
-	}
-	if (write(qt->qmp_fd, json, n) != (ssize_t)n || write(qt->qmp_fd, "\n", 1) != 1)
-		die("write to QMP: %s", strerror(errno));
-	return qmp_answer(qt, reply, len);
+	if (qt->qmp.fd < 0 && spyre_qmp_open(&qt->qmp, qt->qmp_path, 5000, err, sizeof(err)))
+		die("QMP: %s", err);
+	ret = spyre_qmp_cmd(&qt->qmp, json, NULL, err, sizeof(err));
+	if (reply && len)
+		snprintf(reply, len, "%s", qt->qmp.line);
+	return ret;
 }

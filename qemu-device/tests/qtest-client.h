@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "qmp.h"	/* util/: the QMP client */
+
 struct qtest {
 	pid_t pid;
 	int fd;
@@ -20,8 +22,7 @@ struct qtest {
 	char sock_path[108];
 	char log_path[108];	/* QEMU's -D log: guest errors (-d guest_errors) */
 	char qmp_path[108];	/* QEMU's QMP socket (qtest_qmp()) */
-	int qmp_fd;
-	FILE *qmp_rx;
+	struct spyre_qmp qmp;	/* connected on the first qtest_qmp() */
 };
 
 /* Path of the QEMU binary under test: $SPYRE_QEMU, else the set-up cache. */
@@ -70,8 +71,8 @@ void qpci_map_bar32(struct qtest *qt, int dev, int bar, uint32_t addr);
 
 /*
  * Send one QMP command (a JSON object, one line) to QEMU's monitor and read
- * its answer into @reply (may be NULL): 0 for a "return", -1 for an "error"
- * or a closed connection. Events are skipped.
+ * its answer line into @reply (may be NULL): 0 for a "return", -1 for an
+ * "error" or a closed connection. Events are skipped (util/qmp.h).
  */
 int qtest_qmp(struct qtest *qt, const char *json, char *reply, size_t len);
 
