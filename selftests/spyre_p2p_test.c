@@ -579,8 +579,11 @@ TEST_F(p2p, exporter_flr_during_peer_copies)
 
 			if (squeue_error(self->fd[1], self->q[1], &e) ||
 			    e.error_count != (uint64_t)(40 - good) ||
-			    e.fault.error != DRM_SPYRE_ERROR_FAULT || e.fault.hw_error != SPYRE_ERR_DMA)
+			    e.fault.error != DRM_SPYRE_ERROR_FAULT || e.fault.hw_error != SPYRE_ERR_DMA) {
+				fprintf(stderr, "# importer: %d good copies; queue errors %llu, last error %u, hw error %u\n",
+					good, (unsigned long long)e.error_count, e.fault.error, e.fault.hw_error);
 				_exit(98);
+			}
 		}
 		_exit(good);
 	}
