@@ -3,6 +3,9 @@
  * The model on a spyre card (device.h). One function, step(), describes a
  * prefill or decode step as the sequence of kernels it launches; the device
  * run and the no-device estimate both walk it, so there is one model graph.
+ * Tensor parallel over N cards (spyre_dmodel_new_tp()): each card is a
+ * model of its shard's shape whose step() also marks the two all-reduces
+ * of a layer; run_step_tp() launches the cards' steps side by side.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -608,8 +611,12 @@ static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t 
 		}
 		if (ret)
 			break;
+		if (spyre_trace_active())
+			spyre_trace_span_begin("all_reduce");
 		ret = spyre_all_reduce(dm->comm, y, y, (size_t)m * pitch / SPYRE_DT_SIZE(dm->dt), dm->dt,
 				       SPYRE_RED_SUM, streams);
+		if (spyre_trace_active())
+			spyre_trace_span_end();
 		if (ret) {
 			fail(dm, ret, "all-reduce over %u cards", n);
 			break;
