@@ -557,10 +557,10 @@ static int tp_fail(struct spyre_dmodel *dm, int ret, const char *what)
 static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
 		       float *logits, struct spyre_step_stats *st)
 {
-	struct spyre_kcache_stats k0[SPYRE_DMODEL_TP_MAX];
-	spyre_stream_t *streams[SPYRE_DMODEL_TP_MAX];
-	spyre_dptr_t y[SPYRE_DMODEL_TP_MAX];
-	uint32_t at[SPYRE_DMODEL_TP_MAX] = { 0 }, n = dm->tp, r;
+	struct spyre_kcache_stats k0[SPYRE_MODEL_TP_MAX];
+	spyre_stream_t *streams[SPYRE_MODEL_TP_MAX];
+	spyre_dptr_t y[SPYRE_MODEL_TP_MAX];
+	uint32_t at[SPYRE_MODEL_TP_MAX] = { 0 }, n = dm->tp, r;
 	struct spyre_dmodel *s0 = dm->shard[0];
 	uint64_t t0, t1, pitch = spyre_kernel_pitch(dm->cfg.hidden, dm->dt);
 	int ret = 0, sret;
@@ -1374,78 +1374,6 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	return dmodel_new(dev, cfg, w, opts, 1, 0, out, err, errlen);
 }
 
-int spyre_dmodel_tp_config(const struct spyre_model_config *cfg, uint32_t tp, struct spyre_model_config *shard,
-			   char *err, size_t errlen)
-{
-	const char *what = NULL;
-	uint32_t v = 0;
-
-	if (tp < 1 || tp > SPYRE_DMODEL_TP_MAX) {
-		snprintf(err, errlen, "tensor parallel over %u cards: must be 1 to %u", tp, SPYRE_DMODEL_TP_MAX);
-		return -EINVAL;
-	}
-	if (cfg->heads % tp)
-		what = "num_attention_heads", v = cfg->heads;
-	else if (cfg->kv_heads % tp)
-		what = "num_key_value_heads", v = cfg->kv_heads;
-	else if (cfg->ffn % tp)
-		what = "intermediate_size", v = cfg->ffn;
-	if (what) {
-		snprintf(err, errlen, "tensor parallel over %u cards: %u does not divide %s (%u); it must divide the "
-			 "attention heads (%u), the KV heads (%u) and intermediate_size (%u)", tp, tp, what, v,
-			 cfg->heads, cfg->kv_heads, cfg->ffn);
-		return -EINVAL;
-	}
-	*shard = *cfg;
-	shard->heads /= tp;
-	shard->kv_heads /= tp;
-	shard->ffn /= tp;
-	return 0;
-}
-
-/*
- * Rank @r's shard of @w (HF [out x in] layouts): the rows of its heads of
- * Wq, Wk, Wv and of its part of the gate and up projections are
- * contiguous (pointers into @w); the columns of Wo and of the down
- * projection are copied into *@own (freed by the caller). Embeddings,
- * norms and the LM head are @w's.
- */
-static int shard_weights(const struct spyre_model_config *cfg, const struct spyre_model_config *sc,
-			 const struct spyre_model_weights *w, uint32_t r, struct spyre_model_weights *sw, float **own)
-{
-	uint64_t hd = cfg->head_dim, hid = cfg->hidden, qd = cfg->heads * hd, qs = sc->heads * hd;
-	uint64_t ks = sc->kv_heads * hd, fs = sc->ffn;
-	float *o;
-
-	*sw = *w;
-	sw->storage = NULL;
-	sw->layer = calloc(cfg->layers, sizeof(*sw->layer));
-	o = *own = malloc(cfg->layers * hid * (qs + fs) * sizeof(float));
-	if (!sw->layer || !o) {
-		free(sw->layer);
-		free(o);
-		return -ENOMEM;
-	}
-	for (uint32_t l = 0; l < cfg->layers; l++) {
-		const struct spyre_layer_weights *lw = &w->layer[l];
-		struct spyre_layer_weights *sl = &sw->layer[l];
-
-		*sl = *lw;
-		sl->wq = lw->wq + r * qs * hid;
-		sl->wk = lw->wk + r * ks * hid;
-		sl->wv = lw->wv + r * ks * hid;
-		sl->w_gate = lw->w_gate + r * fs * hid;
-		sl->w_up = lw->w_up + r * fs * hid;
-		sl->wo = o;
-		for (uint64_t i = 0; i < hid; i++, o += qs)
-			memcpy(o, lw->wo + i * qd + r * qs, qs * sizeof(float));
-		sl->w_down = o;
-		for (uint64_t i = 0; i < hid; i++, o += fs)
-			memcpy(o, lw->w_down + i * cfg->ffn + r * fs, fs * sizeof(float));
-	}
-	return 0;
-}
-
 int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct spyre_model_config *cfg,
 			const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
 			struct spyre_dmodel **out, char *err, size_t errlen)
@@ -1455,7 +1383,7 @@ int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct s
 	int ret;
 
 	*out = NULL;
-	ret = spyre_dmodel_tp_config(cfg, tp, &sc, err, errlen);
+	ret = spyre_model_config_tp(cfg, tp, &sc, err, errlen);
 	if (ret)
 		return ret;
 	if (tp == 1)
@@ -1496,7 +1424,7 @@ int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct s
 		struct spyre_model_weights sw;
 		float *own;
 
-		if (shard_weights(cfg, &sc, w, r, &sw, &own)) {
+		if (spyre_model_weights_shard(cfg, &sc, w, r, &sw, &own)) {
 			ret = fail(dm, -ENOMEM, "host memory");
 			break;
 		}

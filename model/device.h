@@ -90,17 +90,9 @@ void spyre_dmodel_free(struct spyre_dmodel *dm);
  * cache is rank 0's); a step's statistics sum the cards' launches and
  * bytes, device_ns is the busiest card's, device_ns_sum all of them.
  */
-#define SPYRE_DMODEL_TP_MAX	64
 int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct spyre_model_config *cfg,
 			const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
 			struct spyre_dmodel **out, char *err, size_t errlen);
-/*
- * The shape of one rank's shard of @cfg over @tp cards (heads, kv_heads
- * and ffn divided by @tp): 0, or -EINVAL with a message naming the size
- * @tp does not divide (or @tp out of 1..SPYRE_DMODEL_TP_MAX).
- */
-int spyre_dmodel_tp_config(const struct spyre_model_config *cfg, uint32_t tp, struct spyre_model_config *shard,
-			   char *err, size_t errlen);
 
 /*
  * Whether @cfg in @dtype fits the memory of @dev (weights, KV caches for

@@ -238,9 +238,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 		} else if (!strcmp(a, "--device")) {
 			o->device = (int)parse_u64(a, v, 255);
 		} else if (!strcmp(a, "--tp")) {
-			o->tp = (uint32_t)parse_u64(a, v, SPYRE_DMODEL_TP_MAX);
+			o->tp = (uint32_t)parse_u64(a, v, SPYRE_MODEL_TP_MAX);
 			if (!o->tp)
-				die_usage("--tp: 0 cards; tensor parallel runs over 1 to %u cards", SPYRE_DMODEL_TP_MAX);
+				die_usage("--tp: 0 cards; tensor parallel runs over 1 to %u cards", SPYRE_MODEL_TP_MAX);
 		} else if (!strcmp(a, "--cores")) {
 			o->cores = (uint32_t)parse_u64(a, v, 32);
 		} else if (!strcmp(a, "--dispatch")) {
@@ -821,7 +821,7 @@ static int run_device(const struct options *o, const struct model *m)
 	int32_t *out[NDISPATCH] = { 0 };
 	struct spyre_ref *ref = NULL;
 	struct spyre_dmodel *dm = NULL;
-	spyre_device_t *dev[SPYRE_DMODEL_TP_MAX] = { 0 };
+	spyre_device_t *dev[SPYRE_MODEL_TP_MAX] = { 0 };
 	char err[600], cards[32];
 	int rc = 1, first = o->dispatch < 0 ? 0 : o->dispatch, last = o->dispatch < 0 ? NDISPATCH - 1 : o->dispatch;
 	double t0;
@@ -954,7 +954,7 @@ static int check_device_fit(const struct options *o, const struct model *m)
 	char err[600];
 	int ret, count;
 
-	if (spyre_dmodel_tp_config(&m->cfg, o->tp, &sc, err, sizeof(err)))
+	if (spyre_model_config_tp(&m->cfg, o->tp, &sc, err, sizeof(err)))
 		return fail("--tp %u: %s: %s", o->tp, m->label, err);
 	count = spyre_device_count();
 	if (o->tp > 1 && (int64_t)o->device + o->tp > count)
