@@ -224,22 +224,22 @@ static int open_card(const struct options *o, const struct spyre_runner_cpu_opts
 	};
 	struct spyre_model_config cfg, sc;
 	struct spyre_model_weights w;
-	int ret = 0, count = spyre_device_count();
+	int ret = spyre_serve_model_load(co, &cfg, &w, err, errlen), count = spyre_device_count();
 
-	if (o->tp > 1 && (int64_t)o->device + o->tp > count) {
+	if (ret)
+		return ret;
+	/* the split's shape, then the cards it needs */
+	ret = spyre_model_config_tp(&cfg, o->tp, &sc, err, errlen);
+	if (!ret && o->tp > 1 && (int64_t)o->device + o->tp > count) {
 		snprintf(err, errlen, "--tp %u from card %d needs cards %d..%d; this machine has %d card%s", o->tp,
 			 o->device, o->device, o->device + (int)o->tp - 1, count, count == 1 ? "" : "s");
-		return -ENODEV;
+		ret = -ENODEV;
 	}
 	for (uint32_t i = 0; i < o->tp && !ret; i++) {
 		ret = spyre_device_open(o->device + (int)i, &card_devs[i]);
 		if (ret)
 			snprintf(err, errlen, "card %d: %s", o->device + (int)i, spyre_last_error());
 	}
-	ret = ret ?: spyre_serve_model_load(co, &cfg, &w, err, errlen);
-	if (ret)
-		return ret;
-	ret = spyre_model_config_tp(&cfg, o->tp, &sc, err, errlen);
 	ret = ret ?: spyre_runner_card_new_tp(card_devs, o->tp, &cfg, &w, &ko, r, err, errlen);
 	spyre_model_weights_free(&w);
 	return ret;
