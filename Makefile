@@ -412,6 +412,12 @@ $(B)/bench/serve-bench.sh: bench/serve-bench.sh
 	install -m 0755 $< $@
 BENCHES += $(B)/bench/serve-bench.sh
 
+# Tensor parallel decode, --tp 1, 2, 4 (docs/model.md, "Tensor parallel"; run in the VM by bench-run)
+$(B)/bench/tp-bench.sh: bench/tp-bench.sh
+	@mkdir -p $(@D)
+	install -m 0755 $< $@
+BENCHES += $(B)/bench/tp-bench.sh
+
 # Its host test: spyre-serve (CPU runner, tiny model) on a free port, 8 prompts at 1 and 4
 host-tests: $(B)/tests/serve-bench-test $(B)/bench/serve-bench
 $(B)/tests/serve-bench-test: serve/tests/serve-bench-test.sh $(B)/bench/serve-bench $(B)/bin/spyre-serve \
@@ -446,6 +452,17 @@ bench-serve: $(B)/bin/spyre-serve $(B)/bench/serve-bench $(B)/bench/serve-bench.
 		SERVE_BENCH_IN=$(SERVE_BENCH_IN) SERVE_BENCH_OUT=$(SERVE_BENCH_OUT) /spyre/bench/serve-bench.sh /tmp/serve \
 		--runner card --no-graphs --tokenizer /spyre/tiny/tokenizer.json
 	tr -d '\r' <$(B)/bench-out/serve-card-nographs--timed.out
+
+# make bench-tp: tensor parallel decode over 1, 2 and 4 identical cards in the VM in timed mode
+# (bench/tp-bench.sh: the tiny model, model/configs/small-gqa and gqa-100m; decode time per token
+# and the busiest card's modeled time as ratios to one card; every --tp's tokens equal one card's)
+.PHONY: bench-tp
+bench-tp: $(B)/bin/spyre-generate $(B)/bench/tp-bench.sh
+	@mkdir -p $(B)/bench-out
+	@echo "== tensor parallel: spyre-generate --tp 1, 2, 4 (fp16, dispatch c, 32 tokens; in the VM, timed, 4 cards)"
+	tools/vm/run -q --timed --timeout 2400 --devices 4 --copy $(B)/bench --copy model/configs/small-gqa \
+		--copy model/configs/gqa-100m --out $(B)/bench-out/tp--timed.out -- /spyre/bench/tp-bench.sh
+	tr -d '\r' <$(B)/bench-out/tp--timed.out
 
 # make bench-1b: the 1 B model (model/configs/granite-1b, fp16, a 512-token prompt drawn from the
 # seed) through dispatch a, b, c and d in the VM in timed mode, its tokens against the CPU
@@ -537,6 +554,7 @@ bench-run: all $(BENCHES) bench-engine
 		echo "-- dispatch$$m"; \
 		tr -d '\r' <$(B)/bench-out/dispatch$$m.out | grep -vE '^(model|  multipliers|parameters|weights):'; \
 	done
+	$(MAKE) bench-tp
 	$(MAKE) bench-serve
 	$(MAKE) bench-1b
 	$(if $(wildcard $(TORCH_HDR)),$(MAKE) bench-torch,@echo "== PyTorch bench skipped: no venv")

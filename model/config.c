@@ -502,3 +502,33 @@ int spyre_model_config_preset(const char *name, struct spyre_model_config *cfg)
 	}
 	return -1;
 }
+
+/* Tensor parallel: one rank's shape (config.h). */
+int spyre_model_config_tp(const struct spyre_model_config *cfg, uint32_t tp, struct spyre_model_config *shard,
+			  char *err, size_t errlen)
+{
+	const char *what = NULL;
+	uint32_t v = 0;
+
+	if (tp < 1 || tp > SPYRE_MODEL_TP_MAX) {
+		snprintf(err, errlen, "tensor parallel over %u cards: must be 1 to %u", tp, SPYRE_MODEL_TP_MAX);
+		return -EINVAL;
+	}
+	if (cfg->heads % tp)
+		what = "num_attention_heads", v = cfg->heads;
+	else if (cfg->kv_heads % tp)
+		what = "num_key_value_heads", v = cfg->kv_heads;
+	else if (cfg->ffn % tp)
+		what = "intermediate_size", v = cfg->ffn;
+	if (what) {
+		snprintf(err, errlen, "tensor parallel over %u cards: %u does not divide %s (%u); it must divide the "
+			 "attention heads (%u), the KV heads (%u) and intermediate_size (%u)", tp, tp, what, v,
+			 cfg->heads, cfg->kv_heads, cfg->ffn);
+		return -EINVAL;
+	}
+	*shard = *cfg;
+	shard->heads /= tp;
+	shard->kv_heads /= tp;
+	shard->ffn /= tp;
+	return 0;
+}

@@ -60,6 +60,15 @@ int spyre_model_config_preset(const char *name, struct spyre_model_config *cfg);
 
 /* Parameters: embedding, every layer's norms and projections, the final
  * norm, and lm_head unless tied. Bytes of the weights at @dtype_size bytes each. */
+/*
+ * Tensor parallel: the shape of one rank's shard of @cfg over @tp cards
+ * (heads, kv_heads and ffn divided by @tp; hidden, head_dim and the rest
+ * unchanged): 0, or -EINVAL with a message naming the size @tp does not
+ * divide (or @tp out of 1..SPYRE_MODEL_TP_MAX).
+ */
+#define SPYRE_MODEL_TP_MAX	64
+int spyre_model_config_tp(const struct spyre_model_config *cfg, uint32_t tp, struct spyre_model_config *shard,
+			  char *err, size_t errlen);
 uint64_t spyre_model_param_count(const struct spyre_model_config *cfg);
 uint64_t spyre_model_bytes(const struct spyre_model_config *cfg, unsigned int dtype_size);
 

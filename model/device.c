@@ -3,6 +3,9 @@
  * The model on a spyre card (device.h). One function, step(), describes a
  * prefill or decode step as the sequence of kernels it launches; the device
  * run and the no-device estimate both walk it, so there is one model graph.
+ * Tensor parallel over N cards (spyre_dmodel_new_tp()): each card is a
+ * model of its shard's shape whose step() also marks the two all-reduces
+ * of a layer; run_step_tp() launches the cards' steps side by side.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -52,8 +55,11 @@ struct spyre_dmodel {
 	/* weights */
 	spyre_dptr_t embed, final_norm, lm_head, rope_cos, rope_sin;
 	struct layer_buf *layer;
-	/* activations, for up to max_pos rows (kernels with a work slot get it from the kernel library) */
-	spyre_dptr_t x, h, q, k, v, a, t, logits, token;
+	/*
+	 * activations, for up to max_pos rows (kernels with a work slot get it from the kernel library);
+	 * u: the MLP's output under tensor parallelism (t is attention's: see run_step_tp())
+	 */
+	spyre_dptr_t x, h, q, k, v, a, t, u, logits, token;
 	/* pinned host buffers the results come back in */
 	int32_t *host_token;
 	void *host_logits;
@@ -76,6 +82,19 @@ struct spyre_dmodel {
 	/* kernels launched by a BUILD step, released when it ends */
 	spyre_kernel_t **held;
 	uint32_t nheld, capheld;
+	/*
+	 * Tensor parallel (spyre_dmodel_new_tp()): @tp ranks, this model rank
+	 * @rank of them with its shard of the heads and the MLP. The model the
+	 * caller holds drives @shard[0 .. tp-1] (one card each, their own
+	 * stream, kernel cache, weights and KV caches) and holds no device
+	 * memory of its own; a shard records its step's kernels in @rec.
+	 */
+	uint32_t tp, rank;
+	struct spyre_dmodel **shard;
+	spyre_comm_t *comm;
+	bool ar_sync;			/* the all-reduce's last copies may run on the sender's stream: wait for all */
+	struct call *rec;
+	uint32_t nrec, caprec;
 	char err[512];
 	/* every device allocation, freed at the end */
 	spyre_dptr_t *allocs;
@@ -125,8 +144,17 @@ struct graph {
 	uint32_t dt, cores, sp_bytes;
 	bool reloc;
 	bool paged;		/* dispatch d: the caches through the paged kernels (identity block table) */
+	uint32_t tp, rank;	/* tensor parallel: @cfg is rank @rank's shard of @tp (1: one card) */
 	const struct spyre_dmodel *dm;	/* NULL for the estimate */
 };
+
+/*
+ * Tensor parallel: step() emits this pseudo-op where the partial sums of
+ * the ranks' row-parallel projections (O, the MLP's down) are added up: an
+ * all-reduce of slot 0, m rows of hidden (spyre_all_reduce() over the
+ * ranks' streams, run_step_tp()).
+ */
+#define OP_ALLREDUCE	UINT32_MAX
 
 static struct spyre_kdesc kd(const struct graph *g, uint32_t op, uint64_t m, uint64_t n, uint64_t k)
 {
@@ -147,6 +175,15 @@ static int call(emit_fn emit, void *ctx, const struct spyre_kdesc *d, const spyr
 	if (ns)
 		memcpy(c.scalars, scalars, ns * sizeof(*scalars));
 	return emit(ctx, &c);
+}
+
+/* Tensor parallel: the sum over the ranks of @y, @m rows of hidden (OP_ALLREDUCE); nothing on one card. */
+static int all_reduce(const struct graph *g, spyre_dptr_t y, uint32_t m, emit_fn emit, void *ctx)
+{
+	struct call c = { .d = { .size = sizeof(c.d), .op = OP_ALLREDUCE, .dtype = g->dt, .m = m,
+				 .n = g->cfg->hidden }, .slots = { y }, .nslots = 1 };
+
+	return g->tp > 1 ? emit(ctx, &c) : 0;
 }
 
 /* Layer @l's attention of @m rows at pos0 (caches in the contiguous layout: ATTENTION). */
@@ -219,6 +256,8 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 	struct spyre_kdesc d;
 	uint64_t sc[EMBED_CHUNK + 8];
 	bool fb = g->paged && decode;	/* device-side feedback */
+	/* the MLP's output: not attention's under tensor parallelism (a peer may still read t, run_step_tp()) */
+	spyre_dptr_t mo = g->tp > 1 ? B(u) : B(t);
 	int ret;
 
 	if (fb) {
@@ -278,7 +317,8 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 			return ret;
 		d = kd(g, SPYRE_KOP_LINEAR, m, c->hidden, qd);
 		d.in_group = hd;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(a), L(l, wo), B(t) }, 3, NULL, 0)))
+		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(a), L(l, wo), B(t) }, 3, NULL, 0)) ||
+		    (ret = all_reduce(g, B(t), m, emit, ctx)))
 			return ret;
 		d = kd(g, SPYRE_KOP_ADD, m, c->hidden, 0);
 		d.alpha = c->residual_multiplier;
@@ -290,15 +330,18 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), L(l, mlp_norm), B(h) }, 3, NULL, 0)))
 			return ret;
 		d = kd(g, SPYRE_KOP_MLP, m, c->ffn, c->hidden);
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), L(l, wg), L(l, wu), L(l, wd), B(t) }, 5,
-				NULL, 0)))
+		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), L(l, wg), L(l, wu), L(l, wd), mo }, 5,
+				NULL, 0)) ||
+		    (ret = all_reduce(g, mo, m, emit, ctx)))
 			return ret;
 		d = kd(g, SPYRE_KOP_ADD, m, c->hidden, 0);
 		d.alpha = c->residual_multiplier;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), B(t), B(x) }, 3, NULL, 0)))
+		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), mo, B(x) }, 3, NULL, 0)))
 			return ret;
 	}
-	/* the last position's logits and the greedy token */
+	/* the last position's logits and the greedy token: rank 0's (the LM head is not split) */
+	if (g->rank)
+		return 0;
 	d = kd(g, SPYRE_KOP_RMSNORM, 1, c->hidden, 0);
 	d.eps = c->norm_eps;
 	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x) + (m - 1) * xp, B(final_norm), B(h) }, 3, NULL, 0)))
@@ -408,7 +451,7 @@ static int step_stats(struct spyre_dmodel *dm, const struct spyre_kcache_stats *
 		memset(&st[i], 0, sizeof(st[i]));
 		st[i].host_ns = host_ns / steps;
 		st[i].dispatch_ns = dispatch_ns / steps;
-		st[i].device_ns = s.device_ns / steps;
+		st[i].device_ns = st[i].device_ns_sum = s.device_ns / steps;
 		st[i].launches = s.launches / steps;
 		st[i].utilization = s.core_cycles ? (double)s.core_busy_cycles / (double)s.core_cycles : 0;
 		st[i].h2d_bytes = s.h2d_bytes / steps;
@@ -433,16 +476,18 @@ static void unpack_logits(const struct spyre_dmodel *dm, float *logits, const vo
 		logits[i] *= inv;
 }
 
-static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
-		    float *logits, struct spyre_step_stats *st)
+/* The graph of a step of @dm as its dispatch and rank run it. */
+static struct graph step_graph(const struct spyre_dmodel *dm)
 {
-	struct graph g = { .cfg = &dm->cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes,
-			   .reloc = dm->opts.dispatch == SPYRE_DISPATCH_PATCH,
-			   .paged = dm->opts.dispatch == SPYRE_DISPATCH_GRAPH, .dm = dm };
-	struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
-	uint64_t t0, t1;
-	int ret;
+	return (struct graph){ .cfg = &dm->cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes,
+			       .reloc = dm->opts.dispatch == SPYRE_DISPATCH_PATCH,
+			       .paged = dm->opts.dispatch == SPYRE_DISPATCH_GRAPH, .tp = dm->tp, .rank = dm->rank,
+			       .dm = dm };
+}
 
+/* @m tokens at the next position: 0, or -EINVAL with a message (the model is full, an id out of the vocabulary). */
+static int check_tokens(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m)
+{
 	if (m == 0 || dm->pos + m > dm->cfg.max_pos)
 		return fail(dm, -EINVAL, "%u tokens at position %u: the model holds %u positions", m, dm->pos,
 			    dm->cfg.max_pos);
@@ -450,6 +495,200 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 		if (tokens[i] < 0 || (uint32_t)tokens[i] >= dm->cfg.vocab)
 			return fail(dm, -EINVAL, "token %d at index %u is not in the vocabulary (0..%u)",
 				    tokens[i], i, dm->cfg.vocab - 1);
+	return 0;
+}
+
+/* ---- tensor parallel ---------------------------------------------------------- */
+
+static const char *const tp_graph_refused = "dispatch d (graph replay) does not run with tensor parallelism: a "
+					    "captured step cannot hold the all-reduces, whose ring steps the host "
+					    "orders; use a, b or c";
+
+
+/* A shard's kernel (or all-reduce) of the step, kept for run_step_tp() to launch. */
+static int emit_record(void *ctx, struct call *c)
+{
+	struct spyre_dmodel *dm = ctx;
+
+	if (dm->nrec == dm->caprec) {
+		uint32_t cap = dm->caprec ? 2 * dm->caprec : 64;
+		struct call *n = realloc(dm->rec, cap * sizeof(*n));
+
+		if (!n)
+			return fail(dm, -ENOMEM, "host memory");
+		dm->rec = n;
+		dm->caprec = cap;
+	}
+	dm->rec[dm->nrec++] = *c;
+	return 0;
+}
+
+/* The first shard's error as @dm's (or @ret's own when no shard has one). */
+static int tp_fail(struct spyre_dmodel *dm, int ret, const char *what)
+{
+	for (uint32_t r = 0; r < dm->tp; r++)
+		if (dm->shard[r]->err[0])
+			return fail(dm, ret, "%s, rank %u (card of rank %u): %s", what, r, r, dm->shard[r]->err);
+	return fail(dm, ret, "%s", what);
+}
+
+/*
+ * A step over the shards, Megatron's tensor parallelism: each rank runs
+ * the step of its shard (its heads: Q, K, V column-parallel, O
+ * row-parallel; its part of the MLP: gate, up column-parallel, down
+ * row-parallel) on its own card and stream; where the graph has an
+ * OP_ALLREDUCE (after O and after the MLP's down projection) the ranks'
+ * partial sums are added up by spyre_all_reduce() on every card, then
+ * the residual ADD runs replicated. The ranks' kernels between two
+ * all-reduces are launched interleaved (rank 0's i-th, rank 1's i-th, ...),
+ * so the cards run them concurrently; the all-reduce itself waits for
+ * every stream (the collectives order their ring steps from the host).
+ * Only rank 0 computes the logits and the argmax (the LM head is
+ * replicated, not split; the other ranks hold no copy of it).
+ *
+ * The all-reduce's last step is a peer copy run by the card that can reach
+ * the other: when it is the sender's stream, the receiver's next kernel is
+ * not ordered after it, and the host waits for every stream (@ar_sync).
+ * When it is the receiver's stream, the sender's next kernels are not
+ * ordered after the copy that reads its buffer: so attention and the MLP
+ * write different buffers (t, u), and a buffer is written again only after
+ * the next all-reduce, which starts by waiting for every stream.
+ */
+static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
+		       float *logits, struct spyre_step_stats *st)
+{
+	struct spyre_kcache_stats k0[SPYRE_MODEL_TP_MAX];
+	spyre_stream_t *streams[SPYRE_MODEL_TP_MAX];
+	spyre_dptr_t y[SPYRE_MODEL_TP_MAX];
+	uint32_t at[SPYRE_MODEL_TP_MAX] = { 0 }, n = dm->tp, r;
+	struct spyre_dmodel *s0 = dm->shard[0];
+	uint64_t t0, t1, pitch = spyre_kernel_pitch(dm->cfg.hidden, dm->dt);
+	int ret = 0, sret;
+
+	for (r = 0; r < n && !ret; r++) {
+		struct spyre_dmodel *s = dm->shard[r];
+
+		s->err[0] = 0;
+		s->nrec = 0;
+		streams[r] = s->stream;
+		k0[r] = (struct spyre_kcache_stats){ .size = sizeof(k0[r]) };
+		spyre_kcache_get_stats(s->kcache, &k0[r]);
+		ret = spyre_stream_reset_stats(s->stream);
+		if (ret)
+			fail(s, ret, "stream");
+	}
+	if (ret)
+		return tp_fail(dm, ret, "tensor parallel step");
+	t0 = now_ns();
+	for (r = 0; r < n && !ret; r++) {
+		struct graph g = step_graph(dm->shard[r]);
+
+		ret = step(&g, tokens, m, dm->pos, decode, emit_record, dm->shard[r]);
+	}
+	while (!ret) {
+		bool more = true;
+
+		/* every rank's kernels up to its next all-reduce, interleaved */
+		while (more && !ret) {
+			more = false;
+			for (r = 0; r < n && !ret; r++) {
+				struct spyre_dmodel *s = dm->shard[r];
+
+				if (at[r] < s->nrec && s->rec[at[r]].d.op != OP_ALLREDUCE) {
+					ret = emit_device(s, &s->rec[at[r]++]);
+					more = true;
+				}
+			}
+		}
+		if (ret || at[0] == s0->nrec)
+			break;
+		for (r = 0; r < n; r++) {
+			if (at[r] == dm->shard[r]->nrec || dm->shard[r]->rec[at[r]].d.m != s0->rec[at[0]].d.m) {
+				ret = fail(dm, -EINVAL, "rank %u's step does not match rank 0's", r);
+				break;
+			}
+			y[r] = dm->shard[r]->rec[at[r]++].slots[0];
+		}
+		if (ret)
+			break;
+		if (spyre_trace_active())
+			spyre_trace_span_begin("all_reduce");
+		ret = spyre_all_reduce(dm->comm, y, y, (size_t)m * pitch / SPYRE_DT_SIZE(dm->dt), dm->dt,
+				       SPYRE_RED_SUM, streams);
+		if (spyre_trace_active())
+			spyre_trace_span_end();
+		if (ret) {
+			fail(dm, ret, "all-reduce over %u cards", n);
+			break;
+		}
+		for (r = 0; r < n && dm->ar_sync && !ret; r++)
+			ret = spyre_stream_synchronize(streams[r]);
+		if (ret)
+			fail(dm, ret, "after the all-reduce");
+	}
+	if (!ret)
+		ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_token, s0->token, 4,
+					 SPYRE_MEMCPY_D2H);
+	if (!ret && logits)
+		ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_logits, s0->logits,
+					 spyre_kernel_pitch(dm->cfg.vocab, dm->dt), SPYRE_MEMCPY_D2H);
+	t1 = now_ns();
+	/* every card done, also after a failure: nothing may still run when the caller goes on */
+	for (r = 0; r < n; r++) {
+		sret = spyre_stream_synchronize(streams[r]);
+		ret = ret ?: sret;
+		release_held(dm->shard[r]);
+	}
+	if (ret)
+		return dm->err[0] ? ret : tp_fail(dm, ret, "tensor parallel step");
+	{
+		struct spyre_step_stats tot = { 0 };
+		double busy = 0;
+
+		for (r = 0; r < n && !ret; r++) {
+			struct spyre_step_stats rs;
+
+			ret = step_stats(dm->shard[r], &k0[r], 1, now_ns() - t0, t1 - t0, &rs);
+			tot.host_ns = rs.host_ns;
+			tot.dispatch_ns = rs.dispatch_ns;
+			tot.device_ns = rs.device_ns > tot.device_ns ? rs.device_ns : tot.device_ns;
+			tot.device_ns_sum += rs.device_ns;
+			busy += rs.utilization * (double)rs.device_ns;
+			tot.launches += rs.launches;
+			tot.h2d_bytes += rs.h2d_bytes;
+			tot.arg_bytes += rs.arg_bytes;
+			tot.upload_bytes += rs.upload_bytes;
+			tot.d2h_bytes += rs.d2h_bytes;
+			tot.kernel_hits += rs.kernel_hits;
+			tot.kernel_misses += rs.kernel_misses;
+		}
+		if (ret)
+			return tp_fail(dm, ret, "tensor parallel step");
+		tot.utilization = tot.device_ns_sum ? busy / (double)tot.device_ns_sum : 0;
+		if (st)
+			*st = tot;
+	}
+	*next = dm->last_token = s0->last_token = *s0->host_token;
+	if (logits)
+		unpack_logits(dm, logits, s0->host_logits);
+	for (r = 0; r < n; r++)
+		dm->shard[r]->pos += m;
+	dm->pos += m;
+	return 0;
+}
+
+static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
+		    float *logits, struct spyre_step_stats *st)
+{
+	struct graph g = step_graph(dm);
+	struct spyre_kcache_stats k0 = { .size = sizeof(k0) };
+	uint64_t t0, t1;
+	int ret;
+
+	if ((ret = check_tokens(dm, tokens, m)))
+		return ret;
+	if (dm->shard)
+		return run_step_tp(dm, tokens, m, decode, next, logits, st);
 	spyre_kcache_get_stats(dm->kcache, &k0);
 	ret = spyre_stream_reset_stats(dm->stream);
 	if (ret)
@@ -795,16 +1034,26 @@ const char *spyre_dmodel_error(const struct spyre_dmodel *dm)
 
 spyre_kcache_t *spyre_dmodel_kcache(struct spyre_dmodel *dm)
 {
-	return dm->kcache;
+	return dm->shard ? dm->shard[0]->kcache : dm->kcache;
 }
 
 int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispatch)
 {
 	spyre_kcache_t *kc;
-	int ret;
+	int ret = 0;
 
 	if (dispatch > SPYRE_DISPATCH_GRAPH)
 		return fail(dm, -EINVAL, "dispatch %d", (int)dispatch);
+	if (dm->tp > 1 && dispatch == SPYRE_DISPATCH_GRAPH)
+		return fail(dm, -EINVAL, "%s", tp_graph_refused);
+	if (dm->shard) {
+		for (uint32_t r = 0; r < dm->tp && !ret; r++)
+			ret = spyre_dmodel_set_dispatch(dm->shard[r], dispatch);
+		if (ret)
+			return tp_fail(dm, ret, "dispatch");
+		dm->opts.dispatch = dispatch;
+		return 0;
+	}
 	/* the execs name the old cache's programs */
 	free_graphs(dm);
 	/* BUILD keeps nothing: a cache of capacity 0 */
@@ -955,9 +1204,10 @@ int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config 
 	return 0;
 }
 
-int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
-		     const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
-		     struct spyre_dmodel **out, char *err, size_t errlen)
+/* A model on one card: the whole model (@tp 1) or rank @rank's shard (@cfg and @w are the shard's). */
+static int dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
+		      const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts, uint32_t tp,
+		      uint32_t rank, struct spyre_dmodel **out, char *err, size_t errlen)
 {
 	struct spyre_device_props props = { .size = sizeof(props) };
 	struct spyre_dmodel *dm;
@@ -974,6 +1224,8 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	dm->cfg = *cfg;
 	dm->opts = *opts;
 	dm->dt = opts->dtype;
+	dm->tp = tp;
+	dm->rank = rank;
 	ret = spyre_device_get_props(dev, &props);
 	if (ret) {
 		fail(dm, ret, "device properties");
@@ -1016,7 +1268,7 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	dout.in_group = hd;
 	if ((ret = upload(dm, &dm->embed, w->embed, cfg->vocab, cfg->hidden)) ||
 	    (ret = upload(dm, &dm->final_norm, w->final_norm, 1, cfg->hidden)) ||
-	    (ret = upload_weight(dm, &dm->lm_head, &dlm, 1, w->lm_head)))
+	    (!rank && (ret = upload_weight(dm, &dm->lm_head, &dlm, 1, w->lm_head))))
 		goto out;
 	for (uint32_t l = 0; l < cfg->layers; l++) {
 		const struct spyre_layer_weights *lw = &w->layer[l];
@@ -1061,7 +1313,7 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		uint64_t mp = cfg->max_pos, ph = spyre_kernel_pitch(cfg->hidden, dm->dt);
 
 		if ((ret = dalloc(dm, mp * ph, &dm->x)) || (ret = dalloc(dm, mp * ph, &dm->h)) ||
-		    (ret = dalloc(dm, mp * ph, &dm->t)) ||
+		    (ret = dalloc(dm, mp * ph, &dm->t)) || (tp > 1 && (ret = dalloc(dm, mp * ph, &dm->u))) ||
 		    (ret = dalloc(dm, mp * spyre_kernel_grouped_pitch(qd, hd, dm->dt), &dm->q)) ||
 		    (ret = dalloc(dm, mp * spyre_kernel_grouped_pitch(qd, hd, dm->dt), &dm->a)) ||
 		    (ret = dalloc(dm, mp * spyre_kernel_grouped_pitch(kvd, hd, dm->dt), &dm->k)) ||
@@ -1115,10 +1367,101 @@ out:
 	return ret ? ret : -EINVAL;
 }
 
+int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
+		     const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
+		     struct spyre_dmodel **out, char *err, size_t errlen)
+{
+	return dmodel_new(dev, cfg, w, opts, 1, 0, out, err, errlen);
+}
+
+int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct spyre_model_config *cfg,
+			const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
+			struct spyre_dmodel **out, char *err, size_t errlen)
+{
+	struct spyre_model_config sc;
+	struct spyre_dmodel *dm;
+	int ret;
+
+	*out = NULL;
+	ret = spyre_model_config_tp(cfg, tp, &sc, err, errlen);
+	if (ret)
+		return ret;
+	if (tp == 1)
+		return spyre_dmodel_new(devs[0], cfg, w, opts, out, err, errlen);
+	if (opts->dispatch == SPYRE_DISPATCH_GRAPH) {
+		snprintf(err, errlen, "%s", tp_graph_refused);
+		return -EINVAL;
+	}
+	dm = calloc(1, sizeof(*dm));
+	if (!dm || !(dm->shard = calloc(tp, sizeof(*dm->shard)))) {
+		free(dm);
+		snprintf(err, errlen, "out of host memory");
+		return -ENOMEM;
+	}
+	dm->dev = devs[0];
+	dm->cfg = *cfg;
+	dm->opts = *opts;
+	dm->dt = opts->dtype;
+	dm->tp = tp;
+	dm->sync_every = opts->sync_every ? opts->sync_every : SYNC_DEFAULT;
+	ret = spyre_comm_init(&dm->comm, devs, (int)tp);
+	if (ret) {
+		fail(dm, ret, "a communicator of %u cards", tp);
+		goto out;
+	}
+	/* the all-reduce's last step: rank r receives from r - 1, on r's stream when r reaches r - 1's memory */
+	for (uint32_t r = 0; r < tp && !ret; r++) {
+		int pull = 0;
+
+		ret = spyre_device_can_access_peer(devs[r], devs[(r + tp - 1) % tp], &pull);
+		dm->ar_sync |= !pull;
+	}
+	if (ret) {
+		fail(dm, ret, "peer access");
+		goto out;
+	}
+	for (uint32_t r = 0; r < tp && !ret; r++) {
+		struct spyre_model_weights sw;
+		float *own;
+
+		if (spyre_model_weights_shard(cfg, &sc, w, r, &sw, &own)) {
+			ret = fail(dm, -ENOMEM, "host memory");
+			break;
+		}
+		ret = dmodel_new(devs[r], &sc, &sw, opts, tp, r, &dm->shard[r], dm->err, sizeof(dm->err));
+		free(own);
+		free(sw.layer);
+		if (ret) {
+			char e[sizeof(dm->err)];
+
+			snprintf(e, sizeof(e), "%s", dm->err);
+			fail(dm, ret, "rank %u of %u: %s", r, tp, e);
+		}
+	}
+	if (ret)
+		goto out;
+	dm->cores = dm->shard[0]->cores;
+	*out = dm;
+	return 0;
+out:
+	snprintf(err, errlen, "%s", dm->err);
+	spyre_dmodel_free(dm);
+	return ret;
+}
+
 int spyre_dmodel_reset(struct spyre_dmodel *dm)
 {
 	uint64_t cache = cache_bytes(&dm->cfg, dm->dt);
 	int ret = 0;
+
+	if (dm->shard) {
+		for (uint32_t r = 0; r < dm->tp && !ret; r++)
+			ret = spyre_dmodel_reset(dm->shard[r]);
+		if (ret)
+			return tp_fail(dm, ret, "reset");
+		dm->pos = 0;
+		return 0;
+	}
 
 	for (uint32_t l = 0; l < dm->cfg.layers && !ret; l++) {
 		ret = spyre_memset_async(dm->stream, dm->layer[l].kc, 0, cache);
@@ -1135,6 +1478,11 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 {
 	if (!dm)
 		return;
+	for (uint32_t r = 0; dm->shard && r < dm->tp; r++)
+		spyre_dmodel_free(dm->shard[r]);
+	free(dm->shard);
+	spyre_comm_destroy(dm->comm);
+	free(dm->rec);
 	if (dm->stream)
 		spyre_stream_synchronize(dm->stream);
 	release_held(dm);

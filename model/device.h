@@ -52,7 +52,8 @@ struct spyre_dmodel_opts {
 struct spyre_step_stats {
 	uint64_t host_ns;	/* wall time of the step on the host (enqueue + wait) */
 	uint64_t dispatch_ns;	/* host time until the step's last launch was enqueued */
-	uint64_t device_ns;	/* modeled device time, sum over the step's launches */
+	uint64_t device_ns;	/* modeled device time, sum over the step's launches (tensor parallel: the busiest card's) */
+	uint64_t device_ns_sum;	/* tensor parallel: every card's modeled time added up (one card: device_ns) */
 	uint64_t launches;
 	double utilization;	/* core busy cycles / (device cycles x cores), over the step */
 	uint64_t h2d_bytes;	/* host -> device copies */
@@ -73,6 +74,25 @@ int spyre_dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		     const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
 		     struct spyre_dmodel **out, char *err, size_t errlen);
 void spyre_dmodel_free(struct spyre_dmodel *dm);
+
+/*
+ * Tensor parallelism (Megatron's) over @tp cards of this process, rank r on
+ * @devs[r]: each card holds its shard of the attention heads (Wq, Wk, Wv
+ * split by output rows: column-parallel; Wo by input columns:
+ * row-parallel) with its KV heads' caches, and of the MLP (gate and up
+ * column-parallel, down row-parallel); embeddings and norms are replicated,
+ * the LM head is rank 0's alone (not split: rank 0 computes the logits and
+ * the argmax). Per layer one spyre_all_reduce() after O and one after the
+ * down projection; each card's kernels on its own stream. @tp must divide
+ * the heads, the KV heads and intermediate_size; dispatch d is refused.
+ * @tp 1 is spyre_dmodel_new() on @devs[0]. The returned model is used as
+ * any other (prefill, decode, reset, set_dispatch: a, b, c; its kernel
+ * cache is rank 0's); a step's statistics sum the cards' launches and
+ * bytes, device_ns is the busiest card's, device_ns_sum all of them.
+ */
+int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct spyre_model_config *cfg,
+			const struct spyre_model_weights *w, const struct spyre_dmodel_opts *opts,
+			struct spyre_dmodel **out, char *err, size_t errlen);
 
 /*
  * Whether @cfg in @dtype fits the memory of @dev (weights, KV caches for

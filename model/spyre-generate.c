@@ -57,6 +57,7 @@ struct options {
 	bool estimate;
 	bool quiet;
 	int device;			/* --device N, -1: the CPU reference */
+	uint32_t tp;			/* --tp N: tensor parallel over cards device .. device + N - 1 (default 1) */
 	int dispatch;			/* --dispatch: enum spyre_dispatch, or -1: all four */
 	uint32_t sync_every;		/* --sync-every: dispatch d's wait interval (the model checks it) */
 	bool sync_set;			/* --sync-every given */
@@ -91,6 +92,9 @@ static void usage(FILE *f)
 		"  --estimate          sizes, FLOPs and modeled device time; nothing is allocated\n"
 		"  --cpu               run the CPU reference (the default)\n"
 		"  --device N          run on spyre card N: weights and KV cache resident, argmax on the card\n"
+		"  --tp N              tensor parallel over N cards from --device's (Megatron: heads and MLP\n"
+		"                      split, two all-reduces a layer; N divides the heads, KV heads and\n"
+		"                      intermediate_size; dispatch a, b or c; default 1)\n"
 		"  --dispatch D        build (a: kernels generated every step), patch (b: cached, three-step\n"
 		"                      patching), fast (c: cached, patch-free; the default), graph (d: the decode\n"
 		"                      step replayed from launch graphs, token and position fed back on the card),\n"
@@ -173,6 +177,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 	o->ntokens = 32;
 	o->save_dtype = SPYRE_ST_F32;
 	o->device = -1;
+	o->tp = 1;
 	o->dispatch = SPYRE_DISPATCH_FAST;
 	memcpy(o->prompt, default_prompt, sizeof(default_prompt));
 	o->nprompt = sizeof(default_prompt) / sizeof(default_prompt[0]);
@@ -202,7 +207,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		if (strcmp(a, "--model") && strcmp(a, "--config") && strcmp(a, "--seed") &&
 		    strcmp(a, "--prompt") && strcmp(a, "--prompt-len") && strcmp(a, "-n") && strcmp(a, "--dtype") && strcmp(a, "--save") &&
 		    strcmp(a, "--save-dtype") && strcmp(a, "--device") && strcmp(a, "--dispatch") &&
-		    strcmp(a, "--cores") && strcmp(a, "--trace") && strcmp(a, "--sync-every"))
+		    strcmp(a, "--tp") && strcmp(a, "--cores") && strcmp(a, "--trace") && strcmp(a, "--sync-every"))
 			die_usage("unknown option '%s'", a);
 		if (!v)
 			die_usage("%s needs a value", a);
@@ -232,6 +237,10 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->dtype = d;
 		} else if (!strcmp(a, "--device")) {
 			o->device = (int)parse_u64(a, v, 255);
+		} else if (!strcmp(a, "--tp")) {
+			o->tp = (uint32_t)parse_u64(a, v, SPYRE_MODEL_TP_MAX);
+			if (!o->tp)
+				die_usage("--tp: 0 cards; tensor parallel runs over 1 to %u cards", SPYRE_MODEL_TP_MAX);
 		} else if (!strcmp(a, "--cores")) {
 			o->cores = (uint32_t)parse_u64(a, v, 32);
 		} else if (!strcmp(a, "--dispatch")) {
@@ -274,6 +283,12 @@ static void parse_args(int argc, char **argv, struct options *o)
 		die_usage("--dispatch, --cores, --sync-every and --check need --device");
 	if (o->device < 0 && o->trace)
 		die_usage("--trace needs --device");
+	if (o->device < 0 && o->tp != 1)
+		die_usage("--tp needs --device");
+	if (o->tp > 1 && (o->dispatch == SPYRE_DISPATCH_GRAPH || o->dispatch < 0))
+		die_usage("--tp %u: dispatch %s: d (graph replay) does not run with tensor parallelism (the "
+			  "all-reduces' ring steps are ordered by the host); use a, b or c", o->tp,
+			  o->dispatch < 0 ? "all includes d" : "graph");
 }
 
 /* --prompt-len: ids of the splitmix64 stream of the seed mod vocab, the same on every machine. */
@@ -644,6 +659,7 @@ static void add_stats(struct spyre_step_stats *t, const struct spyre_step_stats 
 	t->host_ns += s->host_ns;
 	t->dispatch_ns += s->dispatch_ns;
 	t->device_ns += s->device_ns;
+	t->device_ns_sum += s->device_ns_sum;
 	t->launches += s->launches;
 	t->utilization += s->utilization;
 	t->h2d_bytes += s->h2d_bytes;
@@ -805,22 +821,29 @@ static int run_device(const struct options *o, const struct model *m)
 	int32_t *out[NDISPATCH] = { 0 };
 	struct spyre_ref *ref = NULL;
 	struct spyre_dmodel *dm = NULL;
-	spyre_device_t *dev = NULL;
-	char err[600];
+	spyre_device_t *dev[SPYRE_MODEL_TP_MAX] = { 0 };
+	char err[600], cards[32];
 	int rc = 1, first = o->dispatch < 0 ? 0 : o->dispatch, last = o->dispatch < 0 ? NDISPATCH - 1 : o->dispatch;
+	double t0;
 
 	if (o->trace && spyre_trace_start(o->trace))
 		return fail("--trace: %s", spyre_last_error());
-	if (spyre_device_open(o->device, &dev))
-		return fail("--device %d: %s", o->device, spyre_last_error());
-	double t0 = now();
-
-	if (spyre_dmodel_new(dev, &m->cfg, &m->w, &dopts, &dm, err, sizeof(err))) {
-		fail("%s on card %d: %s", m->label, o->device, err);
+	if (o->tp > 1)
+		snprintf(cards, sizeof(cards), "cards %d..%d", o->device, o->device + (int)o->tp - 1);
+	else
+		snprintf(cards, sizeof(cards), "card %d", o->device);
+	for (uint32_t r = 0; r < o->tp; r++)
+		if (spyre_device_open(o->device + (int)r, &dev[r])) {
+			fail("--device %d: %s", o->device + (int)r, spyre_last_error());
+			goto done;
+		}
+	t0 = now();
+	if (spyre_dmodel_new_tp(dev, o->tp, &m->cfg, &m->w, &dopts, &dm, err, sizeof(err))) {
+		fail("%s on %s: %s", m->label, cards, err);
 		goto done;
 	}
-	printf("upload: weights packed to %s and resident on card %d in %.1f s\n", spyre_ref_dtype_name(o->dtype),
-	       o->device, now() - t0);
+	printf("upload: weights packed to %s and resident on %s in %.1f s\n", spyre_ref_dtype_name(o->dtype),
+	       cards, now() - t0);
 	if (o->sync_set && spyre_dmodel_set_sync_every(dm, o->sync_every)) {
 		fail("--sync-every: %s", spyre_dmodel_error(dm));
 		goto done;
@@ -829,8 +852,13 @@ static int run_device(const struct options *o, const struct model *m)
 		fail("out of memory for the reference");
 		goto done;
 	}
-	printf("backend: spyre card %d, %s, %s cores\n", o->device, spyre_ref_dtype_name(o->dtype),
-	       o->cores ? "some" : "all");
+	if (o->tp > 1)
+		printf("backend: spyre %s, tensor parallel over %u (heads and MLP split, 2 all-reduces a layer, LM "
+		       "head on the first), %s, %s cores each\n", cards, o->tp, spyre_ref_dtype_name(o->dtype),
+		       o->cores ? "some" : "all");
+	else
+		printf("backend: spyre card %d, %s, %s cores\n", o->device, spyre_ref_dtype_name(o->dtype),
+		       o->cores ? "some" : "all");
 	printf("prompt: %u tokens:", o->nprompt);
 	for (uint32_t i = 0; i < o->nprompt; i++)
 		printf(" %d", o->prompt[i]);
@@ -849,6 +877,12 @@ static int run_device(const struct options *o, const struct model *m)
 			printf(" %d", out[d][i]);
 		printf("\n");
 		print_summary(o, &t[d], spyre_dmodel_kcache(dm), d);
+		if (o->tp > 1 && t[d].steps)
+			printf("tensor parallel over %u cards: decode device time per token %.1f us on the busiest card, "
+			       "%.1f us on all cards together (modeled; the all-reduces' ADDs included, their peer "
+			       "copies not); prefill %.1f us / %.1f us\n", o->tp, per(t[d].decode.device_ns, t[d].steps) * 1e-3,
+			       per(t[d].decode.device_ns_sum, t[d].steps) * 1e-3, t[d].prefill.device_ns * 1e-3,
+			       t[d].prefill.device_ns_sum * 1e-3);
 		if (ref) {
 			printf("check: %u of %u tokens as the reference (%s); largest logit difference %.2e of the "
 			       "largest logit (tolerance %.0e)\n", o->ntokens - t[d].mismatches, o->ntokens,
@@ -899,7 +933,9 @@ done:
 		free(out[d]);
 	spyre_ref_free(ref);
 	spyre_dmodel_free(dm);
-	spyre_device_close(dev);
+	for (uint32_t r = 0; r < o->tp; r++)
+		if (dev[r])
+			spyre_device_close(dev[r]);
 	if (o->trace) {
 		int n = spyre_trace_stop();
 
@@ -913,15 +949,28 @@ done:
 /* Before any weight is made or read: does the model fit the card? */
 static int check_device_fit(const struct options *o, const struct model *m)
 {
+	struct spyre_model_config sc;
 	spyre_device_t *dev;
 	char err[600];
-	int ret;
+	int ret, count;
 
-	if (spyre_device_open(o->device, &dev))
-		return fail("--device %d: %s", o->device, spyre_last_error());
-	ret = spyre_dmodel_check_fit(dev, &m->cfg, o->dtype, err, sizeof(err));
-	spyre_device_close(dev);
-	return ret ? fail("%s on card %d: %s; try --estimate", m->label, o->device, err) : 0;
+	if (spyre_model_config_tp(&m->cfg, o->tp, &sc, err, sizeof(err)))
+		return fail("--tp %u: %s: %s", o->tp, m->label, err);
+	count = spyre_device_count();
+	if (o->tp > 1 && (int64_t)o->device + o->tp > count)
+		return fail("--tp %u from card %d needs cards %d..%d; this machine has %d card%s", o->tp, o->device,
+			    o->device, o->device + (int)o->tp - 1, count, count == 1 ? "" : "s");
+	/* each card holds its shard */
+	for (uint32_t r = 0; r < o->tp; r++) {
+		if (spyre_device_open(o->device + (int)r, &dev))
+			return fail("--device %d: %s", o->device + (int)r, spyre_last_error());
+		ret = spyre_dmodel_check_fit(dev, &sc, o->dtype, err, sizeof(err));
+		spyre_device_close(dev);
+		if (ret)
+			return fail("%s on card %d: %s; try --estimate%s", m->label, o->device + (int)r, err,
+				    o->tp > 1 ? " (this is its shard of the --tp split)" : "");
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)

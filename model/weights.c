@@ -3,6 +3,7 @@
  * weights.c - model weights: allocation, loading by Hugging Face name,
  * deterministic random initialisation, saving (weights.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,4 +325,42 @@ int spyre_model_weights_save(const struct spyre_model_config *c, const struct sp
 	free(o);
 	free(t);
 	return rc;
+}
+
+/* Tensor parallel: rank @r's shard of @w (weights.h). */
+int spyre_model_weights_shard(const struct spyre_model_config *cfg, const struct spyre_model_config *sc,
+			      const struct spyre_model_weights *w, uint32_t r, struct spyre_model_weights *sw,
+			      float **own)
+{
+	uint64_t hd = cfg->head_dim, hid = cfg->hidden, qd = cfg->heads * hd, qs = sc->heads * hd;
+	uint64_t ks = sc->kv_heads * hd, fs = sc->ffn;
+	float *o;
+
+	*sw = *w;
+	sw->storage = NULL;
+	sw->layer = calloc(cfg->layers, sizeof(*sw->layer));
+	o = *own = malloc(cfg->layers * hid * (qs + fs) * sizeof(float));
+	if (!sw->layer || !o) {
+		free(sw->layer);
+		free(o);
+		return -ENOMEM;
+	}
+	for (uint32_t l = 0; l < cfg->layers; l++) {
+		const struct spyre_layer_weights *lw = &w->layer[l];
+		struct spyre_layer_weights *sl = &sw->layer[l];
+
+		*sl = *lw;
+		sl->wq = lw->wq + r * qs * hid;
+		sl->wk = lw->wk + r * ks * hid;
+		sl->wv = lw->wv + r * ks * hid;
+		sl->w_gate = lw->w_gate + r * fs * hid;
+		sl->w_up = lw->w_up + r * fs * hid;
+		sl->wo = o;
+		for (uint64_t i = 0; i < hid; i++, o += qs)
+			memcpy(o, lw->wo + i * qd + r * qs, qs * sizeof(float));
+		sl->w_down = o;
+		for (uint64_t i = 0; i < hid; i++, o += fs)
+			memcpy(o, lw->w_down + i * cfg->ffn + r * fs, fs * sizeof(float));
+	}
+	return 0;
 }

@@ -75,6 +75,18 @@ int spyre_model_weights_load_file(const struct spyre_model_config *cfg, const ch
 				  struct spyre_model_weights *w, char *err, size_t errlen);
 
 /* The next value of the splitmix64 stream of state @s (the generated weights' and prompts' generator). */
+/*
+ * Rank @r's shard of @w over the ranks of @sc (spyre_model_config_tp() of
+ * @cfg), Megatron's split: the rows of its heads of Wq, Wk, Wv and of its
+ * part of the gate and up projections are contiguous in HF's [out x in]
+ * (pointers into @w); the columns of Wo and of the down projection are
+ * copied into *@own. Embeddings, norms and the LM head are @w's. The caller
+ * frees *@own and @shard->layer (not with spyre_model_weights_free());
+ * @shard lives no longer than @w. 0 or -ENOMEM.
+ */
+int spyre_model_weights_shard(const struct spyre_model_config *cfg, const struct spyre_model_config *sc,
+			      const struct spyre_model_weights *w, uint32_t r, struct spyre_model_weights *shard,
+			      float **own);
 uint64_t spyre_splitmix64(uint64_t *s);
 
 /*

@@ -62,7 +62,30 @@ struct card {
 	uint32_t nheld, capheld;
 	char *err;		/* the caller's message buffer of the running call */
 	size_t errlen;
+	/*
+	 * Tensor parallel (spyre_runner_card_new_tp()): this card is rank
+	 * @rank of @tp with its shard of the heads and the MLP; the runner the
+	 * caller holds drives @shard[0 .. tp-1] and holds no device memory. A
+	 * shard's step is recorded (launch() into @rec, all-reduces marked)
+	 * and launched side by side with the others' (step_tp()).
+	 */
+	uint32_t tp, rank;
+	struct card **shard;
+	spyre_comm_t *comm;
+	bool ar_sync;		/* the all-reduce's last copies may run on the sender's stream: wait for all */
+	spyre_dptr_t u;		/* the MLP's output under tensor parallelism (t is attention's) */
+	bool recording;
+	struct rec {
+		struct spyre_kdesc d;	/* .op OP_ALLREDUCE: slots[0], d.m rows of hidden summed over the ranks */
+		spyre_dptr_t slots[6];
+		uint32_t n;
+	} *rec;
+	uint32_t nrec, caprec;
+	char name[48];		/* the runner's name */
 };
+
+/* The all-reduce mark of a recorded step (not a kernel op). */
+#define OP_ALLREDUCE	UINT32_MAX
 
 static int fail(struct card *c, int ret, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -174,6 +197,11 @@ static void card_free(void *self)
 
 	if (!c)
 		return;
+	for (uint32_t r = 0; c->shard && r < c->tp; r++)
+		card_free(c->shard[r]);
+	free(c->shard);
+	spyre_comm_destroy(c->comm);
+	free(c->rec);
 	if (c->stream)
 		spyre_stream_synchronize(c->stream);
 	if (c->dec)
@@ -267,7 +295,7 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 	dout.in_group = hd;
 	if ((ret = upload(c, &c->embed, w->embed, cfg->vocab, cfg->hidden)) ||
 	    (ret = upload(c, &c->final_norm, w->final_norm, 1, cfg->hidden)) ||
-	    (ret = upload_weight(c, &c->lm_head, &dlm, 1, w->lm_head)))
+	    (!c->rank && (ret = upload_weight(c, &c->lm_head, &dlm, 1, w->lm_head))))
 		return ret;
 	for (uint32_t l = 0; l < cfg->layers; l++) {
 		const struct spyre_layer_weights *lw = &w->layer[l];
@@ -317,7 +345,8 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 		    (ret = dalloc(c, mt * c->pq, &c->a)) || (ret = dalloc(c, mt * c->pk, &c->k)) ||
 		    (ret = dalloc(c, mt * c->pk, &c->v)) || (ret = dalloc(c, ms * c->ph, &c->xs)) ||
 		    (ret = dalloc(c, ms * c->ph, &c->hs)) || (ret = dalloc(c, ms * pv, &c->logits)) ||
-		    (ret = dalloc(c, ipitch(ms), &c->argmax)) || (ret = dalloc(c, c->tables_bytes, &c->tables)))
+		    (ret = dalloc(c, ipitch(ms), &c->argmax)) || (ret = dalloc(c, c->tables_bytes, &c->tables)) ||
+		    (c->tp > 1 && (ret = dalloc(c, mt * c->ph, &c->u))))
 			return ret;
 		ret = spyre_malloc_host(c->dev, c->tables_bytes, (void **)&c->host_tables);
 		ret = ret ?: spyre_malloc_host(c->dev, ipitch(ms), (void **)&c->host_argmax);
@@ -325,7 +354,8 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 		if (ret)
 			return fail(c, ret, "pinned host memory");
 	}
-	c->graphs = !o->no_graphs;
+	/* a captured step cannot hold the all-reduces, whose ring steps the host orders */
+	c->graphs = !o->no_graphs && c->tp <= 1;
 	if (c->graphs) {
 		c->dec = calloc(c->max_seqs + 1, sizeof(*c->dec));
 		c->dec_failed = calloc(c->max_seqs + 1, sizeof(*c->dec_failed));
@@ -338,11 +368,64 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 
 static int warm_up(struct card *c, char *err, size_t errlen);
 
+/* A card of @tp (rank @rank's shard, with @cfg and @w the shard's, when @tp > 1): set up, not warmed up. */
+static int card_new(spyre_device_t *dev, const struct spyre_model_config *cfg, const struct spyre_model_weights *w,
+		    const struct spyre_runner_card_opts *o, uint32_t tp, uint32_t rank, struct card **out, char *err,
+		    size_t errlen)
+{
+	struct card *c = calloc(1, sizeof(*c));
+	int ret;
+
+	*out = NULL;
+	if (!c) {
+		snprintf(err, errlen, "out of host memory");
+		return -ENOMEM;
+	}
+	c->dev = dev;
+	c->cfg = *cfg;
+	c->tp = tp;
+	c->rank = rank;
+	c->err = err;
+	c->errlen = errlen;
+	ret = setup(c, w, o);
+	c->err = NULL;
+	c->errlen = 0;
+	if (ret) {
+		card_free(c);
+		return ret;
+	}
+	*out = c;
+	return 0;
+}
+
+/* The warm-up when asked for, then the runner handed out (@c freed on failure). */
+static int hand_out(struct card *c, const struct spyre_runner_card_opts *o, struct spyre_runner **out, char *err,
+		    size_t errlen)
+{
+	int ret = o->warmup ? warm_up(c, err, errlen) : 0;
+
+	if (ret) {
+		card_free(c);
+		return ret;
+	}
+	c->runner = (struct spyre_runner){ .ops = &card_ops, .self = c, .vocab = c->cfg.vocab, .block_size = c->bs,
+					   .num_blocks = c->nb, .max_model_len = c->cfg.max_pos,
+					   .max_num_seqs = c->max_seqs, .max_num_tokens = c->max_tokens,
+					   .eos_token_id = (int32_t)c->cfg.eos_token_id, .name = c->name };
+	if (c->tp > 1)
+		snprintf(c->name, sizeof(c->name), "card, tensor parallel over %u cards", c->tp);
+	else
+		snprintf(c->name, sizeof(c->name), "card");
+	*out = &c->runner;
+	return 0;
+}
+
+static const struct spyre_runner_card_opts defaults = { .dtype = SPYRE_DT_FP16 };
+
 int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 			  const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
 			  struct spyre_runner **out, char *err, size_t errlen)
 {
-	static const struct spyre_runner_card_opts defaults = { .dtype = SPYRE_DT_FP16 };
 	struct card *c;
 	int ret;
 
@@ -351,35 +434,88 @@ int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *
 		return -EINVAL;
 	}
 	*out = NULL;
+	ret = card_new(dev, cfg, w, opts ? opts : &defaults, 1, 0, &c, err, errlen);
+	return ret ?: hand_out(c, opts ? opts : &defaults, out, err, errlen);
+}
+
+int spyre_runner_card_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct spyre_model_config *cfg,
+			     const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
+			     struct spyre_runner **out, char *err, size_t errlen)
+{
+	const struct spyre_runner_card_opts *o = opts ? opts : &defaults;
+	struct spyre_model_config sc;
+	struct card *c, *s0;
+	int ret;
+
+	if (!devs || !cfg || !out) {
+		snprintf(err, errlen, "card runner: NULL devices, config or runner");
+		return -EINVAL;
+	}
+	*out = NULL;
+	ret = spyre_model_config_tp(cfg, tp, &sc, err, errlen);
+	if (ret)
+		return ret;
+	if (tp == 1)
+		return spyre_runner_card_new(devs[0], cfg, w, opts, out, err, errlen);
+	if (!w || w->layers != cfg->layers) {
+		snprintf(err, errlen, "the weights are not of this config (%u layers)", cfg->layers);
+		return -EINVAL;
+	}
 	c = calloc(1, sizeof(*c));
-	if (!c) {
+	if (!c || !(c->shard = calloc(tp, sizeof(*c->shard)))) {
+		free(c);
 		snprintf(err, errlen, "out of host memory");
 		return -ENOMEM;
 	}
-	c->dev = dev;
 	c->cfg = *cfg;
-	c->err = err;
-	c->errlen = errlen;
-	ret = setup(c, w, opts ? opts : &defaults);
-	c->err = NULL;
-	c->errlen = 0;
+	c->tp = tp;
+	c->dev = devs[0];
+	ret = spyre_comm_init(&c->comm, devs, (int)tp);
+	if (ret)
+		snprintf(err, errlen, "a communicator of %u cards: %s", tp, spyre_last_error());
+	/* the all-reduce's last step: rank r receives from r - 1, on r's stream when r reaches r - 1's memory */
+	for (uint32_t r = 0; r < tp && !ret; r++) {
+		int pull = 0;
+
+		ret = spyre_device_can_access_peer(devs[r], devs[(r + tp - 1) % tp], &pull);
+		if (ret)
+			snprintf(err, errlen, "peer access: %s", spyre_last_error());
+		c->ar_sync |= !pull;
+	}
+	for (uint32_t r = 0; r < tp && !ret; r++) {
+		struct spyre_model_weights sw;
+		float *own;
+
+		ret = spyre_model_weights_shard(cfg, &sc, w, r, &sw, &own);
+		if (ret) {
+			snprintf(err, errlen, "out of host memory");
+			break;
+		}
+		ret = card_new(devs[r], &sc, &sw, o, tp, r, &c->shard[r], err, errlen);
+		free(own);
+		free(sw.layer);
+		if (ret) {
+			char e[512];
+
+			snprintf(e, sizeof(e), "%s", err);
+			snprintf(err, errlen, "rank %u of %u: %s", r, tp, e);
+		}
+	}
 	if (ret) {
 		card_free(c);
 		return ret;
 	}
-	if (opts && opts->warmup) {
-		ret = warm_up(c, err, errlen);
-		if (ret) {
-			card_free(c);
-			return ret;
-		}
-	}
-	c->runner = (struct spyre_runner){ .ops = &card_ops, .self = c, .vocab = cfg->vocab, .block_size = c->bs,
-					   .num_blocks = c->nb, .max_model_len = cfg->max_pos,
-					   .max_num_seqs = c->max_seqs, .max_num_tokens = c->max_tokens,
-					   .eos_token_id = (int32_t)cfg->eos_token_id, .name = "card" };
-	*out = &c->runner;
-	return 0;
+	/* what the step's checks and the warm-up read, as every shard has it */
+	s0 = c->shard[0];
+	c->dt = s0->dt;
+	c->cores = s0->cores;
+	c->bs = s0->bs;
+	c->nb = s0->nb;
+	c->max_seqs = s0->max_seqs;
+	c->max_tokens = s0->max_tokens;
+	c->max_blocks = s0->max_blocks;
+	c->ph = s0->ph;
+	return hand_out(c, o, out, err, errlen);
 }
 
 /* ---- a step ------------------------------------------------------------------- */
@@ -410,10 +546,41 @@ struct run {
 	uint64_t ctx_off, bt_off;	/* in the table buffer */
 };
 
+/* A tensor-parallel shard's launch (or all-reduce mark), kept for step_tp(). */
+static int record(struct card *c, const struct spyre_kdesc *d, const spyre_dptr_t *slots, uint32_t n)
+{
+	if (c->nrec == c->caprec) {
+		uint32_t cap = c->caprec ? 2 * c->caprec : 128;
+		struct rec *r = realloc(c->rec, cap * sizeof(*r));
+
+		if (!r)
+			return fail(c, -ENOMEM, "host memory");
+		c->rec = r;
+		c->caprec = cap;
+	}
+	c->rec[c->nrec].d = *d;
+	memcpy(c->rec[c->nrec].slots, slots, n * sizeof(*slots));
+	c->rec[c->nrec++].n = n;
+	return 0;
+}
+
+/* Tensor parallel: @y, @T rows of hidden, summed over the ranks; nothing on one card. */
+static int all_reduce(struct card *c, spyre_dptr_t y, uint32_t T)
+{
+	struct spyre_kdesc d = { .size = sizeof(d), .op = OP_ALLREDUCE, .dtype = c->dt, .m = T,
+				 .n = c->cfg.hidden };
+
+	return c->tp > 1 ? record(c, &d, &y, 1) : 0;
+}
+
 static int launch(struct card *c, const struct spyre_kdesc *d, const spyre_dptr_t *slots, uint32_t n)
 {
 	spyre_kernel_t *k;
-	int ret = spyre_kernel_get(c->kcache, d, &k);
+	int ret;
+
+	if (c->recording)
+		return record(c, d, slots, n);
+	ret = spyre_kernel_get(c->kcache, d, &k);
 
 	if (ret)
 		return fail(c, ret, "%s kernel (%llu rows)", spyre_kernel_op_name(d->op), (unsigned long long)d->m);
@@ -558,6 +725,8 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 	const struct spyre_model_config *cfg = &c->cfg;
 	uint32_t S = b->num_seqs, hd = cfg->head_dim, qd = cfg->heads * hd, kvd = cfg->kv_heads * hd;
 	spyre_dptr_t tb = c->tables;
+	/* the MLP's output: not attention's under tensor parallelism (a peer may still read t, step_tp()) */
+	spyre_dptr_t mo = c->tp > 1 ? c->u : c->t;
 	struct spyre_kdesc d;
 	int ret;
 
@@ -619,7 +788,7 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 		}
 		d = kd(c, SPYRE_KOP_LINEAR, T, cfg->hidden, qd);
 		d.in_group = hd;
-		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->a, L->wo, c->t }, 3)))
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->a, L->wo, c->t }, 3)) || (ret = all_reduce(c, c->t, T)))
 			return ret;
 		d = kd(c, SPYRE_KOP_ADD, T, cfg->hidden, 0);
 		d.alpha = cfg->residual_multiplier;
@@ -630,14 +799,17 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, L->mlp_norm, c->h }, 3)))
 			return ret;
 		d = kd(c, SPYRE_KOP_MLP, T, cfg->ffn, cfg->hidden);
-		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->h, L->wg, L->wu, L->wd, c->t }, 5)))
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->h, L->wg, L->wu, L->wd, mo }, 5)) ||
+		    (ret = all_reduce(c, mo, T)))
 			return ret;
 		d = kd(c, SPYRE_KOP_ADD, T, cfg->hidden, 0);
 		d.alpha = cfg->residual_multiplier;
-		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, c->t, c->x }, 3)))
+		if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, mo, c->x }, 3)))
 			return ret;
 	}
-	/* the rows that sample: gathered, normed, projected, argmax */
+	/* the rows that sample: gathered, normed, projected, argmax; rank 0's alone (the LM head is not split) */
+	if (c->rank)
+		return 0;
 	d = kd(c, SPYRE_KOP_EMBEDDING, S, T, cfg->hidden);
 	d.flags = SPYRE_KF_INDEXED;
 	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->x, tb + off_samp, c->xs }, 3)))
@@ -700,6 +872,152 @@ static void capture_decode(struct card *c, const struct spyre_runner_batch *b, u
 	c->dec[S] = x;
 }
 
+/* The step's tokens and logits from @c's pinned buffers into the batch's. */
+static void copy_out(const struct card *c, const struct spyre_runner_batch *b)
+{
+	if (b->argmax)
+		memcpy(b->argmax, c->host_argmax, 4ull * b->num_seqs);
+	if (b->logits) {
+		float inv = 1.0f / c->cfg.logits_scaling;
+
+		spyre_kernel_unpack(b->logits, c->host_logits, b->num_seqs, c->cfg.vocab, 0, c->dt);
+		for (uint64_t i = 0; i < (uint64_t)b->num_seqs * c->cfg.vocab; i++)
+			b->logits[i] *= inv;
+	}
+}
+
+/*
+ * A step over the shards (Megatron's tensor parallelism, as
+ * model/device.c's run_step_tp(): docs/model.md "Tensor parallel"): each
+ * rank's tables copied to its card, its step recorded, then every rank's
+ * kernels launched interleaved up to the next all-reduce mark, where
+ * spyre_all_reduce() adds the ranks' partial sums of O (or of the MLP's
+ * down projection) on every card; rank 0 alone samples. Launched one by
+ * one: no launch graph holds the collectives.
+ */
+static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct spyre_runner_stats *st)
+{
+	struct spyre_kcache_stats k0[SPYRE_MODEL_TP_MAX], k1 = { .size = sizeof(k1) };
+	spyre_stream_t *streams[SPYRE_MODEL_TP_MAX];
+	spyre_dptr_t y[SPYRE_MODEL_TP_MAX];
+	uint32_t at[SPYRE_MODEL_TP_MAX] = { 0 }, n = c->tp, nruns = 0, T, r;
+	uint64_t t0 = now_ns(), off_pos = 0, off_slot = 0, off_samp = 0, used, device_ns = 0, launches = 0, builds = 0;
+	struct card *s0 = c->shard[0];
+	struct run *runs = NULL;
+	int ret, sret;
+
+	for (r = 0; r < n; r++) {
+		c->shard[r]->err = c->err;
+		c->shard[r]->errlen = c->errlen;
+	}
+	ret = check_batch(s0, b);
+	if (ret)
+		goto out;
+	runs = calloc(b->num_seqs, sizeof(*runs));
+	if (!runs) {
+		ret = fail(c, -ENOMEM, "host memory");
+		goto out;
+	}
+	T = rows_bucket(s0, b->num_tokens);
+	for (r = 0; r < n && !ret; r++) {
+		struct card *s = c->shard[r];
+
+		streams[r] = s->stream;
+		k0[r] = (struct spyre_kcache_stats){ .size = sizeof(k0[r]) };
+		spyre_kcache_get_stats(s->kcache, &k0[r]);
+		used = fill_tables(s, b, T, runs, &nruns, &off_pos, &off_slot, &off_samp);
+		s->launches = 0;
+		s->nrec = 0;
+		ret = spyre_stream_reset_stats(s->stream);
+		ret = ret ?: spyre_memcpy_async(s->stream, s->tables, (uint64_t)(uintptr_t)s->host_tables, used,
+						SPYRE_MEMCPY_H2D);
+		if (ret) {
+			fail(c, ret, "copying the step's tables to rank %u", r);
+			break;
+		}
+		s->recording = true;
+		ret = step_launches(s, b, T, runs, nruns, off_pos, off_slot, off_samp);
+		s->recording = false;
+	}
+	while (!ret) {
+		bool more = true;
+
+		/* every rank's kernels up to its next all-reduce, interleaved */
+		while (more && !ret) {
+			more = false;
+			for (r = 0; r < n && !ret; r++) {
+				struct card *s = c->shard[r];
+
+				if (at[r] < s->nrec && s->rec[at[r]].d.op != OP_ALLREDUCE) {
+					const struct rec *k = &s->rec[at[r]++];
+
+					ret = launch(s, &k->d, k->slots, k->n);
+					more = true;
+				}
+			}
+		}
+		if (ret || at[0] == s0->nrec)
+			break;
+		for (r = 0; r < n && !ret; r++) {
+			if (at[r] == c->shard[r]->nrec || c->shard[r]->rec[at[r]].d.m != s0->rec[at[0]].d.m)
+				ret = fail(c, -EINVAL, "rank %u's step does not match rank 0's", r);
+			else
+				y[r] = c->shard[r]->rec[at[r]++].slots[0];
+		}
+		ret = ret ?: spyre_all_reduce(c->comm, y, y, (size_t)T * c->ph / SPYRE_DT_SIZE(c->dt), c->dt,
+					      SPYRE_RED_SUM, streams);
+		for (r = 0; r < n && c->ar_sync && !ret; r++)
+			ret = spyre_stream_synchronize(streams[r]);
+		if (ret && !(c->err && c->err[0]))
+			fail(c, ret, "all-reduce over %u cards", n);
+	}
+	if (!ret && b->argmax &&
+	    (ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_argmax, s0->argmax,
+				      ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
+		fail(c, ret, "copying the tokens back");
+	if (!ret && b->logits &&
+	    (ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_logits, s0->logits,
+				      b->num_seqs * spyre_kernel_pitch(c->cfg.vocab, c->dt), SPYRE_MEMCPY_D2H)))
+		fail(c, ret, "copying the logits back");
+	/* every card done, also after a failure */
+	for (r = 0; r < n; r++) {
+		struct spyre_stream_stats ss = { .size = sizeof(ss) };
+
+		sret = spyre_stream_synchronize(streams[r]);
+		if (!ret && sret)
+			ret = fail(c, sret, "step on rank %u", r);
+		if (ret)
+			continue;
+		sret = spyre_stream_get_stats(streams[r], &ss);
+		if (sret)
+			ret = fail(c, sret, "stream statistics");
+		else if (ss.failed_launches)
+			ret = fail(c, -EIO, "%llu kernels of the step faulted on rank %u: %s",
+				   (unsigned long long)ss.failed_launches, r, spyre_last_error());
+		device_ns = ss.device_ns > device_ns ? ss.device_ns : device_ns;
+		launches += c->shard[r]->launches;
+		spyre_kcache_get_stats(c->shard[r]->kcache, &k1);
+		builds += k1.misses - k0[r].misses;
+	}
+	if (ret)
+		goto out;
+	copy_out(s0, b);
+	if (st) {
+		st->host_ns = now_ns() - t0;
+		st->device_ns = device_ns;	/* the busiest card's */
+		st->launches = launches;
+		st->replays = 0;
+		st->builds = builds;
+	}
+out:
+	for (r = 0; r < n; r++) {
+		c->shard[r]->err = NULL;
+		c->shard[r]->errlen = 0;
+	}
+	free(runs);
+	return ret;
+}
+
 static int card_step(void *self, const struct spyre_runner_batch *b, struct spyre_runner_stats *st, char *err,
 		     size_t errlen)
 {
@@ -719,6 +1037,10 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		err[0] = 0;
 	if (!b) {
 		ret = fail(c, -EINVAL, "NULL batch");
+		goto out;
+	}
+	if (c->shard) {
+		ret = step_tp(c, b, st);
 		goto out;
 	}
 	ret = check_batch(c, b);
@@ -779,15 +1101,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 			   spyre_last_error());
 		goto out;
 	}
-	if (b->argmax)
-		memcpy(b->argmax, c->host_argmax, 4ull * b->num_seqs);
-	if (b->logits) {
-		float inv = 1.0f / c->cfg.logits_scaling;
-
-		spyre_kernel_unpack(b->logits, c->host_logits, b->num_seqs, c->cfg.vocab, 0, c->dt);
-		for (uint64_t i = 0; i < (uint64_t)b->num_seqs * c->cfg.vocab; i++)
-			b->logits[i] *= inv;
-	}
+	copy_out(c, b);
 	/* the shape ran one by one: from now on a graph (capturing runs nothing) */
 	if (capture)
 		capture_decode(c, b, T, runs, nruns, used, off_pos, off_slot, off_samp);

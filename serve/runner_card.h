@@ -51,4 +51,17 @@ int spyre_runner_card_new(spyre_device_t *dev, const struct spyre_model_config *
 			  const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
 			  struct spyre_runner **out, char *err, size_t errlen);
 
+/*
+ * The same split over @tp cards of this process, rank r on @devs[r]
+ * (Megatron's tensor parallelism, as spyre_dmodel_new_tp(): each card holds
+ * its share of the heads with their KV blocks, and of the MLP; two
+ * all-reduces a layer; rank 0 alone holds the LM head and samples). @tp
+ * must divide the heads, KV heads and intermediate_size; every card gets
+ * the same num_blocks. Launch graphs are off (no graph holds the
+ * collectives). @tp 1 is spyre_runner_card_new() on @devs[0].
+ */
+int spyre_runner_card_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct spyre_model_config *cfg,
+			     const struct spyre_model_weights *w, const struct spyre_runner_card_opts *opts,
+			     struct spyre_runner **out, char *err, size_t errlen);
+
 #endif /* SPYRE_SERVE_RUNNER_CARD_H */

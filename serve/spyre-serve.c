@@ -36,6 +36,7 @@ struct options {
 	const char *embed_dir;		/* --embedding-model */
 	const char *embed_name;		/* --served-embedding-name */
 	int device;			/* --device (card) */
+	uint32_t tp;			/* --tp (card): tensor parallel over cards device .. device + tp - 1 */
 	uint64_t seed;			/* --seed: generated weights */
 	struct spyre_http_opts http;
 	struct spyre_engine_opts engine;
@@ -60,6 +61,9 @@ static void usage(FILE *f)
 		"  --seed N                      seed of generated weights (default 1)\n"
 		"  --runner cpu|card             the CPU reference (default) or a spyre card\n"
 		"  --device N                    the card (default 0)\n"
+		"  --tp N                        card: tensor parallel over N cards from --device's (heads and MLP\n"
+		"                                split, two all-reduces a layer; N divides the heads, KV heads\n"
+		"                                and intermediate_size; no launch graphs; default 1)\n"
 		"  --host ADDR                   listen address (default 127.0.0.1)\n"
 		"  --port N                      listen port (default 8000; 0: any free port, printed)\n"
 		"  --max-num-seqs N              running requests at most (default 32)\n"
@@ -102,6 +106,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "--max-num-batched-tokens", 1u << 20 }, { "--num-blocks", 1u << 24 }, { "--block-size", 4096 },
 		{ "--max-waiting", 1u << 20 }, { "--max-body", 1ull << 30 }, { "--timeout", 86400 },
 		{ "--max-connections", 65536 }, { "--device", 64 }, { "--min-step-us", 10000000 },
+		{ "--tp", SPYRE_MODEL_TP_MAX },
 	};
 	uint64_t v[sizeof(nums) / sizeof(nums[0])];
 	bool set[sizeof(nums) / sizeof(nums[0])] = { 0 };
@@ -174,6 +179,11 @@ static int parse(int argc, char **argv, struct options *o)
 	if (set[9]) o->http.max_connections = (uint32_t)v[9];
 	if (set[10]) o->device = (int)v[10];
 	if (set[11]) o->engine.min_step_us = (uint32_t)v[11];
+	if (set[12]) o->tp = (uint32_t)v[12];
+	if (set[12] && !v[12]) {
+		fprintf(stderr, "spyre-serve: --tp: 0 cards; tensor parallel runs over 1 to %u cards\n", SPYRE_MODEL_TP_MAX);
+		return -1;
+	}
 	for (k = 2; k <= 9; k++)
 		if (set[k] && !v[k] && k != 1) {
 			fprintf(stderr, "spyre-serve: %s must be at least 1\n", nums[k].name);
@@ -199,7 +209,8 @@ static void default_tokenizer(char *path, size_t len)
 }
 
 /* The runner of --runner: the CPU reference here; the card's runner plugs in at this one place. */
-static spyre_device_t *card_dev;	/* --runner card: open until the runner is freed */
+static spyre_device_t *card_devs[SPYRE_MODEL_TP_MAX];	/* --runner card: open until the runner is freed */
+#define card_dev card_devs[0]
 
 /* The card runner: the model loaded as the CPU runner loads it, packed onto card --device. */
 static int open_card(const struct options *o, const struct spyre_runner_cpu_opts *co, struct spyre_runner **r,
@@ -211,18 +222,25 @@ static int open_card(const struct options *o, const struct spyre_runner_cpu_opts
 		.warmup = !o->no_warmup,
 		.no_graphs = o->no_graphs,
 	};
-	struct spyre_model_config cfg;
+	struct spyre_model_config cfg, sc;
 	struct spyre_model_weights w;
-	int ret = spyre_device_open(o->device, &card_dev);
+	int ret = spyre_serve_model_load(co, &cfg, &w, err, errlen), count = spyre_device_count();
 
-	if (ret) {
-		snprintf(err, errlen, "card %d: %s", o->device, spyre_last_error());
-		return ret;
-	}
-	ret = spyre_serve_model_load(co, &cfg, &w, err, errlen);
 	if (ret)
 		return ret;
-	ret = spyre_runner_card_new(card_dev, &cfg, &w, &ko, r, err, errlen);
+	/* the split's shape, then the cards it needs */
+	ret = spyre_model_config_tp(&cfg, o->tp, &sc, err, errlen);
+	if (!ret && o->tp > 1 && (int64_t)o->device + o->tp > count) {
+		snprintf(err, errlen, "--tp %u from card %d needs cards %d..%d; this machine has %d card%s", o->tp,
+			 o->device, o->device, o->device + (int)o->tp - 1, count, count == 1 ? "" : "s");
+		ret = -ENODEV;
+	}
+	for (uint32_t i = 0; i < o->tp && !ret; i++) {
+		ret = spyre_device_open(o->device + (int)i, &card_devs[i]);
+		if (ret)
+			snprintf(err, errlen, "card %d: %s", o->device + (int)i, spyre_last_error());
+	}
+	ret = ret ?: spyre_runner_card_new_tp(card_devs, o->tp, &cfg, &w, &ko, r, err, errlen);
 	spyre_model_weights_free(&w);
 	return ret;
 }
@@ -305,7 +323,7 @@ static void flush_wakes(void *user)
 
 int main(int argc, char **argv)
 {
-	struct options o = { .runner = "cpu" };
+	struct options o = { .runner = "cpu", .tp = 1 };
 	struct spyre_runner *runner = NULL;
 	struct spyre_tokenizer *tok = NULL;
 	struct spyre_engine *engine = NULL;
@@ -319,6 +337,10 @@ int main(int argc, char **argv)
 	o.http.port = 8000;
 	if (parse(argc, argv, &o)) {
 		usage(stderr);
+		return 2;
+	}
+	if (o.tp > 1 && strcmp(o.runner, "card")) {
+		fprintf(stderr, "spyre-serve: --tp %u needs --runner card\n", o.tp);
 		return 2;
 	}
 	/* Signals go to sigwait() below: blocked before any thread starts. */
@@ -417,7 +439,9 @@ out:
 	spyre_server_free(server);
 	close_embedder(&em);
 	spyre_runner_free(runner);
-	spyre_device_close(card_dev);
+	for (uint32_t i = 0; i < SPYRE_MODEL_TP_MAX; i++)
+		if (card_devs[i])
+			spyre_device_close(card_devs[i]);
 	if (tok)
 		spyre_tokenizer_free(tok);
 	return rc;

@@ -127,6 +127,18 @@ tap_expect "--sync-every without --device" 2 "--dispatch, --cores, --sync-every 
 tap_expect "an unknown dispatch" 2 "--dispatch: 'slow' is not build, patch, fast, graph or all" "$gen" --device 0 --dispatch slow
 tap_expect "--sync-every not a number" 2 "--sync-every: 'x' is not a number" "$gen" --device 0 --sync-every x
 tap_expect "--device on a host without a card" 1 "--device 0: " "$gen" --device 0 -n 2
+tap_expect "--tp without --device" 2 "--tp needs --device" "$gen" --tp 2
+tap_expect "--tp 0" 2 "--tp: 0 cards; tensor parallel runs over 1 to 64 cards" "$gen" --device 0 --tp 0
+tap_expect "--tp 65" 2 "--tp: '65' is not a number from 0 to 64" "$gen" --device 0 --tp 65
+tap_expect "--tp 2 with dispatch d" 2 "--tp 2: dispatch graph: d \\(graph replay\\) does not run with tensor parallelism" \
+	"$gen" --device 0 --tp 2 --dispatch graph
+tap_expect "--tp 2 with --dispatch all" 2 "dispatch all includes d" "$gen" --device 0 --tp 2 --dispatch all
+tap_expect "--tp 3 does not divide the tiny model's heads (before any card is opened)" 1 \
+	"--tp 3: tiny: tensor parallel over 3 cards: 3 does not divide num_attention_heads \\(4\\)" "$gen" --device 0 --tp 3 -n 2
+tap_expect "--tp 4 does not divide the tiny model's KV heads" 1 "4 does not divide num_key_value_heads \\(2\\)" \
+	"$gen" --device 0 --tp 4 -n 2
+tap_expect "--tp 2 on a host without cards" 1 "--tp 2 from card 0 needs cards 0..1; this machine has 0 cards" \
+	"$gen" --device 0 --tp 2 -n 2
 tap_expect "--help" 0 "usage: spyre-generate" "$gen" --help
 
 tap_done

@@ -612,6 +612,78 @@ static const char *tmp_path(const char *name)
 	return path;
 }
 
+/* Tensor parallel: the shard shapes, their refusals, and the shards reassembling the weights exactly. */
+static void test_tp_shard(void)
+{
+	struct spyre_model_config c = spyre_model_config_tiny(), sc;
+	struct spyre_model_weights w;
+	char msg[256];
+
+	TAP_EQ(0, spyre_model_config_tp(&c, 2, &sc, msg, sizeof(msg)));
+	TAP_EQ(2u, sc.heads);
+	TAP_EQ(1u, sc.kv_heads);
+	TAP_EQ(176u, sc.ffn);
+	TAP_EQ(c.hidden, sc.hidden);
+	TAP_EQ(c.head_dim, sc.head_dim);
+	TAP_EQ(-EINVAL, spyre_model_config_tp(&c, 3, &sc, msg, sizeof(msg)));
+	TAP_STREQ("tensor parallel over 3 cards: 3 does not divide num_attention_heads (4); it must divide the "
+		  "attention heads (4), the KV heads (2) and intermediate_size (352)", msg);
+	TAP_EQ(-EINVAL, spyre_model_config_tp(&c, 4, &sc, msg, sizeof(msg)));
+	TAP_CHECK(strstr(msg, "4 does not divide num_key_value_heads (2)") != NULL, "%s", msg);
+	TAP_EQ(-EINVAL, spyre_model_config_tp(&c, 0, &sc, msg, sizeof(msg)));
+	TAP_STREQ("tensor parallel over 0 cards: must be 1 to 64", msg);
+	TAP_EQ(-EINVAL, spyre_model_config_tp(&c, 65, &sc, msg, sizeof(msg)));
+	c.ffn = 350;
+	TAP_EQ(-EINVAL, spyre_model_config_tp(&c, 4, &sc, msg, sizeof(msg)));
+	c = spyre_model_config_tiny();
+	c.heads = 8;
+	c.kv_heads = 4;
+	c.ffn = 352;
+	if (!TAP_CHECK(spyre_model_weights_random(&c, 5, &w) == 0, "weights"))
+		return;
+	for (uint32_t tp = 1; tp <= 4; tp *= 2) {
+		uint64_t hd = c.head_dim, hid = c.hidden, qs, ks, fs;
+		struct spyre_model_weights sw[4];
+		float *own[4];
+
+		TAP_EQ(0, spyre_model_config_tp(&c, tp, &sc, msg, sizeof(msg)));
+		qs = sc.heads * hd;
+		ks = sc.kv_heads * hd;
+		fs = sc.ffn;
+		for (uint32_t r = 0; r < tp; r++)
+			TAP_EQ(0, spyre_model_weights_shard(&c, &sc, &w, r, &sw[r], &own[r]));
+		for (uint32_t l = 0; l < c.layers; l++) {
+			const struct spyre_layer_weights *lw = &w.layer[l];
+			int bad = 0;
+
+			for (uint32_t r = 0; r < tp; r++) {
+				const struct spyre_layer_weights *sl = &sw[r].layer[l];
+
+				/* column-parallel: the shard's rows of the full matrix */
+				bad |= sl->wq != lw->wq + r * qs * hid || sl->wk != lw->wk + r * ks * hid ||
+				       sl->wv != lw->wv + r * ks * hid || sl->w_gate != lw->w_gate + r * fs * hid ||
+				       sl->w_up != lw->w_up + r * fs * hid || sl->attn_norm != lw->attn_norm ||
+				       sl->mlp_norm != lw->mlp_norm;
+				/* row-parallel: row i of Wo and of down is the ranks' pieces in rank order */
+				for (uint64_t i = 0; i < hid; i++) {
+					bad |= memcmp(sl->wo + i * qs, lw->wo + i * c.heads * hd + r * qs,
+						      qs * sizeof(float)) != 0;
+					bad |= memcmp(sl->w_down + i * fs, lw->w_down + i * c.ffn + r * fs,
+						      fs * sizeof(float)) != 0;
+				}
+			}
+			TAP_CHECK(!bad, "tp %u, layer %u: a shard is not its part of the weights", tp, l);
+		}
+		for (uint32_t r = 0; r < tp; r++) {
+			TAP_CHECK(sw[r].embed == w.embed && sw[r].lm_head == w.lm_head &&
+				  sw[r].final_norm == w.final_norm, "tp %u rank %u: replicated weights", tp, r);
+			free(own[r]);
+			free(sw[r].layer);
+		}
+	}
+	spyre_model_weights_free(&w);
+}
+
 static void test_weights_save_load(void)
 {
 	for (int s = 0; s < 2; s++) {	/* tied (tiny), untied (shape 1) */
@@ -729,6 +801,7 @@ static const struct tap_case cases[] = {
 	{ "greedy", test_greedy },
 	{ "storage_dtypes", test_storage_dtypes },
 	{ "errors", test_errors },
+	{ "tp_shard", test_tp_shard },
 	{ "weights_save_load", test_weights_save_load },
 	{ "weights_files", test_weights_files },
 };

@@ -525,12 +525,94 @@ out:
 	free(lg[1]);
 }
 
+/*
+ * Tensor parallel: a runner split over the first two cards
+ * (spyre_runner_card_new_tp()) fed the steps of test_graphs gives the
+ * one-card runner's greedy tokens in every step and its logits within 1e-4
+ * of the largest (fp32: the ranks' partial sums only change the order of
+ * the additions); it never replays a graph; a split that does not divide
+ * the heads, and one card twice, are refused.
+ */
+static void test_tp(void)
+{
+	struct spyre_runner_card_opts o = { .dtype = SPYRE_DT_FP32, .block_size = BS, .num_blocks = 16,
+					    .max_num_seqs = 4, .max_num_batched_tokens = 64 };
+	struct spyre_runner *r[2] = { NULL, NULL };	/* [0] one card, [1] two */
+	struct gseq q[2][GSEQ];
+	float *lg[2] = { malloc((size_t)GSEQ * cfg.vocab * 4), malloc((size_t)GSEQ * cfg.vocab * 4) };
+	static const uint32_t all[GSEQ] = { 0, 1, 2 }, two[2] = { 0, 2 }, prompt[GSEQ] = { 5, 9, 3 };
+	static const uint32_t ones[GSEQ] = { 1, 1, 1 };
+	uint64_t tokens_equal = 0, compared = 0;
+	spyre_device_t *devs[2] = { dev, NULL };
+	double worst = 0;
+	char err[512] = "";
+
+	if (spyre_device_count() < 2 || spyre_device_open(1, &devs[1])) {
+		tap_skip("tensor parallel needs two cards");
+		goto out;
+	}
+	TAP_EQ(-EINVAL, spyre_runner_card_new_tp(devs, 3, &cfg, &w, &o, &r[1], err, sizeof(err)));
+	TAP_CHECK(strstr(err, "3 does not divide num_attention_heads (4)") != NULL, "%s", err);
+	TAP_EQ(-EINVAL, spyre_runner_card_new_tp((spyre_device_t *[]){ dev, dev }, 2, &cfg, &w, &o, &r[1], err,
+						 sizeof(err)));
+	TAP_CHECK(strstr(err, "same device handle") != NULL, "%s", err);
+	if (!TAP_CHECK(!spyre_runner_card_new(dev, &cfg, &w, &o, &r[0], err, sizeof(err)), "one card: %s", err) ||
+	    !TAP_CHECK(!spyre_runner_card_new_tp(devs, 2, &cfg, &w, &o, &r[1], err, sizeof(err)), "two cards: %s",
+		       err))
+		goto out;
+	memset(q, 0, sizeof(q));
+	for (uint32_t stepno = 0; stepno < 12; stepno++) {
+		const uint32_t *which = stepno >= 7 && stepno < 10 ? two : all;
+		uint32_t ns = stepno >= 7 && stepno < 10 ? 2 : GSEQ;
+		int32_t am[2][GSEQ];
+		struct spyre_runner_stats st[2];
+
+		for (int g = 0; g < 2; g++) {
+			int ret = gstep(r[g], q[g], which, ns, stepno ? ones : prompt, lg[g], am[g], &st[g], err,
+					sizeof(err));
+
+			if (!TAP_CHECK(!ret, "step %u runner %d: %s", stepno, g, err))
+				goto out;
+			for (uint32_t i = 0; i < ns; i++) {
+				q[g][which[i]].ctx += stepno ? 1 : prompt[i];
+				q[g][which[i]].last = am[g][i];
+			}
+		}
+		TAP_EQ(0ull, (unsigned long long)st[1].replays);
+		compared++;
+		tokens_equal += !memcmp(am[0], am[1], ns * sizeof(int32_t));
+		for (uint32_t i = 0; i < ns; i++) {
+			const float *a = lg[0] + (size_t)i * cfg.vocab, *b = lg[1] + (size_t)i * cfg.vocab;
+			double mx = 0, d = 0;
+
+			for (uint32_t v = 0; v < cfg.vocab; v++) {
+				mx = fabs(a[v]) > mx ? fabs(a[v]) : mx;
+				d = fabs((double)a[v] - b[v]) > d || b[v] != b[v] ? fabs((double)a[v] - b[v]) : d;
+			}
+			worst = mx > 0 && d / mx > worst ? d / mx : worst;
+		}
+	}
+	TAP_CHECK(tokens_equal == compared, "greedy tokens equal in %llu of %llu steps",
+		  (unsigned long long)tokens_equal, (unsigned long long)compared);
+	TAP_CHECK(worst <= 1e-4, "logits of two cards off by %.2e of the largest (tolerance 1e-4)", worst);
+	tap_diag("tensor parallel over 2 cards: %llu steps, tokens as one card's, logits within %.2e",
+		 (unsigned long long)compared, worst);
+out:
+	spyre_runner_free(r[0]);
+	spyre_runner_free(r[1]);
+	if (devs[1])
+		spyre_device_close(devs[1]);
+	free(lg[0]);
+	free(lg[1]);
+}
+
 static const struct tap_case cases[] = {
 	{ "fp32", test_fp32 },
 	{ "warmup", test_warmup },
 	{ "graphs", test_graphs },
 	{ "fp16", test_fp16 },
 	{ "bad_options", test_bad_options },
+	{ "tp", test_tp },
 };
 
 int main(int argc, char **argv)

@@ -823,6 +823,39 @@ out:
 	free(body);
 }
 
+/* spyre-serve @args refused before it serves: exit status @want and a message matching @msg on stderr. */
+static void expect_refused(const char *args, int want, const char *msg)
+{
+	char cmd[8192], out[8192] = "";
+	size_t n = 0;
+	int st;
+	FILE *f;
+
+	/* after SPYRE_SERVE_ARGS (the guest's tokenizer), which @args override */
+	snprintf(cmd, sizeof(cmd), "%s --port 0 %s %s 2>&1 >/dev/null", server_path,
+		 getenv("SPYRE_SERVE_ARGS") ? getenv("SPYRE_SERVE_ARGS") : "", args);
+	f = popen(cmd, "r");
+	if (!TAP_CHECK(f != NULL, "%s", cmd))
+		return;
+	/* all of it (the usage follows a bad command line): the server must not die of SIGPIPE */
+	while (fgets(out + n, (int)(sizeof(out) - n), f))
+		n += strlen(out + n) < sizeof(out) - n - 1 ? strlen(out + n) : 0;
+	st = pclose(f);
+	TAP_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == want, "%s: exit status %d, want %d", args,
+		  WIFEXITED(st) ? WEXITSTATUS(st) : -1, want);
+	TAP_CHECK(strstr(out, msg) != NULL, "%s: '%s' does not say '%s'", args, out, msg);
+}
+
+/* --tp's refusals that hold with or without cards (the tiny model: 4 heads, 2 KV heads). */
+static void test_tp_refused(void)
+{
+	expect_refused("--tp 0", 2, "--tp: 0 cards; tensor parallel runs over 1 to 64 cards");
+	expect_refused("--runner cpu --tp 2", 2, "--tp 2 needs --runner card");
+	expect_refused("--runner card --tp 3", 1, "3 does not divide num_attention_heads (4)");
+	expect_refused("--runner card --tp 4", 1, "4 does not divide num_key_value_heads (2)");
+	expect_refused("--runner card --tp 2 --device 64", 1, "--tp 2 from card 64 needs cards 64..65");
+}
+
 static const struct tap_case cases[] = {
 	{ "greedy_concurrent", test_greedy_concurrent },
 	{ "bad_inputs", test_bad_inputs },
@@ -835,6 +868,7 @@ static const struct tap_case cases[] = {
 	{ "asan_load", test_asan_load },
 #endif
 	{ "sigterm", test_sigterm },
+	{ "tp_refused", test_tp_refused },
 };
 
 int main(int argc, char **argv)

@@ -395,15 +395,20 @@ static void check_steps(struct ctx *c)
 		for (k = i + 1; k < c->nx && c->x[k].pid == s->pid && c->x[k].tid == s->tid &&
 		     c->x[k].ts < s->end; k++) {
 			const struct xev *e = &c->x[k];
+			uint64_t l, ns;
 			double ret = -1;
 
 			if (!is(e->cat, "api"))
 				continue;
 			if (is(e->name, "spyre_launch") && e->args && num_of(e->args, "ret", &ret) && ret == 0)
 				api_launches++;
-			if (is(e->name, "spyre_stream_get_stats") && arg_u64(e, "launches", &want_launches) &&
-			    arg_u64(e, "device_ns", &want_ns))
+			/* a step over several streams (tensor parallel: one per card) reads each once: summed */
+			if (is(e->name, "spyre_stream_get_stats") && arg_u64(e, "launches", &l) &&
+			    arg_u64(e, "device_ns", &ns)) {
+				want_launches += l;
+				want_ns += ns;
 				stats = true;
+			}
 		}
 		if (!stats)
 			continue;
