@@ -504,8 +504,9 @@ TEST_F(rank, all_reduce_dtypes_and_odd_counts)
 
 	all_fn(&self->l, do_all_reduce);
 	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
-	for (r = 0; r < self->n; r++)
+	for (r = 0; r < self->n; r++) {
 		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);
+	}
 }
 
 TEST_F(rank, reduce_scatter_and_all_gather)
@@ -514,8 +515,9 @@ TEST_F(rank, reduce_scatter_and_all_gather)
 
 	all_fn(&self->l, do_rs_ag);
 	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
-	for (r = 0; r < self->n; r++)
+	for (r = 0; r < self->n; r++) {
 		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);
+	}
 }
 
 TEST_F(rank, broadcast_and_send_recv)
@@ -524,8 +526,9 @@ TEST_F(rank, broadcast_and_send_recv)
 
 	all_fn(&self->l, do_bcast_p2p);
 	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
-	for (r = 0; r < self->n; r++)
+	for (r = 0; r < self->n; r++) {
 		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);
+	}
 }
 
 TEST_F(rank, two_communicators_at_once)
@@ -537,8 +540,9 @@ TEST_F(rank, two_communicators_at_once)
 	self->l.arg = ids;
 	all_fn(&self->l, do_two_comms);
 	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
-	for (r = 0; r < self->n; r++)
+	for (r = 0; r < self->n; r++) {
 		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);
+	}
 }
 
 /* Two processes of the ranks @ra of @na and @rb of @nb, on cards @ca and @cb. */
@@ -643,8 +647,9 @@ TEST_F(rank, mismatched_calls)
 	ASSERT_EQ(0, spyre_comm_get_unique_id(&self->id));
 	all_fn(&self->l, do_count_mismatch);
 	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
-	for (r = 0; r < self->n; r++)
+	for (r = 0; r < self->n; r++) {
 		EXPECT_NE(NULL, strstr(self->res[r].err, "counts differ")) TH_LOG("rank %d: %s", r, self->res[r].err);
+	}
 }
 
 TEST_F(rank, rank_missing_or_killed_in_set_up)
@@ -729,7 +734,7 @@ TEST_F(rank, rank_killed_mid_collective_or_exiting)
 			    strstr(self->res[r].err, "failed: ") != NULL)
 			TH_LOG("rank %d: %s", r, self->res[r].err);
 		TH_LOG("rank %d: %d after %d all-reduces, %.2f s in the failing call: %s", r,
-		       self->res[r].ret, self->res[r].stage, self->res[r].secs, self->res[r].err);
+		       self->res[r].ret, self->res[r].stage - 1, self->res[r].secs, self->res[r].err);
 	}
 
 	/* The last rank exits after one all-reduce; the others' second one fails. */

@@ -101,7 +101,9 @@ int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool
 		  struct coll_msg *m, int *fds);
 /* Send @m to @j from a stream callback, once the work enqueued on @s so far is done. */
 int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m);
-/* Tell every peer this rank failed (@why), best effort. */
-void coll_net_abort(struct coll_net *net, const char *why);
+/* Tell every peer this rank failed with @status (@why, its strerror stripped), best effort. */
+void coll_net_abort(struct coll_net *net, const char *why, int status);
+/* Cut a trailing " (<strerror of @status>)" off @s (spyre_error() adds it again). */
+void coll_strip_status(char *s, int status);
 
 #endif

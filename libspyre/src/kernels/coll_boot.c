@@ -215,6 +215,16 @@ static int peer_gone(struct coll_net *net, int j, int err)
 			   err == -EPROTO ? "a message that is not the protocol's" : strerror(-err));
 }
 
+static int drain(struct coll_net *net, int j);
+
+/* A send to @j failed with @err: its ABORT, when it sent one before it went, says why. */
+static int send_failed(struct coll_net *net, int j, int err)
+{
+	if (net->p[j].fd >= 0 && !drain(net, j) && net->p[j].gone)
+		return spyre_error(net->p[j].gone, "%s", net->p[j].why);
+	return peer_gone(net, j, err);
+}
+
 int coll_net_send(struct coll_net *net, int j, struct coll_msg *m, const int *fds, int nfds)
 {
 	int ret;
@@ -225,7 +235,7 @@ int coll_net_send(struct coll_net *net, int j, struct coll_msg *m, const int *fd
 		return spyre_error(net->p[j].gone ?: -ENOTCONN, "%s", net->p[j].gone ? net->p[j].why :
 				   "not connected");
 	ret = raw_send(net->p[j].fd, m, fds, nfds);
-	return ret ? peer_gone(net, j, ret) : 0;
+	return ret ? send_failed(net, j, ret) : 0;
 }
 
 /* Read every message waiting on @j's socket into its queue; an ABORT or an end is an error. */
@@ -383,6 +393,11 @@ int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const st
 
 	if (!a)
 		return spyre_error(-ENOMEM, "communicator: out of memory");
+	if (net->p[j].fd < 0) {
+		free(a);
+		return spyre_error(net->p[j].gone ?: -ENOTCONN, "%s", net->p[j].gone ? net->p[j].why :
+				   "not connected");
+	}
 	a->m = *m;
 	a->m.magic = COLL_MAGIC;
 	a->m.pid = getpid();
@@ -401,7 +416,17 @@ int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const st
 	return ret;
 }
 
-void coll_net_abort(struct coll_net *net, const char *why)
+void coll_strip_status(char *s, int status)
+{
+	const char *e = spyre_strerror(status);
+	size_t len = strlen(s), el = strlen(e);
+
+	if (len > el + 3 && s[len - 1] == ')' && !strncmp(s + len - el - 1, e, el) &&
+	    !strncmp(s + len - el - 3, " (", 2))
+		s[len - el - 3] = 0;
+}
+
+void coll_net_abort(struct coll_net *net, const char *why, int status)
 {
 	struct coll_msg m = { .type = COLL_MSG_ABORT };
 	int k;
@@ -409,6 +434,7 @@ void coll_net_abort(struct coll_net *net, const char *why)
 	m.magic = COLL_MAGIC;
 	m.pid = getpid();
 	snprintf(m.text, sizeof(m.text), "%s", why);
+	coll_strip_status(m.text, status);
 	/* Not coll_net_send(): the caller's error detail stays. */
 	for (k = 0; k < net->n; k++)
 		if (net->p[k].fd >= 0)
@@ -541,6 +567,37 @@ static int connect_to(const struct id_bytes *b, int j, int64_t deadline, int tim
 	return 0;
 }
 
+/*
+ * Wait up to @left ms for a connection on @lfd, reading the connected
+ * ranks meanwhile (their early messages queued): an ABORT or an exit of
+ * one of them is an error.
+ */
+static int wait_listen(struct coll_net *net, int lfd, int64_t left)
+{
+	struct pollfd pf[65];
+	int k, np = 1;
+
+	pf[0].fd = lfd;
+	pf[0].events = POLLIN;
+	for (k = 0; k < net->n; k++)
+		if (net->p[k].fd >= 0) {
+			pf[np].fd = net->p[k].fd;
+			pf[np].events = POLLIN;
+			np++;
+		}
+	if (poll(pf, (nfds_t)np, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR)
+		return spyre_error(-errno, "communicator: poll: %s", strerror(errno));
+	for (k = 0; k < net->n; k++) {
+		int ret = net->p[k].fd >= 0 ? drain(net, k) : 0;
+
+		if (ret)
+			return ret;
+		if (net->p[k].gone)
+			return spyre_error(net->p[k].gone, "%s", net->p[k].why);
+	}
+	return 0;
+}
+
 int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, int rank,
 		  const char *card)
 {
@@ -572,7 +629,7 @@ int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, 
 	deadline = now_ms() + net->timeout_ms;
 
 	/* Our name first: a second process with this rank finds it taken. */
-	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (lfd < 0) {
 		ret = spyre_error(-errno, "communicator: socket: %s", strerror(errno));
 		goto out;
@@ -614,7 +671,6 @@ int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, 
 	}
 	/* Higher ranks: accept, check their HELLO, answer. */
 	for (joined = 0; !ret && joined < nranks - 1 - rank;) {
-		struct pollfd pf = { .fd = lfd, .events = POLLIN };
 		int64_t left = deadline - now_ms();
 		int fd;
 
@@ -625,8 +681,10 @@ int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, 
 					  "(SPYRE_COMM_TIMEOUT_MS)", j, net->timeout_ms);
 			break;
 		}
-		if (poll(&pf, 1, (int)left) <= 0)
-			continue;
+		/* The ranks already connected too: one that fails or exits ends the set-up. */
+		ret = wait_listen(net, lfd, left);
+		if (ret)
+			break;
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
@@ -664,7 +722,7 @@ out:
 	if (lfd >= 0)
 		close(lfd);
 	if (ret) {
-		coll_net_abort(net, spyre_last_error());
+		coll_net_abort(net, spyre_last_error(), ret);
 		coll_net_close(net);
 		return ret;
 	}

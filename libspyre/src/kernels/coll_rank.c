@@ -91,7 +91,10 @@ static int send_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, uin
 	return coll_net_send(c->net, j, &m, NULL, 0);
 }
 
-/* Wait for @j's @type of transfer @tag, checking it belongs to the same call and, with @bytes, size. */
+/*
+ * Wait for @j's @type of transfer @tag, checking it belongs to the same call
+ * (a DONE may be of an earlier one) and, with @bytes, its size.
+ */
 static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
 {
 	struct coll_msg m;
@@ -99,8 +102,8 @@ static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, siz
 
 	if (ret)
 		return ret;
-	if (m.op != c->op)
-		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (call %u)",
+	if (type != COLL_MSG_DONE && m.op != c->op)
+		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
 				   j, SPYRE_NAME_OF(op_names, m.op, "?"), c->rank,
 				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
 	if (bytes && m.a != bytes)
@@ -281,8 +284,9 @@ static int finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *w
 		const char *e = spyre_last_error();
 
 		snprintf(c->why, sizeof(c->why), "%s", e);
+		coll_strip_status(c->why, ret);
 		c->failed = ret;
-		coll_net_abort(c->net, c->why);
+		coll_net_abort(c->net, c->why, ret);
 		return spyre_error(ret, "%s (rank %d, call %u): %s", what, c->rank, c->seq, c->why);
 	}
 	return 0;
@@ -683,7 +687,7 @@ SPYRE_EXPORT int spyre_comm_init_rank(spyre_comm_t **out, int nranks, const spyr
 	}
 	if (ret) {
 		if (c->net)
-			coll_net_abort(c->net, spyre_last_error());
+			coll_net_abort(c->net, spyre_last_error(), ret);
 		spyre_comm_destroy(comm);
 		return ret;
 	}
