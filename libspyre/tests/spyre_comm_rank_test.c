@@ -21,7 +21,11 @@
  * SPYRE_COMM_TIMEOUT_MS), one SIGKILLed during set-up and one SIGKILLed
  * in the middle of a loop of all-reduces of 1 MiB (-ECONNRESET or
  * -ECONNABORTED with the rank and its pid, seconds later, never a hang),
- * and one that exits between two calls.
+ * and one that exits between two calls. And the sharing beneath, in one
+ * process: spyre_ipc_export() of card 0's allocation, imported by card 1,
+ * whose copy reads the exact bytes after the exporter freed it; its errors
+ * (a sub-allocated buffer, a bad fd or import, -EOPNOTSUPP where the card
+ * shows no memory to peers).
  */
 #include <errno.h>
 #include <math.h>
@@ -40,6 +44,7 @@
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
 #include "spyre_dtype.h"
+#include "spyre_hw.h"
 
 #define MAXR 8
 
@@ -626,6 +631,63 @@ TEST_F(rank, mismatched_nranks_taken_rank_same_card)
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "the peer is this rank"));
 	spyre_comm_destroy(one);
 	spyre_device_close(d);
+}
+
+/* The dma-buf sharing under the communicators, in one process: card 1 copies out of card 0's export. */
+TEST_F(rank, ipc_export_import)
+{
+	struct spyre_device_props props = { .size = sizeof(props) };
+	const size_t big = 2u << 20;
+	spyre_device_t *d0, *d1;
+	spyre_stream_t *s1;
+	spyre_dptr_t small, b0, b1, imp;
+	uint8_t *want = malloc(big), *got = malloc(big);
+	size_t size = 0, i;
+	int fd = -1, fd1 = -1;
+
+	ASSERT_EQ(0, spyre_device_open(0, &d0));
+	ASSERT_EQ(0, spyre_device_open(1, &d1));
+	ASSERT_EQ(0, spyre_stream_create(d1, SPYRE_STREAM_PRIORITY_NORMAL, &s1));
+	ASSERT_EQ(0, spyre_malloc(d0, 4096, &small));
+	EXPECT_EQ(-EINVAL, spyre_ipc_export(d0, small, &fd));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "only allocations of more than 1 MiB"));
+	EXPECT_EQ(-1, fd);
+	EXPECT_EQ(-EINVAL, spyre_ipc_export(d0, small + 128, &fd));
+	EXPECT_EQ(-EINVAL, spyre_ipc_import(d1, -1, &imp, NULL));
+	EXPECT_EQ(-EINVAL, spyre_ipc_close(d1, 0x1000));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "is not an import of"));
+
+	ASSERT_EQ(0, spyre_malloc(d0, big, &b0));
+	ASSERT_EQ(0, spyre_malloc(d1, big, &b1));
+	for (i = 0; i < big; i++)
+		want[i] = (uint8_t)(i * 31 + (i >> 11));
+	ASSERT_EQ(0, spyre_memcpy(d0, b0, (uintptr_t)want, big, SPYRE_MEMCPY_H2D));
+	ASSERT_EQ(0, spyre_ipc_export(d0, b0, &fd)) TH_LOG("%s", spyre_last_error());
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, spyre_ipc_import(d1, fd, &imp, &size)) TH_LOG("%s", spyre_last_error());
+	close(fd);
+	EXPECT_EQ(big, size);
+	/* The memory outlives the exporter's free: the import holds it. */
+	ASSERT_EQ(0, spyre_free(d0, b0));
+	ASSERT_EQ(0, spyre_memcpy_async(s1, b1 + 128, imp + 256, big - 256, SPYRE_MEMCPY_D2D));
+	ASSERT_EQ(0, spyre_stream_synchronize(s1));
+	ASSERT_EQ(0, spyre_memcpy(d1, (uintptr_t)got, b1, big, SPYRE_MEMCPY_D2H));
+	EXPECT_EQ(0, memcmp(got + 128, want + 256, big - 256));
+	EXPECT_EQ(0, spyre_ipc_close(d1, imp));
+	EXPECT_EQ(-EINVAL, spyre_ipc_close(d1, imp));
+	/* A card that shows no memory to peers cannot export (card 1 of make check's VM). */
+	ASSERT_EQ(0, spyre_device_get_props(d1, &props));
+	if (!(props.features & SPYRE_FEAT_PEER_BAR)) {
+		EXPECT_EQ(-EOPNOTSUPP, spyre_ipc_export(d1, b1, &fd1));
+		EXPECT_NE(NULL, strstr(spyre_last_error(), "no peer BAR"));
+	}
+	spyre_free(d0, small);
+	spyre_free(d1, b1);
+	spyre_stream_destroy(s1);
+	spyre_device_close(d1);
+	spyre_device_close(d0);
+	free(want);
+	free(got);
 }
 
 TEST_F(rank, mismatched_calls)
