@@ -27,7 +27,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.8.0
+LIBSPYRE_VERSION := 0.9.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
@@ -42,12 +42,12 @@ LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 # container parser, the kernel library's builder and dtype conversions) and
 # every one of them in libspyre.a.
 LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/common.h \
-	libspyre/src/runtime/internal.h libspyre/src/kernels/kern.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
+	libspyre/src/runtime/internal.h libspyre/src/kernels/kern.h libspyre/src/kernels/coll.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \
 	$(B)/selftests/spyre_runtime_test $(B)/selftests/spyre_kcache_test $(B)/selftests/spyre_graph_test \
-	$(B)/selftests/spyre_peer_test $(B)/selftests/spyre_coll_test
+	$(B)/selftests/spyre_peer_test $(B)/selftests/spyre_coll_test $(B)/selftests/spyre_comm_rank_test
 # The qtest client speaks QMP through util/qmp.c (the one QMP client, shared
 # with tools/vm/migrate.c), which parses with util/json.c.
 QTEST_LIB := qemu-device/tests/qtest-client.c qemu-device/tests/spyre-dev.c util/qmp.c util/json.c
@@ -227,6 +227,13 @@ $(B)/selftests/spyre_peer_test: libspyre/tests/spyre_peer_test.c $(B)/lib/libspy
 
 # Collectives over the VM's cards against a CPU reference.
 $(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c $(B)/lib/libspyre.so \
+		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
+		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
+
+# Communicators of one card per process: a forked process per card.
+$(B)/selftests/spyre_comm_rank_test: libspyre/tests/spyre_comm_rank_test.c $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define LIBSPYRE_VERSION_MAJOR 0
-#define LIBSPYRE_VERSION_MINOR 8
+#define LIBSPYRE_VERSION_MINOR 9
 
 /** An open spyre device. */
 typedef struct spyre_device spyre_device_t;
@@ -249,6 +249,29 @@ int spyre_memcpy_peer(spyre_device_t *dst_dev, spyre_dptr_t dst, spyre_device_t 
 		      spyre_dptr_t src, size_t size);
 int spyre_memcpy_peer_async(spyre_stream_t *stream, spyre_device_t *dst_dev, spyre_dptr_t dst,
 			    spyre_device_t *src_dev, spyre_dptr_t src, size_t size);
+
+/* Memory shared with another process's card (since 0.9) */
+
+/**
+ * spyre_ipc_export() - *@fd = a dma-buf file descriptor of @dev's device
+ * allocation @ptr (spyre_malloc() of more than 1 MiB: a smaller one shares
+ * its buffer with other allocations), for another process to import with
+ * spyre_ipc_import() (pass it with SCM_RIGHTS); the caller closes it. Once
+ * exported, the allocation is not cached when freed: its memory lives on
+ * while an import holds it. Return: 0; -EINVAL; -EOPNOTSUPP when @dev
+ * shows no memory to peers (no SPYRE_FEAT_PEER_BAR).
+ */
+int spyre_ipc_export(spyre_device_t *dev, spyre_dptr_t ptr, int *fd);
+/**
+ * spyre_ipc_import() - import @fd (spyre_ipc_export() of another card, in
+ * any process) into @dev: *@ptr is the memory's address in @dev's context,
+ * for copies on @dev's streams (spyre_memcpy_async(), SPYRE_MEMCPY_D2D),
+ * *@size (may be NULL) its bytes. @fd stays the caller's. Return: 0;
+ * -EXDEV when no peer-to-peer path joins the two cards; -EINVAL.
+ */
+int spyre_ipc_import(spyre_device_t *dev, int fd, spyre_dptr_t *ptr, size_t *size);
+/** spyre_ipc_close() - close @dev's import at @ptr (after its jobs); closing the device closes every one. */
+int spyre_ipc_close(spyre_device_t *dev, spyre_dptr_t ptr);
 
 /* ------------------------------------------------------------------------ */
 /* Programs and launch                                                        */

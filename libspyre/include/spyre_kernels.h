@@ -531,6 +531,66 @@ int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, size_t count, u
 int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst, spyre_dptr_t recvbuf,
 		    size_t count, uint32_t dtype, spyre_stream_t *const *streams);
 
+/* ---- communicators of one card per process (since 0.9) ---- */
+
+/** The bytes of a communicator's id. */
+#define SPYRE_COMM_ID_BYTES 64
+
+/** What every rank of a communicator passes to spyre_comm_init_rank() (NCCL's ncclUniqueId). */
+typedef struct spyre_comm_id {
+	char internal[SPYRE_COMM_ID_BYTES];	/**< Opaque: pass it on as bytes. */
+} spyre_comm_id_t;
+
+/**
+ * spyre_comm_get_unique_id() - a new random id (128 random bits), to be
+ * handed to every rank's process (a file, a pipe, the parent's memory).
+ * Return: 0, -EINVAL, or getrandom()'s error.
+ */
+int spyre_comm_get_unique_id(spyre_comm_id_t *id);
+/**
+ * spyre_comm_init_rank() - join the communicator @id as rank @rank of
+ * @nranks (1..64), with @dev, a card no other rank uses; every rank calls it
+ * (any order, each in its own process, of this user and network namespace).
+ * Returns when all ranks have joined and each pair of ring neighbours has
+ * a card that reaches the other's memory. Waits SPYRE_COMM_TIMEOUT_MS
+ * (default 300000) for any rank. Return: 0; -EINVAL (bad arguments, another
+ * rank's @nranks differs, two ranks on one card); -EADDRINUSE (another
+ * process holds @rank of @id); -ETIMEDOUT; -ECONNRESET (a rank exited);
+ * -EXDEV (neighbours that cannot reach each other); -ENOMEM.
+ */
+int spyre_comm_init_rank(spyre_comm_t **comm, int nranks, const spyre_comm_id_t *id, int rank,
+			 spyre_device_t *dev);
+/** spyre_comm_rank() - this process's rank (0 in a communicator of spyre_comm_init()). */
+int spyre_comm_rank(const spyre_comm_t *comm);
+/**
+ * spyre_comm_all_reduce() - @recv = sum over the ranks of their @send, @count
+ * elements of @dtype (fp32, fp16, bf16, dl16) rounded up to whole sticks;
+ * @send may equal @recv. Every rank calls it with the same @count, @dtype
+ * and @op, with a stream of its card. Returns with the last step enqueued
+ * on @stream; the host waits only for the other ranks. After a failure
+ * (-ETIMEDOUT, -ECONNRESET: a rank exited; a mismatched call: -EINVAL) the
+ * communicator is broken: every later call fails; destroy it.
+ */
+int spyre_comm_all_reduce(spyre_comm_t *comm, spyre_dptr_t send, spyre_dptr_t recv, size_t count,
+			  uint32_t dtype, uint32_t op, spyre_stream_t *stream);
+/** spyre_comm_reduce_scatter() - @recv = chunk `rank` (@recvcount elements, whole sticks) of the sum of the @send. */
+int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send, spyre_dptr_t recv,
+			      size_t recvcount, uint32_t dtype, uint32_t op, spyre_stream_t *stream);
+/** spyre_comm_all_gather() - chunk r of @recv = @send of rank r (@sendcount elements, whole sticks). */
+int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, spyre_dptr_t recv, size_t sendcount,
+			  uint32_t dtype, spyre_stream_t *stream);
+/** spyre_comm_broadcast() - @buf of every rank = @buf of rank @root. */
+int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int root,
+			 spyre_stream_t *stream);
+/** spyre_comm_send() - send @buf to rank @peer, which calls spyre_comm_recv() with this rank. */
+int spyre_comm_send(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
+		    spyre_stream_t *stream);
+/** spyre_comm_recv() - receive into @buf what rank @peer sends with spyre_comm_send(). */
+int spyre_comm_recv(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
+		    spyre_stream_t *stream);
+/** spyre_comm_barrier() - return when every rank has called it (the host only: no stream). */
+int spyre_comm_barrier(spyre_comm_t *comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -298,3 +298,10 @@ def _autoload():
 
 
 _hook_compile()
+
+
+# ---- torch.distributed: the c10d backend "spyreccl" (spyre_torch/distributed.py) ----
+
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()

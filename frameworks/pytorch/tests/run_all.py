@@ -23,6 +23,7 @@ import test_compile  # noqa: E402,F401
 import test_graphs  # noqa: E402,F401
 import test_hf  # noqa: E402,F401
 import test_opinfo  # noqa: E402,F401
+import test_distributed  # noqa: E402,F401
 
 rc = tap.run()
 print(f"# total {time.time() - t0:.1f} s (guest time)")

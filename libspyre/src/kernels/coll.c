@@ -21,28 +21,15 @@
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
 #include "common.h"
+#include "coll.h"
 
-#define STICK 128u
-
-struct spyre_comm {
-	int n;
-	spyre_device_t **dev;
-	spyre_kcache_t **cache;		/* per rank: the ADD kernels */
-	spyre_dptr_t *tmp;		/* per rank: a received chunk before it is added */
-	size_t tmp_bytes;
-	int **access;			/* access[a][b]: a's copies reach b's memory */
-};
-
-struct chunk {
-	size_t off, len;		/* bytes, whole sticks */
-};
 
 static size_t dtype_size(uint32_t dtype)
 {
 	return SPYRE_DT_SIZE(dtype);
 }
 
-static int check_dtype(uint32_t dtype, const char *what)
+int coll_check_dtype(uint32_t dtype, const char *what)
 {
 	if (dtype != SPYRE_DT_FP32 && dtype != SPYRE_DT_FP16 && dtype != SPYRE_DT_BF16 &&
 	    dtype != SPYRE_DT_DL16)
@@ -50,17 +37,16 @@ static int check_dtype(uint32_t dtype, const char *what)
 	return 0;
 }
 
-/* @bytes (whole sticks) split into n chunks of whole sticks, the first ones a stick larger. */
-static void split(size_t bytes, int n, struct chunk *c)
+void coll_split(size_t bytes, int n, struct coll_chunk *c)
 {
-	size_t sticks = bytes / STICK, off = 0;
+	size_t sticks = bytes / COLL_STICK, off = 0;
 	int i;
 
 	for (i = 0; i < n; i++) {
 		size_t s = sticks / (size_t)n + ((size_t)i < sticks % (size_t)n);
 
 		c[i].off = off;
-		c[i].len = s * STICK;
+		c[i].len = s * COLL_STICK;
 		off += c[i].len;
 	}
 }
@@ -89,23 +75,30 @@ static int copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, spy
 	return spyre_memcpy_peer_async(streams[runner], comm->dev[dst], d, comm->dev[src], s, len);
 }
 
-/* buf[@r] chunk += tmp[@r] on rank @r: Y = A + B in place, rows of one stick. */
-static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32_t dtype,
-	       spyre_dptr_t y, size_t len)
+/* Y = A + B in place, rows of one stick. */
+int coll_add(spyre_kcache_t *cache, spyre_stream_t *s, uint32_t dtype, spyre_dptr_t y, spyre_dptr_t b,
+	     size_t len)
 {
 	struct spyre_kdesc d = { .size = sizeof(d), .op = SPYRE_KOP_ADD, .dtype = dtype,
-				 .m = len / STICK, .n = STICK / dtype_size(dtype) };
+				 .m = len / COLL_STICK, .n = COLL_STICK / dtype_size(dtype) };
 	spyre_kernel_t *k;
 	int ret;
 
 	if (!len)
 		return 0;
-	ret = spyre_kernel_get(comm->cache[r], &d, &k);
+	ret = spyre_kernel_get(cache, &d, &k);
 	if (ret)
 		return ret;
-	ret = spyre_kernel_launch(streams[r], k, (spyre_dptr_t[]){ y, comm->tmp[r], y }, 3, NULL, 0);
+	ret = spyre_kernel_launch(s, k, (spyre_dptr_t[]){ y, b, y }, 3, NULL, 0);
 	spyre_kernel_put(k);
 	return ret;
+}
+
+/* buf[@r] chunk += tmp[@r] on rank @r. */
+static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32_t dtype,
+	       spyre_dptr_t y, size_t len)
+{
+	return coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len);
 }
 
 static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
@@ -134,7 +127,7 @@ static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
  * chunk (r - 1 - s + @shift) mod n and adds it into its own.
  */
 static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *streams,
-			       const spyre_dptr_t *buf, const struct chunk *c, int shift,
+			       const spyre_dptr_t *buf, const struct coll_chunk *c, int shift,
 			       uint32_t dtype)
 {
 	int n = comm->n, s, r, ret;
@@ -169,7 +162,7 @@ static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *stream
  * (r - 1 - s + @shift) mod n.
  */
 static int ring_all_gather(spyre_comm_t *comm, spyre_stream_t *const *streams,
-			   const spyre_dptr_t *buf, const struct chunk *c, int shift)
+			   const spyre_dptr_t *buf, const struct coll_chunk *c, int shift)
 {
 	int n = comm->n, s, r, ret;
 
@@ -192,25 +185,28 @@ static int check_call(spyre_comm_t *comm, spyre_stream_t *const *streams, const 
 
 	if (!comm || !streams)
 		return spyre_error(-EINVAL, "%s: NULL communicator or streams", what);
+	if (comm->rk)
+		return spyre_error(-EINVAL, "%s: a communicator of one card per process (use the "
+				   "spyre_comm_* call)", what);
 	for (r = 0; r < comm->n; r++)
 		if (!streams[r])
 			return spyre_error(-EINVAL, "%s: NULL stream of rank %d", what, r);
 	return 0;
 }
 
-static size_t sticks_of(size_t bytes)
+size_t coll_sticks(size_t bytes)
 {
-	return (bytes + STICK - 1) / STICK * STICK;
+	return (bytes + COLL_STICK - 1) / COLL_STICK * COLL_STICK;
 }
 
 SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
 				  size_t count, uint32_t dtype, uint32_t op, spyre_stream_t *const *streams)
 {
-	struct chunk *c;
+	struct coll_chunk *c;
 	size_t bytes;
 	int r, ret;
 
-	ret = check_call(comm, streams, "spyre_all_reduce") ?: check_dtype(dtype, "spyre_all_reduce");
+	ret = check_call(comm, streams, "spyre_all_reduce") ?: coll_check_dtype(dtype, "spyre_all_reduce");
 	if (ret)
 		return ret;
 	if (op != SPYRE_RED_SUM)
@@ -219,11 +215,11 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		return spyre_error(-EINVAL, "spyre_all_reduce: NULL buffers");
 	if (!count)
 		return 0;
-	bytes = sticks_of(count * dtype_size(dtype));
+	bytes = coll_sticks(count * dtype_size(dtype));
 	c = calloc((size_t)comm->n, sizeof(*c));
 	if (!c)
 		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
-	split(bytes, comm->n, c);
+	coll_split(bytes, comm->n, c);
 	ret = tmp_reserve(comm, c[0].len);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r])
@@ -238,12 +234,12 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 				      const spyre_dptr_t *recv, size_t recvcount, uint32_t dtype,
 				      uint32_t op, spyre_stream_t *const *streams)
 {
-	struct chunk *c;
+	struct coll_chunk *c;
 	size_t each;
 	int r, ret;
 
 	ret = check_call(comm, streams, "spyre_reduce_scatter") ?:
-	      check_dtype(dtype, "spyre_reduce_scatter");
+	      coll_check_dtype(dtype, "spyre_reduce_scatter");
 	if (ret)
 		return ret;
 	if (op != SPYRE_RED_SUM)
@@ -251,7 +247,7 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 	if (!send || !recv)
 		return spyre_error(-EINVAL, "spyre_reduce_scatter: NULL buffers");
 	each = recvcount * dtype_size(dtype);
-	if (each % STICK)
+	if (each % COLL_STICK)
 		return spyre_error(-EINVAL, "spyre_reduce_scatter: %zu elements of %zu bytes are not "
 				   "whole 128-byte sticks", recvcount, dtype_size(dtype));
 	if (!recvcount)
@@ -297,17 +293,17 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, const spyre_dptr_t *recv,
 				  size_t sendcount, uint32_t dtype, spyre_stream_t *const *streams)
 {
-	struct chunk *c;
+	struct coll_chunk *c;
 	size_t each;
 	int r, ret;
 
-	ret = check_call(comm, streams, "spyre_all_gather") ?: check_dtype(dtype, "spyre_all_gather");
+	ret = check_call(comm, streams, "spyre_all_gather") ?: coll_check_dtype(dtype, "spyre_all_gather");
 	if (ret)
 		return ret;
 	if (!send || !recv)
 		return spyre_error(-EINVAL, "spyre_all_gather: NULL buffers");
 	each = sendcount * dtype_size(dtype);
-	if (each % STICK)
+	if (each % COLL_STICK)
 		return spyre_error(-EINVAL, "spyre_all_gather: %zu elements of %zu bytes are not "
 				   "whole 128-byte sticks", sendcount, dtype_size(dtype));
 	if (!sendcount)
@@ -335,7 +331,7 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	size_t bytes;
 	int r, ret;
 
-	ret = check_call(comm, streams, "spyre_broadcast") ?: check_dtype(dtype, "spyre_broadcast");
+	ret = check_call(comm, streams, "spyre_broadcast") ?: coll_check_dtype(dtype, "spyre_broadcast");
 	if (ret)
 		return ret;
 	if (!buf || root < 0 || root >= comm->n)
@@ -343,7 +339,7 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 				   "root is not a rank of the communicator");
 	if (!count)
 		return 0;
-	bytes = sticks_of(count * dtype_size(dtype));
+	bytes = coll_sticks(count * dtype_size(dtype));
 	/* Every rank reads the root's buffer: its stream's earlier work first. */
 	ret = spyre_stream_synchronize(streams[root]);
 	for (r = 0; !ret && r < comm->n; r++)
@@ -356,7 +352,7 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 				 spyre_dptr_t recvbuf, size_t count, uint32_t dtype,
 				 spyre_stream_t *const *streams)
 {
-	int ret = check_call(comm, streams, "spyre_send_recv") ?: check_dtype(dtype, "spyre_send_recv");
+	int ret = check_call(comm, streams, "spyre_send_recv") ?: coll_check_dtype(dtype, "spyre_send_recv");
 
 	if (ret)
 		return ret;
@@ -368,7 +364,7 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 	/* The receiver may run the copy: the sender's stream's earlier work first. */
 	ret = src != dst ? spyre_stream_synchronize(streams[src]) : 0;
 	return ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf,
-			   sticks_of(count * dtype_size(dtype)));
+			   coll_sticks(count * dtype_size(dtype)));
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
@@ -377,6 +373,8 @@ SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
 
 	if (!comm)
 		return 0;
+	if (comm->rk)
+		coll_rank_destroy(comm);
 	for (r = 0; r < comm->n; r++) {
 		if (comm->tmp && comm->tmp[r])
 			spyre_free(comm->dev[r], comm->tmp[r]);
@@ -450,4 +448,10 @@ SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs
 SPYRE_EXPORT int spyre_comm_count(const spyre_comm_t *comm)
 {
 	return comm ? comm->n : spyre_error(-EINVAL, "spyre_comm_count: NULL communicator");
+}
+
+SPYRE_EXPORT int spyre_comm_rank(const spyre_comm_t *comm)
+{
+	return comm ? (comm->rk ? coll_rank_of(comm) : 0) :
+		spyre_error(-EINVAL, "spyre_comm_rank: NULL communicator");
 }

@@ -197,6 +197,7 @@ SPYRE_EXPORT void spyre_device_close(spyre_device_t *dev)
 		return;
 	spyre_streams_fini(dev);
 	spyre_peer_forget(dev);
+	spyre_ipc_forget(dev);
 	spyre_memory_fini(dev);
 	close(dev->fd);
 	pthread_mutex_destroy(&dev->lock);

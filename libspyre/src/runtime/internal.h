@@ -25,6 +25,7 @@ struct spyre_buf {
 	uint64_t va;
 	uint64_t size;
 	void *map;		/* host BOs: the CPU mapping */
+	bool exported;		/* shared with spyre_ipc_export(): never cached when freed */
 };
 
 /* A chunk of device memory carved into blocks of one size class. */
@@ -250,6 +251,10 @@ int spyre_peer_import(struct spyre_device *importer, struct spyre_device *export
 		      uint64_t size, uint64_t *va);
 /* Close every import of @dev's buffers and into @dev (device close). */
 void spyre_peer_forget(struct spyre_device *dev);
+/* Mark @dev's device allocation @ptr exported; its BO's handle in *@handle. */
+int spyre_alloc_export(struct spyre_device *dev, uint64_t ptr, uint32_t *handle);
+/* Close every spyre_ipc_import() into @dev (device close; peer.c). */
+void spyre_ipc_forget(struct spyre_device *dev);
 
 /*
  * The layers, each calling only those below it: stream.c (streams, events,

@@ -393,7 +393,7 @@ SPYRE_EXPORT int spyre_free(spyre_device_t *dev, spyre_dptr_t ptr)
 		dev->free[a.cls][dev->nfree[a.cls]].chunk = a.chunk;
 		dev->nfree[a.cls]++;
 		a.chunk->used--;
-	} else if (!grow((void **)&dev->large_cache, &dev->cap_large, dev->nlarge + 1,
+	} else if (!a.bo.exported && !grow((void **)&dev->large_cache, &dev->cap_large, dev->nlarge + 1,
 			 sizeof(*dev->large_cache))) {
 		dev->large_cache[dev->nlarge++] = a.bo;
 	} else {
@@ -554,4 +554,28 @@ void spyre_memory_fini(struct spyre_device *dev)
 		spyre_bo_del(dev, &dev->staging);
 	if (dev->values.handle)
 		spyre_bo_del(dev, &dev->values);
+}
+
+int spyre_alloc_export(struct spyre_device *dev, uint64_t ptr, uint32_t *handle)
+{
+	struct spyre_alloc *a;
+	size_t i;
+	int ret = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	i = upper(dev, ptr);
+	a = i ? &dev->allocs[i - 1] : NULL;
+	if (!a || a->base != ptr || a->type != SPYRE_MEMORY_DEVICE)
+		ret = spyre_error(-EINVAL, "0x%llx is not a device allocation of %s",
+				  (unsigned long long)ptr, dev->props.devnode);
+	else if (a->cls >= 0)
+		ret = spyre_error(-EINVAL, "0x%llx (%llu bytes) shares its buffer with other "
+				  "allocations: only allocations of more than 1 MiB can be exported",
+				  (unsigned long long)ptr, (unsigned long long)a->size);
+	if (!ret) {
+		a->bo.exported = true;
+		*handle = a->bo.handle;
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
 }

@@ -9,6 +9,8 @@
  * carry the traffic. Calls memory.c and stream.c.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <xf86drm.h>
@@ -152,4 +154,136 @@ static int can_access_peer(spyre_device_t *dev, spyre_device_t *peer, int *can)
 SPYRE_EXPORT int spyre_device_can_access_peer(spyre_device_t *dev, spyre_device_t *peer, int *can)
 {
 	SPYRE_TRACED("spyre_device_can_access_peer", NULL, can_access_peer(dev, peer, can), NULL, 0);
+}
+
+/*
+ * Memory shared between processes (CUDA's IPC memory handles): an
+ * allocation exported as the driver's peer-to-peer dma-buf, imported by a
+ * card of another process. ipc_lock protects ipc_imports; nothing is
+ * taken under it but the importer's ioctls.
+ */
+struct ipc_import {
+	struct spyre_device *dev;
+	uint32_t handle;
+	uint64_t va, size;
+	struct ipc_import *next;
+};
+
+static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ipc_import *ipc_imports;
+
+static int ipc_export(spyre_device_t *dev, spyre_dptr_t ptr, int *fd)
+{
+	struct drm_prime_handle exp = { .flags = DRM_CLOEXEC | DRM_RDWR, .fd = -1 };
+	int ret;
+
+	if (!dev || !fd)
+		return spyre_error(-EINVAL, "spyre_ipc_export: NULL argument");
+	*fd = -1;
+	ret = spyre_alloc_export(dev, ptr, &exp.handle);
+	if (ret)
+		return ret;
+	if (drmIoctl(dev->fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &exp)) {
+		ret = -errno;
+		return spyre_error(ret, "%s cannot export its memory%s", dev->props.devnode,
+				   ret == -EOPNOTSUPP ? " (it has no peer BAR: SPYRE_FEAT_PEER_BAR)" : "");
+	}
+	*fd = exp.fd;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_ipc_export(spyre_device_t *dev, spyre_dptr_t ptr, int *fd)
+{
+	SPYRE_TRACED("spyre_ipc_export", NULL, ipc_export(dev, ptr, fd), NULL, 0);
+}
+
+static int ipc_import(spyre_device_t *dev, int fd, spyre_dptr_t *ptr, size_t *size)
+{
+	struct drm_prime_handle imp = { .fd = fd };
+	struct drm_spyre_bo_info info = { 0 };
+	struct drm_gem_close c = { 0 };
+	struct ipc_import *p;
+	int ret;
+
+	if (!dev || !ptr || fd < 0)
+		return spyre_error(-EINVAL, "spyre_ipc_import: %s", fd < 0 ? "negative file descriptor" :
+				   "NULL argument");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return spyre_error(-ENOMEM, "spyre_ipc_import: out of memory");
+	if (drmIoctl(dev->fd, DRM_IOCTL_PRIME_FD_TO_HANDLE, &imp)) {
+		ret = -errno;
+		free(p);
+		return spyre_error(ret, "%s cannot import file descriptor %d%s", dev->props.devnode, fd,
+				   ret == -EXDEV ? " (no peer-to-peer path on the PCI bus to its card)" :
+				   ret == -EOPNOTSUPP ? " (its card does not show memory to peers)" : "");
+	}
+	info.handle = imp.handle;
+	if (drmIoctl(dev->fd, DRM_IOCTL_SPYRE_BO_INFO, &info)) {
+		ret = -errno;
+		c.handle = imp.handle;
+		drmIoctl(dev->fd, DRM_IOCTL_GEM_CLOSE, &c);
+		free(p);
+		return spyre_error(ret, "spyre_ipc_import: BO_INFO failed");
+	}
+	p->dev = dev;
+	p->handle = imp.handle;
+	p->va = info.va;
+	p->size = info.size;
+	pthread_mutex_lock(&ipc_lock);
+	p->next = ipc_imports;
+	ipc_imports = p;
+	pthread_mutex_unlock(&ipc_lock);
+	*ptr = p->va;
+	if (size)
+		*size = p->size;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_ipc_import(spyre_device_t *dev, int fd, spyre_dptr_t *ptr, size_t *size)
+{
+	SPYRE_TRACED("spyre_ipc_import", NULL, ipc_import(dev, fd, ptr, size), NULL, 0);
+}
+
+/* Close the imports into @dev at @va (0: every one); the number closed. */
+static int ipc_close(struct spyre_device *dev, uint64_t va)
+{
+	struct ipc_import **pp, *p;
+	int n = 0;
+
+	pthread_mutex_lock(&ipc_lock);
+	pp = &ipc_imports;
+	while ((p = *pp)) {
+		if (p->dev == dev && (!va || p->va == va)) {
+			struct drm_gem_close c = { .handle = p->handle };
+
+			drmIoctl(dev->fd, DRM_IOCTL_GEM_CLOSE, &c);
+			*pp = p->next;
+			free(p);
+			n++;
+		} else {
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&ipc_lock);
+	return n;
+}
+
+void spyre_ipc_forget(struct spyre_device *dev)
+{
+	ipc_close(dev, 0);
+}
+
+static int ipc_close_call(spyre_device_t *dev, spyre_dptr_t ptr)
+{
+	if (!dev || !ptr)
+		return spyre_error(-EINVAL, "spyre_ipc_close: NULL %s", !dev ? "device" : "address");
+	return ipc_close(dev, ptr) ? 0 : spyre_error(-EINVAL, "spyre_ipc_close: 0x%llx is not an "
+						      "import of %s", (unsigned long long)ptr,
+						      dev->props.devnode);
+}
+
+SPYRE_EXPORT int spyre_ipc_close(spyre_device_t *dev, spyre_dptr_t ptr)
+{
+	SPYRE_TRACED("spyre_ipc_close", NULL, ipc_close_call(dev, ptr), NULL, 0);
 }

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dist.cpp - the ops under the c10d backend "spyreccl" (spyre_torch/
+ * distributed.py): libspyre's communicators of one card per process
+ * (spyre_comm_init_rank(3)) on spyre tensors, on the current stream of the
+ * tensor's card, returning as soon as the work is enqueued. libspyre's
+ * collectives move whole 128-byte sticks: a tensor whose bytes or address
+ * are not is staged through a stick-padded scratch buffer of the same card.
+ * float32, float16 and bfloat16.
+ */
+#include <mutex>
+#include <vector>
+
+#include <torch/library.h>
+
+#include "spyre_torch.h"
+
+namespace spyre_torch {
+
+namespace {
+
+std::mutex g_comm_lock;
+std::vector<spyre_comm_t *> g_comms;	/* handle - 1 */
+
+spyre_comm_t *comm_of(int64_t h)
+{
+	std::lock_guard<std::mutex> l(g_comm_lock);
+
+	TORCH_CHECK(h >= 1 && h <= (int64_t)g_comms.size() && g_comms[h - 1],
+		    "spyreccl: ", h, " is not a live communicator");
+	return g_comms[h - 1];
+}
+
+uint32_t dtype_of(const at::Tensor &t)
+{
+	switch (t.scalar_type()) {
+	case at::kFloat:
+		return SPYRE_DT_FP32;
+	case at::kHalf:
+		return SPYRE_DT_FP16;
+	case at::kBFloat16:
+		return SPYRE_DT_BF16;
+	default:
+		TORCH_CHECK(false, "spyreccl: dtype ", t.scalar_type(),
+			    " is not float32, float16 or bfloat16");
+	}
+}
+
+int card_of(const at::Tensor &t, const char *what)
+{
+	TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "spyreccl ", what,
+		    ": the tensor is on ", t.device(), ", not a spyre card");
+	TORCH_CHECK(t.is_contiguous(), "spyreccl ", what, ": the tensor is not contiguous");
+	return t.device().index();
+}
+
+bool whole(uint64_t p, size_t bytes)
+{
+	return p % kStick == 0 && bytes % kStick == 0;
+}
+
+/* A stick-padded buffer holding @bytes of @t (copied in when @in), or @t itself. */
+struct Staged {
+	int dev;
+	uint64_t p;
+	at::DataPtr scratch;
+
+	Staged(int d, uint64_t src, size_t bytes, size_t padded, bool in) : dev(d), p(src)
+	{
+		if (whole(src, bytes) && padded == bytes)
+			return;
+		scratch = alloc_scratch(dev, padded);
+		p = reinterpret_cast<uint64_t>(scratch.get());
+		if (in)
+			copy_d2d(dev, p, src, bytes);
+	}
+	bool staged() const
+	{
+		return (bool)scratch;
+	}
+};
+
+int64_t comm_init(const at::Tensor &id, int64_t nranks, int64_t rank, int64_t dev)
+{
+	spyre_comm_id_t cid;
+	spyre_comm_t *c = nullptr;
+
+	TORCH_CHECK(id.device().is_cpu() && id.scalar_type() == at::kByte &&
+		    id.numel() == SPYRE_COMM_ID_BYTES && id.is_contiguous(),
+		    "spyreccl: the id is ", SPYRE_COMM_ID_BYTES, " CPU bytes of comm_unique_id()");
+	memcpy(cid.internal, id.data_ptr(), sizeof(cid.internal));
+	check_index((int)dev);
+	SPYRE_CHECK(spyre_comm_init_rank(&c, (int)nranks, &cid, (int)rank, device((int)dev)),
+		    "spyreccl: joining as rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+	std::lock_guard<std::mutex> l(g_comm_lock);
+	g_comms.push_back(c);
+	return (int64_t)g_comms.size();
+}
+
+void all_reduce(int64_t h, const at::Tensor &t)
+{
+	int dev = card_of(t, "all_reduce");
+	size_t bytes = t.nbytes();
+	Staged b(dev, dptr(t), bytes, stick_up(bytes), true);
+
+	SPYRE_CHECK(spyre_comm_all_reduce(comm_of(h), b.p, b.p, t.numel(), dtype_of(t), SPYRE_RED_SUM,
+					  current_stream(dev)), "spyreccl all_reduce");
+	if (b.staged())
+		copy_d2d(dev, dptr(t), b.p, bytes);
+}
+
+/* out (n x in) = every rank's in. */
+void all_gather(int64_t h, const at::Tensor &out, const at::Tensor &in)
+{
+	int dev = card_of(in, "all_gather"), n = spyre_comm_count(comm_of(h));
+	size_t each = in.nbytes(), padded = stick_up(each), r;
+
+	TORCH_CHECK(card_of(out, "all_gather") == dev && out.scalar_type() == in.scalar_type() &&
+		    out.nbytes() == each * (size_t)n, "spyreccl all_gather: the output is not ", n,
+		    " times the input on its card");
+	Staged i(dev, dptr(in), each, padded, true);
+	Staged o(dev, dptr(out), each * n, padded * n, false);
+
+	SPYRE_CHECK(spyre_comm_all_gather(comm_of(h), i.p, o.p, padded / in.element_size(), dtype_of(in),
+					  current_stream(dev)), "spyreccl all_gather");
+	for (r = 0; o.staged() && r < (size_t)n; r++)
+		copy_d2d(dev, dptr(out) + r * each, o.p + r * padded, each);
+}
+
+/* out = chunk rank of the sum of every rank's in (n x out). */
+void reduce_scatter(int64_t h, const at::Tensor &out, const at::Tensor &in)
+{
+	int dev = card_of(in, "reduce_scatter"), n = spyre_comm_count(comm_of(h));
+	size_t each = out.nbytes(), padded = stick_up(each), r;
+
+	TORCH_CHECK(card_of(out, "reduce_scatter") == dev && out.scalar_type() == in.scalar_type() &&
+		    in.nbytes() == each * (size_t)n, "spyreccl reduce_scatter: the input is not ", n,
+		    " times the output on its card");
+	Staged i(dev, dptr(in), each * n, padded * n, false);
+	Staged o(dev, dptr(out), each, padded, false);
+
+	for (r = 0; i.staged() && r < (size_t)n; r++)
+		copy_d2d(dev, i.p + r * padded, dptr(in) + r * each, each);
+	SPYRE_CHECK(spyre_comm_reduce_scatter(comm_of(h), i.p, o.p, padded / in.element_size(),
+					      dtype_of(in), SPYRE_RED_SUM, current_stream(dev)),
+		    "spyreccl reduce_scatter");
+	if (o.staged())
+		copy_d2d(dev, dptr(out), o.p, each);
+}
+
+void broadcast(int64_t h, const at::Tensor &t, int64_t root)
+{
+	int dev = card_of(t, "broadcast");
+	size_t bytes = t.nbytes();
+	Staged b(dev, dptr(t), bytes, stick_up(bytes), true);
+
+	SPYRE_CHECK(spyre_comm_broadcast(comm_of(h), b.p, t.numel(), dtype_of(t), (int)root,
+					 current_stream(dev)), "spyreccl broadcast");
+	if (b.staged())
+		copy_d2d(dev, dptr(t), b.p, bytes);
+}
+
+void send(int64_t h, const at::Tensor &t, int64_t peer)
+{
+	int dev = card_of(t, "send");
+	size_t bytes = t.nbytes();
+	Staged b(dev, dptr(t), bytes, stick_up(bytes), true);
+
+	SPYRE_CHECK(spyre_comm_send(comm_of(h), b.p, t.numel(), dtype_of(t), (int)peer, current_stream(dev)),
+		    "spyreccl send");
+}
+
+void recv(int64_t h, const at::Tensor &t, int64_t peer)
+{
+	int dev = card_of(t, "recv");
+	size_t bytes = t.nbytes();
+	Staged b(dev, dptr(t), bytes, stick_up(bytes), false);
+
+	SPYRE_CHECK(spyre_comm_recv(comm_of(h), b.p, t.numel(), dtype_of(t), (int)peer, current_stream(dev)),
+		    "spyreccl recv");
+	if (b.staged())
+		copy_d2d(dev, dptr(t), b.p, bytes);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(spyre, m)
+{
+	m.def("comm_unique_id() -> Tensor", [] {
+		at::Tensor id = at::empty({SPYRE_COMM_ID_BYTES}, at::kByte);
+		spyre_comm_id_t cid;
+
+		SPYRE_CHECK(spyre_comm_get_unique_id(&cid), "spyreccl: a unique id");
+		memcpy(id.data_ptr(), cid.internal, sizeof(cid.internal));
+		return id;
+	});
+	m.def("comm_init(Tensor id, int nranks, int rank, int device) -> int", comm_init);
+	m.def("comm_destroy(int h) -> ()", [](int64_t h) {
+		spyre_comm_t *c = comm_of(h);
+		{
+			std::lock_guard<std::mutex> l(g_comm_lock);
+			g_comms[h - 1] = nullptr;
+		}
+		spyre_comm_destroy(c);
+	});
+	m.def("comm_all_reduce(int h, Tensor(a!) t) -> ()", all_reduce);
+	m.def("comm_all_gather(int h, Tensor(a!) out, Tensor inp) -> ()", all_gather);
+	m.def("comm_reduce_scatter(int h, Tensor(a!) out, Tensor inp) -> ()", reduce_scatter);
+	m.def("comm_broadcast(int h, Tensor(a!) t, int root) -> ()", broadcast);
+	m.def("comm_send(int h, Tensor t, int peer) -> ()", send);
+	m.def("comm_recv(int h, Tensor(a!) t, int peer) -> ()", recv);
+	m.def("comm_barrier(int h) -> ()",
+	      [](int64_t h) { SPYRE_CHECK(spyre_comm_barrier(comm_of(h)), "spyreccl barrier"); });
+}
+
+}  // namespace spyre_torch
