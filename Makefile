@@ -226,15 +226,15 @@ $(B)/selftests/spyre_peer_test: libspyre/tests/spyre_peer_test.c $(B)/lib/libspy
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
 
 # Collectives over the VM's cards against a CPU reference.
-$(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c $(B)/lib/libspyre.so \
+$(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c libspyre/tests/coll-ref.h $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm
 
 # Communicators of one card per process: a forked process per card.
-$(B)/selftests/spyre_comm_rank_test: libspyre/tests/spyre_comm_rank_test.c $(B)/lib/libspyre.so \
-		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
+$(B)/selftests/spyre_comm_rank_test: libspyre/tests/spyre_comm_rank_test.c libspyre/tests/coll-ref.h \
+		$(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lpthread -lm

@@ -27,25 +27,11 @@
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
 #include "spyre_dtype.h"
+#include "coll-ref.h"
 
 #define MAXR 8
 
-static size_t round_sticks(size_t bytes)
-{
-	return (bytes + 127) / 128 * 128;
-}
 
-/* A value of rank @r at @i, rounded to @dt: small integers and halves (exact sums in fp32). */
-static float value(int r, size_t i, uint32_t dt, unsigned int seed)
-{
-	float v = (float)((int)((i * 7 + (size_t)r * 13 + seed) % 61) - 30) * 0.25f;
-
-	/* Round through the dtype, so host and card add the same inputs. */
-	uint8_t tmp[4];
-
-	spyre_store_f32(tmp, dt, 0, v);
-	return spyre_load_f32(tmp, dt, 0);
-}
 
 FIXTURE(coll) {
 	int n;
@@ -107,26 +93,16 @@ static size_t check_sum(FIXTURE_DATA(coll) *self, int r, spyre_dptr_t buf, size_
 			size_t count, uint32_t dt, unsigned int seed)
 {
 	size_t bytes = round_sticks(count * SPYRE_DT_SIZE(dt)), i, bad = 0;
-	uint8_t *h = malloc(bytes), tmp[4];
-	int k;
+	uint8_t *h = malloc(bytes);
 
 	if (spyre_memcpy(self->dev[r], (uintptr_t)h, buf, bytes, SPYRE_MEMCPY_D2H)) {
 		free(h);
 		return count;
 	}
 	for (i = 0; i < count; i++) {
-		float want = value(0, first + i, dt, seed), got = spyre_load_f32(h, dt, i), tol;
+		float want = ref_sum(self->n, first + i, dt, seed), got = spyre_load_f32(h, dt, i);
+		float tol = ref_tol(self->n, want, dt);
 
-		for (k = 1; k < self->n; k++) {
-			want += value(k, first + i, dt, seed);
-			spyre_store_f32(tmp, dt, 0, want);
-			want = spyre_load_f32(tmp, dt, 0);
-		}
-		/* Exact for 2 ranks; n - 1 roundings of |sum| (ulp of the dtype) beyond. */
-		tol = self->n <= 2 ? 0.0f :
-		      (float)(self->n - 1) * fabsf(want) * (dt == SPYRE_DT_FP32 ? 1.2e-7f :
-							     dt == SPYRE_DT_FP16 ? 9.8e-4f :
-							     dt == SPYRE_DT_BF16 ? 7.9e-3f : 2e-3f);
 		if (fabsf(got - want) > tol) {
 			if (bad < 3)
 				fprintf(stderr, "# rank %d element %zu: %g, want %g\n", r, first + i,

@@ -44,6 +44,7 @@
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
 #include "spyre_dtype.h"
+#include "coll-ref.h"
 #include "spyre_hw.h"
 
 #define MAXR 8
@@ -67,10 +68,6 @@ struct ctx {
 	const void *arg;
 };
 
-static size_t round_sticks(size_t bytes)
-{
-	return (bytes + 127) / 128 * 128;
-}
 
 static double now_s(void)
 {
@@ -80,15 +77,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The value of rank @r at @i, rounded to @dt (as spyre_coll_test). */
-static float value(int r, size_t i, uint32_t dt, unsigned int seed)
-{
-	float v = (float)((int)((i * 7 + (size_t)r * 13 + seed) % 61) - 30) * 0.25f;
-	uint8_t tmp[4];
-
-	spyre_store_f32(tmp, dt, 0, v);
-	return spyre_load_f32(tmp, dt, 0);
-}
 
 static int fill(struct ctx *c, spyre_dptr_t buf, size_t count, uint32_t dt, unsigned int seed, int as)
 {
@@ -110,26 +98,17 @@ static long check_sum(struct ctx *c, spyre_dptr_t buf, size_t first, size_t coun
 		      unsigned int seed)
 {
 	size_t bytes = round_sticks(count * SPYRE_DT_SIZE(dt)), i;
-	uint8_t *h = malloc(bytes), tmp[4];
+	uint8_t *h = malloc(bytes);
 	long bad = 0;
-	int k;
 
 	if (!h || spyre_memcpy(c->dev, (uintptr_t)h, buf, bytes, SPYRE_MEMCPY_D2H)) {
 		free(h);
 		return (long)count;
 	}
 	for (i = 0; i < count; i++) {
-		float want = value(0, first + i, dt, seed), got = spyre_load_f32(h, dt, i), tol;
+		float want = ref_sum(c->n, first + i, dt, seed), got = spyre_load_f32(h, dt, i);
+		float tol = ref_tol(c->n, want, dt);
 
-		for (k = 1; k < c->n; k++) {
-			want += value(k, first + i, dt, seed);
-			spyre_store_f32(tmp, dt, 0, want);
-			want = spyre_load_f32(tmp, dt, 0);
-		}
-		tol = c->n <= 2 ? 0.0f :
-		      (float)(c->n - 1) * fabsf(want) * (dt == SPYRE_DT_FP32 ? 1.2e-7f :
-							 dt == SPYRE_DT_FP16 ? 9.8e-4f :
-							 dt == SPYRE_DT_BF16 ? 7.9e-3f : 2e-3f);
 		if (fabsf(got - want) > tol) {
 			if (bad < 3)
 				fprintf(stderr, "# rank %d element %zu: %g, want %g\n", c->rank, first + i,

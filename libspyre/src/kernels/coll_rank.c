@@ -188,12 +188,15 @@ static int inbox_read(struct comm_rank *c, spyre_stream_t *s)
 /* ---- rings ---- */
 
 /*
- * Ring reduce-scatter on @buf in place: after it this rank holds the sum of
- * chunk (rank + 1 + @shift) mod n. Step s: receive from rank - 1 its chunk
- * (rank - 1 - s + @shift) mod n, in pieces of the box, and add it.
+ * One pass of a ring on @buf in place, step s of n - 1: send chunk
+ * (rank - s + @shift) mod n to the next rank and receive chunk
+ * (rank - 1 - s + @shift) mod n from the previous one, in pieces of the box.
+ * @reduce: add what arrives (reduce-scatter: after it this rank holds the sum
+ * of chunk (rank + 1 + @shift) mod n; @dtype is the ADD's), else keep it
+ * (all-gather: this rank starts owning chunk (rank + @shift) mod n).
  */
-static int ring_reduce_scatter(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
-			       const struct coll_chunk *ch, int shift, uint32_t dtype)
+static int ring_pass(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
+		     const struct coll_chunk *ch, int shift, bool reduce, uint32_t dtype)
 {
 	int n = c->n, r = c->rank, prev = (r + n - 1) % n, next = (r + 1) % n, st, ret = 0;
 
@@ -211,9 +214,12 @@ static int ring_reduce_scatter(struct comm_rank *c, spyre_stream_t *s, spyre_dpt
 				ret = rx_prepare(c, prev);
 			if (!ret && ls)
 				ret = tx(c, s, next, buf + cs->off + off, ls);
-			if (!ret && lr) {
+			if (!ret && lr && reduce) {
 				ret = rx(c, s, prev, c->inbox, lr);
 				ret = ret ?: coll_add(c->cache, s, dtype, buf + cr->off + off, c->inbox, lr);
+				ret = ret ?: inbox_read(c, s);
+			} else if (!ret && lr) {
+				ret = rx(c, s, prev, buf + cr->off + off, lr);
 				ret = ret ?: inbox_read(c, s);
 			}
 		}
@@ -221,33 +227,16 @@ static int ring_reduce_scatter(struct comm_rank *c, spyre_stream_t *s, spyre_dpt
 	return ret;
 }
 
-/* Ring all-gather on @buf in place: this rank starts owning chunk (rank + @shift) mod n. */
+static int ring_reduce_scatter(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
+			       const struct coll_chunk *ch, int shift, uint32_t dtype)
+{
+	return ring_pass(c, s, buf, ch, shift, true, dtype);
+}
+
 static int ring_all_gather(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
 			   const struct coll_chunk *ch, int shift)
 {
-	int n = c->n, r = c->rank, prev = (r + n - 1) % n, next = (r + 1) % n, st, ret = 0;
-
-	for (st = 0; !ret && st < n - 1; st++) {
-		const struct coll_chunk *cs = &ch[((r - st + shift) % n + n) % n];
-		const struct coll_chunk *cr = &ch[((prev - st + shift) % n + n) % n];
-		size_t off, most = cs->len > cr->len ? cs->len : cr->len;
-
-		for (off = 0; !ret && off < most; off += BOX_BYTES) {
-			size_t ls = off < cs->len ? cs->len - off : 0, lr = off < cr->len ? cr->len - off : 0;
-
-			ls = ls > BOX_BYTES ? BOX_BYTES : ls;
-			lr = lr > BOX_BYTES ? BOX_BYTES : lr;
-			if (lr)
-				ret = rx_prepare(c, prev);
-			if (!ret && ls)
-				ret = tx(c, s, next, buf + cs->off + off, ls);
-			if (!ret && lr) {
-				ret = rx(c, s, prev, buf + cr->off + off, lr);
-				ret = ret ?: inbox_read(c, s);
-			}
-		}
-	}
-	return ret;
+	return ring_pass(c, s, buf, ch, shift, false, 0);
 }
 
 /* ---- calls ---- */
