@@ -189,8 +189,8 @@ static uint64_t spyre_mmio_read(void *opaque, hwaddr addr, unsigned size)
 static void spyre_set_window(SpyreState *s, uint64_t base)
 {
     /* A VF's window shows only its partition: whole windows inside it. */
-    if (base % SPYRE_MEM_WINDOW_SIZE ||
-        (base && base + s->window_size > s->params.mem_size)) {
+    if (base % SPYRE_MEM_WINDOW_SIZE || base >= s->params.mem_size ||
+        (s->pf && base > s->params.mem_size - s->window_size)) {
         SPYRE_GUEST_ERR("WINDOW: 0x%" PRIx64 " is not a 256 MiB-aligned "
                         "offset of a window inside mem-size 0x%" PRIx64, base,
                         s->params.mem_size);

@@ -47,6 +47,15 @@ bool spyre_sriov_check_params(SpyreState *s, Error **errp)
                    s->params.sriov_vfs, SPYRE_MAX_VFS);
         return false;
     }
+    /* VF v is function devfn + 1 + v: past 255 QEMU could not create it. */
+    if (s->params.sriov_vfs &&
+        PCI_DEVICE(s)->devfn + SPYRE_VF_OFFSET +
+        (s->params.sriov_vfs - 1) * SPYRE_VF_STRIDE >= PCI_DEVFN_MAX) {
+        error_setg(errp, "spyre: sriov-vfs=%u: the last VF's function number "
+                   "would pass 255 at this address (devfn %u)",
+                   s->params.sriov_vfs, PCI_DEVICE(s)->devfn);
+        return false;
+    }
     return true;
 }
 

@@ -109,7 +109,7 @@ static long check_sum(struct ctx *c, spyre_dptr_t buf, size_t first, size_t coun
 		float want = ref_sum(c->n, first + i, dt, seed), got = spyre_load_f32(h, dt, i);
 		float tol = ref_tol(c->n, want, dt);
 
-		if (fabsf(got - want) > tol) {
+		if (!(fabsf(got - want) <= tol)) {	/* a NaN fails too */
 			if (bad < 3)
 				fprintf(stderr, "# rank %d element %zu: %g, want %g\n", c->rank, first + i,
 					(double)got, (double)want);

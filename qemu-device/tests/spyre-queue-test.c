@@ -455,6 +455,12 @@ static void test_window(void)
 	sdev_wr(&D, SPYRE_REG_WINDOW_HI, 1);	/* 4 GiB > mem-size 1 GiB */
 	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_HI));
 	TAP_CHECK(qtest_log_contains(&D.qt, "WINDOW: 0x100000000 is not"), "no guest error");
+	/* An offset whose window would wrap past 2^64 is refused too. */
+	sdev_wr(&D, SPYRE_REG_WINDOW_LO, 0xf0000000u);
+	sdev_wr(&D, SPYRE_REG_WINDOW_HI, 0xffffffffu);
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_HI));
+	TAP_EQ(0, sdev_rd(&D, SPYRE_REG_WINDOW_LO));
+	TAP_CHECK(qtest_log_contains(&D.qt, "WINDOW: 0xfffffffff0000000 is not"), "no guest error");
 }
 
 static const struct tap_case cases[] = {

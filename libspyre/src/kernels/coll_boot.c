@@ -195,7 +195,8 @@ static int raw_recv(int fd, struct coll_msg *m, int *fds)
 		return -errno;
 	if (r == 0)
 		return -ECONNRESET;
-	if (r != (ssize_t)sizeof(*m) || m->magic != COLL_MAGIC || (h.msg_flags & MSG_CTRUNC)) {
+	if (r != (ssize_t)sizeof(*m) || m->magic != COLL_MAGIC ||
+	    (h.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
 		if (fds[0] >= 0)
 			close(fds[0]);
 		if (fds[1] >= 0)
@@ -551,8 +552,16 @@ static int connect_to(const struct id_bytes *b, int j, int64_t deadline, int tim
 		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return spyre_error(-errno, "communicator: socket: %s", strerror(errno));
-		if (!connect(fd, (struct sockaddr *)&a, len))
+		if (!connect(fd, (struct sockaddr *)&a, len)) {
+			/* Abstract names have no permissions: a process of another user may
+			 * hold the name first; it gets neither the secret nor a box. */
+			if (check_cred(fd)) {
+				close(fd);
+				return spyre_error(-EPERM, "communicator: rank %d's socket is held by "
+						   "a process of another user", j);
+			}
 			break;
+		}
 		close(fd);
 		if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR)
 			return spyre_error(-errno, "communicator: connecting to rank %d: %s", j,

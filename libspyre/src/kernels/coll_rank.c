@@ -552,8 +552,16 @@ static int import_boxes(struct comm_rank *c, int j, int *fds)
 	int ret = 0;
 
 	if (fds[0] >= 0 && fds[1] >= 0) {
-		ret = spyre_ipc_import(c->dev, fds[0], &p->inbox, NULL);
-		ret = ret ?: spyre_ipc_import(c->dev, fds[1], &p->outbox, NULL);
+		size_t in_size = 0, out_size = 0;
+
+		ret = spyre_ipc_import(c->dev, fds[0], &p->inbox, &in_size);
+		ret = ret ?: spyre_ipc_import(c->dev, fds[1], &p->outbox, &out_size);
+		/* A piece is up to BOX_BYTES: a smaller box would be written past. */
+		if (!ret && (in_size < BOX_BYTES || out_size < BOX_BYTES)) {
+			spyre_ipc_close(c->dev, p->outbox);
+			ret = spyre_error(-EPROTO, "rank %d's boxes are %zu and %zu bytes, not %u",
+					  j, in_size, out_size, BOX_BYTES);
+		}
 		if (ret && p->inbox)
 			spyre_ipc_close(c->dev, p->inbox);
 		if (ret)
