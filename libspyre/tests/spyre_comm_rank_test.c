@@ -619,7 +619,7 @@ TEST_F(rank, ipc_export_import)
 	const size_t big = 2u << 20;
 	spyre_device_t *d0, *d1;
 	spyre_stream_t *s1;
-	spyre_dptr_t small, b0, b1, imp;
+	spyre_dptr_t small, b0, b1, imp, imp2, own;
 	uint8_t *want = malloc(big), *got = malloc(big);
 	size_t size = 0, i;
 	int fd = -1, fd1 = -1;
@@ -644,6 +644,16 @@ TEST_F(rank, ipc_export_import)
 	ASSERT_EQ(0, spyre_ipc_export(d0, b0, &fd)) TH_LOG("%s", spyre_last_error());
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, spyre_ipc_import(d1, fd, &imp, &size)) TH_LOG("%s", spyre_last_error());
+	/* Imported twice: the same memory at the same address, closed once per import. */
+	ASSERT_EQ(0, spyre_ipc_import(d1, fd, &imp2, NULL)) TH_LOG("%s", spyre_last_error());
+	EXPECT_EQ(imp, imp2);
+	EXPECT_EQ(0, spyre_ipc_close(d1, imp2));
+	/* Back on its own card: the allocation itself, which the close leaves alone. */
+	ASSERT_EQ(0, spyre_ipc_import(d0, fd, &own, NULL)) TH_LOG("%s", spyre_last_error());
+	EXPECT_EQ(b0, own);
+	EXPECT_EQ(0, spyre_ipc_close(d0, own));
+	ASSERT_EQ(0, spyre_memcpy(d0, (uintptr_t)got, b0, 4096, SPYRE_MEMCPY_D2H));
+	EXPECT_EQ(0, memcmp(got, want, 4096));
 	close(fd);
 	EXPECT_EQ(big, size);
 	/* The memory outlives the exporter's free: the import holds it. */

@@ -166,6 +166,14 @@ struct ipc_import {
 	struct spyre_device *dev;
 	uint32_t handle;
 	uint64_t va, size;
+	/*
+	 * DRM gives a buffer one handle per file, however often it is imported:
+	 * @refs counts the imports sharing it (the handle closes with the last),
+	 * and @own marks the device's own allocation come back (its handle is
+	 * the allocation's, closed by spyre_free(), never here).
+	 */
+	int refs;
+	bool own;
 	struct ipc_import *next;
 };
 
@@ -202,7 +210,7 @@ static int ipc_import(spyre_device_t *dev, int fd, spyre_dptr_t *ptr, size_t *si
 	struct drm_prime_handle imp = { .fd = fd };
 	struct drm_spyre_bo_info info = { 0 };
 	struct drm_gem_close c = { 0 };
-	struct ipc_import *p;
+	struct ipc_import *p, *q;
 	int ret;
 
 	if (!dev || !ptr || fd < 0)
@@ -230,13 +238,25 @@ static int ipc_import(spyre_device_t *dev, int fd, spyre_dptr_t *ptr, size_t *si
 	p->handle = imp.handle;
 	p->va = info.va;
 	p->size = info.size;
+	p->refs = 1;
+	pthread_mutex_lock(&dev->lock);
+	p->own = spyre_alloc_find_locked(dev, info.va) != NULL;
+	pthread_mutex_unlock(&dev->lock);
 	pthread_mutex_lock(&ipc_lock);
-	p->next = ipc_imports;
-	ipc_imports = p;
-	pthread_mutex_unlock(&ipc_lock);
+	for (q = ipc_imports; q && !(q->dev == dev && q->handle == p->handle); q = q->next)
+		;
+	if (q) {
+		q->refs++;	/* the same buffer again: the same handle and address */
+		free(p);
+		p = q;
+	} else {
+		p->next = ipc_imports;
+		ipc_imports = p;
+	}
 	*ptr = p->va;
 	if (size)
 		*size = p->size;
+	pthread_mutex_unlock(&ipc_lock);
 	return 0;
 }
 
@@ -257,10 +277,15 @@ static int ipc_close(struct spyre_device *dev, uint64_t va)
 		if (p->dev == dev && (!va || p->va == va)) {
 			struct drm_gem_close c = { .handle = p->handle };
 
-			drmIoctl(dev->fd, DRM_IOCTL_GEM_CLOSE, &c);
+			n++;
+			if (va && --p->refs > 0) {
+				pp = &p->next;
+				continue;
+			}
+			if (!p->own)
+				drmIoctl(dev->fd, DRM_IOCTL_GEM_CLOSE, &c);
 			*pp = p->next;
 			free(p);
-			n++;
 		} else {
 			pp = &p->next;
 		}
