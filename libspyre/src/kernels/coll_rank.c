@@ -67,6 +67,8 @@ struct comm_rank {
 	bool last_ev_set;
 	spyre_dptr_t work;		/* reduce-scatter's copy of its input */
 	size_t work_bytes;
+	spyre_event_t *work_ev;		/* after the last read of work (any stream) */
+	bool work_ev_set;
 	uint32_t seq, op;		/* the call under way */
 	int failed;
 	char why[256];
@@ -356,8 +358,9 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 	}
 	/* The ring works on a copy of send (the caller's input stays), kept for later calls. */
 	if (c->work_bytes < total) {
-		if (c->last_ev_set)
-			ret = spyre_event_synchronize(c->last_ev);
+		/* The last call that read work may have been on another stream. */
+		if (c->work_ev_set)
+			ret = spyre_event_synchronize(c->work_ev);
 		if (!ret && c->work)
 			spyre_free(c->dev, c->work);
 		c->work = 0;
@@ -366,10 +369,16 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 		if (!ret)
 			c->work_bytes = total;
 	}
+	if (!ret && c->work_ev_set)
+		ret = spyre_stream_wait_event(s, c->work_ev);
 	ret = ret ?: spyre_memcpy_async(s, c->work, send, total, SPYRE_MEMCPY_D2D);
 	/* This rank ends with chunk (rank + 1 + shift): shift n - 1 gives chunk rank. */
 	ret = ret ?: ring_reduce_scatter(c, s, c->work, ch, c->n - 1, dtype);
 	ret = ret ?: spyre_memcpy_async(s, recv, c->work + ch[c->rank].off, each, SPYRE_MEMCPY_D2D);
+	if (!ret) {
+		ret = spyre_event_record(c->work_ev, s);
+		c->work_ev_set = !ret;
+	}
 	free(ch);
 	return finish(c, s, ret, what);
 }
@@ -521,6 +530,8 @@ void coll_rank_destroy(struct spyre_comm *comm)
 		(void)spyre_event_synchronize(c->last_ev);
 	if (c->inbox_ev_set)
 		(void)spyre_event_synchronize(c->inbox_ev);
+	if (c->work_ev_set)
+		(void)spyre_event_synchronize(c->work_ev);
 	for (j = 0; c->peer && j < c->n; j++) {
 		if (c->peer[j].inbox)
 			spyre_ipc_close(c->dev, c->peer[j].inbox);
@@ -540,6 +551,8 @@ void coll_rank_destroy(struct spyre_comm *comm)
 		spyre_event_destroy(c->inbox_ev);
 	if (c->last_ev)
 		spyre_event_destroy(c->last_ev);
+	if (c->work_ev)
+		spyre_event_destroy(c->work_ev);
 	free(c->peer);
 	free(c);
 	comm->rk = NULL;
@@ -672,6 +685,7 @@ SPYRE_EXPORT int spyre_comm_init_rank(spyre_comm_t **out, int nranks, const spyr
 	ret = ret ?: spyre_kcache_create(dev, 16, &c->cache);
 	ret = ret ?: spyre_event_create(dev, &c->inbox_ev);
 	ret = ret ?: spyre_event_create(dev, &c->last_ev);
+	ret = ret ?: spyre_event_create(dev, &c->work_ev);
 	ret = ret ?: exchange_boxes(c);
 	/* Each neighbour pair of the ring: one of the two must reach the other. */
 	for (j = 0; !ret && nranks > 1 && j < 2; j++) {
