@@ -467,6 +467,9 @@ void coll_net_close(struct coll_net *net)
 	free(net);
 }
 
+/* How long an accepted connection may take to say HELLO (generous: a loaded TCG guest). */
+#define HELLO_MS 10000
+
 /* This user's peer on @fd, or -EPERM. */
 static int check_cred(int fd)
 {
@@ -703,9 +706,11 @@ int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, 
 			ret = 0;
 			continue;
 		}
-		ret = recv_by(fd, &m, deadline);
+		/* A rank says HELLO as it connects: one that stays silent is not
+		 * waited for long, the others queue behind it. */
+		ret = recv_by(fd, &m, deadline < now_ms() + HELLO_MS ? deadline : now_ms() + HELLO_MS);
 		if (ret) {
-			close(fd);	/* it went away before its HELLO: still waiting for the rank */
+			close(fd);	/* gone or silent before its HELLO: still waiting for the rank */
 			ret = 0;
 			continue;
 		}
