@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -467,6 +468,17 @@ void coll_net_close(struct coll_net *net)
 	free(net);
 }
 
+/*
+ * Sends on a rank's sockets give up after @ms too (a peer that stops reading
+ * fills its queue): every wait of a communicator ends by SPYRE_COMM_TIMEOUT_MS.
+ */
+static void send_timeout(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 /* How long an accepted connection may take to say HELLO (generous: a loaded TCG guest). */
 #define HELLO_MS 10000
 
@@ -563,6 +575,7 @@ static int connect_to(const struct id_bytes *b, int j, int64_t deadline, int tim
 				return spyre_error(-EPERM, "communicator: rank %d's socket is held by "
 						   "a process of another user", j);
 			}
+			send_timeout(fd, timeout_ms);
 			break;
 		}
 		close(fd);
@@ -706,6 +719,7 @@ int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, 
 			ret = 0;
 			continue;
 		}
+		send_timeout(fd, net->timeout_ms);
 		/* A rank says HELLO as it connects: one that stays silent is not
 		 * waited for long, the others queue behind it. */
 		ret = recv_by(fd, &m, deadline < now_ms() + HELLO_MS ? deadline : now_ms() + HELLO_MS);
