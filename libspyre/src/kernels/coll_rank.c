@@ -330,6 +330,19 @@ static int whole_sticks(size_t count, uint32_t dtype, size_t *each, const char *
 	return 0;
 }
 
+/* @n chunks of @each bytes, one after the other (reduce-scatter's and all-gather's layout); NULL: no memory. */
+static struct coll_chunk *equal_chunks(int n, size_t each)
+{
+	struct coll_chunk *ch = calloc((size_t)n, sizeof(*ch));
+	int r;
+
+	for (r = 0; ch && r < n; r++) {
+		ch[r].off = (size_t)r * each;
+		ch[r].len = each;
+	}
+	return ch;
+}
+
 SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send, spyre_dptr_t recv,
 					   size_t recvcount, uint32_t dtype, uint32_t op,
 					   spyre_stream_t *s)
@@ -338,7 +351,7 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 	struct comm_rank *c;
 	struct coll_chunk *ch;
 	size_t each, total;
-	int r, ret = check_red(dtype, op, what);
+	int ret = check_red(dtype, op, what);
 
 	ret = ret ?: whole_sticks(recvcount, dtype, &each, what);
 	ret = ret ?: begin(comm, s, OP_REDUCE_SCATTER, what, &c);
@@ -349,13 +362,9 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 	if (!recvcount)
 		return 0;
 	total = each * (size_t)c->n;
-	ch = calloc((size_t)c->n, sizeof(*ch));
+	ch = equal_chunks(c->n, each);
 	if (!ch)
 		return spyre_error(-ENOMEM, "%s: out of memory", what);
-	for (r = 0; r < c->n; r++) {
-		ch[r].off = (size_t)r * each;
-		ch[r].len = each;
-	}
 	/* The ring works on a copy of send (the caller's input stays), kept for later calls. */
 	if (c->work_bytes < total) {
 		/* The last call that read work may have been on another stream. */
@@ -390,7 +399,7 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 	struct comm_rank *c;
 	struct coll_chunk *ch;
 	size_t each;
-	int r, ret = coll_check_dtype(dtype, what);
+	int ret = coll_check_dtype(dtype, what);
 
 	ret = ret ?: whole_sticks(sendcount, dtype, &each, what);
 	ret = ret ?: begin(comm, s, OP_ALL_GATHER, what, &c);
@@ -400,13 +409,9 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 		return spyre_error(-EINVAL, "%s: NULL buffer", what);
 	if (!sendcount)
 		return 0;
-	ch = calloc((size_t)c->n, sizeof(*ch));
+	ch = equal_chunks(c->n, each);
 	if (!ch)
 		return spyre_error(-ENOMEM, "%s: out of memory", what);
-	for (r = 0; r < c->n; r++) {
-		ch[r].off = (size_t)r * each;
-		ch[r].len = each;
-	}
 	if (send != recv + ch[c->rank].off)
 		ret = spyre_memcpy_async(s, recv + ch[c->rank].off, send, each, SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 0);
