@@ -18,7 +18,8 @@
  * spyre_comm_get_unique_id(), ranks calling different collectives or
  * counts (-EINVAL, and the communicator is broken after), the calls of a
  * communicator of one process; a rank that never joins (-ETIMEDOUT within
- * SPYRE_COMM_TIMEOUT_MS), one SIGKILLed during set-up and one SIGKILLed
+ * SPYRE_COMM_TIMEOUT_MS), a lower rank's socket held by a process that
+ * never accepts (-ETIMEDOUT, not a blocked connect), one SIGKILLed during set-up and one SIGKILLed
  * in the middle of a loop of all-reduces of 1 MiB (-ECONNRESET or
  * -ECONNABORTED with the rank and its pid, seconds later, never a hang),
  * and one that exits between two calls. And the sharing beneath, in one
@@ -35,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -763,6 +766,58 @@ TEST_F(rank, rank_missing_or_killed_in_set_up)
 		if (!hit)
 			TH_LOG("kill %d ms in: it landed after the set-up", l.kill_ms);
 	}
+}
+
+/*
+ * Rank 0's socket name held by a process that listens with a full backlog
+ * and never accepts (a squatter, or a flood from another process): the
+ * connecting rank's set-up still ends at SPYRE_COMM_TIMEOUT_MS, saying so,
+ * instead of blocking in connect(). The name is coll_boot.c's
+ * "spyre-comm-<the id's public bytes 8..15 in hex>-<rank>".
+ */
+TEST_F(rank, squatter_that_never_accepts)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const unsigned char *idb = (const unsigned char *)self->id.internal;
+	int lfd, fill[8], nfill = 0, full = 0, i, n;
+	pid_t pid;
+	socklen_t len;
+
+	n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "spyre-comm-");
+	for (i = 8; i < 16; i++)
+		n += snprintf(a.sun_path + 1 + n, sizeof(a.sun_path) - 1 - (size_t)n, "%02x", idb[i]);
+	n += snprintf(a.sun_path + 1 + n, sizeof(a.sun_path) - 1 - (size_t)n, "-0");
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ASSERT_LE(0, lfd);
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&a, len));
+	ASSERT_EQ(0, listen(lfd, 0));
+	while (nfill < 8 && !full) {
+		fill[nfill] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		ASSERT_LE(0, fill[nfill]);
+		if (connect(fill[nfill], (struct sockaddr *)&a, len)) {
+			ASSERT_EQ(EAGAIN, errno);
+			full = 1;
+		}
+		nfill++;
+	}
+	ASSERT_EQ(1, full) TH_LOG("the backlog never filled");
+
+	setenv("SPYRE_COMM_TIMEOUT_MS", "2000", 1);
+	memset(self->res, 0, sizeof(*self->res) * MAXR);
+	fflush(NULL);
+	pid = fork();
+	if (!pid)
+		rank_main(2, 1, 1, &self->id, 1, NULL, NULL, &self->res[1]);
+	waitpid(pid, NULL, 0);
+	unsetenv("SPYRE_COMM_TIMEOUT_MS");
+	for (i = 0; i < nfill; i++)
+		close(fill[i]);
+	close(lfd);
+	EXPECT_EQ(-ETIMEDOUT, self->res[1].ret) TH_LOG("%s", self->res[1].err);
+	EXPECT_NE(NULL, strstr(self->res[1].err, "holds its socket but does not accept"))
+		TH_LOG("%s", self->res[1].err);
+	EXPECT_LT(self->res[1].secs, 2.0 + 10.0);
 }
 
 TEST_F(rank, rank_killed_mid_collective_or_exiting)

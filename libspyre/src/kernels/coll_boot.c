@@ -555,16 +555,22 @@ static void refuse(int fd, const char *why)
 	(void)raw_send(fd, &m, NULL, 0);
 }
 
-/* Connect to rank @j's socket, retrying until it is bound or @deadline. */
+/*
+ * Connect to rank @j's socket, retrying until it is bound and accepts or
+ * @deadline. Non-blocking: a unix connect() to a listener whose backlog is
+ * full (a process that holds the name and never accepts, or one another
+ * process flooded) would otherwise block past any timeout; it fails with
+ * EAGAIN instead and is retried like a name not yet bound.
+ */
 static int connect_to(const struct id_bytes *b, int j, int64_t deadline, int timeout_ms, int *out)
 {
 	struct sockaddr_un a;
 	socklen_t len;
-	int fd;
+	int fd, err;
 
 	sock_name(&a, &len, b, j);
 	for (;;) {
-		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return spyre_error(-errno, "communicator: socket: %s", strerror(errno));
 		if (!connect(fd, (struct sockaddr *)&a, len)) {
@@ -575,17 +581,24 @@ static int connect_to(const struct id_bytes *b, int j, int64_t deadline, int tim
 				return spyre_error(-EPERM, "communicator: rank %d's socket is held by "
 						   "a process of another user", j);
 			}
+			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+				err = errno;
+				close(fd);
+				return spyre_error(-err, "communicator: fcntl: %s", strerror(err));
+			}
 			send_timeout(fd, timeout_ms);
 			break;
 		}
+		err = errno;
 		close(fd);
-		if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR)
-			return spyre_error(-errno, "communicator: connecting to rank %d: %s", j,
-					   strerror(errno));
+		if (err != ECONNREFUSED && err != ENOENT && err != EAGAIN && err != EINTR)
+			return spyre_error(-err, "communicator: connecting to rank %d: %s", j,
+					   strerror(err));
 		if (now_ms() >= deadline)
 			return spyre_error(-ETIMEDOUT, "rank %d did not join within %d ms "
-					   "(SPYRE_COMM_TIMEOUT_MS): no process listens as it", j,
-					   timeout_ms);
+					   "(SPYRE_COMM_TIMEOUT_MS): %s", j, timeout_ms,
+					   err == EAGAIN ? "a process holds its socket but does not accept" :
+					   "no process listens as it");
 		usleep(10000);
 	}
 	*out = fd;
