@@ -1158,16 +1158,21 @@ static uint64_t tab_bytes(const struct spyre_model_config *c)
 	       spyre_kernel_pitch((c->max_pos + PAGE - 1) / PAGE, SPYRE_DT_INT32);
 }
 
-/* Device bytes the model needs (weights, caches, activations), for the fit check. */
-static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uint64_t work)
+/*
+ * Device bytes the model needs (weights, caches, activations), for the fit
+ * check; @c is one rank's shard of @tp (1: the whole model), which also
+ * holds the MLP's partial sums (u, run_step_tp()).
+ */
+static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uint32_t tp, uint64_t work)
 {
 	uint64_t hd = c->head_dim, qd = c->heads * hd, kvd = c->kv_heads * hd;
 	uint64_t pq = spyre_kernel_grouped_pitch(qd, hd, dt), pk = spyre_kernel_grouped_pitch(kvd, hd, dt);
 	uint64_t ph = spyre_kernel_pitch(c->hidden, dt), pf = spyre_kernel_pitch(c->ffn, dt);
 	uint64_t per_layer = 2 * ph + c->hidden * (pq + 2 * pk) + qd * ph + 2 * c->hidden * pf + c->ffn * ph +
 			     2 * cache_bytes(c, dt);
-	/* x, h, t; q, a; k, v (spyre_dmodel_new's activations); logits; the token; dispatch d's tables */
-	uint64_t act = (uint64_t)c->max_pos * (3 * ph + 2 * pq + 2 * pk) + spyre_kernel_pitch(c->vocab, dt) +
+	/* x, h, t (and u); q, a; k, v (spyre_dmodel_new's activations); logits; the token; dispatch d's tables */
+	uint64_t act = (uint64_t)c->max_pos * ((tp > 1 ? 4 : 3) * ph + 2 * pq + 2 * pk) +
+		       spyre_kernel_pitch(c->vocab, dt) +
 		       SPYRE_STICK_BYTES + tab_bytes(c);
 	/* what the allocator may add to each of the model's allocations (size classes, pages) */
 	uint64_t slack = (13 + 11 * (uint64_t)c->layers) * (64u << 10);
@@ -1183,7 +1188,7 @@ static uint64_t work_bytes(uint64_t mem_size)
 }
 
 int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config *cfg, uint32_t dtype,
-			   char *err, size_t errlen)
+			   uint32_t tp, char *err, size_t errlen)
 {
 	struct spyre_device_props props = { .size = sizeof(props) };
 	uint64_t need;
@@ -1194,7 +1199,7 @@ int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config 
 		snprintf(err, errlen, "device properties: %s", spyre_last_error());
 		return ret;
 	}
-	need = model_bytes(cfg, dtype, work_bytes(props.mem_size));
+	need = model_bytes(cfg, dtype, tp, work_bytes(props.mem_size));
 	if (need > props.mem_size) {
 		snprintf(err, errlen, "the model needs %.2f GiB of device memory in %s (weights, KV caches for %u "
 			 "positions, activations), the device has %.2f GiB", need / 1073741824.0,
@@ -1237,7 +1242,7 @@ static int dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		ret = fail(dm, -EINVAL, "%u cores requested, the device has %u", dm->cores, props.num_cores);
 		goto out;
 	}
-	ret = spyre_dmodel_check_fit(dev, cfg, dm->dt, dm->err, sizeof(dm->err));
+	ret = spyre_dmodel_check_fit(dev, cfg, dm->dt, tp, dm->err, sizeof(dm->err));
 	if (ret)
 		goto out;
 	ret = spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &dm->stream);
@@ -1567,6 +1572,6 @@ int spyre_dmodel_estimate(const struct spyre_model_config *cfg, uint32_t dtype, 
 	if (ret)
 		return -1;
 	*decode_ns = e.total;
-	*weight_bytes = model_bytes(cfg, dtype, 0);
+	*weight_bytes = model_bytes(cfg, dtype, 1, 0);
 	return 0;
 }

@@ -97,10 +97,12 @@ int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct s
 /*
  * Whether @cfg in @dtype fits the memory of @dev (weights, KV caches for
  * max_pos positions, activations, work): 0, or -ENOMEM with a message giving
- * both sizes. Checked before any weight is generated or read.
+ * both sizes. Checked before any weight is generated or read. Under tensor
+ * parallelism @cfg is one card's shard (spyre_model_config_tp()) of @tp
+ * cards; 1 for the whole model on one card.
  */
 int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config *cfg, uint32_t dtype,
-			   char *err, size_t errlen);
+			   uint32_t tp, char *err, size_t errlen);
 
 /*
  * Switch the dispatch configuration (the weights and caches stay; between d

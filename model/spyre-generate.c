@@ -964,7 +964,7 @@ static int check_device_fit(const struct options *o, const struct model *m)
 	for (uint32_t r = 0; r < o->tp; r++) {
 		if (spyre_device_open(o->device + (int)r, &dev))
 			return fail("--device %d: %s", o->device + (int)r, spyre_last_error());
-		ret = spyre_dmodel_check_fit(dev, &sc, o->dtype, err, sizeof(err));
+		ret = spyre_dmodel_check_fit(dev, &sc, o->dtype, o->tp, err, sizeof(err));
 		spyre_device_close(dev);
 		if (ret)
 			return fail("%s on card %d: %s; try --estimate%s", m->label, o->device + (int)r, err,
