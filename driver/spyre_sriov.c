@@ -9,6 +9,7 @@
 #include <linux/math64.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/pm_runtime.h>
 
 #include <drm/drm_print.h>
 
@@ -68,6 +69,13 @@ static int spyre_sriov_enable(struct spyre_device *sdev, int numvfs)
 			part >> 20, sdev->caps.mem_size >> 20);
 		return -ENOSPC;
 	}
+	/*
+	 * The PF stays in D0 while its VFs exist: a VF's config space and
+	 * BARs go with the PF's power state. Dropped in spyre_sriov_fini().
+	 */
+	ret = pm_runtime_resume_and_get(&pdev->dev);
+	if (ret < 0)
+		return ret;
 	total = part * numvfs;
 	sdev->vf_part_base = sdev->caps.mem_size - total;
 
@@ -81,7 +89,8 @@ static int spyre_sriov_enable(struct spyre_device *sdev, int numvfs)
 		pci_dbg(pdev, "device memory above %#llx is in use: %d\n",
 			sdev->vf_part_base, ret);
 		INIT_LIST_HEAD(&sdev->vf_blocks);
-		return -EBUSY;
+		ret = -EBUSY;
+		goto err_put;
 	}
 	sdev->vf_part_size = part;
 
@@ -99,6 +108,9 @@ static int spyre_sriov_enable(struct spyre_device *sdev, int numvfs)
 
 err_release:
 	spyre_sriov_release(sdev);
+err_put:
+	pm_runtime_mark_last_busy(&pdev->dev);
+	pm_runtime_put_autosuspend(&pdev->dev);
 	return ret;
 }
 
@@ -118,7 +130,7 @@ int spyre_sriov_configure(struct pci_dev *pdev, int numvfs)
 	return spyre_sriov_enable(sdev, numvfs);
 }
 
-/* Disable the VFs, if any, and give their memory back to the PF. */
+/* Disable the VFs, if any, give their memory back to the PF and let it sleep. */
 void spyre_sriov_fini(struct spyre_device *sdev)
 {
 	struct pci_dev *pdev = to_pci_dev(sdev->drm.dev);
@@ -128,4 +140,6 @@ void spyre_sriov_fini(struct spyre_device *sdev)
 	pci_disable_sriov(pdev);
 	spyre_sriov_program(sdev, 0);
 	spyre_sriov_release(sdev);
+	pm_runtime_mark_last_busy(&pdev->dev);
+	pm_runtime_put_autosuspend(&pdev->dev);
 }

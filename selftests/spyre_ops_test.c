@@ -20,25 +20,6 @@
 #include "spyre_devcoredump.h"
 #include "spyre_test.h"
 
-static int pci_attr(const char *pci, const char *attr, char *buf, size_t len)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", pci, attr);
-	if (read_text(path, buf, len))
-		return -1;
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
-}
-
-static int pci_attr_write(const char *pci, const char *attr, const char *val)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", pci, attr);
-	return write_text(path, val);
-}
-
 /* ---- uevents: the kernel's netlink multicast group ------------------------- */
 
 static int uevent_open(void)
@@ -444,18 +425,6 @@ TEST_F(ops, sysfs_reset_recovers_100_hangs_with_files_open)
 	ASSERT_EQ(0200, sb.st_mode & 0777);
 	ASSERT_EQ(-EINVAL, write_text(self->reset, "0"));
 	close(fd2);
-}
-
-static int wait_runtime_status(const char *pci, const char *want, int ms)
-{
-	char st[64];
-
-	for (; ms > 0; ms -= 20) {
-		if (!pci_attr(pci, "power/runtime_status", st, sizeof(st)) && !strcmp(st, want))
-			return 0;
-		usleep(20000);
-	}
-	return -1;
 }
 
 TEST_F(ops, runtime_pm_autosuspends_and_wakes_on_submit)

@@ -10,7 +10,8 @@
  * disabling the VFs with a VF file open is safe (the file gets -ENODEV, the
  * PF works on, the VFs come back); the module parameter vf_mem_mb sets
  * the partition size, too much is -ENOSPC, a PF BO where the partitions
- * would go is -EBUSY. SKIPs on a kernel without
+ * would go is -EBUSY; the PF stays awake (runtime PM) while VFs exist and
+ * suspends once they are gone. SKIPs on a kernel without
  * CONFIG_PCI_IOV or a card without SR-IOV. Runs as root in the test VM.
  */
 #include <dirent.h>
@@ -304,6 +305,33 @@ TEST_F(sriov, partition_size_and_what_does_not_fit)
 	close(pf);
 	ASSERT_EQ(0, set_numvfs(self->pf, NVF));
 	ASSERT_EQ(NVF, pci_long(self->pf, "sriov_numvfs"));
+}
+
+/*
+ * The PF holds a runtime-PM reference while VFs exist (a VF's config space
+ * and BARs follow the PF's power state): with a 100 ms autosuspend delay
+ * and nothing submitted to the PF it stays active in D0; with the VFs
+ * disabled it suspends.
+ */
+TEST_F(sriov, the_pf_stays_awake_while_vfs_exist)
+{
+	char st[64], delay[32];
+
+	if (pci_attr(self->pf, "power/autosuspend_delay_ms", delay, sizeof(delay)))
+		SKIP(return, "kernel without CONFIG_PM");
+	ASSERT_EQ(0, pci_attr_write(self->pf, "power/autosuspend_delay_ms", "100"));
+	usleep(800000);
+	EXPECT_EQ(0, pci_attr(self->pf, "power/runtime_status", st, sizeof(st)));
+	EXPECT_STREQ("active", st);
+	EXPECT_EQ(0, pci_attr(self->pf, "power_state", st, sizeof(st)));
+	EXPECT_STREQ("D0", st);
+	EXPECT_EQ(0, scopy_round_trip(self->fd[1], self->q[1], 4096, 9));
+
+	ASSERT_EQ(0, set_numvfs(self->pf, 0));
+	EXPECT_EQ(0, wait_runtime_status(self->pf, "suspended", 5000));
+	EXPECT_EQ(0, pci_attr(self->pf, "power_state", st, sizeof(st)));
+	EXPECT_STREQ("D3hot", st);
+	ASSERT_EQ(0, pci_attr_write(self->pf, "power/autosuspend_delay_ms", delay));
 }
 
 TEST_HARNESS_MAIN

@@ -295,6 +295,39 @@ static inline int write_text(const char *path, const char *s)
 	return ret;
 }
 
+/* PCI function @pci's sysfs attribute @attr (one line, no newline); 0 or -1. */
+static inline int pci_attr(const char *pci, const char *attr, char *buf, size_t len)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", pci, attr);
+	if (read_text(path, buf, len))
+		return -1;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+static inline int pci_attr_write(const char *pci, const char *attr, const char *val)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", pci, attr);
+	return write_text(path, val);
+}
+
+/* Wait up to @ms for @pci's power/runtime_status to read @want; 0 or -1. */
+static inline int wait_runtime_status(const char *pci, const char *want, int ms)
+{
+	char st[64];
+
+	for (; ms > 0; ms -= 20) {
+		if (!pci_attr(pci, "power/runtime_status", st, sizeof(st)) && !strcmp(st, want))
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
 /*
  * Arm a hang on hardware queues 0 .. @nq - 1 of card @pci (debugfs "inject":
  * each queue's next job never completes); 0 or -errno. The driver refuses a
