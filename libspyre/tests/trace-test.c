@@ -14,6 +14,11 @@
  *    spyre_stream_reset_stats() and spyre_stream_get_stats(): every job
  *    lies after its submit, every core span inside its launch, each step's
  *    launches add up to its statistics;
+ *  - clock_reset: the device clock restarts (as at a reset of the card, a
+ *    runtime resume from D3hot) 300 ms behind where it was, between two
+ *    runs of steps on an idle device: each run is put on the host clock with
+ *    its own offset, and every job lies after its submit and before its
+ *    completion was seen;
  *  - env: SPYRE_TRACE=FILE traces a process that exits without stopping.
  * Built twice: with AddressSanitizer (trace-test) and with ThreadSanitizer
  * (trace-tsan-test), linked with libspyre's objects. TAP (tests/tap.h).
@@ -43,6 +48,7 @@
 
 #define MAX_OBJS	4096
 #define DEV_CLOCK_OFF	123456789ull	/* the fake device clock runs this far behind the host's */
+#define CLOCK_BACK_NS	300000000ull	/* clock_reset: the device clock restarts this far back */
 #define CORE_MASK	0xfu
 
 static char self[4096];
@@ -56,6 +62,7 @@ static char devnode[64];
 static uint64_t file_size, next_va = 1ull << 30, launches_run;
 static uint32_t next_handle;
 static uint64_t timeline[MAX_OBJS];
+static uint64_t dev_clock_off = DEV_CLOCK_OFF;	/* host clock - device clock (atomic) */
 static struct {
 	uint64_t va, size, off;		/* off: the memfd offset of a host buffer, else ~0 */
 } bo[MAX_OBJS];
@@ -101,7 +108,7 @@ static int fake_submit(struct drm_spyre_submit *a)
 
 		if (k[0] == SPYRE_PKT_OP_TIMESTAMP) {
 			const struct spyre_pkt_sem *t = (const void *)k;
-			uint64_t now = mono_ns() - DEV_CLOCK_OFF;
+			uint64_t now = mono_ns() - __atomic_load_n(&dev_clock_off, __ATOMIC_RELAXED);
 
 			if (dev_write(t->addr, &now, 8))
 				return fail_errno(EFAULT);
@@ -420,6 +427,68 @@ static void test_device(void)
 	TAP_CHECK(r.submits == r.jobs, "%zu submits for %zu jobs", r.submits, r.jobs);
 }
 
+/* ---- clock_reset: the device clock restarts between two runs ----------------------------- */
+
+#define RUNS		2
+#define RUN_STEPS	3
+#define RUN_OPS		3
+
+static void test_clock_reset(void)
+{
+	struct trace_check_opts o = { .launches = RUNS * RUN_STEPS * RUN_OPS, .min_steps = RUNS * RUN_STEPS,
+				      .min_jobs = RUNS * RUN_STEPS * RUN_OPS };
+	struct spyre_stream_stats st = { .size = sizeof(st) };
+	struct trace_check_result r;
+	spyre_dptr_t slots[2] = { 0 };
+	spyre_stream_t *s = NULL;
+	char path[256], name[48];
+	size_t size;
+	void *img;
+	int run, k, i, ret;
+
+	ret = spyre_device_open(0, &dev);
+	if (!TAP_CHECK(ret == 0, "opening the fake device: %s", spyre_last_error()))
+		return;
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 4096, &size);
+	if (!TAP_CHECK(img != NULL, "spyre_pb_relu_image"))
+		return;
+	path_of(path, sizeof(path), "clock-reset.json");
+	TAP_EQ(0, spyre_trace_start(path));
+	TAP_EQ(0, spyre_program_load(dev, img, size, &prog));
+	free(img);
+	TAP_EQ(0, spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+	TAP_EQ(0, spyre_malloc(dev, 4096, &slots[0]));
+	TAP_EQ(0, spyre_malloc(dev, 4096, &slots[1]));
+	for (run = 0; run < RUNS; run++) {
+		if (run) {
+			/* idle (synchronized), then the reset: the clock is 300 ms behind */
+			usleep(20000);
+			__atomic_add_fetch(&dev_clock_off, CLOCK_BACK_NS, __ATOMIC_RELAXED);
+		}
+		for (k = 0; k < RUN_STEPS; k++) {
+			snprintf(name, sizeof(name), "decode step %d", run * RUN_STEPS + k + 1);
+			spyre_trace_span_begin(name);
+			TAP_EQ(0, spyre_stream_reset_stats(s));
+			for (i = 0; i < RUN_OPS; i++)
+				TAP_EQ(0, spyre_launch(s, prog, CORE_MASK, slots, 2, NULL, 0));
+			TAP_EQ(0, spyre_stream_synchronize(s));
+			TAP_EQ(0, spyre_stream_get_stats(s, &st));
+			TAP_EQ(RUN_OPS, (int)st.launches);
+			spyre_trace_span_end();
+			usleep(2000);
+		}
+	}
+	spyre_free(dev, slots[0]);
+	spyre_free(dev, slots[1]);
+	TAP_EQ(0, spyre_stream_destroy(s));
+	TAP_EQ(0, spyre_program_unload(prog));
+	ret = spyre_trace_stop();
+	TAP_CHECK(ret > 0, "spyre_trace_stop() = %d (%s)", ret, spyre_last_error());
+	spyre_device_close(dev);
+	__atomic_store_n(&dev_clock_off, DEV_CLOCK_OFF, __ATOMIC_RELAXED);
+	check_file(path, o, &r);
+}
+
 /* ---- env: SPYRE_TRACE, written at exit ------------------------------------------------- */
 
 static void test_env(void)
@@ -464,6 +533,7 @@ static const struct tap_case cases[] = {
 	{ "writer", test_writer },
 	{ "errors", test_errors },
 	{ "device", test_device },
+	{ "clock_reset", test_clock_reset },
 	{ "env", test_env },
 };
 

@@ -24,7 +24,9 @@
  * offset is the largest (submit time - device start) over the jobs that
  * started within a second of a job (a running maximum, which follows slow
  * drift between the two clocks); the job that started soonest after its
- * submit is drawn starting at its submit.
+ * submit is drawn starting at its submit. The device clock restarts at a
+ * reset of the card (a runtime resume from D3hot, a recovery): each run of
+ * the clock (an epoch, clock_epochs()) gets its own offsets.
  *
  * An observer: spyre_trace_start() installs the hooks (internal.h) the
  * runtime calls with what it already has - each traced call, each job before
@@ -102,6 +104,7 @@ struct jev {
 	bool launch;
 	struct spyre_launch_record rec;
 	/* layout, when written */
+	uint32_t epoch;			/* the device clock restarted @epoch times before it (clock_epochs()) */
 	int64_t offset;
 	uint64_t s, d;			/* drawn start (host ns) and duration */
 };
@@ -692,12 +695,58 @@ static void put_meta(FILE *f, const char *what, int pid, int tid, const char *ke
 	(*count)++;
 }
 
+static int cmp_submit(const void *a, const void *b)
+{
+	const struct jev *x = *(struct jev *const *)a, *y = *(struct jev *const *)b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->p.t_submit != y->p.t_submit)
+		return x->p.t_submit < y->p.t_submit ? -1 : 1;
+	return x->p.id < y->p.id ? -1 : x->p.id > y->p.id;
+}
+
+/*
+ * Number the runs of each device's clock: in submit order, a job submitted
+ * after the host saw every earlier job of its device done found the device
+ * idle, so on one clock it starts after all of their ends; starting before
+ * one of them, it runs on a clock that restarted (a reset in between).
+ */
+static void clock_epochs(struct jev **order, size_t n)
+{
+	uint64_t seen = 0, dend = 0;
+	uint32_t epoch = 0;
+	size_t k;
+
+	qsort(order, n, sizeof(*order), cmp_submit);
+	for (k = 0; k < n; k++) {
+		struct jev *j = order[k];
+
+		if (k && j->dev != order[k - 1]->dev) {
+			seen = dend = 0;
+			epoch = 0;
+		} else if (k && seen <= j->p.t_submit && j->d_begin < dend) {
+			epoch++;
+			dend = 0;
+		}
+		j->epoch = epoch;
+		if (j->t_seen > seen)
+			seen = j->t_seen;
+		if (j->d_end != TS_UNWRITTEN && j->d_end > dend)
+			dend = j->d_end;
+		if (j->d_begin > dend)
+			dend = j->d_begin;
+	}
+}
+
 static int cmp_job(const void *a, const void *b)
 {
 	const struct jev *x = *(struct jev *const *)a, *y = *(struct jev *const *)b;
 
 	if (x->dev != y->dev)
 		return x->dev < y->dev ? -1 : 1;
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
 	if (x->d_begin != y->d_begin)
 		return x->d_begin < y->d_begin ? -1 : 1;
 	return x->p.id < y->p.id ? -1 : x->p.id > y->p.id;
@@ -710,7 +759,7 @@ struct devsum {
 
 /*
  * Put every job of @e on the host clock and lay it out: the offset per
- * device by causality (the file comment), a LAUNCH for its modeled time
+ * device and clock epoch by causality (the file comment), a LAUNCH for its modeled time
  * from max(its aligned start, the end of the previous job of its queue, the
  * end of the device's previous LAUNCH: the engine runs one at a time).
  */
@@ -724,12 +773,18 @@ static int layout(struct events *e, struct jev **order, struct devsum *sum)
 		return -ENOMEM;
 	for (i = 0; i < e->njev; i++)
 		order[i] = &e->jev[i];
+	for (i = 0; i < e->ndevs; i++) {
+		sum[i].off_min = INT64_MAX;
+		sum[i].off_max = INT64_MIN;
+	}
+	clock_epochs(order, e->njev);
 	qsort(order, e->njev, sizeof(*order), cmp_job);
 	for (g0 = 0; g0 < e->njev; g0 = g1) {
 		uint64_t base = order[g0]->d_begin, engine_end = 0;
 		struct devsum *ds = &sum[order[g0]->dev];
 
-		for (g1 = g0; g1 < e->njev && order[g1]->dev == order[g0]->dev; g1++)
+		for (g1 = g0; g1 < e->njev && order[g1]->dev == order[g0]->dev &&
+		     order[g1]->epoch == order[g0]->epoch; g1++)
 			;
 		nb = (size_t)((order[g1 - 1]->d_begin - base) / ALIGN_WINDOW_NS) + 1;
 		free(bm);
@@ -747,8 +802,6 @@ static int layout(struct events *e, struct jev **order, struct devsum *sum)
 			if (lo > bm[b])
 				bm[b] = lo;
 		}
-		ds->off_min = INT64_MAX;
-		ds->off_max = INT64_MIN;
 		for (k = g0; k < g1; k++) {
 			struct jev *j = order[k];
 			int64_t off;
