@@ -387,6 +387,26 @@ static void *worker(void *arg)
 	return bad ? (void *)1 : NULL;
 }
 
+/* Open the fake card, start tracing into @name (in the test's directory: @path) and load @prog. */
+static bool start_device_trace(const char *name, char *path, size_t len)
+{
+	size_t size;
+	void *img;
+	int ret;
+
+	ret = spyre_device_open(0, &dev);
+	if (!TAP_CHECK(ret == 0, "opening the fake device: %s", spyre_last_error()))
+		return false;
+	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 4096, &size);
+	if (!TAP_CHECK(img != NULL, "spyre_pb_relu_image"))
+		return false;
+	path_of(path, len, name);
+	TAP_EQ(0, spyre_trace_start(path));
+	TAP_EQ(0, spyre_program_load(dev, img, size, &prog));
+	free(img);
+	return true;
+}
+
 static void test_device(void)
 {
 	struct trace_check_opts o = { .launches = WORKERS * STEPS * OPS, .min_steps = WORKERS * STEPS,
@@ -394,21 +414,12 @@ static void test_device(void)
 	struct trace_check_result r;
 	pthread_t t[WORKERS];
 	char path[256];
-	size_t size;
-	void *img, *rv;
+	void *rv;
 	long i;
 	int ret;
 
-	ret = spyre_device_open(0, &dev);
-	if (!TAP_CHECK(ret == 0, "opening the fake device: %s", spyre_last_error()))
+	if (!start_device_trace("device.json", path, sizeof(path)))
 		return;
-	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 4096, &size);
-	if (!TAP_CHECK(img != NULL, "spyre_pb_relu_image"))
-		return;
-	path_of(path, sizeof(path), "device.json");
-	TAP_EQ(0, spyre_trace_start(path));
-	TAP_EQ(0, spyre_program_load(dev, img, size, &prog));
-	free(img);
 	for (i = 0; i < WORKERS; i++)
 		TAP_EQ(0, pthread_create(&t[i], NULL, worker, NULL));
 	for (i = 0; i < WORKERS; i++) {
@@ -442,20 +453,10 @@ static void test_clock_reset(void)
 	spyre_dptr_t slots[2] = { 0 };
 	spyre_stream_t *s = NULL;
 	char path[256], name[48];
-	size_t size;
-	void *img;
 	int run, k, i, ret;
 
-	ret = spyre_device_open(0, &dev);
-	if (!TAP_CHECK(ret == 0, "opening the fake device: %s", spyre_last_error()))
+	if (!start_device_trace("clock-reset.json", path, sizeof(path)))
 		return;
-	img = spyre_pb_relu_image(SPYRE_PB_ADDR_SLOT, 32, 4096, &size);
-	if (!TAP_CHECK(img != NULL, "spyre_pb_relu_image"))
-		return;
-	path_of(path, sizeof(path), "clock-reset.json");
-	TAP_EQ(0, spyre_trace_start(path));
-	TAP_EQ(0, spyre_program_load(dev, img, size, &prog));
-	free(img);
 	TAP_EQ(0, spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
 	TAP_EQ(0, spyre_malloc(dev, 4096, &slots[0]));
 	TAP_EQ(0, spyre_malloc(dev, 4096, &slots[1]));
