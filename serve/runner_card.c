@@ -886,6 +886,47 @@ static void copy_out(const struct card *c, const struct spyre_runner_batch *b)
 	}
 }
 
+/* Enqueue the step's results back to @s's pinned buffers on its stream: the tokens (if @tokens) and logits. */
+static int copy_back(struct card *c, struct card *s, const struct spyre_runner_batch *b, bool tokens)
+{
+	int ret;
+
+	if (tokens && b->argmax &&
+	    (ret = spyre_memcpy_async(s->stream, (uint64_t)(uintptr_t)s->host_argmax, s->argmax,
+				      ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
+		return fail(c, ret, "copying the tokens back");
+	if (b->logits &&
+	    (ret = spyre_memcpy_async(s->stream, (uint64_t)(uintptr_t)s->host_logits, s->logits,
+				      b->num_seqs * spyre_kernel_pitch(c->cfg.vocab, c->dt), SPYRE_MEMCPY_D2H)))
+		return fail(c, ret, "copying the logits back");
+	return 0;
+}
+
+/*
+ * Wait for @stream, also after a failure (@ret, returned as it is), then
+ * check what it ran into *@ss: 0, or the step's failure naming @rank (-1:
+ * one card).
+ */
+static int stream_done(struct card *c, spyre_stream_t *stream, int rank, int ret, struct spyre_stream_stats *ss)
+{
+	int sret = spyre_stream_synchronize(stream);
+	char who[32] = "";
+
+	if (rank >= 0)
+		snprintf(who, sizeof(who), " on rank %d", rank);
+	if (!ret && sret)
+		return fail(c, sret, "step%s", who);
+	if (ret)
+		return ret;
+	sret = spyre_stream_get_stats(stream, ss);
+	if (sret)
+		return fail(c, sret, "stream statistics");
+	if (ss->failed_launches)
+		return fail(c, -EIO, "%llu kernels of the step faulted%s: %s",
+			    (unsigned long long)ss->failed_launches, who, spyre_last_error());
+	return 0;
+}
+
 /*
  * A step over the shards (Megatron's tensor parallelism, as
  * model/device.c's run_step_tp(): docs/model.md "Tensor parallel"): each
@@ -904,7 +945,7 @@ static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct sp
 	uint64_t t0 = now_ns(), off_pos = 0, off_slot = 0, off_samp = 0, used, device_ns = 0, launches = 0, builds = 0;
 	struct card *s0 = c->shard[0];
 	struct run *runs = NULL;
-	int ret, sret;
+	int ret;
 
 	for (r = 0; r < n; r++) {
 		c->shard[r]->err = c->err;
@@ -971,29 +1012,15 @@ static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct sp
 		if (ret && !(c->err && c->err[0]))
 			fail(c, ret, "all-reduce over %u cards", n);
 	}
-	if (!ret && b->argmax &&
-	    (ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_argmax, s0->argmax,
-				      ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
-		fail(c, ret, "copying the tokens back");
-	if (!ret && b->logits &&
-	    (ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_logits, s0->logits,
-				      b->num_seqs * spyre_kernel_pitch(c->cfg.vocab, c->dt), SPYRE_MEMCPY_D2H)))
-		fail(c, ret, "copying the logits back");
+	if (!ret)
+		ret = copy_back(c, s0, b, true);
 	/* every card done, also after a failure */
 	for (r = 0; r < n; r++) {
 		struct spyre_stream_stats ss = { .size = sizeof(ss) };
 
-		sret = spyre_stream_synchronize(streams[r]);
-		if (!ret && sret)
-			ret = fail(c, sret, "step on rank %u", r);
+		ret = stream_done(c, streams[r], (int)r, ret, &ss);
 		if (ret)
 			continue;
-		sret = spyre_stream_get_stats(streams[r], &ss);
-		if (sret)
-			ret = fail(c, sret, "stream statistics");
-		else if (ss.failed_launches)
-			ret = fail(c, -EIO, "%llu kernels of the step faulted on rank %u: %s",
-				   (unsigned long long)ss.failed_launches, r, spyre_last_error());
 		device_ns = ss.device_ns > device_ns ? ss.device_ns : device_ns;
 		launches += c->shard[r]->launches;
 		spyre_kcache_get_stats(c->shard[r]->kcache, &k1);
@@ -1024,7 +1051,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	struct card *c = self;
 	struct spyre_stream_stats ss = { .size = sizeof(ss) };
 	struct spyre_kcache_stats k0 = { .size = sizeof(k0) }, k1 = { .size = sizeof(k1) };
-	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used, pv;
+	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used;
 	uint32_t nruns, T;
 	struct run *runs = NULL;
 	spyre_graph_exec_t *replay = NULL;
@@ -1074,33 +1101,12 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 		else
 			ret = step_launches(c, b, T, runs, nruns, off_pos, off_slot, off_samp);
 	}
-	pv = spyre_kernel_pitch(c->cfg.vocab, c->dt);
-	if (!ret && !replay && b->argmax &&
-	    (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_argmax, c->argmax,
-				      ipitch(b->num_seqs), SPYRE_MEMCPY_D2H)))
-		fail(c, ret, "copying the tokens back");
-	if (!ret && b->logits &&
-	    (ret = spyre_memcpy_async(c->stream, (uint64_t)(uintptr_t)c->host_logits, c->logits,
-				      b->num_seqs * pv, SPYRE_MEMCPY_D2H)))
-		fail(c, ret, "copying the logits back");
-	{
-		int sret = spyre_stream_synchronize(c->stream);
-
-		if (!ret && sret)
-			ret = fail(c, sret, "step");
-	}
+	/* a replay copies the tokens back itself */
+	if (!ret)
+		ret = copy_back(c, c, b, !replay);
+	ret = stream_done(c, c->stream, -1, ret, &ss);
 	if (ret)
 		goto out;
-	ret = spyre_stream_get_stats(c->stream, &ss);
-	if (ret) {
-		fail(c, ret, "stream statistics");
-		goto out;
-	}
-	if (ss.failed_launches) {
-		ret = fail(c, -EIO, "%llu kernels of the step faulted: %s", (unsigned long long)ss.failed_launches,
-			   spyre_last_error());
-		goto out;
-	}
 	copy_out(c, b);
 	/* the shape ran one by one: from now on a graph (capturing runs nothing) */
 	if (capture)
