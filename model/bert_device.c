@@ -33,8 +33,10 @@
 #include <time.h>
 
 #include "bert_device.h"
+#include "dmem.h"
 #include "spyre_kernels.h"
 #include "spyre_isa.h"
+#include "clock.h"
 
 #define EMBED_CHUNK 128			/* token ids per EMBEDDING launch (launch scalars) */
 #define PAD_TO (SPYRE_STICK_BYTES / 4)	/* fp32 elements of a stick */
@@ -61,8 +63,7 @@ struct spyre_dbert {
 	spyre_dptr_t word, postype, ln_w, ln_b;
 	struct dlayer *layer;
 	struct acts a;
-	spyre_dptr_t *allocs;		/* the weights' allocations */
-	uint32_t nallocs, capallocs;
+	struct spyre_dmem mem;		/* the weights' allocations */
 	pthread_mutex_t lock;
 	char *err;			/* the caller's, during a call */
 	size_t errlen;
@@ -73,24 +74,11 @@ static int fail(struct spyre_dbert *db, int ret, const char *fmt, ...) __attribu
 static int fail(struct spyre_dbert *db, int ret, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	if (db->err && db->errlen) {
-		va_start(ap, fmt);
-		n = vsnprintf(db->err, db->errlen, fmt, ap);
-		va_end(ap);
-		if (n >= 0 && (size_t)n + 4 < db->errlen && ret < 0 && *spyre_last_error())
-			snprintf(db->err + n, db->errlen - (size_t)n, ": %s", spyre_last_error());
-	}
-	return ret < 0 ? ret : -EINVAL;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	va_start(ap, fmt);
+	ret = spyre_model_errv(db->err, db->errlen, ret, true, fmt, ap);
+	va_end(ap);
+	return ret;
 }
 
 static struct spyre_kdesc kd(const struct spyre_dbert *db, uint32_t op, uint64_t m, uint64_t n, uint64_t k)
@@ -117,62 +105,17 @@ static int launch(struct spyre_dbert *db, const struct spyre_kdesc *d, const spy
 
 /* ---- weights ------------------------------------------------------------------- */
 
-static int walloc(struct spyre_dbert *db, uint64_t bytes, spyre_dptr_t *p)
-{
-	int ret;
-
-	if (db->nallocs == db->capallocs) {
-		uint32_t cap = db->capallocs ? 2 * db->capallocs : 64;
-		spyre_dptr_t *n = realloc(db->allocs, cap * sizeof(*n));
-
-		if (!n)
-			return fail(db, -ENOMEM, "host memory");
-		db->allocs = n;
-		db->capallocs = cap;
-	}
-	ret = spyre_malloc(db->dev, bytes, p);
-	if (ret)
-		return fail(db, ret, "device memory: %llu bytes of weights", (unsigned long long)bytes);
-	db->allocs[db->nallocs++] = *p;
-	return 0;
-}
-
-static int upload_bytes(struct spyre_dbert *db, spyre_dptr_t *p, void *buf, uint64_t bytes)
-{
-	int ret = walloc(db, bytes, p);
-
-	ret = ret ?: spyre_memcpy(db->dev, *p, (uint64_t)(uintptr_t)buf, bytes, SPYRE_MEMCPY_H2D);
-	free(buf);
-	return ret < 0 ? fail(db, ret, "uploading weights") : ret;
-}
-
 /* A host fp32 matrix [rows x cols] in the stick layout. */
 static int upload(struct spyre_dbert *db, spyre_dptr_t *p, const float *src, uint64_t rows, uint64_t cols)
 {
-	uint64_t bytes = rows * spyre_kernel_pitch(cols, SPYRE_DT_FP32);
-	void *buf = malloc(bytes);
-
-	if (!buf)
-		return fail(db, -ENOMEM, "host memory");
-	spyre_kernel_pack(buf, src, rows, cols, 0, SPYRE_DT_FP32);
-	return upload_bytes(db, p, buf, bytes);
+	return spyre_dmem_upload_matrix(&db->mem, p, src, rows, cols, SPYRE_DT_FP32);
 }
 
 /* Slot @slot (1: W from the checkpoint's [out x in], 2: the bias) of LINEAR @d. */
 static int upload_linear(struct spyre_dbert *db, spyre_dptr_t *p, const struct spyre_kdesc *d, uint32_t slot,
 			 const float *src)
 {
-	size_t bytes = 0;
-	void *buf;
-	int ret = spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, NULL, &bytes);
-
-	if (ret)
-		return fail(db, ret, "linear weight");
-	buf = malloc(bytes);
-	if (!buf)
-		return fail(db, -ENOMEM, "host memory");
-	spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
-	return upload_bytes(db, p, buf, bytes);
+	return spyre_dmem_upload_weight(&db->mem, p, d, slot, src);
 }
 
 static struct spyre_kdesc linear_desc(const struct spyre_dbert *db, uint64_t m, uint64_t n, uint64_t k)
@@ -206,9 +149,7 @@ void spyre_dbert_free(struct spyre_dbert *db)
 	if (db->stream)
 		spyre_stream_synchronize(db->stream);
 	free_acts(db);
-	for (uint32_t i = 0; i < db->nallocs; i++)
-		spyre_free(db->dev, db->allocs[i]);
-	free(db->allocs);
+	spyre_dmem_free(&db->mem);
 	free(db->layer);
 	if (db->kcache)
 		spyre_kcache_destroy(db->kcache);
@@ -239,6 +180,7 @@ int spyre_dbert_new(spyre_device_t *dev, const struct spyre_bert *m, uint32_t co
 	db->cfg = *c;
 	db->err = err;
 	db->errlen = errlen;
+	db->mem = (struct spyre_dmem){ .dev = dev, .err = err, .errlen = errlen };
 	ret = spyre_device_get_props(dev, &props);
 	if (ret) {
 		fail(db, ret, "device properties");
@@ -305,6 +247,8 @@ int spyre_dbert_new(spyre_device_t *dev, const struct spyre_bert *m, uint32_t co
 	free(postype);
 	db->err = NULL;
 	db->errlen = 0;
+	db->mem.err = NULL;
+	db->mem.errlen = 0;
 	*out = db;
 	return 0;
 out:
@@ -538,7 +482,7 @@ static int embed_locked(struct spyre_dbert *db, const int32_t *ids, const uint32
 	struct spyre_kcache_stats k0 = { .size = sizeof(k0) }, k1 = { .size = sizeof(k1) };
 	struct spyre_stream_stats s = { .size = sizeof(s) };
 	uint32_t L = 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = mono_ns();
 	int32_t *tok, *pos;
 	int ret;
 
@@ -602,7 +546,7 @@ static int embed_locked(struct spyre_dbert *db, const int32_t *ids, const uint32
 	spyre_kernel_unpack(out, db->a.host_out, B, c->hidden, 0, SPYRE_DT_FP32);
 	if (st) {
 		spyre_kcache_get_stats(db->kcache, &k1);
-		st->host_ns = now_ns() - t0;
+		st->host_ns = mono_ns() - t0;
 		st->device_ns = s.device_ns;
 		st->launches = s.launches;
 		st->padded_len = L;

@@ -16,7 +16,9 @@
 #include <time.h>
 
 #include "device.h"
+#include "dmem.h"
 #include "spyre_isa.h"
+#include "clock.h"
 
 /* Prefill embeds at most this many tokens per launch (they travel as launch scalars). */
 #define EMBED_CHUNK	128
@@ -41,10 +43,6 @@
 #define TAB_TOKEN	(3 * SPYRE_STICK_BYTES)	/* host row only: a token the caller feeds instead of the card's */
 #define TAB_SLOTS	(4 * SPYRE_STICK_BYTES)
 
-struct layer_buf {
-	spyre_dptr_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd, kc, vc;
-};
-
 struct spyre_dmodel {
 	spyre_device_t *dev;
 	struct spyre_model_config cfg;
@@ -52,9 +50,8 @@ struct spyre_dmodel {
 	uint32_t dt, cores, sp_bytes, pos;
 	spyre_stream_t *stream;
 	spyre_kcache_t *kcache;
-	/* weights */
-	spyre_dptr_t embed, final_norm, lm_head, rope_cos, rope_sin;
-	struct layer_buf *layer;
+	/* weights, KV caches, RoPE tables */
+	struct spyre_ddecoder wt;
 	/*
 	 * activations, for up to max_pos rows (kernels with a work slot get it from the kernel library);
 	 * u: the MLP's output under tensor parallelism (t is attention's: see run_step_tp())
@@ -97,8 +94,7 @@ struct spyre_dmodel {
 	uint32_t nrec, caprec;
 	char err[512];
 	/* every device allocation, freed at the end */
-	spyre_dptr_t *allocs;
-	uint32_t nallocs, capallocs;
+	struct spyre_dmem mem;
 };
 
 static int fail(struct spyre_dmodel *dm, int ret, const char *fmt, ...)
@@ -107,22 +103,11 @@ static int fail(struct spyre_dmodel *dm, int ret, const char *fmt, ...)
 static int fail(struct spyre_dmodel *dm, int ret, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(dm->err, sizeof(dm->err), fmt, ap);
+	ret = spyre_model_errv(dm->err, sizeof(dm->err), ret, true, fmt, ap);
 	va_end(ap);
-	if (n >= 0 && (size_t)n < sizeof(dm->err) - 4 && ret < 0 && *spyre_last_error())
-		snprintf(dm->err + n, sizeof(dm->err) - (size_t)n, ": %s", spyre_last_error());
-	return ret < 0 ? ret : -EINVAL;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ret;
 }
 
 /* ---- the model graph ---------------------------------------------------------- */
@@ -164,7 +149,8 @@ static struct spyre_kdesc kd(const struct graph *g, uint32_t op, uint64_t m, uin
 }
 
 #define B(field) (g->dm ? g->dm->field : 0)
-#define L(i, field) (g->dm ? g->dm->layer[i].field : 0)
+#define W(field) (g->dm ? g->dm->wt.field : 0)
+#define L(i, field) (g->dm ? g->dm->wt.layer[i].field : 0)
 
 static int call(emit_fn emit, void *ctx, const struct spyre_kdesc *d, const spyre_dptr_t *slots, uint32_t n,
 		const uint64_t *scalars, uint32_t ns)
@@ -264,7 +250,7 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 		d = kd(g, SPYRE_KOP_EMBEDDING, 1, c->vocab, c->hidden);
 		d.scale = c->embedding_multiplier;
 		d.flags |= SPYRE_KF_INDEXED;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(embed), B(token), B(x) }, 3, NULL, 0)))
+		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ W(embed), B(token), B(x) }, 3, NULL, 0)))
 			return ret;
 	}
 	/* embedding, in chunks: token ids travel as launch scalars */
@@ -277,7 +263,7 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 			return -EINVAL;
 		if (!tokens)
 			memset(sc, 0, sizeof(sc));
-		ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(embed), B(x) + i * xp }, 2, sc, n);
+		ret = call(emit, ctx, &d, (spyre_dptr_t[]){ W(embed), B(x) + i * xp }, 2, sc, n);
 		if (ret)
 			return ret;
 	}
@@ -303,12 +289,12 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 			d.max_pos = c->max_pos;
 			if (fb) {
 				d.flags |= SPYRE_KF_INDEXED;
-				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), B(rope_cos),
-					   B(rope_sin), B(tab) + TAB_POS, qk ? B(k) : B(q) }, 5, NULL, 0);
+				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), W(rope_cos),
+					   W(rope_sin), B(tab) + TAB_POS, qk ? B(k) : B(q) }, 5, NULL, 0);
 			} else {
 				sc[0] = spyre_kernel_rope_scalar(&d, pos0);
-				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), B(rope_cos),
-					   B(rope_sin), qk ? B(k) : B(q) }, 4, sc, 1);
+				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), W(rope_cos),
+					   W(rope_sin), qk ? B(k) : B(q) }, 4, sc, 1);
 			}
 			if (ret)
 				return ret;
@@ -344,10 +330,10 @@ static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32
 		return 0;
 	d = kd(g, SPYRE_KOP_RMSNORM, 1, c->hidden, 0);
 	d.eps = c->norm_eps;
-	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x) + (m - 1) * xp, B(final_norm), B(h) }, 3, NULL, 0)))
+	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x) + (m - 1) * xp, W(final_norm), B(h) }, 3, NULL, 0)))
 		return ret;
 	d = kd(g, SPYRE_KOP_LINEAR, 1, c->vocab, c->hidden);
-	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), B(lm_head), B(logits) }, 3, NULL, 0)))
+	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), W(lm_head), B(logits) }, 3, NULL, 0)))
 		return ret;
 	d = kd(g, SPYRE_KOP_ARGMAX, 1, c->vocab, 0);
 	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(logits), B(token) }, 2, NULL, 0)) || !fb)
@@ -579,7 +565,7 @@ static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t 
 	}
 	if (ret)
 		return tp_fail(dm, ret, "tensor parallel step");
-	t0 = now_ns();
+	t0 = mono_ns();
 	for (r = 0; r < n && !ret; r++) {
 		struct graph g = step_graph(dm->shard[r]);
 
@@ -632,7 +618,7 @@ static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t 
 	if (!ret && logits)
 		ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_logits, s0->logits,
 					 spyre_kernel_pitch(dm->cfg.vocab, dm->dt), SPYRE_MEMCPY_D2H);
-	t1 = now_ns();
+	t1 = mono_ns();
 	/* every card done, also after a failure: nothing may still run when the caller goes on */
 	for (r = 0; r < n; r++) {
 		sret = spyre_stream_synchronize(streams[r]);
@@ -648,7 +634,7 @@ static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t 
 		for (r = 0; r < n && !ret; r++) {
 			struct spyre_step_stats rs;
 
-			ret = step_stats(dm->shard[r], &k0[r], 1, now_ns() - t0, t1 - t0, &rs);
+			ret = step_stats(dm->shard[r], &k0[r], 1, mono_ns() - t0, t1 - t0, &rs);
 			tot.host_ns = rs.host_ns;
 			tot.dispatch_ns = rs.dispatch_ns;
 			tot.device_ns = rs.device_ns > tot.device_ns ? rs.device_ns : tot.device_ns;
@@ -693,7 +679,7 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 	ret = spyre_stream_reset_stats(dm->stream);
 	if (ret)
 		return fail(dm, ret, "stream");
-	t0 = now_ns();
+	t0 = mono_ns();
 	if (g.paged) {
 		/* the prefill's context length; the first decode step's position and context length */
 		dm->host_tab[TAB_PREFILL_CTX / 4] = (int32_t)m;
@@ -713,7 +699,7 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 	if (!ret && logits)
 		ret = spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->host_logits, dm->logits,
 					 spyre_kernel_pitch(dm->cfg.vocab, dm->dt), SPYRE_MEMCPY_D2H);
-	t1 = now_ns();
+	t1 = mono_ns();
 	if (!ret)
 		ret = spyre_stream_synchronize(dm->stream);
 	if (ret) {
@@ -723,7 +709,7 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 		return ret;
 	}
 	release_held(dm);
-	ret = step_stats(dm, &k0, 1, now_ns() - t0, t1 - t0, st);
+	ret = step_stats(dm, &k0, 1, mono_ns() - t0, t1 - t0, st);
 	if (ret)
 		return ret;
 	*next = dm->last_token = *dm->host_token;
@@ -926,7 +912,7 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 	ret = spyre_stream_reset_stats(dm->stream);
 	if (ret)
 		return fail(dm, ret, "stream");
-	t0 = now_ns();
+	t0 = mono_ns();
 	/*
 	 * After a failed run some of its replays may have advanced the card's
 	 * position, context length and token past dm->pos: the host's values
@@ -962,7 +948,7 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 		prev_w = w;
 		prev_half = half;
 	}
-	t1 = now_ns();
+	t1 = mono_ns();
 	if (!ret && !(ret = spyre_event_synchronize(dm->window_done[prev_half])))
 		collect(dm, prev_i0, prev_w, prev_half, next, logits);
 	ret = ret ?: spyre_stream_synchronize(dm->stream);
@@ -972,7 +958,7 @@ static int decode_graph(struct spyre_dmodel *dm, int32_t token, uint32_t n, int3
 		dm->dev_stale = true;
 		return dm->err[0] ? ret : fail(dm, ret, "decode steps at position %u", dm->pos);
 	}
-	ret = step_stats(dm, &k0, n, now_ns() - t0, t1 - t0, st);
+	ret = step_stats(dm, &k0, n, mono_ns() - t0, t1 - t0, st);
 	dm->dev_stale = ret != 0;	/* a faulted kernel: the replays ran, dm->pos stays */
 	if (ret)
 		return ret;
@@ -1075,66 +1061,7 @@ int spyre_dmodel_set_dispatch(struct spyre_dmodel *dm, enum spyre_dispatch dispa
 
 static int dalloc(struct spyre_dmodel *dm, uint64_t bytes, spyre_dptr_t *p)
 {
-	int ret;
-
-	if (dm->nallocs == dm->capallocs) {
-		uint32_t cap = dm->capallocs ? 2 * dm->capallocs : 64;
-		spyre_dptr_t *n = realloc(dm->allocs, cap * sizeof(*n));
-
-		if (!n)
-			return fail(dm, -ENOMEM, "host memory");
-		dm->allocs = n;
-		dm->capallocs = cap;
-	}
-	ret = spyre_malloc(dm->dev, bytes, p);
-	if (ret)
-		return fail(dm, ret, "device memory: %llu bytes", (unsigned long long)bytes);
-	dm->allocs[dm->nallocs++] = *p;
-	return 0;
-}
-
-/* Copy @bytes at @buf (freed) to a new device allocation *@p. */
-static int upload_bytes(struct spyre_dmodel *dm, spyre_dptr_t *p, void *buf, uint64_t bytes)
-{
-	int ret = dalloc(dm, bytes, p);
-
-	ret = ret ?: spyre_memcpy(dm->dev, *p, (uint64_t)(uintptr_t)buf, bytes, SPYRE_MEMCPY_H2D);
-	free(buf);
-	if (ret && !dm->err[0])
-		fail(dm, ret, "uploading weights");
-	return ret;
-}
-
-/* Upload a host fp32 matrix [rows x cols] (a vector: one row) in the stick layout. */
-static int upload(struct spyre_dmodel *dm, spyre_dptr_t *p, const float *src, uint64_t rows, uint64_t cols)
-{
-	uint64_t bytes = rows * spyre_kernel_pitch(cols, dm->dt);
-	void *buf = malloc(bytes);
-
-	if (!buf)
-		return fail(dm, -ENOMEM, "host memory");
-	spyre_kernel_pack(buf, src, rows, cols, 0, dm->dt);
-	return upload_bytes(dm, p, buf, bytes);
-}
-
-/*
- * Upload weight slot @slot of the kernel @d (its projections) from the
- * checkpoint's fp32 [out x in]: the kernel library writes its layout.
- */
-static int upload_weight(struct spyre_dmodel *dm, spyre_dptr_t *p, const struct spyre_kdesc *d, uint32_t slot,
-			 const float *src)
-{
-	size_t bytes = 0;
-	void *buf;
-	int ret = spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, NULL, &bytes);
-
-	if (ret)
-		return fail(dm, ret, "%s weight", spyre_kernel_op_name(d->op));
-	buf = malloc(bytes);
-	if (!buf)
-		return fail(dm, -ENOMEM, "host memory");
-	spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
-	return upload_bytes(dm, p, buf, bytes);
+	return spyre_dmem_alloc(&dm->mem, bytes, p);
 }
 
 /*
@@ -1226,6 +1153,7 @@ static int dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 		return -ENOMEM;
 	}
 	dm->dev = dev;
+	dm->mem = (struct spyre_dmem){ .dev = dev, .err = dm->err, .errlen = sizeof(dm->err) };
 	dm->cfg = *cfg;
 	dm->opts = *opts;
 	dm->dt = opts->dtype;
@@ -1253,66 +1181,16 @@ static int dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	ret = spyre_dmodel_set_dispatch(dm, opts->dispatch);
 	if (ret)
 		goto out;
-	dm->layer = calloc(cfg->layers, sizeof(*dm->layer));
-	if (!dm->layer) {
-		ret = fail(dm, -ENOMEM, "host memory");
-		goto out;
-	}
 	/*
 	 * weights: the projections as the kernels that use them read them (step()'s descriptors),
-	 * written by the kernel library from the checkpoint's [out x in]
+	 * written by the kernel library from the checkpoint's [out x in]; the KV caches; RoPE
 	 */
 	struct graph g = { .cfg = cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes };
-	struct spyre_kdesc dq = kd(&g, SPYRE_KOP_LINEAR, 1, qd, cfg->hidden);
-	struct spyre_kdesc dkv = kd(&g, SPYRE_KOP_LINEAR, 1, kvd, cfg->hidden);
-	struct spyre_kdesc dout = kd(&g, SPYRE_KOP_LINEAR, 1, cfg->hidden, qd);
-	struct spyre_kdesc dmlp = kd(&g, SPYRE_KOP_MLP, 1, cfg->ffn, cfg->hidden);
-	struct spyre_kdesc dlm = kd(&g, SPYRE_KOP_LINEAR, 1, cfg->vocab, cfg->hidden);
+	struct spyre_kdesc base = kd(&g, SPYRE_KOP_LINEAR, 1, 1, 1);
 
-	dq.out_group = dkv.out_group = hd;
-	dout.in_group = hd;
-	if ((ret = upload(dm, &dm->embed, w->embed, cfg->vocab, cfg->hidden)) ||
-	    (ret = upload(dm, &dm->final_norm, w->final_norm, 1, cfg->hidden)) ||
-	    (!rank && (ret = upload_weight(dm, &dm->lm_head, &dlm, 1, w->lm_head))))
+	ret = spyre_dmem_upload_decoder(&dm->mem, cfg, w, &base, !rank, cache_bytes(cfg, dm->dt), &dm->wt);
+	if (ret)
 		goto out;
-	for (uint32_t l = 0; l < cfg->layers; l++) {
-		const struct spyre_layer_weights *lw = &w->layer[l];
-		struct layer_buf *lb = &dm->layer[l];
-		uint64_t cache = cache_bytes(cfg, dm->dt);
-
-		if ((ret = upload(dm, &lb->attn_norm, lw->attn_norm, 1, cfg->hidden)) ||
-		    (ret = upload_weight(dm, &lb->wq, &dq, 1, lw->wq)) ||
-		    (ret = upload_weight(dm, &lb->wk, &dkv, 1, lw->wk)) ||
-		    (ret = upload_weight(dm, &lb->wv, &dkv, 1, lw->wv)) ||
-		    (ret = upload_weight(dm, &lb->wo, &dout, 1, lw->wo)) ||
-		    (ret = upload(dm, &lb->mlp_norm, lw->mlp_norm, 1, cfg->hidden)) ||
-		    (ret = upload_weight(dm, &lb->wg, &dmlp, 1, lw->w_gate)) ||
-		    (ret = upload_weight(dm, &lb->wu, &dmlp, 2, lw->w_up)) ||
-		    (ret = upload_weight(dm, &lb->wd, &dmlp, 3, lw->w_down)) ||
-		    (ret = dalloc(dm, cache, &lb->kc)) || (ret = dalloc(dm, cache, &lb->vc)))
-			goto out;
-	}
-	/* RoPE tables (fp32) */
-	{
-		uint64_t tb = (uint64_t)cfg->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32);
-		void *cs = malloc(tb), *sn = malloc(tb);
-
-		if (!cs || !sn) {
-			free(cs);
-			free(sn);
-			ret = fail(dm, -ENOMEM, "host memory");
-			goto out;
-		}
-		spyre_kernel_rope_tables(cs, sn, cfg->max_pos, hd, cfg->rope_theta);
-		ret = dalloc(dm, tb, &dm->rope_cos);
-		ret = ret ?: dalloc(dm, tb, &dm->rope_sin);
-		ret = ret ?: spyre_memcpy(dev, dm->rope_cos, (uint64_t)(uintptr_t)cs, tb, SPYRE_MEMCPY_H2D);
-		ret = ret ?: spyre_memcpy(dev, dm->rope_sin, (uint64_t)(uintptr_t)sn, tb, SPYRE_MEMCPY_H2D);
-		free(cs);
-		free(sn);
-		if (ret)
-			goto out;
-	}
 	/* activations for max_pos rows */
 	{
 		uint64_t mp = cfg->max_pos, ph = spyre_kernel_pitch(cfg->hidden, dm->dt);
@@ -1469,8 +1347,8 @@ int spyre_dmodel_reset(struct spyre_dmodel *dm)
 	}
 
 	for (uint32_t l = 0; l < dm->cfg.layers && !ret; l++) {
-		ret = spyre_memset_async(dm->stream, dm->layer[l].kc, 0, cache);
-		ret = ret ?: spyre_memset_async(dm->stream, dm->layer[l].vc, 0, cache);
+		ret = spyre_memset_async(dm->stream, dm->wt.layer[l].kc, 0, cache);
+		ret = ret ?: spyre_memset_async(dm->stream, dm->wt.layer[l].vc, 0, cache);
 	}
 	ret = ret ?: spyre_stream_synchronize(dm->stream);
 	if (ret)
@@ -1496,9 +1374,7 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 	spyre_kcache_destroy(dm->kcache);
 	if (dm->stream)
 		spyre_stream_destroy(dm->stream);
-	for (uint32_t i = 0; i < dm->nallocs; i++)
-		spyre_free(dm->dev, dm->allocs[i]);
-	free(dm->allocs);
+	spyre_dmem_free(&dm->mem);
 	if (dm->host_token)
 		spyre_free_host(dm->dev, dm->host_token);
 	if (dm->host_logits)
@@ -1508,7 +1384,7 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 	for (int i = 0; i < 2; i++)
 		if (dm->window_done[i])
 			spyre_event_destroy(dm->window_done[i]);
-	free(dm->layer);
+	free(dm->wt.layer);
 	free(dm);
 }
 

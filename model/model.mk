@@ -9,9 +9,12 @@ MODEL_DIR := model
 # The strict JSON parser is a small library of its own (util/), used here too.
 UTIL_DIR := util
 MODEL_SRCS := $(UTIL_DIR)/json.c $(addprefix $(MODEL_DIR)/,config.c safetensors.c weights.c ref.c ref_paged.c bert.c)
-MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h) $(UTIL_DIR)/json.h
+MODEL_HDRS := $(wildcard $(MODEL_DIR)/*.h) $(UTIL_DIR)/json.h $(UTIL_DIR)/clock.h
 MODEL_OBJS := $(patsubst %.c,$(B)/%.o,$(MODEL_SRCS))
 MODEL_LIB := $(B)/model/libspyre-model.a
+# What the models on a card (device.c, bert_device.c, serve/runner_card.c) share; it calls libspyre,
+# so it is not in MODEL_LIB: their builds compile it beside them.
+MODEL_CARD_SRCS := $(MODEL_DIR)/dmem.c
 # What the model library uses of the ISA library: its headers, and the sources
 # that the sanitizer and fuzz builds (which compile everything from source) add.
 MODEL_ISA_HDRS := $(ISA_DIR)/spyre_dtype.h uapi/spyre_isa.h
@@ -50,10 +53,10 @@ $(MODEL_LIB): $(MODEL_OBJS)
 
 # The tool runs the model on the CPU reference or on a card (device.c, through
 # libspyre and its kernel library).
-$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
+$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_CARD_SRCS) $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
 		$(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c -o $@ $(MODEL_LIB) $(ISA_LIB) \
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c $(MODEL_CARD_SRCS) -o $@ $(MODEL_LIB) $(ISA_LIB) \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 $(MODEL_TESTS): $(B)/tests/model-%-test: $(MODEL_DIR)/tests/%-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
@@ -111,9 +114,9 @@ $(B)/tests/model-bert-asan-test: $(BERT_TEST_DEPS) $(MODEL_SRCS) $(MODEL_ISA_SRC
 
 # spyre-embed: the encoder on the CPU reference or a card (bert_device.c, through libspyre's kernel library)
 model-all: $(B)/bin/spyre-embed
-$(B)/bin/spyre-embed: $(MODEL_DIR)/spyre-embed.c $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/tests/bert-expect.h \
+$(B)/bin/spyre-embed: $(MODEL_DIR)/spyre-embed.c $(MODEL_DIR)/bert_device.c $(MODEL_CARD_SRCS) $(MODEL_DIR)/tests/bert-expect.h \
 		$(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) $(B)/lib/libspyre.so libspyre/include/spyre.h \
 		libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/bert_device.c -o $@ \
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/bert_device.c $(MODEL_CARD_SRCS) -o $@ \
 		$(MODEL_LIB) $(ISA_LIB) -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread

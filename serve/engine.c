@@ -21,14 +21,7 @@
 
 #include "errf.h"
 #include "engine_int.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
 
 
 static void req_free(struct spyre_req *r)
@@ -102,7 +95,7 @@ int spyre_engine_new(const struct spyre_runner *runner, const struct spyre_engin
 		e->limit = o.max_batch_tkv;
 	e->max_blocks_per_req = (e->limit + bs - 1) / bs;
 	e->next_id = 1;
-	e->seed_state = o.seed ? o.seed : now_ns() ^ (uint64_t)(uintptr_t)e;
+	e->seed_state = o.seed ? o.seed : mono_ns() ^ (uint64_t)(uintptr_t)e;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->cond, NULL);
 	e->blocks = spyre_blocks_new(runner->num_blocks, bs);
@@ -225,7 +218,7 @@ void spyre_engine_free(struct spyre_engine *e)
 	for (struct spyre_req *r = e->running.head; r; r = r->next)
 		r->aborted = true;
 	if (e->blocks)
-		reap_aborted(e, now_ns());
+		reap_aborted(e, mono_ns());
 	pthread_mutex_unlock(&e->lock);
 	deliver_events(e);
 	spyre_blocks_free(e->blocks);
@@ -300,7 +293,7 @@ int spyre_engine_add(struct spyre_engine *e, const struct spyre_request_params *
 	r->ignore_eos = p->ignore_eos;
 	r->fn = fn;
 	r->user = user;
-	r->t_arrival = now_ns();
+	r->t_arrival = mono_ns();
 	r->state = SPYRE_REQ_WAITING;
 
 	pthread_mutex_lock(&e->lock);
@@ -493,7 +486,7 @@ static int step(struct spyre_engine *e)
 {
 	struct spyre_runner_batch b;
 	struct spyre_runner_stats rs = { 0 };
-	uint64_t t = now_ns();
+	uint64_t t = mono_ns();
 	int rc;
 
 	pthread_mutex_lock(&e->lock);
@@ -513,14 +506,14 @@ static int step(struct spyre_engine *e)
 
 	rc = e->runner->ops->step(e->runner->self, &b, &rs, e->step_err, sizeof(e->step_err));
 	if (e->opts.min_step_us) {
-		uint64_t spent = now_ns() - t;
+		uint64_t spent = mono_ns() - t;
 
 		if (spent < e->opts.min_step_us * 1000ull)
 			usleep((useconds_t)((e->opts.min_step_us * 1000ull - spent) / 1000));
 	}
 
 	pthread_mutex_lock(&e->lock);
-	t = now_ns();
+	t = mono_ns();
 	e->stats.steps++;
 	e->stats.runner_host_ns += rs.host_ns;
 	e->stats.runner_device_ns += rs.device_ns;

@@ -23,15 +23,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "dmem.h"
 #include "runner_card.h"
 #include "spyre_isa.h"
 #include "spyre_kernels.h"
+#include "clock.h"
 
 #define I32 SPYRE_DT_INT32
-
-struct card_layer {
-	spyre_dptr_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd, kc, vc;
-};
 
 struct card {
 	struct spyre_runner runner;	/* what the constructor hands out; freed with the rest */
@@ -41,8 +39,7 @@ struct card {
 	uint64_t ph, pq, pk, cache_bytes;
 	spyre_stream_t *stream;
 	spyre_kcache_t *kcache;
-	spyre_dptr_t embed, final_norm, lm_head, rope_cos, rope_sin;
-	struct card_layer *layer;
+	struct spyre_ddecoder wt;	/* weights, KV caches, RoPE tables */
 	/* activations for max_tokens rows, the sampled rows for max_seqs */
 	spyre_dptr_t x, h, q, k, v, a, t, xs, hs, logits, argmax, tables;
 	uint64_t tables_bytes;
@@ -50,8 +47,7 @@ struct card {
 	uint8_t *host_tables;
 	int32_t *host_argmax;
 	void *host_logits;
-	spyre_dptr_t *allocs;
-	uint32_t nallocs, capallocs;
+	struct spyre_dmem mem;		/* every device allocation */
 	uint64_t launches;
 	/* launch graphs: the decode step of n sequences, dec[n] (NULL: not captured, or graphs off) */
 	bool graphs;
@@ -92,24 +88,11 @@ static int fail(struct card *c, int ret, const char *fmt, ...) __attribute__((fo
 static int fail(struct card *c, int ret, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	if (!c->err || !c->errlen)
-		return ret < 0 ? ret : -EINVAL;
 	va_start(ap, fmt);
-	n = vsnprintf(c->err, c->errlen, fmt, ap);
+	ret = spyre_model_errv(c->err, c->errlen, ret, ret != -EINVAL, fmt, ap);
 	va_end(ap);
-	if (n >= 0 && (size_t)n + 4 < c->errlen && ret < 0 && ret != -EINVAL && *spyre_last_error())
-		snprintf(c->err + n, c->errlen - (size_t)n, ": %s", spyre_last_error());
-	return ret < 0 ? ret : -EINVAL;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ret;
 }
 
 static uint64_t ipitch(uint64_t n)
@@ -121,61 +104,7 @@ static uint64_t ipitch(uint64_t n)
 
 static int dalloc(struct card *c, uint64_t bytes, spyre_dptr_t *p)
 {
-	int ret;
-
-	if (c->nallocs == c->capallocs) {
-		uint32_t cap = c->capallocs ? 2 * c->capallocs : 64;
-		spyre_dptr_t *n = realloc(c->allocs, cap * sizeof(*n));
-
-		if (!n)
-			return fail(c, -ENOMEM, "host memory");
-		c->allocs = n;
-		c->capallocs = cap;
-	}
-	ret = spyre_malloc(c->dev, bytes, p);
-	if (ret)
-		return fail(c, ret, "device memory: %llu bytes", (unsigned long long)bytes);
-	c->allocs[c->nallocs++] = *p;
-	return 0;
-}
-
-static int upload_bytes(struct card *c, spyre_dptr_t *p, void *buf, uint64_t bytes)
-{
-	int ret = dalloc(c, bytes, p);
-
-	if (!ret && (ret = spyre_memcpy(c->dev, *p, (uint64_t)(uintptr_t)buf, bytes, SPYRE_MEMCPY_H2D)))
-		fail(c, ret, "uploading weights");
-	free(buf);
-	return ret;
-}
-
-/* A host fp32 [rows x cols] in the stick layout. */
-static int upload(struct card *c, spyre_dptr_t *p, const float *src, uint64_t rows, uint64_t cols)
-{
-	uint64_t bytes = rows * spyre_kernel_pitch(cols, c->dt);
-	void *buf = malloc(bytes);
-
-	if (!buf)
-		return fail(c, -ENOMEM, "host memory");
-	spyre_kernel_pack(buf, src, rows, cols, 0, c->dt);
-	return upload_bytes(c, p, buf, bytes);
-}
-
-/* Weight slot @slot of @d, written by the kernel library from the checkpoint's [out x in]. */
-static int upload_weight(struct card *c, spyre_dptr_t *p, const struct spyre_kdesc *d, uint32_t slot,
-			 const float *src)
-{
-	size_t bytes = 0;
-	void *buf;
-	int ret = spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, NULL, &bytes);
-
-	if (ret)
-		return fail(c, ret, "%s weight", spyre_kernel_op_name(d->op));
-	buf = malloc(bytes);
-	if (!buf)
-		return fail(c, -ENOMEM, "host memory");
-	spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
-	return upload_bytes(c, p, buf, bytes);
+	return spyre_dmem_alloc(&c->mem, bytes, p);
 }
 
 static struct spyre_kdesc kd(const struct card *c, uint32_t op, uint64_t m, uint64_t n, uint64_t k)
@@ -216,16 +145,14 @@ static void card_free(void *self)
 		spyre_kcache_destroy(c->kcache);
 	if (c->stream)
 		spyre_stream_destroy(c->stream);
-	for (uint32_t i = 0; i < c->nallocs; i++)
-		spyre_free(c->dev, c->allocs[i]);
-	free(c->allocs);
+	spyre_dmem_free(&c->mem);
 	if (c->host_tables)
 		spyre_free_host(c->dev, c->host_tables);
 	if (c->host_argmax)
 		spyre_free_host(c->dev, c->host_argmax);
 	if (c->host_logits)
 		spyre_free_host(c->dev, c->host_logits);
-	free(c->layer);
+	free(c->wt.layer);
 	free(c);
 }
 
@@ -281,61 +208,16 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 	ret = spyre_kcache_create(c->dev, 4096, &c->kcache);
 	if (ret)
 		return fail(c, ret, "kernel cache");
-	c->layer = calloc(cfg->layers, sizeof(*c->layer));
-	if (!c->layer)
-		return fail(c, -ENOMEM, "host memory");
+	struct spyre_kdesc base = kd(c, SPYRE_KOP_LINEAR, 1, 1, 1);
 
-	struct spyre_kdesc dq = kd(c, SPYRE_KOP_LINEAR, 1, qd, cfg->hidden);
-	struct spyre_kdesc dkv = kd(c, SPYRE_KOP_LINEAR, 1, kvd, cfg->hidden);
-	struct spyre_kdesc dout = kd(c, SPYRE_KOP_LINEAR, 1, cfg->hidden, qd);
-	struct spyre_kdesc dmlp = kd(c, SPYRE_KOP_MLP, 1, cfg->ffn, cfg->hidden);
-	struct spyre_kdesc dlm = kd(c, SPYRE_KOP_LINEAR, 1, cfg->vocab, cfg->hidden);
-
-	dq.out_group = dkv.out_group = hd;
-	dout.in_group = hd;
-	if ((ret = upload(c, &c->embed, w->embed, cfg->vocab, cfg->hidden)) ||
-	    (ret = upload(c, &c->final_norm, w->final_norm, 1, cfg->hidden)) ||
-	    (!c->rank && (ret = upload_weight(c, &c->lm_head, &dlm, 1, w->lm_head))))
+	ret = spyre_dmem_upload_decoder(&c->mem, cfg, w, &base, !c->rank, c->cache_bytes, &c->wt);
+	if (ret)
 		return ret;
-	for (uint32_t l = 0; l < cfg->layers; l++) {
-		const struct spyre_layer_weights *lw = &w->layer[l];
-		struct card_layer *lb = &c->layer[l];
-
-		if ((ret = upload(c, &lb->attn_norm, lw->attn_norm, 1, cfg->hidden)) ||
-		    (ret = upload_weight(c, &lb->wq, &dq, 1, lw->wq)) ||
-		    (ret = upload_weight(c, &lb->wk, &dkv, 1, lw->wk)) ||
-		    (ret = upload_weight(c, &lb->wv, &dkv, 1, lw->wv)) ||
-		    (ret = upload_weight(c, &lb->wo, &dout, 1, lw->wo)) ||
-		    (ret = upload(c, &lb->mlp_norm, lw->mlp_norm, 1, cfg->hidden)) ||
-		    (ret = upload_weight(c, &lb->wg, &dmlp, 1, lw->w_gate)) ||
-		    (ret = upload_weight(c, &lb->wu, &dmlp, 2, lw->w_up)) ||
-		    (ret = upload_weight(c, &lb->wd, &dmlp, 3, lw->w_down)) ||
-		    (ret = dalloc(c, c->cache_bytes, &lb->kc)) || (ret = dalloc(c, c->cache_bytes, &lb->vc)))
-			return ret;
-		/* finite values everywhere: rows past a context are read (masked) */
-		if ((ret = spyre_memset_async(c->stream, lb->kc, 0, c->cache_bytes)) ||
-		    (ret = spyre_memset_async(c->stream, lb->vc, 0, c->cache_bytes)))
+	/* finite values everywhere: rows past a context are read (masked) */
+	for (uint32_t l = 0; l < cfg->layers; l++)
+		if ((ret = spyre_memset_async(c->stream, c->wt.layer[l].kc, 0, c->cache_bytes)) ||
+		    (ret = spyre_memset_async(c->stream, c->wt.layer[l].vc, 0, c->cache_bytes)))
 			return fail(c, ret, "clearing the KV caches");
-	}
-	{
-		uint64_t tb = (uint64_t)cfg->max_pos * spyre_kernel_pitch(hd, SPYRE_DT_FP32);
-		void *cs = malloc(tb), *sn = malloc(tb);
-
-		if (!cs || !sn) {
-			free(cs);
-			free(sn);
-			return fail(c, -ENOMEM, "host memory");
-		}
-		spyre_kernel_rope_tables(cs, sn, cfg->max_pos, hd, cfg->rope_theta);
-		ret = dalloc(c, tb, &c->rope_cos);
-		ret = ret ?: dalloc(c, tb, &c->rope_sin);
-		ret = ret ?: spyre_memcpy(c->dev, c->rope_cos, (uint64_t)(uintptr_t)cs, tb, SPYRE_MEMCPY_H2D);
-		ret = ret ?: spyre_memcpy(c->dev, c->rope_sin, (uint64_t)(uintptr_t)sn, tb, SPYRE_MEMCPY_H2D);
-		free(cs);
-		free(sn);
-		if (ret)
-			return fail(c, ret, "RoPE tables");
-	}
 	{
 		uint64_t mt = c->max_tokens, ms = c->max_seqs, pv = spyre_kernel_pitch(cfg->vocab, c->dt);
 
@@ -387,9 +269,12 @@ static int card_new(spyre_device_t *dev, const struct spyre_model_config *cfg, c
 	c->rank = rank;
 	c->err = err;
 	c->errlen = errlen;
+	c->mem = (struct spyre_dmem){ .dev = dev, .err = err, .errlen = errlen };
 	ret = setup(c, w, o);
 	c->err = NULL;
 	c->errlen = 0;
+	c->mem.err = NULL;
+	c->mem.errlen = 0;
 	if (ret) {
 		card_free(c);
 		return ret;
@@ -733,10 +618,10 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 	d = kd(c, SPYRE_KOP_EMBEDDING, T, cfg->vocab, cfg->hidden);
 	d.flags = SPYRE_KF_INDEXED;
 	d.scale = cfg->embedding_multiplier;
-	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->embed, tb, c->x }, 3)))
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->wt.embed, tb, c->x }, 3)))
 		return ret;
 	for (uint32_t l = 0; l < cfg->layers; l++) {
-		const struct card_layer *L = &c->layer[l];
+		const struct spyre_dlayer *L = &c->wt.layer[l];
 
 		d = kd(c, SPYRE_KOP_RMSNORM, T, cfg->hidden, 0);
 		d.eps = cfg->norm_eps;
@@ -757,7 +642,7 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 			d.heads = qk ? cfg->kv_heads : cfg->heads;
 			d.head_dim = hd;
 			d.max_pos = cfg->max_pos;
-			ret = launch(c, &d, (spyre_dptr_t[]){ qk ? c->k : c->q, c->rope_cos, c->rope_sin, tb + off_pos,
+			ret = launch(c, &d, (spyre_dptr_t[]){ qk ? c->k : c->q, c->wt.rope_cos, c->wt.rope_sin, tb + off_pos,
 							     qk ? c->k : c->q }, 5);
 			if (ret)
 				return ret;
@@ -816,10 +701,10 @@ static int step_launches(struct card *c, const struct spyre_runner_batch *b, uin
 		return ret;
 	d = kd(c, SPYRE_KOP_RMSNORM, S, cfg->hidden, 0);
 	d.eps = cfg->norm_eps;
-	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->xs, c->final_norm, c->hs }, 3)))
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->xs, c->wt.final_norm, c->hs }, 3)))
 		return ret;
 	d = kd(c, SPYRE_KOP_LINEAR, S, cfg->vocab, cfg->hidden);
-	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->hs, c->lm_head, c->logits }, 3)))
+	if ((ret = launch(c, &d, (spyre_dptr_t[]){ c->hs, c->wt.lm_head, c->logits }, 3)))
 		return ret;
 	d = kd(c, SPYRE_KOP_ARGMAX, S, cfg->vocab, 0);
 	return launch(c, &d, (spyre_dptr_t[]){ c->logits, c->argmax }, 2);
@@ -942,7 +827,7 @@ static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct sp
 	spyre_stream_t *streams[SPYRE_MODEL_TP_MAX];
 	spyre_dptr_t y[SPYRE_MODEL_TP_MAX];
 	uint32_t at[SPYRE_MODEL_TP_MAX] = { 0 }, n = c->tp, nruns = 0, T, r;
-	uint64_t t0 = now_ns(), off_pos = 0, off_slot = 0, off_samp = 0, used, device_ns = 0, launches = 0, builds = 0;
+	uint64_t t0 = mono_ns(), off_pos = 0, off_slot = 0, off_samp = 0, used, device_ns = 0, launches = 0, builds = 0;
 	struct card *s0 = c->shard[0];
 	struct run *runs = NULL;
 	int ret;
@@ -1030,7 +915,7 @@ static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct sp
 		goto out;
 	copy_out(s0, b);
 	if (st) {
-		st->host_ns = now_ns() - t0;
+		st->host_ns = mono_ns() - t0;
 		st->device_ns = device_ns;	/* the busiest card's */
 		st->launches = launches;
 		st->replays = 0;
@@ -1051,7 +936,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	struct card *c = self;
 	struct spyre_stream_stats ss = { .size = sizeof(ss) };
 	struct spyre_kcache_stats k0 = { .size = sizeof(k0) }, k1 = { .size = sizeof(k1) };
-	uint64_t t0 = now_ns(), off_pos, off_slot, off_samp, used;
+	uint64_t t0 = mono_ns(), off_pos, off_slot, off_samp, used;
 	uint32_t nruns, T;
 	struct run *runs = NULL;
 	spyre_graph_exec_t *replay = NULL;
@@ -1112,7 +997,7 @@ static int card_step(void *self, const struct spyre_runner_batch *b, struct spyr
 	if (capture)
 		capture_decode(c, b, T, runs, nruns, used, off_pos, off_slot, off_samp);
 	if (st) {
-		st->host_ns = now_ns() - t0;
+		st->host_ns = mono_ns() - t0;
 		st->device_ns = ss.device_ns;	/* a replay's kernels have no records: 0 */
 		st->launches = replay ? 0 : c->launches;
 		st->replays = replay != NULL;

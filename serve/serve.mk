@@ -120,17 +120,17 @@ $(SERVE_CARD_OBJ): $(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(SERVE
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
 	$(CC) $(SERVE_CFLAGS) -c $< -o $@
-$(SERVE_CARD_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_CARD_OBJ) $(SERVE_CARD_CPU_LIB) $(MODEL_LIB) \
+$(SERVE_CARD_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_CARD_OBJ) $(MODEL_CARD_SRCS) $(SERVE_CARD_CPU_LIB) $(MODEL_LIB) \
 		$(ISA_LIB) $(B)/lib/libspyre.so $(SERVE_TEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_CARD_CPU) $< $(SERVE_CARD_OBJ) -o $@ $(SERVE_CARD_CPU_LIB) $(MODEL_LIB) \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_CARD_CPU) $< $(SERVE_CARD_OBJ) $(MODEL_CARD_SRCS) -o $@ $(SERVE_CARD_CPU_LIB) $(MODEL_LIB) \
 		-L$(B)/lib -lspyre \
 		-Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
-$(SERVE_CARD_SAN_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h \
+$(SERVE_CARD_SAN_TEST): $(SERVE_DIR)/tests/runner-card-test.c $(SERVE_DIR)/runner_card.c $(MODEL_CARD_SRCS) $(SERVE_DIR)/runner_card.h \
 		$(SERVE_DIR)/runner.h $(SERVE_CARD_CPU_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) $(MODEL_HDRS) \
 		$(ISA_LIB) $(B)/lib/libspyre.so $(SERVE_TEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $(SERVE_CARD_CPU) $< $(SERVE_DIR)/runner_card.c $(SERVE_CARD_CPU_SRCS) \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_SAN) $(SERVE_CARD_CPU) $< $(SERVE_DIR)/runner_card.c $(MODEL_CARD_SRCS) $(SERVE_CARD_CPU_SRCS) \
 		$(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) -lm
 
@@ -168,18 +168,18 @@ $(B)/tests/serve-openai-client-test: $(SERVE_DIR)/tests/openai-client-test.sh $(
 	install -m 0755 $< $@
 
 $(B)/bin/spyre-serve: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h \
-		$(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/bert_device.h $(SERVE_CARD_OBJ) $(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
+		$(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_CARD_SRCS) $(MODEL_DIR)/bert_device.h $(SERVE_CARD_OBJ) $(TOK_LIB) $(SERVE_ENGINE_LIB) $(MODEL_LIB) $(ISA_LIB) \
 		$(B)/lib/libspyre.so
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) $(SERVE_CARD_OBJ) $(MODEL_DIR)/bert_device.c -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIB) \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) $< $(SRV_SRCS) $(SERVE_CARD_OBJ) $(MODEL_DIR)/bert_device.c $(MODEL_CARD_SRCS) -o $@ $(TOK_LIB) $(SERVE_ENGINE_LIB) \
 		$(MODEL_LIB) -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' $(ISA_LIB) $(SERVE_MHD_LIBS) -lpthread -lm
 
 # Not in build/bin (the guest image copies build/bin): the test starts it.
 $(B)/serve/spyre-serve-asan: $(SERVE_DIR)/spyre-serve.c $(SRV_SRCS) $(SRV_HDRS) $(SERVE_DIR)/runner_cpu.h $(TOK_HDRS) \
-		$(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_DIR)/bert_device.h $(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) \
+		$(SERVE_DIR)/runner_card.c $(SERVE_DIR)/runner_card.h $(MODEL_DIR)/bert_device.c $(MODEL_CARD_SRCS) $(MODEL_DIR)/bert_device.h $(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) \
 		$(MODEL_ISA_SRCS) $(B)/lib/libspyre.so
 	@mkdir -p $(@D)
-	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(SERVE_DIR)/runner_card.c $(MODEL_DIR)/bert_device.c \
+	$(CC) $(SERVE_CFLAGS) $(SERVE_MHD_CFLAGS) -I$(B)/serve $(SERVE_SAN) $< $(SRV_SRCS) $(SERVE_DIR)/runner_card.c $(MODEL_DIR)/bert_device.c $(MODEL_CARD_SRCS) \
 		$(TOK_SRCS) $(SERVE_ENGINE_SRCS) $(MODEL_SRCS) $(MODEL_ISA_SRCS) -o $@ \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../../build/lib' $(SERVE_MHD_LIBS) -lpthread -lm
 
