@@ -38,6 +38,10 @@ struct spyre_job {
 	struct drm_sched_fence *dev_deps[SPYRE_MAX_DEV_WAITS];
 	u32 ndev_deps;
 	u32 nwaits;		/* WAIT packets written before the job's own */
+	/* Hang detection: the queue's packets done when last looked at, */
+	/* and the timeouts that found it had moved on. */
+	u32 tdr_done;
+	u32 tdr_rearms;
 };
 
 static inline struct spyre_job *to_spyre_job(struct drm_sched_job *j)

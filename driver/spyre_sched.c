@@ -249,6 +249,10 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		return ERR_PTR(-EIO);
 	}
 
+	/* Progress is measured from here (spyre_job_progressed()). */
+	job->tdr_done = spyre_hw_reg_read(sdev, SPYRE_QREG(q->idx, SPYRE_Q_DONE));
+	job->tdr_rearms = 0;
+
 	spin_lock_irqsave(&q->lock, flags);
 	dma_fence_init(fence, &spyre_fence_ops, &q->lock, q->fence_ctx, ++q->seqno);
 	dma_fence_put(job->hw_fence);
@@ -377,6 +381,24 @@ static bool spyre_job_waiting_on_producer(struct spyre_job *job)
 	return false;
 }
 
+/*
+ * A job whose queue completed packets since the job went on the ring, or
+ * since its last timeout, is not hung: the jobs ahead of it on the ring or
+ * its own packets are moving (a long graph replay, a job queued behind
+ * one, an emulated card on a loaded host). A job that only ever progresses
+ * is still stopped after SPYRE_JOB_MAX_REARMS such timeouts.
+ */
+static bool spyre_job_progressed(struct spyre_hwq *q, struct spyre_job *job)
+{
+	u32 done = spyre_hw_reg_read(q->sdev, SPYRE_QREG(q->idx, SPYRE_Q_DONE));
+
+	if (done == job->tdr_done || job->tdr_rearms >= SPYRE_JOB_MAX_REARMS)
+		return false;
+	job->tdr_done = done;
+	job->tdr_rearms++;
+	return true;
+}
+
 static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
 {
 	struct spyre_job *job = to_spyre_job(sched_job);
@@ -403,10 +425,10 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	 * A job not on the ring yet, or that completed while the timeout
 	 * fired, is not hung; a job blocked on the device behind a producer
 	 * of another queue is not hung itself: the producer's own timeout
-	 * decides. Put it back on the pending list (the scheduler took it
-	 * off) and re-arm.
+	 * decides; nor is one whose queue made progress. Put it back on the
+	 * pending list (the scheduler took it off) and re-arm.
 	 */
-	if (!on_ring || spyre_job_waiting_on_producer(job)) {
+	if (!on_ring || spyre_job_waiting_on_producer(job) || spyre_job_progressed(q, job)) {
 		spin_lock(&q->sched.job_list_lock);
 		list_add(&sched_job->list, &q->sched.pending_list);
 		spin_unlock(&q->sched.job_list_lock);

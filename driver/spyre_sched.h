@@ -11,7 +11,8 @@
 #include <linux/types.h>
 #include <drm/gpu_scheduler.h>
 
-#define SPYRE_JOB_TIMEOUT_MS	2000	/* a job running longer is hung */
+#define SPYRE_JOB_TIMEOUT_MS	2000	/* a job running longer without progress is hung */
+#define SPYRE_JOB_MAX_REARMS	14	/* ... and one progressing runs at most 15 timeouts */
 #define SPYRE_BAN_HANGS		3	/* hangs before a context is banned */
 
 struct spyre_ctx;

@@ -2,7 +2,8 @@
 /*
  * Description: recovery of spyre.ko: an injected queue hang times out, fails
  * the guilty job with a TIMEOUT error its context can read and resets the
- * queue, innocent jobs queued behind it run, the next job succeeds; a
+ * queue, innocent jobs queued behind it run, the next job succeeds; a job
+ * that outlasts the timeout while its queue makes progress is not hung; a
  * context that keeps hanging is banned (-ECANCELED); closing a file with
  * jobs in flight; unbind/rebind and rmmod/insmod with files open. Runs as
  * root in the test VM (debugfs and sysfs writes).
@@ -139,6 +140,53 @@ TEST_F(rec, hung_producer_releases_device_side_waiter)
 	/* Only the producer is blamed. */
 	ASSERT_EQ(0, squeue_error(self->fd, q2, &e));
 	ASSERT_EQ(0, e.error_count);
+}
+
+/*
+ * A job that runs past the timeout but keeps making progress is not hung:
+ * five WAITs on a semaphore another queue raises every 600 ms take 3 s,
+ * longer than the 2 s job timeout, and complete without an error or a
+ * reset (the driver re-arms the timeout while the queue's packet count
+ * moves; a job whose queue stands still is hung, the tests above).
+ */
+TEST_F(rec, a_job_that_makes_progress_is_not_hung)
+{
+	struct drm_spyre_queue_error e;
+	struct ssubmit s = { .queue = self->q, .count = 6 };
+	uint8_t p[6][64], sig[64];
+	struct timespec t0, t1;
+	struct sbo sem, t;
+	char path[256];
+	uint32_t q2, sync;
+	long resets;
+	int v;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resets", self->pci);
+	resets = read_sysfs_long("%s", path);
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q2));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync));
+	for (v = 0; v < 5; v++)
+		spyre_prep_sem(p[v], SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, v + 1);
+	spyre_prep_sem(p[5], SPYRE_PKT_OP_TIMESTAMP, SPYRE_AS_VIRT, t.va, 0);
+	s.packets = p;
+	s.out = sync;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ASSERT_EQ(0, ssubmit(self->fd, &s));
+	for (v = 1; v <= 5; v++) {
+		usleep(600000);
+		spyre_prep_sem(sig, SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, sem.va, v);
+		ASSERT_EQ(0, srun(self->fd, q2, sig, 1));
+	}
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, sync, 0, SPYRE_DONE_MS));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* it did outlast the timeout */
+	ASSERT_LT(2.5, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	ASSERT_LT(0, ((uint64_t *)t.map)[0]);
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(0, e.error_count);
+	ASSERT_EQ(resets, read_sysfs_long("%s", path));
 }
 
 TEST_F(rec, close_with_jobs_in_flight)
