@@ -16,8 +16,11 @@
  * default: the host's CPUs, at most 8; cfg.threads, the QEMU device's
  * engine-threads): the cores' numerics then run in parallel, with the same
  * results and modeled timeline. Wall clock, best of several runs; -c times
- * the one-thread columns in the process's CPU time instead (a loaded host:
- * a preempted run costs no CPU time), the xN column stays wall clock.
+ * the one-thread columns in the calling thread's CPU time instead (a loaded
+ * host: a preempted run costs no CPU time). Both sides of those columns run
+ * on the calling thread; the process's CPU time would also count OpenBLAS's
+ * idle worker thread, which spins in sched_yield() after a call (perf: a
+ * quarter of a run's samples). The xN column stays wall clock.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -155,12 +158,12 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "ct:")) != -1) {
 		if (opt == 'c') {
-			clk = CLOCK_PROCESS_CPUTIME_ID;
+			clk = CLOCK_THREAD_CPUTIME_ID;
 			continue;
 		}
 		if (opt != 't' || atoi(optarg) < 1 || atoi(optarg) > SPYRE_ENGINE_MAX_THREADS) {
 			fprintf(stderr, "usage: %s [-c] [-t host threads for the engine's launch xN column, 1..%d]\n"
-				"  -c  one-thread columns in CPU time (xN stays wall clock)\n", argv[0],
+				"  -c  one-thread columns in the thread's CPU time (xN stays wall clock)\n", argv[0],
 				SPYRE_ENGINE_MAX_THREADS);
 			return 2;
 		}

@@ -288,6 +288,40 @@ void spyre_sgemm_pack_b(size_t n, size_t k, const float *b, size_t ldb, float *p
 		pack_b(k - p0 < KC ? k - p0 : KC, n, b + p0 * ldb, ldb, packed + p0 * np * NR);
 }
 
+/* Where row p of B (n columns, k rows) starts in spyre_sgemm_pack_b()'s layout, and its k block's height. */
+static float *packed_row(size_t n, size_t k, size_t p, const float *packed, size_t *kc)
+{
+	size_t np = (n + NR - 1) / NR, p0 = p / KC * KC;
+
+	*kc = k - p0 < KC ? k - p0 : KC;
+	return (float *)packed + p0 * np * NR + (p - p0) * NR;
+}
+
+void spyre_sgemm_pack_b_row(size_t n, size_t k, size_t p, const float *row, float *packed)
+{
+	size_t kc, full = n / NR;
+	float *dst = packed_row(n, k, p, packed, &kc);
+
+	for (size_t jp = 0; jp < full; jp++)
+		memcpy(dst + jp * kc * NR, row + jp * NR, NR * sizeof(float));
+	if (full * NR < n) {
+		memset(dst + full * kc * NR, 0, NR * sizeof(float));
+		memcpy(dst + full * kc * NR, row + full * NR, (n - full * NR) * sizeof(float));
+	}
+}
+
+void spyre_sgemm_unpack_b_row(size_t n, size_t k, size_t p, const float *packed, void *row)
+{
+	size_t kc, np = (n + NR - 1) / NR;
+	const float *src = packed_row(n, k, p, packed, &kc);
+
+	for (size_t jp = 0; jp < np; jp++) {
+		size_t w = n - jp * NR < NR ? n - jp * NR : NR;
+
+		memcpy((uint8_t *)row + jp * NR * sizeof(float), src + jp * kc * NR, w * sizeof(float));
+	}
+}
+
 /* spyre_sgemm() and spyre_sgemm_packed(): B packed here per KC block (bpacked NULL) or all of it before */
 static inline __attribute__((always_inline)) void
 sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb, const float *bpacked,

@@ -11,11 +11,13 @@
  * MOVM, TRIL and dense TRANSPOSE (exact), MAX / MIN with NaN, the SWAP
  * flag, log_softmax (atol 2e-5: x - max - log sum, absolute fp32 errors).
  * fp32 MATMUL with NaNs: the same bits for a row wherever it sits in the
- * tile, and bit for bit against the GEMM's chain where it uses FMA.
+ * tile, and bit for bit against the GEMM's chain where it uses FMA; B
+ * packed row by row as packed whole.
  * Also: control instructions (li, addi, ldarg, bnz loop), strided DMA, both
  * address forms (slot-relative and relocated absolute) and constant data.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flatmem.h"
@@ -879,6 +881,40 @@ static void test_matmul_nan(void)
 	}
 }
 
+/* B packed row by row (the engine's copies of LOADed B) is B packed whole, and unpacks to B. */
+static void test_gemm_pack_rows(void)
+{
+	static const size_t shapes[][2] = { { 101, 300 }, { 16, 2 }, { 512, 512 }, { 5, 257 }, { 33, 1 } };
+
+	for (unsigned s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		size_t n = shapes[s][0], k = shapes[s][1], nf = SPYRE_SGEMM_PACKED_FLOATS(n, k);
+		float *b = malloc(n * k * sizeof(float)), *row = malloc(n * sizeof(float));
+		float *whole = aligned_alloc(64, (nf * sizeof(float) + 63) / 64 * 64);
+		float *rows = aligned_alloc(64, (nf * sizeof(float) + 63) / 64 * 64);
+		int unpacked = 1;
+
+		if (!b || !row || !whole || !rows)
+			tap_bail("out of memory");
+		for (size_t i = 0; i < n * k; i++)
+			b[i] = frnd(-1, 1);
+		memset(whole, 0xa5, nf * sizeof(float));
+		memset(rows, 0x5a, nf * sizeof(float));
+		spyre_sgemm_pack_b(n, k, b, n, whole);
+		for (size_t p = 0; p < k; p++)
+			spyre_sgemm_pack_b_row(n, k, p, b + p * n, rows);
+		for (size_t p = 0; p < k; p++) {
+			spyre_sgemm_unpack_b_row(n, k, p, rows, row);
+			unpacked &= !memcmp(row, b + p * n, n * sizeof(float));
+		}
+		TAP_CHECK(!memcmp(whole, rows, nf * sizeof(float)) && unpacked,
+			  "B %zu x %zu packed row by row: the bytes packed whole, and unpacked: B", k, n);
+		free(b);
+		free(row);
+		free(whole);
+		free(rows);
+	}
+}
+
 static void test_binaries(void)
 {
 	static const unsigned bin[] = { SPYRE_ISA_OP_ADD, SPYRE_ISA_OP_SUB, SPYRE_ISA_OP_MUL, SPYRE_ISA_OP_MAX,
@@ -1012,6 +1048,7 @@ static const struct tap_case cases[] = {
 	{ "matmul", test_matmuls },
 	{ "matmul_accumulate", test_matmuls_accumulate },
 	{ "matmul_nan", test_matmul_nan },
+	{ "gemm_pack_rows", test_gemm_pack_rows },
 	{ "binary", test_binaries },
 	{ "unary", test_unaries },
 	{ "cast", test_casts },
