@@ -436,6 +436,7 @@ const float *spyre_lazy_packed_b(struct spyre_engine *e, uint32_t id, uint64_t o
 		struct spyre_packed *pk;
 		float *row;
 
+		/* its rows are B's rows (a LOAD of one row is one run of bytes: spyre_lazy_operand()'s) */
 		if (op->spo != off || op->rows != k || k < 2 || op->len != len || op->sp_stride != ld)
 			continue;
 		if (!op->blob)
