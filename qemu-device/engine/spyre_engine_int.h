@@ -53,9 +53,10 @@ struct spyre_blob {
 	uint64_t va, len, mem_stride;
 	uint32_t rows;
 	bool valid;
-	uint8_t *data;		/* rows x len bytes, 64-byte aligned */
+	uint8_t *data;		/* rows x len bytes, 64-byte aligned; NULL: in whole only, until asked for */
 	uint64_t cap;		/* data's bytes */
 	struct spyre_packed *packed;	/* B operands in it, packed for the GEMM (spyre_exec.c) */
+	struct spyre_packed *whole;	/* its rows whole as one packed B (spyre_lazy_packed_b()), or NULL */
 };
 
 /* An fp32 B operand of a MATMUL in a blob, at byte boff, ld floats apart, packed once for every core. */
@@ -279,6 +280,18 @@ int spyre_lazy_flush_range(struct spyre_engine *e, uint32_t id, uint64_t lo, uin
  */
 const void *spyre_lazy_operand(struct spyre_engine *e, uint32_t id, uint64_t off, uint64_t ld, uint64_t rows,
 			       uint64_t row_bytes, uint64_t *ld_out, struct spyre_blob **blob);
+/*
+ * spyre_lpddr.c: an fp32 B operand (k rows of n floats at scratchpad offset
+ * off of core id, ld bytes apart) that is one waiting LOAD's rows whole,
+ * packed for the GEMM (spyre_sgemm_pack_b()'s layout): a copy made of the
+ * rows read from memory one at a time straight into their packed places
+ * (never copied row by row first), shared with every LOAD of the same rows;
+ * its row-major bytes are unpacked from it only if something asks for them.
+ * NULL if no such LOAD waits, if its rows were copied already (the caller
+ * then packs that copy) or if the copy cannot be made.
+ */
+const float *spyre_lazy_packed_b(struct spyre_engine *e, uint32_t id, uint64_t off, uint64_t ld, uint64_t k,
+				 uint64_t n);
 /*
  * spyre_lpddr.c: a 64-byte aligned buffer of at least size bytes for a blob or
  * its packed operands (*cap: its size), counted against the launch's limit

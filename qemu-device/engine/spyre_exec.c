@@ -642,17 +642,20 @@ static int matmul_sources(struct spyre_engine *e, uint32_t id, const struct spyr
 		src->a = spyre_lazy_operand(e, id, t->a, (uint64_t)t->lda * SPYRE_STICK_BYTES, t->rows,
 					    (uint64_t)t->k * esz, &ld, &ba);
 		src->lda = ld / sizeof(float);
-		src->b = spyre_lazy_operand(e, id, t->b, (uint64_t)t->ldb * SPYRE_STICK_BYTES, t->k,
-					    (uint64_t)t->cols * esz, &ld, &bb);
-		src->ldb = ld / sizeof(float);
-		if (src->b)
-			src->bpacked = packed_b(e, bb, src->b, src->ldb, t->cols, t->k);
+		src->bpacked = spyre_lazy_packed_b(e, id, t->b, (uint64_t)t->ldb * SPYRE_STICK_BYTES, t->k, t->cols);
+		if (!src->bpacked) {
+			src->b = spyre_lazy_operand(e, id, t->b, (uint64_t)t->ldb * SPYRE_STICK_BYTES, t->k,
+						    (uint64_t)t->cols * esz, &ld, &bb);
+			src->ldb = ld / sizeof(float);
+			if (src->b)
+				src->bpacked = packed_b(e, bb, src->b, src->ldb, t->cols, t->k);
+		}
 	}
 	if (!src->a && spyre_lazy_flush_range(e, id, t->a, t->a + spyre_tile_extent(t->rows, t->k, esz, t->lda)) ==
 	    STEP_FAULT)
 		return STEP_FAULT;
-	if (!src->b && spyre_lazy_flush_range(e, id, t->b, t->b + spyre_tile_extent(t->k, t->cols, esz, t->ldb)) ==
-	    STEP_FAULT)
+	if (!src->b && !src->bpacked &&
+	    spyre_lazy_flush_range(e, id, t->b, t->b + spyre_tile_extent(t->k, t->cols, esz, t->ldb)) == STEP_FAULT)
 		return STEP_FAULT;
 	return STEP_NEXT;
 }

@@ -5,16 +5,27 @@
  * into 16-column panels (p-major: the micro-kernel reads them sequentially)
  * and a block of A's rows copied as 0.0f + a (vector adds); a 6x16 register-blocked
  * micro-kernel written with GCC vector extensions broadcasts A from memory
- * and accumulates in 12 vector registers, then adds its tile to C.
- * target_clones builds AVX2+FMA and baseline versions and picks one at load
- * time, so QEMU (built without -march) still gets the fast path.
+ * and accumulates in 12 vector registers, then adds its tile to C. A
+ * block's last rows (fewer than 6) go through an R x 16P kernel of as many
+ * accumulators (R = 1..5 rows, P = 6, 3, 2, 1, 1 panels), not through the
+ * 6x16 one with rows computed and dropped.
+ * The fp32 GEMM is built twice, for x86-64-v3 (AVX2+FMA) and the baseline,
+ * and picks one at run time (__builtin_cpu_supports), so QEMU (built
+ * without -march) still gets the fast path; the int8 GEMM and B's packing
+ * use target_clones.
  *
  * The numerics are fixed (the engine's results are compared bit for bit):
  * each element of C is, per KC block of k in order, a chain
- * t = t + a[i][p] * b[p][j] from t = +0 (contracted to FMA where the target
- * has it), added to C as C + t (C starting at +0 without SPYRE_IF_ACC). A
+ * t = t + a[i][p] * b[p][j] from t = +0 (an FMA where the target has it),
+ * added to C as C + t (C starting at +0 without SPYRE_IF_ACC). A
  * enters the chain as 0.0f + a, which the packing applies. Blocking along m
  * and n, the panel shapes and the loop order beyond that are free.
+ * With NaNs in more than one operand, which comes out depends on the
+ * instruction's operand order (and on the host CPU: Intel's and AMD's FMAs
+ * differ): on x86-64-v3, FMA() is always vfmadd231ps acc, b, a and ADDV() /
+ * ADDS() always C + t with C first, whatever registers the compiler picks, so
+ * every kernel shape and every position of a row in a tile gives the same
+ * NaNs (ops-test's matmul_nan).
  */
 #include <string.h>
 
@@ -24,8 +35,34 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SPYRE_NO_CLONES)
 #define SPYRE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define SPYRE_V3 __attribute__((target("arch=x86-64-v3")))
+#define HAVE_V3 1
+/* acc += x * b as one vfmadd231ps acc, b, x (AT&T operands reversed); fma is a constant once inlined */
+#define FMA(acc, x, b) do { \
+	if (fma) \
+		__asm__("vfmadd231ps %2, %1, %0" : "+x"(acc) : "x"(b), "x"(x)); \
+	else \
+		(acc) += (x) * (b); \
+} while (0)
+/* c += t, vector (ADDV) or scalar (ADDS), as one vaddps / vaddss with c the first operand */
+#define ADDV(c, t) do { \
+	if (fma) \
+		__asm__("vaddps %1, %0, %0" : "+x"(c) : "x"(t)); \
+	else \
+		(c) += (t); \
+} while (0)
+#define ADDS(c, t) do { \
+	if (fma) \
+		__asm__("vaddss %1, %0, %0" : "+x"(c) : "x"(t)); \
+	else \
+		(c) += (t); \
+} while (0)
 #else
 #define SPYRE_CLONES
+#define HAVE_V3 0
+#define FMA(acc, x, b) ((void)fma, (acc) += (x) * (b))
+#define ADDV(c, t) ((void)fma, (c) += (t))
+#define ADDS(c, t) ((void)fma, (c) += (t))
 #endif
 
 #define MR SPYRE_SGEMM_MR
@@ -107,16 +144,41 @@ pack_a(size_t mc, size_t kc, const float *a, size_t lda, float *pack)
 }
 
 /*
+ * C row cr[0:w] = (first ? +0 : cr) + the 16 columns o0, o1 (ADDV / ADDS: C
+ * first), for every micro-kernel.
+ */
+#define PUT_ROW(cr, o0, o1, w, first) do { \
+	if ((w) == NR) { \
+		v8f c0_ = { 0 }, c1_ = { 0 }; \
+		if (!(first)) { \
+			LD8(c0_, (cr)); \
+			LD8(c1_, (cr) + 8); \
+		} \
+		ADDV(c0_, o0); \
+		ADDV(c1_, o1); \
+		ST8((cr), c0_); \
+		ST8((cr) + 8, c1_); \
+	} else { \
+		float tt_[NR]; \
+		v8f p0_ = (o0), p1_ = (o1); \
+		ST8(tt_, p0_); \
+		ST8(tt_ + 8, p1_); \
+		for (size_t j_ = 0; j_ < (w); j_++) { \
+			float s_ = (first) ? 0.0f : (cr)[j_]; \
+			ADDS(s_, tt_[j_]); \
+			(cr)[j_] = s_; \
+		} \
+	} \
+} while (0)
+
+/*
  * 6x16 micro-kernel: C[0:h, 0:w] = (first ? +0 : C) + Apacked[0:h, 0:kc] * Bpanel[0:kc]
  * (h <= 6, w <= 16; rows beyond h repeat row 0, columns beyond w are the
- * panel's padding: computed and dropped). Its shape is part of the numerics:
- * with NaNs in two of an FMA's operands, the one the instruction's operand
- * order puts first comes out, and GCC compiles this kernel to vfmadd231ps
- * (accumulator first) throughout; a kernel of fewer rows, or another tile
- * shape, may get vfmadd132ps for some and other NaNs (objdump to check).
+ * panel's padding: computed and dropped).
  */
 static inline __attribute__((always_inline)) void
-micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t h, size_t w, int first)
+micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t h, size_t w, int first,
+	   const int fma)
 {
 	v8f c00 = { 0 }, c01 = { 0 }, c10 = { 0 }, c11 = { 0 }, c20 = { 0 }, c21 = { 0 };
 	v8f c30 = { 0 }, c31 = { 0 }, c40 = { 0 }, c41 = { 0 }, c50 = { 0 }, c51 = { 0 };
@@ -128,39 +190,93 @@ micro_6x16(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, si
 
 		LD8(b0, bp);
 		LD8(b1, bp + 8);
-		x = BCAST(a0 + p); c00 += x * b0; c01 += x * b1;
-		x = BCAST(a1 + p); c10 += x * b0; c11 += x * b1;
-		x = BCAST(a2 + p); c20 += x * b0; c21 += x * b1;
-		x = BCAST(a3 + p); c30 += x * b0; c31 += x * b1;
-		x = BCAST(a4 + p); c40 += x * b0; c41 += x * b1;
-		x = BCAST(a5 + p); c50 += x * b0; c51 += x * b1;
+		x = BCAST(a0 + p); FMA(c00, x, b0); FMA(c01, x, b1);
+		x = BCAST(a1 + p); FMA(c10, x, b0); FMA(c11, x, b1);
+		x = BCAST(a2 + p); FMA(c20, x, b0); FMA(c21, x, b1);
+		x = BCAST(a3 + p); FMA(c30, x, b0); FMA(c31, x, b1);
+		x = BCAST(a4 + p); FMA(c40, x, b0); FMA(c41, x, b1);
+		x = BCAST(a5 + p); FMA(c50, x, b0); FMA(c51, x, b1);
 		bp += NR;
 	}
 	v8f t[MR][2] = { { c00, c01 }, { c10, c11 }, { c20, c21 }, { c30, c31 }, { c40, c41 }, { c50, c51 } };
 
-	if (w == NR) {
-		for (size_t r = 0; r < h; r++) {
-			float *cr = c + r * ldc;
-			v8f u0 = { 0 }, u1 = { 0 };
+	for (size_t r = 0; r < h; r++)
+		PUT_ROW(c + r * ldc, t[r][0], t[r][1], w, first);
+}
 
-			if (!first) {
-				LD8(u0, cr);
-				LD8(u1, cr + 8);
+/*
+ * Pair i (0..5) of micro_rem's named accumulators through OP(u, v): the
+ * switch folds away once i is a constant (the loops below unrolled), and the
+ * accumulators stay in registers, as an array's elements would not always.
+ */
+#define PAIR(i, OP) do { \
+	switch (i) { \
+	case 0: OP(u0, v0); break; \
+	case 1: OP(u1, v1); break; \
+	case 2: OP(u2, v2); break; \
+	case 3: OP(u3, v3); break; \
+	case 4: OP(u4, v4); break; \
+	default: OP(u5, v5); break; \
+	} \
+} while (0)
+#define REM_FMA(u, v) do { FMA(u, x, b0); FMA(v, x, b1); } while (0)
+#define REM_OUT(u, v) do { o0 = (u); o1 = (v); } while (0)
+
+/*
+ * R x 16P micro-kernel for a block's last R (< 6) rows: P panels of B, kc * 16
+ * floats apart, the last w columns wide (w < 16 only with P = 1), with
+ * R * P <= 6 pairs of accumulators (pair r * P + q: row r, panel q). The
+ * same chain per element as micro_6x16.
+ */
+static inline __attribute__((always_inline)) void
+micro_rem(size_t kc, const float *ap, const float *bp, float *c, size_t ldc, size_t w, int first, const int fma,
+	  const size_t R, const size_t P)
+{
+	v8f u0 = { 0 }, v0 = { 0 }, u1 = { 0 }, v1 = { 0 }, u2 = { 0 }, v2 = { 0 };
+	v8f u3 = { 0 }, v3 = { 0 }, u4 = { 0 }, v4 = { 0 }, u5 = { 0 }, v5 = { 0 };
+
+	for (size_t p = 0; p < kc; p++) {
+#pragma GCC unroll 6
+		for (size_t q = 0; q < P; q++) {
+			v8f b0, b1;
+
+			LD8(b0, bp + q * kc * NR + p * NR);
+			LD8(b1, bp + q * kc * NR + p * NR + 8);
+#pragma GCC unroll 6
+			for (size_t r = 0; r < R; r++) {
+				v8f x = BCAST(ap + r * kc + p);
+
+				PAIR(r * P + q, REM_FMA);
 			}
-			u0 += t[r][0];
-			u1 += t[r][1];
-			ST8(cr, u0);
-			ST8(cr + 8, u1);
 		}
-		return;
 	}
-	for (size_t r = 0; r < h; r++) {
-		float *cr = c + r * ldc, tt[NR];
+#pragma GCC unroll 6
+	for (size_t q = 0; q < P; q++) {
+#pragma GCC unroll 6
+		for (size_t r = 0; r < R; r++) {
+			v8f o0, o1;
 
-		memcpy(tt, t[r], sizeof(tt));
-		for (size_t j = 0; j < w; j++)
-			cr[j] = (first ? 0.0f : cr[j]) + tt[j];
+			PAIR(r * P + q, REM_OUT);
+			PUT_ROW(c + r * ldc + q * NR, o0, o1, w, first);
+		}
 	}
+}
+
+/*
+ * The last R rows of a block over all np panels (n columns): P panels at a
+ * time, then one at a time (the last may be narrower than 16).
+ */
+static inline __attribute__((always_inline)) void
+rows_rem(size_t kc, size_t n, size_t np, const float *ap, const float *bpk, float *c, size_t ldc, int first,
+	 const int fma, const size_t R, const size_t P)
+{
+	size_t full = n / NR, jp = 0;
+
+	for (; P > 1 && jp + P <= full; jp += P)
+		micro_rem(kc, ap, bpk + jp * kc * NR, c + jp * NR, ldc, NR, first, fma, R, P);
+	for (; jp < np; jp++)
+		micro_rem(kc, ap, bpk + jp * kc * NR, c + jp * NR, ldc, n - jp * NR < NR ? n - jp * NR : NR, first, fma,
+			  R, 1);
 }
 
 SPYRE_CLONES
@@ -172,10 +288,44 @@ void spyre_sgemm_pack_b(size_t n, size_t k, const float *b, size_t ldb, float *p
 		pack_b(k - p0 < KC ? k - p0 : KC, n, b + p0 * ldb, ldb, packed + p0 * np * NR);
 }
 
+/* Where row p of B (n columns, k rows) starts in spyre_sgemm_pack_b()'s layout, and its k block's height. */
+static float *packed_row(size_t n, size_t k, size_t p, const float *packed, size_t *kc)
+{
+	size_t np = (n + NR - 1) / NR, p0 = p / KC * KC;
+
+	*kc = k - p0 < KC ? k - p0 : KC;
+	return (float *)packed + p0 * np * NR + (p - p0) * NR;
+}
+
+void spyre_sgemm_pack_b_row(size_t n, size_t k, size_t p, const float *row, float *packed)
+{
+	size_t kc, full = n / NR;
+	float *dst = packed_row(n, k, p, packed, &kc);
+
+	for (size_t jp = 0; jp < full; jp++)
+		memcpy(dst + jp * kc * NR, row + jp * NR, NR * sizeof(float));
+	if (full * NR < n) {
+		memset(dst + full * kc * NR, 0, NR * sizeof(float));
+		memcpy(dst + full * kc * NR, row + full * NR, (n - full * NR) * sizeof(float));
+	}
+}
+
+void spyre_sgemm_unpack_b_row(size_t n, size_t k, size_t p, const float *packed, void *row)
+{
+	size_t kc, np = (n + NR - 1) / NR;
+	const float *src = packed_row(n, k, p, packed, &kc);
+
+	for (size_t jp = 0; jp < np; jp++) {
+		size_t w = n - jp * NR < NR ? n - jp * NR : NR;
+
+		memcpy((uint8_t *)row + jp * NR * sizeof(float), src + jp * kc * NR, w * sizeof(float));
+	}
+}
+
 /* spyre_sgemm() and spyre_sgemm_packed(): B packed here per KC block (bpacked NULL) or all of it before */
 static inline __attribute__((always_inline)) void
 sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb, const float *bpacked,
-      float *c, size_t ldc, int acc, float *pack)
+      float *c, size_t ldc, int acc, float *pack, const int fma)
 {
 	size_t np = (n + NR - 1) / NR;
 	float *apack = bpacked ? pack : pack + (size_t)KC * np * NR;
@@ -196,33 +346,78 @@ sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, 
 			pack_b(kc, n, b + p0 * ldb, ldb, pack);
 		/* BLIS order: a packed block of A rows stays in L2, one packed B panel in L1 */
 		for (size_t ib = 0; ib < m; ib += MC) {
-			size_t mc = m - ib < MC ? m - ib : MC;
+			size_t mc = m - ib < MC ? m - ib : MC, m6 = mc / MR * MR;
+			float *cb = c + ib * ldc;
 
 			pack_a(mc, kc, a + ib * lda + p0, lda, apack);
-			for (size_t jp = 0; jp < np; jp++) {
+			for (size_t jp = 0; m6 && jp < np; jp++) {
 				size_t j0 = jp * NR, w = n - j0 < NR ? n - j0 : NR;
 				const float *bp = bpk + jp * kc * NR;
 
-				for (size_t i0 = 0; i0 < mc; i0 += MR)
-					micro_6x16(kc, apack + i0 * kc, bp, c + (ib + i0) * ldc + j0, ldc,
-						   mc - i0 < MR ? mc - i0 : MR, w, first);
+				for (size_t i0 = 0; i0 < m6; i0 += MR)
+					micro_6x16(kc, apack + i0 * kc, bp, cb + i0 * ldc + j0, ldc, MR, w, first, fma);
+			}
+			const float *ar = apack + m6 * kc;
+			float *cr = cb + m6 * ldc;
+
+			switch (mc - m6) {
+			case 1:
+				rows_rem(kc, n, np, ar, bpk, cr, ldc, first, fma, 1, 6);
+				break;
+			case 2:
+				rows_rem(kc, n, np, ar, bpk, cr, ldc, first, fma, 2, 3);
+				break;
+			case 3:
+				rows_rem(kc, n, np, ar, bpk, cr, ldc, first, fma, 3, 2);
+				break;
+			case 4:
+				rows_rem(kc, n, np, ar, bpk, cr, ldc, first, fma, 4, 1);
+				break;
+			case 5:
+				rows_rem(kc, n, np, ar, bpk, cr, ldc, first, fma, 5, 1);
+				break;
 			}
 		}
 	}
 }
 
-SPYRE_CLONES
+/* The GEMM for x86-64-v3 (FMA() an FMA) and for the baseline, and the choice between them. */
+#define SGEMM_ARGS size_t m, size_t n, size_t k, const float *a, size_t lda, const float *b, size_t ldb, \
+	const float *bpacked, float *c, size_t ldc, int acc, float *pack
+
+static void sgemm_base(SGEMM_ARGS)
+{
+	sgemm(m, n, k, a, lda, b, ldb, bpacked, c, ldc, acc, pack, 0);
+}
+
+#if HAVE_V3
+SPYRE_V3 static void sgemm_v3(SGEMM_ARGS)
+{
+	sgemm(m, n, k, a, lda, b, ldb, bpacked, c, ldc, acc, pack, 1);
+}
+#endif
+
+static void sgemm_any(SGEMM_ARGS)
+{
+#if HAVE_V3
+	if (__builtin_cpu_supports("x86-64-v3")) {
+		sgemm_v3(m, n, k, a, lda, b, ldb, bpacked, c, ldc, acc, pack);
+		return;
+	}
+#endif
+	sgemm_base(m, n, k, a, lda, b, ldb, bpacked, c, ldc, acc, pack);
+}
+
 void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 		 const float *b, size_t ldb, float *c, size_t ldc, int acc, float *pack)
 {
-	sgemm(m, n, k, a, lda, b, ldb, NULL, c, ldc, acc, pack);
+	sgemm_any(m, n, k, a, lda, b, ldb, NULL, c, ldc, acc, pack);
 }
 
-SPYRE_CLONES
 void spyre_sgemm_packed(size_t m, size_t n, size_t k, const float *a, size_t lda,
 			const float *bpacked, float *c, size_t ldc, int acc, float *pack)
 {
-	sgemm(m, n, k, a, lda, NULL, 0, bpacked, c, ldc, acc, pack);
+	sgemm_any(m, n, k, a, lda, NULL, 0, bpacked, c, ldc, acc, pack);
 }
 
 SPYRE_CLONES

@@ -37,6 +37,13 @@ void spyre_sgemm(size_t m, size_t n, size_t k, const float *a, size_t lda,
 #define SPYRE_SGEMM_PACKED_FLOATS(n, k) \
 	((size_t)(k) * (((size_t)(n) + SPYRE_SGEMM_NR - 1) / SPYRE_SGEMM_NR * SPYRE_SGEMM_NR))
 void spyre_sgemm_pack_b(size_t n, size_t k, const float *b, size_t ldb, float *packed);
+/*
+ * Row p of that B (n floats at row) into its packed layout, and back out to
+ * row (any alignment): packing every row one at a time gives the bytes
+ * spyre_sgemm_pack_b() gives.
+ */
+void spyre_sgemm_pack_b_row(size_t n, size_t k, size_t p, const float *row, float *packed);
+void spyre_sgemm_unpack_b_row(size_t n, size_t k, size_t p, const float *packed, void *row);
 void spyre_sgemm_packed(size_t m, size_t n, size_t k, const float *a, size_t lda,
 			const float *bpacked, float *c, size_t ldc, int acc, float *pack);
 

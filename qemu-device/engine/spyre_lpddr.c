@@ -7,12 +7,14 @@
  * fixed latency after its data phase; its data moves when it completes.
  * spyre_exec.c queues the transfers (LOAD/STORE); the scheduler in
  * spyre_engine.c asks for the next memory event and has it processed here.
- * Calls nothing else of the engine's (spyre_engine_int.h).
+ * Calls nothing else of the engine's (spyre_engine_int.h) but B's packing
+ * (spyre_gemm.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "spyre_engine_int.h"
+#include "spyre_gemm.h"
 
 /* ---- the memory system: LPDDR shared by the DMA queues' heads --------------- */
 
@@ -189,8 +191,13 @@ static int lazy_move(struct spyre_engine *e, uint32_t id, const struct dma_op *o
 		uint64_t a = op->va + (uint64_t)r * op->mem_stride, fva = a;
 		int rc;
 
-		if (op->blob) {
+		if (op->blob && op->blob->data) {
 			memcpy(sp + (uint64_t)r * op->sp_stride, op->blob->data + (uint64_t)r * op->len, op->len);
+			continue;
+		}
+		if (op->blob) {		/* its copy is packed only */
+			spyre_sgemm_unpack_b_row(op->blob->whole->n, op->blob->whole->k, r, op->blob->whole->p,
+						 sp + (uint64_t)r * op->sp_stride);
 			continue;
 		}
 		rc = e->ops->read(e->opaque, a, sp + (uint64_t)r * op->sp_stride, op->len, &fva);
@@ -293,7 +300,8 @@ void spyre_blobs_free(struct spyre_engine *e, bool keep)
 			pool_put(e, pk->p, pk->cap, keep, &kept);
 			free(pk);
 		}
-		pool_put(e, b->data, b->cap, keep, &kept);
+		if (b->data)
+			pool_put(e, b->data, b->cap, keep, &kept);
 		free(b);
 	}
 	e->blob_bytes = 0;
@@ -326,16 +334,36 @@ void *spyre_blob_alloc(struct spyre_engine *e, uint64_t size, uint64_t *cap)
 	return p;
 }
 
+/* An earlier LOAD's copy of waiting LOAD op's rows, or NULL. */
+static struct spyre_blob *blob_find(struct spyre_engine *e, const struct dma_op *op)
+{
+	for (struct spyre_blob *b = e->blobs; b; b = b->next)
+		if (b->valid && b->va == op->va && b->rows == op->rows && b->len == op->len &&
+		    (op->rows == 1 || b->mem_stride == op->mem_stride))
+			return b;
+	return NULL;
+}
+
+/* Blob b's rows, unpacked now if it holds them packed only; NULL if there is no room. */
+static const uint8_t *blob_data(struct spyre_engine *e, struct spyre_blob *b)
+{
+	if (b->data)
+		return b->data;
+	if (!(b->data = spyre_blob_alloc(e, (uint64_t)b->rows * b->len, &b->cap)))
+		return NULL;
+	for (uint32_t r = 0; r < b->rows; r++)
+		spyre_sgemm_unpack_b_row(b->whole->n, b->whole->k, r, b->whole->p, b->data + (uint64_t)r * b->len);
+	return b->data;
+}
+
 /* The copy of waiting LOAD op's rows: shared with an earlier LOAD of the same rows, or read now; NULL if none. */
 static struct spyre_blob *blob_get(struct spyre_engine *e, const struct dma_op *op)
 {
 	uint64_t size = (uint64_t)op->rows * op->len;
-	struct spyre_blob *b;
+	struct spyre_blob *b = blob_find(e, op);
 
-	for (b = e->blobs; b; b = b->next)
-		if (b->valid && b->va == op->va && b->rows == op->rows && b->len == op->len &&
-		    (op->rows == 1 || b->mem_stride == op->mem_stride))
-			return b;
+	if (b)
+		return b;
 	b = calloc(1, sizeof(*b));
 	if (!b || !(b->data = spyre_blob_alloc(e, size, &b->cap))) {
 		free(b);
@@ -385,9 +413,70 @@ const void *spyre_lazy_operand(struct spyre_engine *e, uint32_t id, uint64_t off
 		}
 		if (!op->blob && !(op->blob = blob_get(e, op)))
 			return NULL;
+		const uint8_t *data = blob_data(e, op->blob);
+
+		if (!data)
+			return NULL;
 		*ld_out = bld;
 		*blob = op->blob;
-		return op->blob->data + boff;
+		return data + boff;
+	}
+	return NULL;
+}
+
+const float *spyre_lazy_packed_b(struct spyre_engine *e, uint32_t id, uint64_t off, uint64_t ld, uint64_t k,
+				 uint64_t n)
+{
+	struct core *c = &e->core[id];
+	uint64_t len = n * sizeof(float);
+
+	for (uint32_t i = 0; i < c->nlazy; i++) {
+		struct dma_op *op = &c->lazy[i];
+		struct spyre_blob *b;
+		struct spyre_packed *pk;
+		float *row;
+
+		/* its rows are B's rows (a LOAD of one row is one run of bytes: spyre_lazy_operand()'s) */
+		if (op->spo != off || op->rows != k || k < 2 || op->len != len || op->sp_stride != ld)
+			continue;
+		if (!op->blob)
+			op->blob = blob_find(e, op);
+		if (op->blob)
+			return op->blob->whole ? op->blob->whole->p : NULL;
+		b = calloc(1, sizeof(*b));
+		pk = calloc(1, sizeof(*pk));
+		row = malloc(len);
+		if (!b || !pk || !row || !(pk->p = spyre_blob_alloc(e, SPYRE_SGEMM_PACKED_FLOATS(n, k) * sizeof(float),
+								      &pk->cap))) {
+			free(b);
+			free(pk);
+			free(row);
+			return NULL;
+		}
+		/* on the list at once: a failed read leaves its buffer to the launch's end */
+		b->packed = pk;
+		b->next = e->blobs;
+		e->blobs = b;
+		for (uint32_t r = 0; r < op->rows; r++) {
+			uint64_t fva;
+
+			if (e->ops->read(e->opaque, op->va + (uint64_t)r * op->mem_stride, row, len, &fva)) {
+				free(row);	/* the flush that follows faults where it does */
+				return NULL;
+			}
+			spyre_sgemm_pack_b_row(n, k, r, row, pk->p);
+		}
+		free(row);
+		pk->ld = pk->n = n;
+		pk->k = k;
+		b->whole = pk;
+		b->va = op->va;
+		b->rows = op->rows;
+		b->len = op->len;
+		b->mem_stride = op->mem_stride;
+		b->valid = true;
+		op->blob = b;
+		return pk->p;
 	}
 	return NULL;
 }

@@ -10,13 +10,18 @@
  * (matmul, fp32 accumulation error) and exact for int8/int32.
  * MOVM, TRIL and dense TRANSPOSE (exact), MAX / MIN with NaN, the SWAP
  * flag, log_softmax (atol 2e-5: x - max - log sum, absolute fp32 errors).
+ * fp32 MATMUL with NaNs: the same bits for a row wherever it sits in the
+ * tile, and bit for bit against the GEMM's chain where it uses FMA; B
+ * packed row by row as packed whole.
  * Also: control instructions (li, addi, ldarg, bnz loop), strided DMA, both
  * address forms (slot-relative and relocated absolute) and constant data.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flatmem.h"
+#include "spyre_gemm.h"
 #include "spyre_dtype.h"
 #include "spyre_progbuild.h"
 
@@ -760,6 +765,156 @@ static void test_matmuls_accumulate(void)
 	test_matmul(SPYRE_DT_INT8, SPYRE_DT_INT32, 9, 40, 20, 1);
 }
 
+/*
+ * fp32 MATMUL with NaN payloads (quiet NaNs, no infinities) in A, B and, with
+ * ACC, C: a row of C has the same bits wherever it sits in the tile, m = 1..13
+ * (the GEMM's 6-row tiles and its kernels for the last 1..5 rows), n = 101
+ * (panels of 16 in groups and a partial one), k = 300 (two of its k blocks).
+ * Rows alternate between A with NaNs and A without. Which NaN comes out of
+ * an operation on two is the host CPU's (Intel and AMD differ), so against
+ * the reference of the GEMM's chain (spyre_gemm.c: per k block
+ * t = fma(a, b, t) from +0, then C + t) only NaN or not is checked there, and
+ * every other element bit for bit where the GEMM uses FMA (x86-64-v3).
+ */
+#define NAN_M 13
+#define NAN_N 101
+#define NAN_K 300
+
+static float qnan(uint32_t payload)
+{
+	uint32_t u = 0x7fc00000u | payload;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint32_t bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static void test_matmul_nan_case(int acc, float a[2][NAN_K], float b[NAN_K][NAN_N], float c0[2][NAN_N],
+				 float want[2][NAN_N], int pinned)
+{
+	uint32_t lda = spyre_sticks(NAN_K, SPYRE_DT_FP32), ldb = spyre_sticks(NAN_N, SPYRE_DT_FP32), ldc = ldb;
+	uint32_t A = 0, B = A + NAN_M * lda * 128, C = B + NAN_K * ldb * 128;
+	float got6[2][NAN_N];
+
+	for (uint32_t m = 6; m; m = m == 6 ? 1 : m == 5 ? 7 : m == NAN_M ? 0 : m + 1) {	/* 6 first, then 1..13 */
+		struct spyre_launch_result res;
+		unsigned bad = 0, badpin = 0;
+
+		memset(spin, 0, SPB);
+		for (uint32_t i = 0; i < m; i++) {
+			memcpy(spin + A + i * lda * 128, a[i % 2], sizeof(a[0]));
+			if (acc)
+				memcpy(spin + C + i * ldc * 128, c0[i % 2], sizeof(c0[0]));
+		}
+		for (uint32_t p = 0; p < NAN_K; p++)
+			memcpy(spin + B + p * ldb * 128, b[p], sizeof(b[0]));
+		struct spyre_pb *pb = begin();
+
+		spyre_pb_op(pb, 0, &(struct spyre_pb_op){ .op = SPYRE_ISA_OP_MATMUL, .dt = SPYRE_DT_FP32,
+			.dt2 = SPYRE_DT_FP32, .flags = acc ? SPYRE_IF_ACC : 0, .d = C, .a = A, .b = B, .rows = m,
+			.cols = NAN_N, .k = NAN_K, .ldd = ldc, .lda = lda, .ldb = ldb });
+		int rc = finish(pb, &res);
+
+		if (m == 6)
+			for (uint32_t i = 0; i < 2; i++)
+				memcpy(got6[i], spout + C + i * ldc * 128, sizeof(got6[0]));
+		for (uint32_t i = 0; i < m; i++)
+			for (uint32_t j = 0; j < NAN_N; j++) {
+				float g;
+
+				memcpy(&g, spout + C + i * ldc * 128 + 4 * j, 4);
+				bad += bits(g) != bits(got6[i % 2][j]);
+				badpin += isnan(g) != isnan(want[i % 2][j]) ||
+					  (pinned && !isnan(g) && bits(g) != bits(want[i % 2][j]));
+			}
+		TAP_CHECK(rc == 0 && !bad && !badpin, "matmul.fp32 with NaNs m=%u%s: %u elements differ from the "
+			  "6-row tile's, %u from the reference chain%s", m, acc ? " acc" : "", bad, badpin,
+			  pinned ? "" : " (NaN or not only: no FMA)");
+	}
+}
+
+static void test_matmul_nan(void)
+{
+	static float a[2][NAN_K], b[NAN_K][NAN_N], c0[2][NAN_N], want[2][NAN_N];
+	int pinned = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	pinned = __builtin_cpu_supports("x86-64-v3");	/* spyre_gemm.c's FMA path */
+#endif
+	for (uint32_t p = 0; p < NAN_K; p++) {
+		a[0][p] = a[1][p] = frnd(-1, 1);
+		for (uint32_t j = 0; j < NAN_N; j++)
+			b[p][j] = frnd(-1, 1);
+	}
+	a[0][40] = qnan(0xa001);	/* row kind 0: NaNs in A, in both k blocks */
+	a[0][280] = qnan(0xa002);
+	for (uint32_t j = 0; j < NAN_N; j += 3)	/* B's NaNs before, at and after A's, in both blocks */
+		b[(j * 37) % NAN_K][j] = qnan(0xb000 | j);
+	for (uint32_t j = 0; j < NAN_N; j++) {
+		c0[0][j] = c0[1][j] = frnd(-1, 1);
+		if (j % 5 == 0)
+			c0[1][j] = qnan(0xc000 | j);
+	}
+	for (int acc = 0; acc < 2; acc++) {
+		for (uint32_t r = 0; r < 2; r++)
+			for (uint32_t j = 0; j < NAN_N; j++) {
+				float c = acc ? c0[r][j] : 0.0f;
+
+				for (uint32_t p0 = 0; p0 < NAN_K; p0 += SPYRE_SGEMM_KC) {
+					float t = 0.0f;
+
+					for (uint32_t p = p0; p < NAN_K && p < p0 + SPYRE_SGEMM_KC; p++)
+						t = fmaf(a[r][p], b[p][j], t);
+					c += t;
+				}
+				want[r][j] = c;
+			}
+		test_matmul_nan_case(acc, a, b, c0, want, pinned);
+	}
+}
+
+/* B packed row by row (the engine's copies of LOADed B) is B packed whole, and unpacks to B. */
+static void test_gemm_pack_rows(void)
+{
+	static const size_t shapes[][2] = { { 101, 300 }, { 16, 2 }, { 512, 512 }, { 5, 257 }, { 33, 1 } };
+
+	for (unsigned s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		size_t n = shapes[s][0], k = shapes[s][1], nf = SPYRE_SGEMM_PACKED_FLOATS(n, k);
+		float *b = malloc(n * k * sizeof(float)), *row = malloc(n * sizeof(float));
+		float *whole = aligned_alloc(64, (nf * sizeof(float) + 63) / 64 * 64);
+		float *rows = aligned_alloc(64, (nf * sizeof(float) + 63) / 64 * 64);
+		int unpacked = 1;
+
+		if (!b || !row || !whole || !rows)
+			tap_bail("out of memory");
+		for (size_t i = 0; i < n * k; i++)
+			b[i] = frnd(-1, 1);
+		memset(whole, 0xa5, nf * sizeof(float));
+		memset(rows, 0x5a, nf * sizeof(float));
+		spyre_sgemm_pack_b(n, k, b, n, whole);
+		for (size_t p = 0; p < k; p++)
+			spyre_sgemm_pack_b_row(n, k, p, b + p * n, rows);
+		for (size_t p = 0; p < k; p++) {
+			spyre_sgemm_unpack_b_row(n, k, p, rows, row);
+			unpacked &= !memcmp(row, b + p * n, n * sizeof(float));
+		}
+		TAP_CHECK(!memcmp(whole, rows, nf * sizeof(float)) && unpacked,
+			  "B %zu x %zu packed row by row: the bytes packed whole, and unpacked: B", k, n);
+		free(b);
+		free(row);
+		free(whole);
+		free(rows);
+	}
+}
+
 static void test_binaries(void)
 {
 	static const unsigned bin[] = { SPYRE_ISA_OP_ADD, SPYRE_ISA_OP_SUB, SPYRE_ISA_OP_MUL, SPYRE_ISA_OP_MAX,
@@ -892,6 +1047,8 @@ static void test_transposes(void)
 static const struct tap_case cases[] = {
 	{ "matmul", test_matmuls },
 	{ "matmul_accumulate", test_matmuls_accumulate },
+	{ "matmul_nan", test_matmul_nan },
+	{ "gemm_pack_rows", test_gemm_pack_rows },
 	{ "binary", test_binaries },
 	{ "unary", test_unaries },
 	{ "cast", test_casts },
