@@ -6,11 +6,15 @@
  * step a peer copy (spyre_memcpy_peer_async(), run by whichever card of the
  * pair can reach the other) and, for reductions, the kernel library's ADD
  * on the receiving card. Buffers are split into N chunks of whole sticks.
- * Steps across cards are ordered by the host: it waits for every rank's
- * stream before a step that reads what another card wrote (and between a
- * step's copies and its ADDs when a sender pushed: the ADD must see the
- * chunk, which landed from the sender's stream). Reaches the
- * runtime through spyre.h only, and the kernel library's public API.
+ * Steps across cards are ordered by the cards, not the host: each rank has
+ * a cross-device event (SPYRE_EVENT_CROSS_DEVICE); before a step every
+ * stream waits on the device for the others' events of the step before
+ * (a device-side barrier), and when a sender pushed, the receiver's ADD
+ * waits for the sender's event recorded after the copy. A call enqueues
+ * every step and returns; the results are there for later work on each
+ * rank's stream, and the host waits only when a scratch buffer grows.
+ * Reaches the runtime through spyre.h only, and the kernel library's
+ * public API.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -51,16 +55,56 @@ void coll_split(size_t bytes, int n, struct coll_chunk *c)
 	}
 }
 
-static int sync_all(spyre_comm_t *comm, spyre_stream_t *const *streams)
+/* Rank @r's stream: what was enqueued on it so far, for the other cards to wait on. */
+static int mark(spyre_comm_t *comm, spyre_stream_t *const *streams, int r)
 {
-	int r, ret;
+	return spyre_event_record(comm->ev[r], streams[r]);
+}
 
-	for (r = 0; r < comm->n; r++) {
-		ret = spyre_stream_synchronize(streams[r]);
-		if (ret)
-			return ret;
-	}
-	return 0;
+/* Rank @r's stream waits on the device for rank @o's last mark(). */
+static int after(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, int o)
+{
+	return r == o ? 0 : spyre_stream_wait_event(streams[r], comm->ev[o]);
+}
+
+/*
+ * A barrier on the devices: every stream's later work runs after every
+ * stream's work enqueued so far. No host wait.
+ */
+static int barrier(spyre_comm_t *comm, spyre_stream_t *const *streams)
+{
+	int r, o, ret = 0;
+
+	if (comm->n == 1)
+		return 0;
+	for (r = 0; !ret && r < comm->n; r++)
+		ret = mark(comm, streams, r);
+	for (r = 0; !ret && r < comm->n; r++)
+		for (o = 0; !ret && o < comm->n; o++)
+			ret = after(comm, streams, r, o);
+	return ret;
+}
+
+/* barrier() of ranks @a and @b only. */
+static int pair_barrier(spyre_comm_t *comm, spyre_stream_t *const *streams, int a, int b)
+{
+	if (a == b)
+		return 0;
+	return mark(comm, streams, a) ?: mark(comm, streams, b) ?: after(comm, streams, a, b) ?:
+	       after(comm, streams, b, a);
+}
+
+/*
+ * Before a scratch buffer is freed or reused at another size: every card's
+ * work done (streams of earlier calls may still use it).
+ */
+static int drain(spyre_comm_t *comm)
+{
+	int r, ret = 0;
+
+	for (r = 0; r < comm->n; r++)
+		ret = ret ?: spyre_device_synchronize(comm->dev[r]);
+	return ret;
 }
 
 /* Peer copy of @len bytes from rank @src to rank @dst on the stream of the card that can. */
@@ -107,6 +151,9 @@ static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
 
 	if (bytes <= comm->tmp_bytes)
 		return 0;
+	ret = drain(comm);
+	if (ret)
+		return ret;
 	for (r = 0; r < comm->n; r++) {
 		spyre_free(comm->dev[r], comm->tmp[r]);
 		comm->tmp[r] = 0;
@@ -118,6 +165,30 @@ static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
 			return ret;
 	}
 	comm->tmp_bytes = bytes;
+	return 0;
+}
+
+/* reduce-scatter's copy of send[]: @bytes per rank, kept with the communicator. */
+static int work_reserve(spyre_comm_t *comm, size_t bytes)
+{
+	int r, ret;
+
+	if (bytes <= comm->work_bytes)
+		return 0;
+	ret = drain(comm);
+	if (ret)
+		return ret;
+	for (r = 0; r < comm->n; r++) {
+		spyre_free(comm->dev[r], comm->work[r]);
+		comm->work[r] = 0;
+	}
+	comm->work_bytes = 0;
+	for (r = 0; r < comm->n; r++) {
+		ret = spyre_malloc(comm->dev[r], bytes, &comm->work[r]);
+		if (ret)
+			return ret;
+	}
+	comm->work_bytes = bytes;
 	return 0;
 }
 
@@ -133,18 +204,15 @@ static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *stream
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
-		bool pushed = false;
-
-		ret = sync_all(comm, streams);
+		ret = barrier(comm, streams);
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
-			pushed |= !comm->access[r][p];
 			ret = copy(comm, streams, r, comm->tmp[r], p, buf[p] + c[k].off, c[k].len);
+			/* A chunk the sender pushed lands from the sender's stream: the ADD waits for it. */
+			if (!ret && !comm->access[r][p])
+				ret = mark(comm, streams, p) ?: after(comm, streams, r, p);
 		}
-		/* A chunk the sender pushed is on the sender's stream: wait before the ADD. */
-		if (!ret && pushed)
-			ret = sync_all(comm, streams);
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
@@ -167,7 +235,7 @@ static int ring_all_gather(spyre_comm_t *comm, spyre_stream_t *const *streams,
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
-		ret = sync_all(comm, streams);
+		ret = barrier(comm, streams);
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
@@ -226,6 +294,7 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 			ret = spyre_memcpy_async(streams[r], recv[r], send[r], bytes, SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_reduce_scatter(comm, streams, recv, c, 0, dtype);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 1);
+	ret = ret ?: barrier(comm, streams);
 	free(c);
 	return ret;
 }
@@ -259,33 +328,17 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 		c[r].off = (size_t)r * each;
 		c[r].len = each;
 	}
-	ret = tmp_reserve(comm, each);
+	ret = tmp_reserve(comm, each) ?: work_reserve(comm, each * (size_t)comm->n);
 	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
-	{
-		spyre_dptr_t *work = calloc((size_t)comm->n, sizeof(*work));
-
-		if (!work)
-			ret = ret ?: spyre_error(-ENOMEM, "spyre_reduce_scatter: out of memory");
-		for (r = 0; !ret && r < comm->n; r++) {
-			ret = spyre_malloc(comm->dev[r], each * (size_t)comm->n, &work[r]);
-			ret = ret ?: spyre_memcpy_async(streams[r], work[r], send[r],
-							each * (size_t)comm->n, SPYRE_MEMCPY_D2D);
-		}
-		/* Rank r ends with chunk (r + 1 + shift): shift n - 1 gives chunk r. */
-		ret = ret ?: ring_reduce_scatter(comm, streams, work, c, comm->n - 1, dtype);
-		for (r = 0; !ret && r < comm->n; r++)
-			ret = spyre_memcpy_async(streams[r], recv[r], work[r] + c[r].off, each,
-						 SPYRE_MEMCPY_D2D);
-		if (work) {
-			/* The streams still use the scratch: free it once they are done. */
-			int sret = sync_all(comm, streams);
-
-			for (r = 0; r < comm->n; r++)
-				spyre_free(comm->dev[r], work[r]);
-			ret = ret ?: sret;
-			free(work);
-		}
-	}
+	for (r = 0; !ret && r < comm->n; r++)
+		ret = spyre_memcpy_async(streams[r], comm->work[r], send[r], each * (size_t)comm->n,
+					 SPYRE_MEMCPY_D2D);
+	/* Rank r ends with chunk (r + 1 + shift): shift n - 1 gives chunk r. */
+	ret = ret ?: ring_reduce_scatter(comm, streams, comm->work, c, comm->n - 1, dtype);
+	for (r = 0; !ret && r < comm->n; r++)
+		ret = spyre_memcpy_async(streams[r], recv[r], comm->work[r] + c[r].off, each,
+					 SPYRE_MEMCPY_D2D);
+	ret = ret ?: barrier(comm, streams);
 	free(c);
 	return ret;
 }
@@ -321,6 +374,7 @@ SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, 
 			ret = spyre_memcpy_async(streams[r], recv[r] + c[r].off, send[r], each,
 						 SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 0);
+	ret = ret ?: barrier(comm, streams);
 	free(c);
 	return ret;
 }
@@ -340,12 +394,12 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	if (!count)
 		return 0;
 	bytes = coll_sticks(count * dtype_size(dtype));
-	/* Every rank reads the root's buffer: its stream's earlier work first. */
-	ret = spyre_stream_synchronize(streams[root]);
+	/* Every rank reads the root's buffer: every stream's earlier work first, on the devices. */
+	ret = barrier(comm, streams);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (r != root)
 			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
-	return ret;
+	return ret ?: barrier(comm, streams);
 }
 
 SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
@@ -361,10 +415,10 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 				   src, dst);
 	if (!count)
 		return 0;
-	/* The receiver may run the copy: the sender's stream's earlier work first. */
-	ret = src != dst ? spyre_stream_synchronize(streams[src]) : 0;
-	return ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf,
-			   coll_sticks(count * dtype_size(dtype)));
+	/* Either card may run the copy: both streams' earlier work first, on the devices. */
+	ret = pair_barrier(comm, streams, src, dst);
+	ret = ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype)));
+	return ret ?: pair_barrier(comm, streams, src, dst);
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
@@ -375,15 +429,23 @@ SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
 		return 0;
 	if (comm->rk)
 		coll_rank_destroy(comm);
+	if (!comm->rk && comm->dev)
+		drain(comm);	/* the scratch may still be in use by the last call's streams */
 	for (r = 0; r < comm->n; r++) {
 		if (comm->tmp && comm->tmp[r])
 			spyre_free(comm->dev[r], comm->tmp[r]);
+		if (comm->work && comm->work[r])
+			spyre_free(comm->dev[r], comm->work[r]);
+		if (comm->ev && comm->ev[r])
+			spyre_event_destroy(comm->ev[r]);
 		if (comm->cache && comm->cache[r])
 			spyre_kcache_destroy(comm->cache[r]);
 		if (comm->access)
 			free(comm->access[r]);
 	}
 	free(comm->access);
+	free(comm->ev);
+	free(comm->work);
 	free(comm->tmp);
 	free(comm->cache);
 	free(comm->dev);
@@ -416,7 +478,9 @@ SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs
 	comm->cache = calloc((size_t)n, sizeof(*comm->cache));
 	comm->tmp = calloc((size_t)n, sizeof(*comm->tmp));
 	comm->access = calloc((size_t)n, sizeof(*comm->access));
-	if (!comm->dev || !comm->cache || !comm->tmp || !comm->access) {
+	comm->ev = calloc((size_t)n, sizeof(*comm->ev));
+	comm->work = calloc((size_t)n, sizeof(*comm->work));
+	if (!comm->dev || !comm->cache || !comm->tmp || !comm->access || !comm->ev || !comm->work) {
 		spyre_comm_destroy(comm);
 		return spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
 	}
@@ -426,6 +490,7 @@ SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs
 		if (!comm->access[a])
 			ret = spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
 		ret = ret ?: spyre_kcache_create(devs[a], 16, &comm->cache[a]);
+		ret = ret ?: spyre_event_create_flags(devs[a], SPYRE_EVENT_CROSS_DEVICE, &comm->ev[a]);
 	}
 	/* Each neighbour pair of the ring: one of the two must reach the other. */
 	for (a = 0; !ret && a < n; a++)

@@ -25,6 +25,9 @@ struct spyre_comm {
 	spyre_dptr_t *tmp;		/* per rank: a received chunk before it is added */
 	size_t tmp_bytes;
 	int **access;			/* access[a][b]: a's copies reach b's memory */
+	spyre_event_t **ev;		/* per rank (one process): SPYRE_EVENT_CROSS_DEVICE, where its stream is */
+	spyre_dptr_t *work;		/* per rank (one process): reduce-scatter's copy of send[] */
+	size_t work_bytes;
 	struct comm_rank *rk;		/* one card per process (coll_rank.c), else NULL */
 };
 
