@@ -85,13 +85,24 @@ static int barrier(spyre_comm_t *comm, spyre_stream_t *const *streams)
 	return ret;
 }
 
-/* barrier() of ranks @a and @b only. */
-static int pair_barrier(spyre_comm_t *comm, spyre_stream_t *const *streams, int a, int b)
+/* The rank whose card runs the peer copy from @src to @dst. */
+static int runner_of(const spyre_comm_t *comm, int dst, int src)
 {
-	if (a == b)
-		return 0;
-	return mark(comm, streams, a) ?: mark(comm, streams, b) ?: after(comm, streams, a, b) ?:
-	       after(comm, streams, b, a);
+	return comm->access[dst][src] ? dst : src;
+}
+
+/*
+ * A copy between @src and @dst on the runner's stream: before it, the
+ * runner's stream waits for the other's work so far (@before); after it,
+ * the other's stream waits for the copy (the data, or the end of the read).
+ */
+static int around_copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, int src, bool before)
+{
+	int run = runner_of(comm, dst, src), other = run == dst ? src : dst;
+
+	if (before)
+		return mark(comm, streams, other) ?: after(comm, streams, run, other);
+	return mark(comm, streams, run) ?: after(comm, streams, other, run);
 }
 
 /*
@@ -111,12 +122,10 @@ static int drain(spyre_comm_t *comm)
 static int copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, spyre_dptr_t d,
 		int src, spyre_dptr_t s, size_t len)
 {
-	int runner;
-
 	if (!len)
 		return 0;
-	runner = comm->access[dst][src] ? dst : src;
-	return spyre_memcpy_peer_async(streams[runner], comm->dev[dst], d, comm->dev[src], s, len);
+	return spyre_memcpy_peer_async(streams[runner_of(comm, dst, src)], comm->dev[dst], d,
+				       comm->dev[src], s, len);
 }
 
 /* Y = A + B in place, rows of one stick. */
@@ -394,12 +403,13 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	if (!count)
 		return 0;
 	bytes = coll_sticks(count * dtype_size(dtype));
-	/* Every rank reads the root's buffer: every stream's earlier work first, on the devices. */
-	ret = barrier(comm, streams);
+	/* Each copy after both streams' earlier work; each rank's later work after its copy. */
 	for (r = 0; !ret && r < comm->n; r++)
 		if (r != root)
-			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
-	return ret ?: barrier(comm, streams);
+			ret = around_copy(comm, streams, r, root, true) ?:
+			      copy(comm, streams, r, buf[r], root, buf[root], bytes) ?:
+			      around_copy(comm, streams, r, root, false);
+	return ret;
 }
 
 SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
@@ -415,10 +425,12 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 				   src, dst);
 	if (!count)
 		return 0;
-	/* Either card may run the copy: both streams' earlier work first, on the devices. */
-	ret = pair_barrier(comm, streams, src, dst);
-	ret = ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype)));
-	return ret ?: pair_barrier(comm, streams, src, dst);
+	if (src == dst)
+		return copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype)));
+	/* Either card may run the copy: the other's earlier work first, its later work after. */
+	return around_copy(comm, streams, dst, src, true) ?:
+	       copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype))) ?:
+	       around_copy(comm, streams, dst, src, false);
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
