@@ -7,10 +7,9 @@
  * pair can reach the other) and, for reductions, the kernel library's ADD
  * on the receiving card. Buffers are split into N chunks of whole sticks.
  * Steps across cards are ordered by the cards, not the host: each rank has
- * a cross-device event (SPYRE_EVENT_CROSS_DEVICE); before a step every
- * stream waits on the device for the others' events of the step before
- * (a device-side barrier), and when a sender pushed, the receiver's ADD
- * waits for the sender's event recorded after the copy. A call enqueues
+ * a cross-device event (SPYRE_EVENT_CROSS_DEVICE), and before a step that
+ * touches a rank's memory its stream waits on the device for the other
+ * streams' earlier work on that memory (ord_*() below). A call enqueues
  * every step and returns; the results are there for later work on each
  * rank's stream, and the host waits only when a scratch buffer grows.
  * Reaches the runtime through spyre.h only, and the kernel library's
@@ -55,34 +54,123 @@ void coll_split(size_t bytes, int n, struct coll_chunk *c)
 	}
 }
 
-/* Rank @r's stream: what was enqueued on it so far, for the other cards to wait on. */
-static int mark(spyre_comm_t *comm, spyre_stream_t *const *streams, int r)
+/*
+ * Ordering on the devices. Each rank's stream runs its own work in order;
+ * across streams the calls below track, per rank's memory (its buffers and
+ * scratch, as a whole), which stream touched it last and how far, and
+ * before a step on stream R that touches rank x's memory they make R wait
+ * (a WAIT on the device, spyre_stream_wait_event() on a cross-device
+ * event) for each other stream's work on x it has not waited for yet,
+ * recording that stream's event first when its newest such work has no
+ * record yet. Writes and reads alike count: a conservative order (no two
+ * streams ever touch one rank's memory unordered), with no host wait.
+ *
+ * ord->work[o]: steps enqueued on stream o in this call (the caller's
+ * earlier work counts as step 1, on o's own memory); ord->marked[o]: the
+ * step o's event was last recorded at; seen[R * n + o]: the step of o that
+ * R last waited for; touch[x * n + o]: o's last step on x's memory.
+ */
+struct coll_order {
+	int n;
+	uint64_t *work, *marked, *seen, *touch;
+};
+
+static void ord_start(spyre_comm_t *comm)
 {
-	return spyre_event_record(comm->ev[r], streams[r]);
+	struct coll_order *o = comm->ord;
+	int n = comm->n, r;
+
+	memset(o->work, 0, sizeof(uint64_t) * (size_t)n);
+	memset(o->marked, 0, sizeof(uint64_t) * (size_t)n);
+	memset(o->seen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
+	memset(o->touch, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
+	for (r = 0; r < n; r++) {
+		o->work[r] = 1;
+		o->touch[r * n + r] = 1;
+	}
 }
 
-/* Rank @r's stream waits on the device for rank @o's last mark(). */
-static int after(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, int o)
+/* Stream @R waits for every other stream's unseen work on rank @x's memory. */
+static int ord_wait_for(spyre_comm_t *comm, spyre_stream_t *const *streams, int R, int x)
 {
-	return r == o ? 0 : spyre_stream_wait_event(streams[r], comm->ev[o]);
+	struct coll_order *o = comm->ord;
+	int n = comm->n, q, ret = 0;
+
+	for (q = 0; !ret && q < n; q++) {
+		uint64_t t = o->touch[x * n + q];
+
+		if (q == R || t <= o->seen[R * n + q])
+			continue;
+		if (o->marked[q] < t) {
+			ret = spyre_event_record(comm->ev[q], streams[q]);
+			o->marked[q] = o->work[q];
+		}
+		ret = ret ?: spyre_stream_wait_event(streams[R], comm->ev[q]);
+		o->seen[R * n + q] = o->marked[q];
+	}
+	return ret;
+}
+
+/* Before a step on stream @R touching the memory of ranks @x and @y (-1: none). */
+static int ord_before(spyre_comm_t *comm, spyre_stream_t *const *streams, int R, int x, int y)
+{
+	return ord_wait_for(comm, streams, R, x) ?: (y >= 0 && y != x ? ord_wait_for(comm, streams, R, y) : 0);
+}
+
+/* A step on stream @R touching ranks @x and @y was enqueued. */
+static void ord_after(spyre_comm_t *comm, int R, int x, int y)
+{
+	struct coll_order *o = comm->ord;
+	int n = comm->n;
+
+	o->work[R]++;
+	o->touch[x * n + R] = o->work[R];
+	if (y >= 0)
+		o->touch[y * n + R] = o->work[R];
 }
 
 /*
- * A barrier on the devices: every stream's later work runs after every
- * stream's work enqueued so far. No host wait.
+ * The call's end: each rank's stream waits for every other stream's work on
+ * its memory, so that its later work (the caller's) sees the result and
+ * overwrites nothing another card still reads.
  */
-static int barrier(spyre_comm_t *comm, spyre_stream_t *const *streams)
+static int ord_finish(spyre_comm_t *comm, spyre_stream_t *const *streams)
 {
-	int r, o, ret = 0;
+	int r, ret = 0;
 
-	if (comm->n == 1)
-		return 0;
 	for (r = 0; !ret && r < comm->n; r++)
-		ret = mark(comm, streams, r);
-	for (r = 0; !ret && r < comm->n; r++)
-		for (o = 0; !ret && o < comm->n; o++)
-			ret = after(comm, streams, r, o);
+		ret = ord_wait_for(comm, streams, r, r);
 	return ret;
+}
+
+static int ord_alloc(spyre_comm_t *comm)
+{
+	size_t n = (size_t)comm->n;
+	struct coll_order *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return -ENOMEM;
+	comm->ord = o;
+	o->n = comm->n;
+	o->work = calloc(n, sizeof(uint64_t));
+	o->marked = calloc(n, sizeof(uint64_t));
+	o->seen = calloc(n * n, sizeof(uint64_t));
+	o->touch = calloc(n * n, sizeof(uint64_t));
+	return o->work && o->marked && o->seen && o->touch ? 0 : -ENOMEM;
+}
+
+static void ord_free(spyre_comm_t *comm)
+{
+	struct coll_order *o = comm->ord;
+
+	if (!o)
+		return;
+	free(o->work);
+	free(o->marked);
+	free(o->seen);
+	free(o->touch);
+	free(o);
+	comm->ord = NULL;
 }
 
 /* The rank whose card runs the peer copy from @src to @dst. */
@@ -91,18 +179,16 @@ static int runner_of(const spyre_comm_t *comm, int dst, int src)
 	return comm->access[dst][src] ? dst : src;
 }
 
-/*
- * A copy between @src and @dst on the runner's stream: before it, the
- * runner's stream waits for the other's work so far (@before); after it,
- * the other's stream waits for the copy (the data, or the end of the read).
- */
-static int around_copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, int src, bool before)
+/* A D2D copy within rank @r's memory, on its stream. */
+static int local_copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, spyre_dptr_t d,
+		      spyre_dptr_t s, size_t len)
 {
-	int run = runner_of(comm, dst, src), other = run == dst ? src : dst;
+	int ret = ord_before(comm, streams, r, r, -1) ?:
+		  spyre_memcpy_async(streams[r], d, s, len, SPYRE_MEMCPY_D2D);
 
-	if (before)
-		return mark(comm, streams, other) ?: after(comm, streams, run, other);
-	return mark(comm, streams, run) ?: after(comm, streams, other, run);
+	if (!ret)
+		ord_after(comm, r, r, -1);
+	return ret;
 }
 
 /*
@@ -122,10 +208,15 @@ static int drain(spyre_comm_t *comm)
 static int copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, spyre_dptr_t d,
 		int src, spyre_dptr_t s, size_t len)
 {
+	int run = runner_of(comm, dst, src), ret;
+
 	if (!len)
 		return 0;
-	return spyre_memcpy_peer_async(streams[runner_of(comm, dst, src)], comm->dev[dst], d,
-				       comm->dev[src], s, len);
+	ret = ord_before(comm, streams, run, dst, src) ?:
+	      spyre_memcpy_peer_async(streams[run], comm->dev[dst], d, comm->dev[src], s, len);
+	if (!ret)
+		ord_after(comm, run, dst, src);
+	return ret;
 }
 
 /* Y = A + B in place, rows of one stick. */
@@ -151,7 +242,15 @@ int coll_add(spyre_kcache_t *cache, spyre_stream_t *s, uint32_t dtype, spyre_dpt
 static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32_t dtype,
 	       spyre_dptr_t y, size_t len)
 {
-	return coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len);
+	int ret;
+
+	if (!len)
+		return 0;
+	ret = ord_before(comm, streams, r, r, -1) ?:
+	      coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len);
+	if (!ret)
+		ord_after(comm, r, r, -1);
+	return ret;
 }
 
 static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
@@ -213,14 +312,11 @@ static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *stream
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
-		ret = barrier(comm, streams);
+		ret = 0;
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
 			ret = copy(comm, streams, r, comm->tmp[r], p, buf[p] + c[k].off, c[k].len);
-			/* A chunk the sender pushed lands from the sender's stream: the ADD waits for it. */
-			if (!ret && !comm->access[r][p])
-				ret = mark(comm, streams, p) ?: after(comm, streams, r, p);
 		}
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
@@ -244,7 +340,7 @@ static int ring_all_gather(spyre_comm_t *comm, spyre_stream_t *const *streams,
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
-		ret = barrier(comm, streams);
+		ret = 0;
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
@@ -298,12 +394,13 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
 	coll_split(bytes, comm->n, c);
 	ret = tmp_reserve(comm, c[0].len);
+	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r])
-			ret = spyre_memcpy_async(streams[r], recv[r], send[r], bytes, SPYRE_MEMCPY_D2D);
+			ret = local_copy(comm, streams, r, recv[r], send[r], bytes);
 	ret = ret ?: ring_reduce_scatter(comm, streams, recv, c, 0, dtype);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 1);
-	ret = ret ?: barrier(comm, streams);
+	ret = ret ?: ord_finish(comm, streams);
 	free(c);
 	return ret;
 }
@@ -338,16 +435,15 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 		c[r].len = each;
 	}
 	ret = tmp_reserve(comm, each) ?: work_reserve(comm, each * (size_t)comm->n);
+	ord_start(comm);
 	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
 	for (r = 0; !ret && r < comm->n; r++)
-		ret = spyre_memcpy_async(streams[r], comm->work[r], send[r], each * (size_t)comm->n,
-					 SPYRE_MEMCPY_D2D);
+		ret = local_copy(comm, streams, r, comm->work[r], send[r], each * (size_t)comm->n);
 	/* Rank r ends with chunk (r + 1 + shift): shift n - 1 gives chunk r. */
 	ret = ret ?: ring_reduce_scatter(comm, streams, comm->work, c, comm->n - 1, dtype);
 	for (r = 0; !ret && r < comm->n; r++)
-		ret = spyre_memcpy_async(streams[r], recv[r], comm->work[r] + c[r].off, each,
-					 SPYRE_MEMCPY_D2D);
-	ret = ret ?: barrier(comm, streams);
+		ret = local_copy(comm, streams, r, recv[r], comm->work[r] + c[r].off, each);
+	ret = ret ?: ord_finish(comm, streams);
 	free(c);
 	return ret;
 }
@@ -378,12 +474,12 @@ SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		c[r].len = each;
 	}
 	ret = 0;
+	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r] + c[r].off)
-			ret = spyre_memcpy_async(streams[r], recv[r] + c[r].off, send[r], each,
-						 SPYRE_MEMCPY_D2D);
+			ret = local_copy(comm, streams, r, recv[r] + c[r].off, send[r], each);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 0);
-	ret = ret ?: barrier(comm, streams);
+	ret = ret ?: ord_finish(comm, streams);
 	free(c);
 	return ret;
 }
@@ -403,13 +499,11 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	if (!count)
 		return 0;
 	bytes = coll_sticks(count * dtype_size(dtype));
-	/* Each copy after both streams' earlier work; each rank's later work after its copy. */
+	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (r != root)
-			ret = around_copy(comm, streams, r, root, true) ?:
-			      copy(comm, streams, r, buf[r], root, buf[root], bytes) ?:
-			      around_copy(comm, streams, r, root, false);
-	return ret;
+			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
+	return ret ?: ord_finish(comm, streams);
 }
 
 SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
@@ -425,12 +519,10 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 				   src, dst);
 	if (!count)
 		return 0;
-	if (src == dst)
-		return copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype)));
 	/* Either card may run the copy: the other's earlier work first, its later work after. */
-	return around_copy(comm, streams, dst, src, true) ?:
-	       copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype))) ?:
-	       around_copy(comm, streams, dst, src, false);
+	ord_start(comm);
+	return copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype))) ?:
+	       ord_finish(comm, streams);
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
@@ -456,6 +548,7 @@ SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
 			free(comm->access[r]);
 	}
 	free(comm->access);
+	ord_free(comm);
 	free(comm->ev);
 	free(comm->work);
 	free(comm->tmp);
@@ -504,6 +597,8 @@ SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs
 		ret = ret ?: spyre_kcache_create(devs[a], 16, &comm->cache[a]);
 		ret = ret ?: spyre_event_create_flags(devs[a], SPYRE_EVENT_CROSS_DEVICE, &comm->ev[a]);
 	}
+	if (!ret && ord_alloc(comm))
+		ret = spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
 	/* Each neighbour pair of the ring: one of the two must reach the other. */
 	for (a = 0; !ret && a < n; a++)
 		for (b = 0; !ret && b < n; b++)
