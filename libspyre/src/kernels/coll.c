@@ -68,11 +68,13 @@ void coll_split(size_t bytes, int n, struct coll_chunk *c)
  * ord->work[o]: steps enqueued on stream o in this call (the caller's
  * earlier work counts as step 1, on o's own memory); ord->marked[o]: the
  * step o's event was last recorded at; seen[R * n + o]: the step of o that
- * R last waited for; touch[x * n + o]: o's last step on x's memory.
+ * R last waited for; touch[x * n + o]: o's last step on x's memory;
+ * mseen[o * n + q]: o's seen row when it last recorded (waiting for o's
+ * record covers what o had waited for: seen is transitive).
  */
 struct coll_order {
 	int n;
-	uint64_t *work, *marked, *seen, *touch;
+	uint64_t *work, *marked, *seen, *touch, *mseen;
 };
 
 static void ord_start(spyre_comm_t *comm)
@@ -84,6 +86,7 @@ static void ord_start(spyre_comm_t *comm)
 	memset(o->marked, 0, sizeof(uint64_t) * (size_t)n);
 	memset(o->seen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
 	memset(o->touch, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
+	memset(o->mseen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
 	for (r = 0; r < n; r++) {
 		o->work[r] = 1;
 		o->touch[r * n + r] = 1;
@@ -98,15 +101,20 @@ static int ord_wait_for(spyre_comm_t *comm, spyre_stream_t *const *streams, int 
 
 	for (q = 0; !ret && q < n; q++) {
 		uint64_t t = o->touch[x * n + q];
+		int k;
 
 		if (q == R || t <= o->seen[R * n + q])
 			continue;
 		if (o->marked[q] < t) {
 			ret = spyre_event_record(comm->ev[q], streams[q]);
 			o->marked[q] = o->work[q];
+			memcpy(&o->mseen[q * n], &o->seen[q * n], sizeof(uint64_t) * (size_t)n);
 		}
 		ret = ret ?: spyre_stream_wait_event(streams[R], comm->ev[q]);
 		o->seen[R * n + q] = o->marked[q];
+		for (k = 0; k < n; k++)
+			if (k != R && o->mseen[q * n + k] > o->seen[R * n + k])
+				o->seen[R * n + k] = o->mseen[q * n + k];
 	}
 	return ret;
 }
@@ -156,7 +164,8 @@ static int ord_alloc(spyre_comm_t *comm)
 	o->marked = calloc(n, sizeof(uint64_t));
 	o->seen = calloc(n * n, sizeof(uint64_t));
 	o->touch = calloc(n * n, sizeof(uint64_t));
-	return o->work && o->marked && o->seen && o->touch ? 0 : -ENOMEM;
+	o->mseen = calloc(n * n, sizeof(uint64_t));
+	return o->work && o->marked && o->seen && o->touch && o->mseen ? 0 : -ENOMEM;
 }
 
 static void ord_free(spyre_comm_t *comm)
@@ -169,6 +178,7 @@ static void ord_free(spyre_comm_t *comm)
 	free(o->marked);
 	free(o->seen);
 	free(o->touch);
+	free(o->mseen);
 	free(o);
 	comm->ord = NULL;
 }
