@@ -27,7 +27,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.9.0
+LIBSPYRE_VERSION := 0.10.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)
@@ -228,7 +228,7 @@ $(B)/selftests/spyre_peer_test: libspyre/tests/spyre_peer_test.c $(B)/lib/libspy
 		$(DRM_CFLAGS) $< -o $@ -L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lpthread -lm
 
 # Collectives over the VM's cards against a CPU reference.
-$(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c libspyre/tests/coll-ref.h $(B)/lib/libspyre.so \
+$(B)/selftests/spyre_coll_test: libspyre/tests/spyre_coll_test.c libspyre/tests/coll-ref.h libspyre/tests/spyre_inject.h $(B)/lib/libspyre.so \
 		libspyre/include/spyre.h libspyre/include/spyre_kernels.h $(ISA_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wall -Werror -D_GNU_SOURCE -I$(KSELFTEST) -Ilibspyre/include -Iuapi -I$(ISA_DIR) \

@@ -7,7 +7,7 @@
 # has a tie at token 5, which one more rounding of the partial sums decides
 # the other way); a --tp the model's heads do not allow is skipped. Per run: the decode step's time per token on the host
 # (in timed mode the guest's virtual clock: dispatch, the cards' modeled
-# time and the all-reduces' host-ordered steps), the busiest card's modeled
+# time and the all-reduces' records and waits, ordered by the cards), the busiest card's modeled
 # device time per token and all cards' together, each as a ratio to --tp 1.
 # Every --tp must generate --tp 1's tokens (exit 1 otherwise).
 # Usage: tp-bench.sh ["CONFIG [OPTIONS...]"...]

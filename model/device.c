@@ -89,7 +89,6 @@ struct spyre_dmodel {
 	uint32_t tp, rank;
 	struct spyre_dmodel **shard;
 	spyre_comm_t *comm;
-	bool ar_sync;			/* the all-reduce's last copies may run on the sender's stream: wait for all */
 	struct call *rec;
 	uint32_t nrec, caprec;
 	char err[512];
@@ -487,8 +486,8 @@ static int check_tokens(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t
 /* ---- tensor parallel ---------------------------------------------------------- */
 
 static const char *const tp_graph_refused = "dispatch d (graph replay) does not run with tensor parallelism: a "
-					    "captured step cannot hold the all-reduces, whose ring steps the host "
-					    "orders; use a, b or c";
+					    "captured step cannot hold the all-reduces, whose cross-card events "
+					    "cannot be recorded into a graph; use a, b or c";
 
 
 /* A shard's kernel (or all-reduce) of the step, kept for run_step_tp() to launch. */
@@ -527,18 +526,17 @@ static int tp_fail(struct spyre_dmodel *dm, int ret, const char *what)
  * partial sums are added up by spyre_all_reduce() on every card, then
  * the residual ADD runs replicated. The ranks' kernels between two
  * all-reduces are launched interleaved (rank 0's i-th, rank 1's i-th, ...),
- * so the cards run them concurrently; the all-reduce itself waits for
- * every stream (the collectives order their ring steps from the host).
+ * so the cards run them concurrently; the all-reduce is enqueued on the
+ * ranks' streams and ordered by the cards (libspyre's cross-device events):
+ * the host does not wait for it.
  * Only rank 0 computes the logits and the argmax (the LM head is
  * replicated, not split; the other ranks hold no copy of it).
  *
- * The all-reduce's last step is a peer copy run by the card that can reach
- * the other: when it is the sender's stream, the receiver's next kernel is
- * not ordered after it, and the host waits for every stream (@ar_sync).
- * When it is the receiver's stream, the sender's next kernels are not
- * ordered after the copy that reads its buffer: so attention and the MLP
- * write different buffers (t, u), and a buffer is written again only after
- * the next all-reduce, which starts by waiting for every stream.
+ * The all-reduce orders each rank's later work on its stream after every
+ * other card's copies into or out of that rank's buffers (whichever card
+ * ran them), so a rank's next kernel reads the whole sum and overwrites
+ * nothing a peer still reads. Attention and the MLP still write different
+ * buffers (t, u).
  */
 static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, bool decode, int32_t *next,
 		       float *logits, struct spyre_step_stats *st)
@@ -607,10 +605,6 @@ static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t 
 			fail(dm, ret, "all-reduce over %u cards", n);
 			break;
 		}
-		for (r = 0; r < n && dm->ar_sync && !ret; r++)
-			ret = spyre_stream_synchronize(streams[r]);
-		if (ret)
-			fail(dm, ret, "after the all-reduce");
 	}
 	if (!ret)
 		ret = spyre_memcpy_async(s0->stream, (uint64_t)(uintptr_t)s0->host_token, s0->token, 4,
@@ -1290,17 +1284,6 @@ int spyre_dmodel_new_tp(spyre_device_t *const *devs, uint32_t tp, const struct s
 	ret = spyre_comm_init(&dm->comm, devs, (int)tp);
 	if (ret) {
 		fail(dm, ret, "a communicator of %u cards", tp);
-		goto out;
-	}
-	/* the all-reduce's last step: rank r receives from r - 1, on r's stream when r reaches r - 1's memory */
-	for (uint32_t r = 0; r < tp && !ret; r++) {
-		int pull = 0;
-
-		ret = spyre_device_can_access_peer(devs[r], devs[(r + tp - 1) % tp], &pull);
-		dm->ar_sync |= !pull;
-	}
-	if (ret) {
-		fail(dm, ret, "peer access");
 		goto out;
 	}
 	for (uint32_t r = 0; r < tp && !ret; r++) {

@@ -212,6 +212,8 @@ struct SpyreState {
     QemuMutex sem_lock;     /* Protects sem_gen */
     QemuCond sem_cond;
     uint64_t sem_gen;
+    /* On the list of every card: a SIGNAL wakes WAITs on them all. */
+    QLIST_ENTRY(SpyreState) sem_next;
 
     /*
      * The DMA engine is shared: queues take turns in SPYRE_DMA_CHUNK
@@ -307,6 +309,11 @@ bool spyre_packet_execute(SpyreQueue *q, const uint8_t *raw, uint32_t epoch,
 bool spyre_sem_access(SpyreQueue *q, const struct spyre_pkt_sem *p,
                       uint64_t *val, bool write, SpyreFault *f);
 void spyre_sem_kick(SpyreState *s);
+void spyre_sem_register(SpyreState *s);
+void spyre_sem_unregister(SpyreState *s);
+void spyre_sem_kick_cards(SpyreState *from,
+                          void (*timed_wake)(SpyreState *s, int64_t now),
+                          int64_t now);
 bool spyre_queue_may_fetch_locked(SpyreQueue *q);
 bool spyre_queue_write_completion(SpyreQueue *q, uint64_t compl, uint64_t seq,
                                   SpyreFault *f);

@@ -124,6 +124,61 @@ void spyre_sem_kick(SpyreState *s)
     qemu_mutex_unlock(&s->sem_lock);
 }
 
+/*
+ * Every card of the machine. A SIGNAL may land in another card's memory
+ * (an imported peer buffer: a store through that card's peer BAR), and a
+ * WAIT may read another card's memory: a SIGNAL wakes the WAITs of every
+ * card, which re-read their semaphore, so cross-card ordering takes no
+ * poll interval. Cards join in spyre_queues_init() and leave in
+ * spyre_queues_fini() under the BQL; workers walk the list.
+ */
+static QemuMutex sem_cards_lock;        /* Protects sem_cards */
+static QLIST_HEAD(, SpyreState) sem_cards = QLIST_HEAD_INITIALIZER(sem_cards);
+
+static void __attribute__((__constructor__)) spyre_sem_cards_init(void)
+{
+    qemu_mutex_init(&sem_cards_lock);
+}
+
+void spyre_sem_register(SpyreState *s)
+{
+    qemu_mutex_lock(&sem_cards_lock);
+    QLIST_INSERT_HEAD(&sem_cards, s, sem_next);
+    qemu_mutex_unlock(&sem_cards_lock);
+}
+
+void spyre_sem_unregister(SpyreState *s)
+{
+    qemu_mutex_lock(&sem_cards_lock);
+    QLIST_REMOVE(s, sem_next);
+    qemu_mutex_unlock(&sem_cards_lock);
+}
+
+/*
+ * A SIGNAL of @from: wake the WAITs of every card in the same mode (timed
+ * mode: @timed_wake at virtual time @now, under the BQL, in the list's
+ * fixed order, so two timed boots decide alike).
+ */
+void spyre_sem_kick_cards(SpyreState *from,
+                          void (*timed_wake)(SpyreState *s, int64_t now),
+                          int64_t now)
+{
+    SpyreState *c;
+
+    qemu_mutex_lock(&sem_cards_lock);
+    QLIST_FOREACH(c, &sem_cards, sem_next) {
+        if (c->params.timed != from->params.timed) {
+            continue;
+        }
+        if (timed_wake) {
+            timed_wake(c, now);
+        } else {
+            spyre_sem_kick(c);
+        }
+    }
+    qemu_mutex_unlock(&sem_cards_lock);
+}
+
 static bool exec_wait(SpyreQueue *q, const struct spyre_pkt_sem *p,
                       uint32_t epoch, SpyreFault *f)
 {
@@ -155,7 +210,7 @@ static bool exec_wait(SpyreQueue *q, const struct spyre_pkt_sem *p,
             ok = false;
             break;
         }
-        /* Device SIGNALs wake us at once; host writes are polled. */
+        /* Any card's SIGNAL wakes us at once; host writes are polled. */
         qemu_mutex_lock(&s->sem_lock);
         if (s->sem_gen == gen) {
             qemu_cond_timedwait(&s->sem_cond, &s->sem_lock, SPYRE_WAIT_POLL_MS);
@@ -381,7 +436,9 @@ bool spyre_packet_execute(SpyreQueue *q, const uint8_t *raw, uint32_t epoch,
         if (!spyre_sem_access(q, m, &v, true, f)) {
             return false;
         }
-        spyre_sem_kick(q->s);
+        if (!q->s->params.timed) {
+            spyre_sem_kick_cards(q->s, NULL, 0);
+        }
         return true;
     case SPYRE_PKT_OP_WAIT:
         return exec_wait(q, m, epoch, f);

@@ -383,12 +383,14 @@ void spyre_queues_init(SpyreState *s)
         qemu_thread_create(&q->thread, name, queue_thread, q,
                            QEMU_THREAD_JOINABLE);
     }
+    spyre_sem_register(s);
 }
 
 void spyre_queues_fini(SpyreState *s)
 {
     unsigned i;
 
+    spyre_sem_unregister(s);
     for (i = 0; i < s->params.queues; i++) {
         SpyreQueue *q = &s->queues[i];
 

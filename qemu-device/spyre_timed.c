@@ -40,7 +40,7 @@
  *           time (struct spyre_launch_result.device_ns); the engine is free
  *           again then;
  *   WAIT:   the first time the semaphore is seen satisfied: at reach, at any
- *           device SIGNAL, or at re-reads wait-poll-ns, 2x, 4x, ... (at most
+ *           SIGNAL of any card, or at re-reads wait-poll-ns, 2x, 4x, ... (at most
  *           1 ms) apart, for stores by the CPU;
  *   others, and packets that fail before running: reach.
  * At the completion time the completion word, HEAD/DONE and the MSI-X vector
@@ -65,7 +65,7 @@ static bool timed_runnable(SpyreQueue *q)
     return run;
 }
 
-/* A device SIGNAL at @now: every WAIT re-reads its semaphore then. */
+/* A SIGNAL of any card at @now: every WAIT re-reads its semaphore then. */
 static void timed_wake_waiters(SpyreState *s, int64_t now)
 {
     unsigned i;
@@ -179,7 +179,7 @@ static void timed_start(SpyreQueue *q, int64_t now)
         done = start + q->launch_ns;
         s->t_engine_free = done;
     } else if (ok && h->opcode == SPYRE_PKT_OP_SIGNAL) {
-        timed_wake_waiters(s, now);
+        spyre_sem_kick_cards(s, timed_wake_waiters, now);
     }
     trace_spyre_timed(q->idx, h->opcode, le64_to_cpu(h->seq), now, start,
                       done);

@@ -68,7 +68,6 @@ struct card {
 	uint32_t tp, rank;
 	struct card **shard;
 	spyre_comm_t *comm;
-	bool ar_sync;		/* the all-reduce's last copies may run on the sender's stream: wait for all */
 	spyre_dptr_t u;		/* the MLP's output under tensor parallelism (t is attention's) */
 	bool recording;
 	struct rec {
@@ -236,7 +235,7 @@ static int setup(struct card *c, const struct spyre_model_weights *w, const stru
 		if (ret)
 			return fail(c, ret, "pinned host memory");
 	}
-	/* a captured step cannot hold the all-reduces, whose ring steps the host orders */
+	/* a captured step cannot hold the all-reduces: their cross-card events cannot be captured */
 	c->graphs = !o->no_graphs && c->tp <= 1;
 	if (c->graphs) {
 		c->dec = calloc(c->max_seqs + 1, sizeof(*c->dec));
@@ -358,15 +357,6 @@ int spyre_runner_card_new_tp(spyre_device_t *const *devs, uint32_t tp, const str
 	ret = spyre_comm_init(&c->comm, devs, (int)tp);
 	if (ret)
 		snprintf(err, errlen, "a communicator of %u cards: %s", tp, spyre_last_error());
-	/* the all-reduce's last step: rank r receives from r - 1, on r's stream when r reaches r - 1's memory */
-	for (uint32_t r = 0; r < tp && !ret; r++) {
-		int pull = 0;
-
-		ret = spyre_device_can_access_peer(devs[r], devs[(r + tp - 1) % tp], &pull);
-		if (ret)
-			snprintf(err, errlen, "peer access: %s", spyre_last_error());
-		c->ar_sync |= !pull;
-	}
 	for (uint32_t r = 0; r < tp && !ret; r++) {
 		struct spyre_model_weights sw;
 		float *own;
@@ -818,8 +808,10 @@ static int stream_done(struct card *c, spyre_stream_t *stream, int rank, int ret
  * rank's tables copied to its card, its step recorded, then every rank's
  * kernels launched interleaved up to the next all-reduce mark, where
  * spyre_all_reduce() adds the ranks' partial sums of O (or of the MLP's
- * down projection) on every card; rank 0 alone samples. Launched one by
- * one: no launch graph holds the collectives.
+ * down projection) on every card, ordered by the cards (no host wait; each
+ * rank's later kernels run after the copies into and out of its buffers);
+ * rank 0 alone samples. Launched one by one: no launch graph holds the
+ * collectives.
  */
 static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct spyre_runner_stats *st)
 {
@@ -892,8 +884,6 @@ static int step_tp(struct card *c, const struct spyre_runner_batch *b, struct sp
 		}
 		ret = ret ?: spyre_all_reduce(c->comm, y, y, (size_t)T * c->ph / SPYRE_DT_SIZE(c->dt), c->dt,
 					      SPYRE_RED_SUM, streams);
-		for (r = 0; r < n && c->ar_sync && !ret; r++)
-			ret = spyre_stream_synchronize(streams[r]);
 		if (ret && !(c->err && c->err[0]))
 			fail(c, ret, "all-reduce over %u cards", n);
 	}

@@ -184,7 +184,10 @@ int spyre_stream_destroy(spyre_stream_t *stream);
 int spyre_stream_synchronize(spyre_stream_t *stream);
 /** spyre_stream_query() - 0 when all work is done, -EBUSY while some runs, -EIO if poisoned. */
 int spyre_stream_query(spyre_stream_t *stream);
-/** spyre_stream_wait_event() - later work on @stream waits for @event (no host wait). */
+/**
+ * spyre_stream_wait_event() - later work on @stream waits for @event (no host
+ * wait); an event of another card must be SPYRE_EVENT_CROSS_DEVICE.
+ */
 int spyre_stream_wait_event(spyre_stream_t *stream, spyre_event_t *event);
 /**
  * spyre_stream_add_callback() - run @fn(@arg) on a library thread after all
@@ -193,6 +196,15 @@ int spyre_stream_wait_event(spyre_stream_t *stream, spyre_event_t *event);
 int spyre_stream_add_callback(spyre_stream_t *stream, void (*fn)(void *arg), void *arg);
 
 int spyre_event_create(spyre_device_t *dev, spyre_event_t **event);
+/**
+ * SPYRE_EVENT_CROSS_DEVICE - a stream of another card may wait for the event:
+ * each record also SIGNALs a 64-bit value that only grows, and the other
+ * card's stream WAITs on the device for the value of the last record (no
+ * host wait; spyre_event_create_flags.3). Not recordable into a graph.
+ */
+#define SPYRE_EVENT_CROSS_DEVICE	0x1u
+/** spyre_event_create_flags() - spyre_event_create() with SPYRE_EVENT_* @flags. */
+int spyre_event_create_flags(spyre_device_t *dev, unsigned int flags, spyre_event_t **event);
 int spyre_event_destroy(spyre_event_t *event);
 /** spyre_event_record() - capture the work enqueued on @stream so far (re-recordable). */
 int spyre_event_record(spyre_event_t *event, spyre_stream_t *stream);

@@ -14,6 +14,14 @@
  * Events recorded after a collective order the host. Errors: bad dtype or
  * op, chunks that are not whole sticks, a root outside the ring, NULL
  * streams, the same device twice in a communicator (-EINVAL with detail).
+ * Ordering on the cards: a cross-device event (SPYRE_EVENT_CROSS_DEVICE)
+ * recorded behind a long queue of copies on one card holds back the other
+ * card's stream (busy, no host wait) whose peer copy then reads the newest
+ * data, twice with one event; an all-reduce enqueued behind such a queue
+ * returns with the streams still busy and its results exact; a wait for a
+ * value that never comes (the recording card's job made to hang, debugfs
+ * "inject", root) fails the waiting stream with -EIO "hung", and new
+ * streams on both cards then order themselves with the same event.
  */
 #include <errno.h>
 #include <math.h>
@@ -28,6 +36,7 @@
 #include "spyre_isa.h"
 #include "spyre_dtype.h"
 #include "coll-ref.h"
+#include "spyre_inject.h"
 
 #define MAXR 8
 
@@ -284,6 +293,184 @@ TEST_F(coll, errors)
 	EXPECT_EQ(0, spyre_all_reduce(self->comm, b, b, 0, SPYRE_DT_FP32, SPYRE_RED_SUM, self->s));
 	for (r = 0; r < self->n; r++)
 		spyre_free(self->dev[r], b[r]);
+}
+
+/* Keep @s busy for a while: @n D2D copies of @bytes on its card (its buffers in @scratch). */
+static int busy(spyre_device_t *dev, spyre_stream_t *s, size_t bytes, int n, spyre_dptr_t scratch[2])
+{
+	int i, ret;
+
+	ret = spyre_malloc(dev, bytes, &scratch[0]) ?: spyre_malloc(dev, bytes, &scratch[1]);
+	for (i = 0; !ret && i < n; i++)
+		ret = spyre_memcpy_async(s, scratch[i % 2], scratch[(i + 1) % 2], bytes, SPYRE_MEMCPY_D2D);
+	return ret;
+}
+
+#define BUSY_BYTES (64u << 20)
+#define BUSY_COPIES 16
+
+/* Ranks @x and @y such that @y's copies reach @x's memory; 0, or -1 when no pair of the first two does. */
+static int puller(FIXTURE_DATA(coll) *self, int *x, int *y)
+{
+	int can = 0;
+
+	if (!spyre_device_can_access_peer(self->dev[1], self->dev[0], &can) && can) {
+		*x = 0, *y = 1;
+		return 0;
+	}
+	if (!spyre_device_can_access_peer(self->dev[0], self->dev[1], &can) && can) {
+		*x = 1, *y = 0;
+		return 0;
+	}
+	return -1;
+}
+
+/* Card @y's stream @sy pulls @len bytes of @a (card @x) into @b after @e; then @b is @val throughout. */
+static size_t pulled(FIXTURE_DATA(coll) *self, int x, int y, spyre_stream_t *sy, spyre_event_t *e,
+		     spyre_dptr_t a, spyre_dptr_t b, size_t len, uint8_t val, int *busy_after)
+{
+	uint8_t *h = malloc(len);
+	size_t i, bad = 0;
+
+	if (spyre_stream_wait_event(sy, e) ||
+	    spyre_memcpy_peer_async(sy, self->dev[y], b, self->dev[x], a, len)) {
+		free(h);
+		return len;
+	}
+	*busy_after = spyre_stream_query(sy);
+	if (spyre_stream_synchronize(sy) ||
+	    spyre_memcpy(self->dev[y], (uintptr_t)h, b, len, SPYRE_MEMCPY_D2H)) {
+		free(h);
+		return len;
+	}
+	for (i = 0; i < len; i++)
+		bad += h[i] != val;
+	free(h);
+	return bad;
+}
+
+TEST_F(coll, cross_device_event_orders_the_cards)
+{
+	const size_t len = 1 << 20;
+	spyre_dptr_t a, b, scratch[2];
+	spyre_event_t *e, *plain;
+	int x, y, round, q = 0;
+
+	if (puller(self, &x, &y))
+		SKIP(return, "neither of the first two cards reaches the other's memory");
+	ASSERT_EQ(-EINVAL, spyre_event_create_flags(self->dev[x], 0x2, &e));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "unknown flags 0x2"));
+	ASSERT_EQ(0, spyre_event_create_flags(self->dev[x], SPYRE_EVENT_CROSS_DEVICE, &e));
+	ASSERT_EQ(0, spyre_event_create(self->dev[x], &plain));
+	ASSERT_EQ(0, spyre_malloc(self->dev[x], len, &a));
+	ASSERT_EQ(0, spyre_malloc(self->dev[y], len, &b));
+	ASSERT_EQ(0, spyre_memset_async(self->s[x], a, 0, len));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s[x]));
+	/* A plain event of another card: refused, with the flag to use. */
+	ASSERT_EQ(0, spyre_event_record(plain, self->s[x]));
+	EXPECT_EQ(-EINVAL, spyre_stream_wait_event(self->s[y], plain));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "SPYRE_EVENT_CROSS_DEVICE"));
+	/* Twice with one event: its value grows, no reset. */
+	ASSERT_EQ(0, busy(self->dev[x], self->s[x], BUSY_BYTES, BUSY_COPIES, scratch))
+		TH_LOG("%s", spyre_last_error());
+	for (round = 0; round < 2; round++) {
+		uint8_t val = round ? 0xa5 : 0x5a;
+
+		if (round)
+			ASSERT_EQ(0, busy(self->dev[x], self->s[x], BUSY_BYTES, BUSY_COPIES, scratch + 0));
+		ASSERT_EQ(0, spyre_memset_async(self->s[x], a, val, len));
+		ASSERT_EQ(0, spyre_event_record(e, self->s[x])) TH_LOG("%s", spyre_last_error());
+		/* Card y waits on the device: its stream is busy with nothing of its own. */
+		EXPECT_EQ(0, pulled(self, x, y, self->s[y], e, a, b, len, val, &q)) TH_LOG("round %d", round);
+		EXPECT_EQ(-EBUSY, q) TH_LOG("round %d: card %d's stream was done at once", round, y);
+		ASSERT_EQ(0, spyre_stream_synchronize(self->s[x]));
+		spyre_free(self->dev[x], scratch[0]);
+		spyre_free(self->dev[x], scratch[1]);
+	}
+	/* Waiting on the event's own card stays the syncobj wait. */
+	ASSERT_EQ(0, spyre_stream_wait_event(self->s[x], e));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s[x]));
+	spyre_event_destroy(plain);
+	spyre_event_destroy(e);
+	spyre_free(self->dev[x], a);
+	spyre_free(self->dev[y], b);
+}
+
+TEST_F(coll, all_reduce_returns_before_the_data_is_there)
+{
+	const uint32_t dt = SPYRE_DT_FP32;
+	const size_t count = 65536 + 13, bytes = round_sticks(count * 4);
+	spyre_dptr_t buf[MAXR], scratch[2];
+	int r;
+
+	for (r = 0; r < self->n; r++)
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], bytes, &buf[r]));
+	ASSERT_EQ(0, fill(self, buf, count, dt, 77));
+	ASSERT_EQ(0, busy(self->dev[0], self->s[0], BUSY_BYTES, BUSY_COPIES, scratch));
+	ASSERT_EQ(0, spyre_all_reduce(self->comm, buf, buf, count, dt, SPYRE_RED_SUM, self->s))
+		TH_LOG("%s", spyre_last_error());
+	/* Enqueued, not done: every other card's stream waits for card 0's copies on the device. */
+	for (r = 0; r < self->n; r++)
+		EXPECT_EQ(-EBUSY, spyre_stream_query(self->s[r])) TH_LOG("rank %d", r);
+	/* Each rank's result is there for its own stream's later work. */
+	for (r = self->n - 1; r >= 0; r--) {
+		spyre_event_t *ev;
+
+		ASSERT_EQ(0, spyre_event_create(self->dev[r], &ev));
+		ASSERT_EQ(0, spyre_event_record(ev, self->s[r]));
+		ASSERT_EQ(0, spyre_event_synchronize(ev)) TH_LOG("%s", spyre_last_error());
+		spyre_event_destroy(ev);
+		EXPECT_EQ(0, check_sum(self, r, buf[r], 0, count, dt, 77)) TH_LOG("rank %d", r);
+	}
+	sync_all(self, _metadata);
+	spyre_free(self->dev[0], scratch[0]);
+	spyre_free(self->dev[0], scratch[1]);
+	for (r = 0; r < self->n; r++)
+		spyre_free(self->dev[r], buf[r]);
+}
+
+TEST_F(coll, cross_device_wait_that_never_comes_fails_the_stream)
+{
+	const size_t len = 4096;
+	char inject[256], reset[256];
+	spyre_stream_t *sx, *sy;
+	spyre_dptr_t a, b;
+	spyre_event_t *e;
+	int x, y, q = 0;
+
+	if (puller(self, &x, &y))
+		SKIP(return, "neither of the first two cards reaches the other's memory");
+	if (inject_paths(self->dev[x], inject, reset))
+		SKIP(return, "no fault injection attribute (debugfs, root)");
+	ASSERT_EQ(0, spyre_event_create_flags(self->dev[x], SPYRE_EVENT_CROSS_DEVICE, &e));
+	ASSERT_EQ(0, spyre_malloc(self->dev[x], len, &a));
+	ASSERT_EQ(0, spyre_malloc(self->dev[y], len, &b));
+	ASSERT_EQ(0, spyre_event_record(e, self->s[x]));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s[x]));
+	/* Card x's next job hangs: the record's SIGNAL never runs. */
+	ASSERT_LT(0, inject_hang_all(inject));
+	ASSERT_EQ(0, spyre_event_record(e, self->s[x]));
+	ASSERT_EQ(0, spyre_stream_wait_event(self->s[y], e));
+	ASSERT_EQ(0, spyre_memset_async(self->s[y], b, 0x11, len));
+	EXPECT_EQ(-EBUSY, spyre_stream_query(self->s[y]));
+	/* The driver's job timeout ends the wait: the stream fails and says why. */
+	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s[y]));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "hung")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s[x]));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "hung")) TH_LOG("%s", spyre_last_error());
+	write_file(inject, "0 0");
+	/* Recovery: new streams on both cards order themselves with the same event. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev[x], SPYRE_STREAM_PRIORITY_NORMAL, &sx));
+	ASSERT_EQ(0, spyre_stream_create(self->dev[y], SPYRE_STREAM_PRIORITY_NORMAL, &sy));
+	ASSERT_EQ(0, spyre_memset_async(sx, a, 0x77, len));
+	ASSERT_EQ(0, spyre_event_record(e, sx));
+	EXPECT_EQ(0, pulled(self, x, y, sy, e, a, b, len, 0x77, &q));
+	spyre_stream_destroy(sx);
+	spyre_stream_destroy(sy);
+	/* The fixture's streams are poisoned: the teardown gets new ones out of the way. */
+	spyre_event_destroy(e);
+	spyre_free(self->dev[x], a);
+	spyre_free(self->dev[y], b);
 }
 
 TEST_HARNESS_MAIN

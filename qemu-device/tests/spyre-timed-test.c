@@ -6,7 +6,9 @@
  * it (not 1 ns earlier: no completion word, HEAD, DONE or interrupt before),
  * two queues' COPYs share the DMA engine, a WAIT released by another queue's
  * SIGNAL completes at the SIGNAL's time and one on a CPU store at the device's
- * next re-read (1, 2, 4 us ... apart), the device clock is virtual time; a
+ * next re-read (1, 2, 4 us ... apart), a WAIT released by another card's
+ * SIGNAL (both on one word of host memory) at that SIGNAL's time, not at a
+ * re-read, the device clock is virtual time; a
  * queue reset, a device reset and an FLR with a completion pending drop it
  * and leave the device usable, a disabled queue finishes its packet and
  * stops; a seeded storm of garbage packets, register writes, resets and
@@ -25,6 +27,10 @@
 #define XFER_1M		20972	/* ceil(2^20 * 1000 / 50000) */
 
 static struct sdev D;
+static struct sdev E;		/* a second timed card, driven through its BAR0 as a VF is */
+
+#define CARD_B_DEV	5		/* -device spyre,addr=05.0 */
+#define CARD_B_BAR0	0xe2000000u
 
 static int64_t step(int64_t ns)
 {
@@ -165,6 +171,42 @@ static void test_wait_cpu_store(void)
 	TAP_EQ(0, sdev_rd64(&D, D.q[0].compl));
 	step(1);		/* t + 7000: the third re-read */
 	TAP_EQ(41, sdev_rd64(&D, D.q[0].compl));
+}
+
+/*
+ * Card B waits on a word of host memory; 10 us later card A SIGNALs it: B's
+ * WAIT completes at the SIGNAL's time (every card's waiters re-read then),
+ * where a re-read alone would see it only at +15 us (1, 3, 7, 15 us).
+ */
+static void test_wait_signal_other_card(void)
+{
+	uint64_t sem = sdev_alloc(&D, 64, 64);
+	uint8_t p[64];
+
+	qinit(0, 0);
+	sdev_qwr(&E, 0, SPYRE_Q_CTRL, SPYRE_QCTRL_RESET);
+	sdev_queue_init(&E, 0, 16, 0);
+	zero_compl(0);
+	sdev_wr64(&D, E.q[0].compl, 0);
+	sdev_wr64(&D, sem, 0);
+	pkt_sem(p, SPYRE_PKT_OP_WAIT, 51, 0, SPYRE_AS_HOST, sem, 9);
+	sdev_submit(&E, 0, p);
+	step(10000);
+	TAP_EQ(SPYRE_QSTAT_ENABLED | SPYRE_QSTAT_BUSY | SPYRE_QSTAT_WAITING,
+	       sdev_qrd(&E, 0, SPYRE_Q_STATUS));
+	pkt_sem(p, SPYRE_PKT_OP_SIGNAL, 52, 0, SPYRE_AS_HOST, sem, 9);
+	sdev_submit(&D, 0, p);
+	step(1);
+	TAP_EQ(52, sdev_rd64(&D, D.q[0].compl));
+	TAP_EQ(51, sdev_rd64(&D, E.q[0].compl));
+	TAP_EQ(SPYRE_QSTAT_ENABLED, sdev_qrd(&E, 0, SPYRE_Q_STATUS));
+}
+
+/* Card B's registers at CARD_B_BAR0, its DMA on; half of its queues. */
+static void card_b_setup(void)
+{
+	qpci_map_bar32(&D.qt, CARD_B_DEV, 0, CARD_B_BAR0);
+	sdev_vf_init(&D, &E, CARD_B_BAR0, 4 * MiB);
 }
 
 /* The device clock is virtual time since the last reset. */
@@ -343,6 +385,7 @@ static const struct tap_case cases[] = {
 	{ "dma_shared", test_dma_shared },
 	{ "wait_signal", test_wait_signal },
 	{ "wait_cpu_store", test_wait_cpu_store },
+	{ "wait_signal_other_card", test_wait_signal_other_card },
 	{ "device_clock", test_device_clock },
 	{ "resets_pending", test_resets_pending },
 	{ "disable_pending", test_disable_pending },
@@ -351,5 +394,13 @@ static const struct tap_case cases[] = {
 
 int main(int argc, char **argv)
 {
-	return SDEV_RUN(&D, "timed=on,queues=8", 256, NULL, cases, argc, argv);
+	int ret;
+
+	qtest_require_qemu();
+	if (sdev_start_with(&D, "timed=on,queues=8", "-device spyre,addr=05.0,timed=on,queues=2", 256))
+		tap_bail("QEMU with two timed spyre cards did not start");
+	card_b_setup();
+	ret = tap_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+	sdev_stop(&D);
+	return ret;
 }

@@ -6,11 +6,14 @@
  * step a peer copy (spyre_memcpy_peer_async(), run by whichever card of the
  * pair can reach the other) and, for reductions, the kernel library's ADD
  * on the receiving card. Buffers are split into N chunks of whole sticks.
- * Steps across cards are ordered by the host: it waits for every rank's
- * stream before a step that reads what another card wrote (and between a
- * step's copies and its ADDs when a sender pushed: the ADD must see the
- * chunk, which landed from the sender's stream). Reaches the
- * runtime through spyre.h only, and the kernel library's public API.
+ * Steps across cards are ordered by the cards, not the host: each rank has
+ * a cross-device event (SPYRE_EVENT_CROSS_DEVICE), and before a step that
+ * touches a rank's memory its stream waits on the device for the other
+ * streams' earlier work on that memory (ord_*() below). A call enqueues
+ * every step and returns; the results are there for later work on each
+ * rank's stream, and the host waits only when a scratch buffer grows.
+ * Reaches the runtime through spyre.h only, and the kernel library's
+ * public API.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -51,28 +54,179 @@ void coll_split(size_t bytes, int n, struct coll_chunk *c)
 	}
 }
 
-static int sync_all(spyre_comm_t *comm, spyre_stream_t *const *streams)
-{
-	int r, ret;
+/*
+ * Ordering on the devices. Each rank's stream runs its own work in order;
+ * across streams the calls below track, per rank's memory (its buffers and
+ * scratch, as a whole), which stream touched it last and how far, and
+ * before a step on stream R that touches rank x's memory they make R wait
+ * (a WAIT on the device, spyre_stream_wait_event() on a cross-device
+ * event) for each other stream's work on x it has not waited for yet,
+ * recording that stream's event first when its newest such work has no
+ * record yet. Writes and reads alike count: a conservative order (no two
+ * streams ever touch one rank's memory unordered), with no host wait.
+ *
+ * ord->work[o]: steps enqueued on stream o in this call (the caller's
+ * earlier work counts as step 1, on o's own memory); ord->marked[o]: the
+ * step o's event was last recorded at; seen[R * n + o]: the step of o that
+ * R last waited for; touch[x * n + o]: o's last step on x's memory;
+ * mseen[o * n + q]: o's seen row when it last recorded (waiting for o's
+ * record covers what o had waited for: seen is transitive).
+ */
+struct coll_order {
+	int n;
+	uint64_t *work, *marked, *seen, *touch, *mseen;
+};
 
-	for (r = 0; r < comm->n; r++) {
-		ret = spyre_stream_synchronize(streams[r]);
-		if (ret)
-			return ret;
+static void ord_start(spyre_comm_t *comm)
+{
+	struct coll_order *o = comm->ord;
+	int n = comm->n, r;
+
+	memset(o->work, 0, sizeof(uint64_t) * (size_t)n);
+	memset(o->marked, 0, sizeof(uint64_t) * (size_t)n);
+	memset(o->seen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
+	memset(o->touch, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
+	memset(o->mseen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
+	for (r = 0; r < n; r++) {
+		o->work[r] = 1;
+		o->touch[r * n + r] = 1;
 	}
-	return 0;
+}
+
+/* Stream @R waits for every other stream's unseen work on rank @x's memory. */
+static int ord_wait_for(spyre_comm_t *comm, spyre_stream_t *const *streams, int R, int x)
+{
+	struct coll_order *o = comm->ord;
+	int n = comm->n, q, ret = 0;
+
+	for (q = 0; !ret && q < n; q++) {
+		uint64_t t = o->touch[x * n + q];
+		int k;
+
+		if (q == R || t <= o->seen[R * n + q])
+			continue;
+		if (o->marked[q] < t) {
+			ret = spyre_event_record(comm->ev[q], streams[q]);
+			o->marked[q] = o->work[q];
+			memcpy(&o->mseen[q * n], &o->seen[q * n], sizeof(uint64_t) * (size_t)n);
+		}
+		ret = ret ?: spyre_stream_wait_event(streams[R], comm->ev[q]);
+		o->seen[R * n + q] = o->marked[q];
+		for (k = 0; k < n; k++)
+			if (k != R && o->mseen[q * n + k] > o->seen[R * n + k])
+				o->seen[R * n + k] = o->mseen[q * n + k];
+	}
+	return ret;
+}
+
+/* Before a step on stream @R touching the memory of ranks @x and @y (-1: none). */
+static int ord_before(spyre_comm_t *comm, spyre_stream_t *const *streams, int R, int x, int y)
+{
+	return ord_wait_for(comm, streams, R, x) ?: (y >= 0 && y != x ? ord_wait_for(comm, streams, R, y) : 0);
+}
+
+/* A step on stream @R touching ranks @x and @y was enqueued. */
+static void ord_after(spyre_comm_t *comm, int R, int x, int y)
+{
+	struct coll_order *o = comm->ord;
+	int n = comm->n;
+
+	o->work[R]++;
+	o->touch[x * n + R] = o->work[R];
+	if (y >= 0)
+		o->touch[y * n + R] = o->work[R];
+}
+
+/*
+ * The call's end: each rank's stream waits for every other stream's work on
+ * its memory, so that its later work (the caller's) sees the result and
+ * overwrites nothing another card still reads.
+ */
+static int ord_finish(spyre_comm_t *comm, spyre_stream_t *const *streams)
+{
+	int r, ret = 0;
+
+	for (r = 0; !ret && r < comm->n; r++)
+		ret = ord_wait_for(comm, streams, r, r);
+	return ret;
+}
+
+static int ord_alloc(spyre_comm_t *comm)
+{
+	size_t n = (size_t)comm->n;
+	struct coll_order *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return -ENOMEM;
+	comm->ord = o;
+	o->n = comm->n;
+	o->work = calloc(n, sizeof(uint64_t));
+	o->marked = calloc(n, sizeof(uint64_t));
+	o->seen = calloc(n * n, sizeof(uint64_t));
+	o->touch = calloc(n * n, sizeof(uint64_t));
+	o->mseen = calloc(n * n, sizeof(uint64_t));
+	return o->work && o->marked && o->seen && o->touch && o->mseen ? 0 : -ENOMEM;
+}
+
+static void ord_free(spyre_comm_t *comm)
+{
+	struct coll_order *o = comm->ord;
+
+	if (!o)
+		return;
+	free(o->work);
+	free(o->marked);
+	free(o->seen);
+	free(o->touch);
+	free(o->mseen);
+	free(o);
+	comm->ord = NULL;
+}
+
+/* The rank whose card runs the peer copy from @src to @dst. */
+static int runner_of(const spyre_comm_t *comm, int dst, int src)
+{
+	return comm->access[dst][src] ? dst : src;
+}
+
+/* A D2D copy within rank @r's memory, on its stream. */
+static int local_copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, spyre_dptr_t d,
+		      spyre_dptr_t s, size_t len)
+{
+	int ret = ord_before(comm, streams, r, r, -1) ?:
+		  spyre_memcpy_async(streams[r], d, s, len, SPYRE_MEMCPY_D2D);
+
+	if (!ret)
+		ord_after(comm, r, r, -1);
+	return ret;
+}
+
+/*
+ * Before a scratch buffer is freed or reused at another size: every card's
+ * work done (streams of earlier calls may still use it).
+ */
+static int drain(spyre_comm_t *comm)
+{
+	int r, ret = 0;
+
+	for (r = 0; r < comm->n; r++)
+		ret = ret ?: spyre_device_synchronize(comm->dev[r]);
+	return ret;
 }
 
 /* Peer copy of @len bytes from rank @src to rank @dst on the stream of the card that can. */
 static int copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, spyre_dptr_t d,
 		int src, spyre_dptr_t s, size_t len)
 {
-	int runner;
+	int run = runner_of(comm, dst, src), ret;
 
 	if (!len)
 		return 0;
-	runner = comm->access[dst][src] ? dst : src;
-	return spyre_memcpy_peer_async(streams[runner], comm->dev[dst], d, comm->dev[src], s, len);
+	ret = ord_before(comm, streams, run, dst, src) ?:
+	      spyre_memcpy_peer_async(streams[run], comm->dev[dst], d, comm->dev[src], s, len);
+	if (!ret)
+		ord_after(comm, run, dst, src);
+	return ret;
 }
 
 /* Y = A + B in place, rows of one stick. */
@@ -98,7 +252,15 @@ int coll_add(spyre_kcache_t *cache, spyre_stream_t *s, uint32_t dtype, spyre_dpt
 static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32_t dtype,
 	       spyre_dptr_t y, size_t len)
 {
-	return coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len);
+	int ret;
+
+	if (!len)
+		return 0;
+	ret = ord_before(comm, streams, r, r, -1) ?:
+	      coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len);
+	if (!ret)
+		ord_after(comm, r, r, -1);
+	return ret;
 }
 
 static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
@@ -107,6 +269,9 @@ static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
 
 	if (bytes <= comm->tmp_bytes)
 		return 0;
+	ret = drain(comm);
+	if (ret)
+		return ret;
 	for (r = 0; r < comm->n; r++) {
 		spyre_free(comm->dev[r], comm->tmp[r]);
 		comm->tmp[r] = 0;
@@ -118,6 +283,30 @@ static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
 			return ret;
 	}
 	comm->tmp_bytes = bytes;
+	return 0;
+}
+
+/* reduce-scatter's copy of send[]: @bytes per rank, kept with the communicator. */
+static int work_reserve(spyre_comm_t *comm, size_t bytes)
+{
+	int r, ret;
+
+	if (bytes <= comm->work_bytes)
+		return 0;
+	ret = drain(comm);
+	if (ret)
+		return ret;
+	for (r = 0; r < comm->n; r++) {
+		spyre_free(comm->dev[r], comm->work[r]);
+		comm->work[r] = 0;
+	}
+	comm->work_bytes = 0;
+	for (r = 0; r < comm->n; r++) {
+		ret = spyre_malloc(comm->dev[r], bytes, &comm->work[r]);
+		if (ret)
+			return ret;
+	}
+	comm->work_bytes = bytes;
 	return 0;
 }
 
@@ -133,18 +322,12 @@ static int ring_reduce_scatter(spyre_comm_t *comm, spyre_stream_t *const *stream
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
-		bool pushed = false;
-
-		ret = sync_all(comm, streams);
+		ret = 0;
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
-			pushed |= !comm->access[r][p];
 			ret = copy(comm, streams, r, comm->tmp[r], p, buf[p] + c[k].off, c[k].len);
 		}
-		/* A chunk the sender pushed is on the sender's stream: wait before the ADD. */
-		if (!ret && pushed)
-			ret = sync_all(comm, streams);
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
@@ -167,7 +350,7 @@ static int ring_all_gather(spyre_comm_t *comm, spyre_stream_t *const *streams,
 	int n = comm->n, s, r, ret;
 
 	for (s = 0; s < n - 1; s++) {
-		ret = sync_all(comm, streams);
+		ret = 0;
 		for (r = 0; !ret && r < n; r++) {
 			int p = (r + n - 1) % n, k = ((p - s + shift) % n + n) % n;
 
@@ -221,11 +404,13 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
 	coll_split(bytes, comm->n, c);
 	ret = tmp_reserve(comm, c[0].len);
+	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r])
-			ret = spyre_memcpy_async(streams[r], recv[r], send[r], bytes, SPYRE_MEMCPY_D2D);
+			ret = local_copy(comm, streams, r, recv[r], send[r], bytes);
 	ret = ret ?: ring_reduce_scatter(comm, streams, recv, c, 0, dtype);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 1);
+	ret = ret ?: ord_finish(comm, streams);
 	free(c);
 	return ret;
 }
@@ -259,33 +444,16 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 		c[r].off = (size_t)r * each;
 		c[r].len = each;
 	}
-	ret = tmp_reserve(comm, each);
+	ret = tmp_reserve(comm, each) ?: work_reserve(comm, each * (size_t)comm->n);
+	ord_start(comm);
 	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
-	{
-		spyre_dptr_t *work = calloc((size_t)comm->n, sizeof(*work));
-
-		if (!work)
-			ret = ret ?: spyre_error(-ENOMEM, "spyre_reduce_scatter: out of memory");
-		for (r = 0; !ret && r < comm->n; r++) {
-			ret = spyre_malloc(comm->dev[r], each * (size_t)comm->n, &work[r]);
-			ret = ret ?: spyre_memcpy_async(streams[r], work[r], send[r],
-							each * (size_t)comm->n, SPYRE_MEMCPY_D2D);
-		}
-		/* Rank r ends with chunk (r + 1 + shift): shift n - 1 gives chunk r. */
-		ret = ret ?: ring_reduce_scatter(comm, streams, work, c, comm->n - 1, dtype);
-		for (r = 0; !ret && r < comm->n; r++)
-			ret = spyre_memcpy_async(streams[r], recv[r], work[r] + c[r].off, each,
-						 SPYRE_MEMCPY_D2D);
-		if (work) {
-			/* The streams still use the scratch: free it once they are done. */
-			int sret = sync_all(comm, streams);
-
-			for (r = 0; r < comm->n; r++)
-				spyre_free(comm->dev[r], work[r]);
-			ret = ret ?: sret;
-			free(work);
-		}
-	}
+	for (r = 0; !ret && r < comm->n; r++)
+		ret = local_copy(comm, streams, r, comm->work[r], send[r], each * (size_t)comm->n);
+	/* Rank r ends with chunk (r + 1 + shift): shift n - 1 gives chunk r. */
+	ret = ret ?: ring_reduce_scatter(comm, streams, comm->work, c, comm->n - 1, dtype);
+	for (r = 0; !ret && r < comm->n; r++)
+		ret = local_copy(comm, streams, r, recv[r], comm->work[r] + c[r].off, each);
+	ret = ret ?: ord_finish(comm, streams);
 	free(c);
 	return ret;
 }
@@ -316,11 +484,12 @@ SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		c[r].len = each;
 	}
 	ret = 0;
+	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r] + c[r].off)
-			ret = spyre_memcpy_async(streams[r], recv[r] + c[r].off, send[r], each,
-						 SPYRE_MEMCPY_D2D);
+			ret = local_copy(comm, streams, r, recv[r] + c[r].off, send[r], each);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 0);
+	ret = ret ?: ord_finish(comm, streams);
 	free(c);
 	return ret;
 }
@@ -340,12 +509,11 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	if (!count)
 		return 0;
 	bytes = coll_sticks(count * dtype_size(dtype));
-	/* Every rank reads the root's buffer: its stream's earlier work first. */
-	ret = spyre_stream_synchronize(streams[root]);
+	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (r != root)
 			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
-	return ret;
+	return ret ?: ord_finish(comm, streams);
 }
 
 SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
@@ -361,10 +529,10 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 				   src, dst);
 	if (!count)
 		return 0;
-	/* The receiver may run the copy: the sender's stream's earlier work first. */
-	ret = src != dst ? spyre_stream_synchronize(streams[src]) : 0;
-	return ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf,
-			   coll_sticks(count * dtype_size(dtype)));
+	/* Either card may run the copy: the other's earlier work first, its later work after. */
+	ord_start(comm);
+	return copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype))) ?:
+	       ord_finish(comm, streams);
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
@@ -375,15 +543,24 @@ SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)
 		return 0;
 	if (comm->rk)
 		coll_rank_destroy(comm);
+	if (!comm->rk && comm->dev)
+		drain(comm);	/* the scratch may still be in use by the last call's streams */
 	for (r = 0; r < comm->n; r++) {
 		if (comm->tmp && comm->tmp[r])
 			spyre_free(comm->dev[r], comm->tmp[r]);
+		if (comm->work && comm->work[r])
+			spyre_free(comm->dev[r], comm->work[r]);
+		if (comm->ev && comm->ev[r])
+			spyre_event_destroy(comm->ev[r]);
 		if (comm->cache && comm->cache[r])
 			spyre_kcache_destroy(comm->cache[r]);
 		if (comm->access)
 			free(comm->access[r]);
 	}
 	free(comm->access);
+	ord_free(comm);
+	free(comm->ev);
+	free(comm->work);
 	free(comm->tmp);
 	free(comm->cache);
 	free(comm->dev);
@@ -416,7 +593,9 @@ SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs
 	comm->cache = calloc((size_t)n, sizeof(*comm->cache));
 	comm->tmp = calloc((size_t)n, sizeof(*comm->tmp));
 	comm->access = calloc((size_t)n, sizeof(*comm->access));
-	if (!comm->dev || !comm->cache || !comm->tmp || !comm->access) {
+	comm->ev = calloc((size_t)n, sizeof(*comm->ev));
+	comm->work = calloc((size_t)n, sizeof(*comm->work));
+	if (!comm->dev || !comm->cache || !comm->tmp || !comm->access || !comm->ev || !comm->work) {
 		spyre_comm_destroy(comm);
 		return spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
 	}
@@ -426,7 +605,10 @@ SPYRE_EXPORT int spyre_comm_init(spyre_comm_t **out, spyre_device_t *const *devs
 		if (!comm->access[a])
 			ret = spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
 		ret = ret ?: spyre_kcache_create(devs[a], 16, &comm->cache[a]);
+		ret = ret ?: spyre_event_create_flags(devs[a], SPYRE_EVENT_CROSS_DEVICE, &comm->ev[a]);
 	}
+	if (!ret && ord_alloc(comm))
+		ret = spyre_error(-ENOMEM, "spyre_comm_init: out of memory");
 	/* Each neighbour pair of the ring: one of the two must reach the other. */
 	for (a = 0; !ret && a < n; a++)
 		for (b = 0; !ret && b < n; b++)

@@ -17,6 +17,7 @@
 #define COLL_STICK 128u
 
 struct comm_rank;
+struct coll_order;
 
 struct spyre_comm {
 	int n;
@@ -25,6 +26,10 @@ struct spyre_comm {
 	spyre_dptr_t *tmp;		/* per rank: a received chunk before it is added */
 	size_t tmp_bytes;
 	int **access;			/* access[a][b]: a's copies reach b's memory */
+	spyre_event_t **ev;		/* per rank (one process): SPYRE_EVENT_CROSS_DEVICE, where its stream is */
+	spyre_dptr_t *work;		/* per rank (one process): reduce-scatter's copy of send[] */
+	struct coll_order *ord;		/* one process: what each stream did in this call (coll.c) */
+	size_t work_bytes;
 	struct comm_rank *rk;		/* one card per process (coll_rank.c), else NULL */
 };
 

@@ -251,6 +251,8 @@ int spyre_peer_import(struct spyre_device *importer, struct spyre_device *export
 		      uint64_t size, uint64_t *va);
 /* Close every import of @dev's buffers and into @dev (device close). */
 void spyre_peer_forget(struct spyre_device *dev);
+int spyre_bo_import(struct spyre_device *importer, struct spyre_device *exporter,
+		    const struct spyre_buf *bo, uint64_t *va);
 /* Mark @dev's device allocation @ptr exported; its BO's handle in *@handle. */
 int spyre_alloc_export(struct spyre_device *dev, uint64_t ptr, uint32_t *handle);
 /* Close every spyre_ipc_import() into @dev (device close; peer.c). */

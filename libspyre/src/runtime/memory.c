@@ -174,11 +174,23 @@ int spyre_peer_import(struct spyre_device *importer, struct spyre_device *export
 	return ret;
 }
 
+/* @exporter's whole BO @bo (device or host memory) in @importer's address space, kept. */
+int spyre_bo_import(struct spyre_device *importer, struct spyre_device *exporter,
+		    const struct spyre_buf *bo, uint64_t *va)
+{
+	int ret;
+
+	pthread_mutex_lock(&peer_lock);
+	ret = peer_import_locked(importer, exporter, bo, va);
+	pthread_mutex_unlock(&peer_lock);
+	return ret;
+}
+
 void spyre_bo_del(struct spyre_device *dev, struct spyre_buf *bo)
 {
 	struct drm_gem_close c = { .handle = bo->handle };
 
-	if (bo->handle && !bo->map) {
+	if (bo->handle) {
 		pthread_mutex_lock(&peer_lock);
 		peer_forget_locked(dev, bo->handle, false);
 		pthread_mutex_unlock(&peer_lock);

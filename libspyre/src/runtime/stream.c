@@ -27,7 +27,19 @@ struct spyre_event {
 	uint32_t timeline;
 	uint64_t point;
 	bool recorded;
+	unsigned int flags;		/* SPYRE_EVENT_* */
+	/*
+	 * SPYRE_EVENT_CROSS_DEVICE: a record also SIGNALs the 64-bit word at
+	 * ts.va + EVENT_SEM_OFF with the next value (atomic, never reset), and
+	 * a stream of another card WAITs there for the value of the last
+	 * record, through its import of the buffer.
+	 */
+	uint64_t sem_next;		/* the last value handed to a record */
+	uint64_t sem_value;		/* the value of the last record submitted */
 };
+
+/* The cross-device semaphore's place in the event's host buffer (apart from the timestamp). */
+#define EVENT_SEM_OFF 64
 
 /* ---- the tracer's hooks --------------------------------------------------------- */
 
@@ -623,14 +635,43 @@ SPYRE_EXPORT int spyre_stream_query(spyre_stream_t *s)
 	return ret;
 }
 
+/*
+ * @s waits for @e of another card on the device: a WAIT packet on the
+ * event's semaphore (its host buffer imported into @s's card) for the value
+ * of the event's last record. A value that never comes is a hung job: the
+ * driver's job timeout fails it and the stream is poisoned.
+ */
+static int wait_event_cross(struct spyre_stream *s, struct spyre_event *e)
+{
+	struct spyre_pkt_sem p;
+	struct spyre_job job = { .packets = &p, .count = 1, .what = "wait" };
+	uint64_t va, want = __atomic_load_n(&e->sem_value, __ATOMIC_ACQUIRE);
+	int ret;
+
+	if (!(e->flags & SPYRE_EVENT_CROSS_DEVICE))
+		return spyre_error(-EINVAL, "spyre_stream_wait_event: the event is of another device "
+				   "(create it with SPYRE_EVENT_CROSS_DEVICE)");
+	ret = spyre_bo_import(s->dev, e->dev, &e->ts, &va);
+	if (ret)
+		return ret;
+	spyre_prep_sem(&p, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, va + EVENT_SEM_OFF, want);
+	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, "spyre_stream_wait_event (another device's event)");
+	ret = ret ?: submit_locked(s, &job);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
 SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 {
 	int ret = 0;
 
-	if (!s || !e || s->dev != e->dev)
-		return spyre_error(-EINVAL, "spyre_stream_wait_event: NULL argument or another device");
+	if (!s || !e)
+		return spyre_error(-EINVAL, "spyre_stream_wait_event: NULL argument");
 	if (!e->recorded)
 		return 0;	/* as in CUDA: waiting for an unrecorded event is a no-op */
+	if (s->dev != e->dev)
+		return wait_event_cross(s, e);
 	pthread_mutex_lock(&s->lock);
 	ret = spyre_stream_capturing_locked(s, "spyre_stream_wait_event");
 	ret = ret ?: spyre_stream_add_wait_locked(s, e->timeline, e->point);
@@ -787,17 +828,21 @@ void spyre_streams_fini(struct spyre_device *dev)
 
 /* ---- events ----------------------------------------------------------------- */
 
-SPYRE_EXPORT int spyre_event_create(spyre_device_t *dev, spyre_event_t **out)
+static int event_create(spyre_device_t *dev, unsigned int flags, spyre_event_t **out)
 {
 	struct spyre_event *e;
 	int ret;
 
 	if (!dev || !out)
 		return spyre_error(-EINVAL, "spyre_event_create: NULL argument");
+	if (flags & ~SPYRE_EVENT_CROSS_DEVICE)
+		return spyre_error(-EINVAL, "spyre_event_create_flags: unknown flags 0x%x",
+				   flags & ~SPYRE_EVENT_CROSS_DEVICE);
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return spyre_error(-ENOMEM, "out of memory");
 	e->dev = dev;
+	e->flags = flags;
 	ret = spyre_bo_new(dev, 4096, DRM_SPYRE_BO_HOST, &e->ts);
 	if (ret) {
 		free(e);
@@ -805,6 +850,16 @@ SPYRE_EXPORT int spyre_event_create(spyre_device_t *dev, spyre_event_t **out)
 	}
 	*out = e;
 	return 0;
+}
+
+SPYRE_EXPORT int spyre_event_create(spyre_device_t *dev, spyre_event_t **out)
+{
+	return event_create(dev, 0, out);
+}
+
+SPYRE_EXPORT int spyre_event_create_flags(spyre_device_t *dev, unsigned int flags, spyre_event_t **out)
+{
+	return event_create(dev, flags, out);
 }
 
 SPYRE_EXPORT int spyre_event_destroy(spyre_event_t *e)
@@ -831,18 +886,30 @@ void spyre_event_mark_locked(struct spyre_event *e, struct spyre_stream *s, uint
 
 static int event_record(spyre_event_t *e, spyre_stream_t *s)
 {
-	struct spyre_pkt_sem p;
-	struct spyre_job job = { .packets = &p, .count = 1, .what = "timestamp",
+	struct spyre_pkt_sem p[2];
+	struct spyre_job job = { .packets = p, .count = 1, .what = "timestamp",
 				 .node = SPYRE_GRAPH_NODE_EVENT_RECORD, .event = e };
-	int ret;
+	uint64_t value = 0;
+	int ret = 0;
 
 	if (!e || !s || e->dev != s->dev)
 		return spyre_error(-EINVAL, "spyre_event_record: NULL argument or another device");
-	spyre_event_prep_record(e, &p);
+	spyre_event_prep_record(e, &p[0]);
+	if (e->flags & SPYRE_EVENT_CROSS_DEVICE) {
+		/* Then the semaphore: its value only grows, so the event is reusable without resets. */
+		value = __atomic_add_fetch(&e->sem_next, 1, __ATOMIC_RELAXED);
+		spyre_prep_sem(&p[1], SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, e->ts.va + EVENT_SEM_OFF, value);
+		job.count = 2;
+	}
 	pthread_mutex_lock(&s->lock);
-	ret = submit_locked(s, &job);
-	if (!ret && !s->capture)
+	if (e->flags & SPYRE_EVENT_CROSS_DEVICE)
+		ret = spyre_stream_capturing_locked(s, "spyre_event_record (SPYRE_EVENT_CROSS_DEVICE)");
+	ret = ret ?: submit_locked(s, &job);
+	if (!ret && !s->capture) {
+		if (value)
+			__atomic_store_n(&e->sem_value, value, __ATOMIC_RELEASE);
 		spyre_event_mark_locked(e, s, s->point);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
