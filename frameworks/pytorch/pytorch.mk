@@ -80,7 +80,7 @@ $(TORCH_OUT)/demo.py: $(TORCH_DIR)/demo.py
 
 # test_hf's CPU references (hf_ref.py): the Hugging Face models' greedy tokens, logits and top-2 margins,
 # MiniLM's embeddings, computed on the host with the venv the guest carries (the guest's CPU under TCG
-# would take minutes per 12-layer generate); about 2-4 min of host time, again only when these change.
+# would take minutes per 12-layer generate); about 20 s of host time on one thread, again only when these change.
 $(TORCH_OUT)/hf_ref.json: $(TORCH_DIR)/tests/hf_ref.py $(TORCH_DIR)/tests/hf_models.py $(TORCH_SITE)/torch/version.py
 	@mkdir -p $(@D)
 	TORCH_DEVICE_BACKEND_AUTOLOAD=0 HF_HUB_OFFLINE=1 $(TORCH_VENV)/bin/python3 $< $(TORCH_OUT)/hf_ref
