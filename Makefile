@@ -583,9 +583,11 @@ serve:
 	$(MAKE) all
 	tools/serve
 
+# check's build runs on every core (CHECK_JOBS=N to change): nothing else runs yet
+CHECK_JOBS ?= $(shell nproc)
 check:
 	tools/setup/setup.sh all debug-kernel guest-python
-	$(MAKE) all module-debug
+	$(MAKE) -j$(CHECK_JOBS) all module-debug
 	tools/check
 
 # make boot-soak N=100 KINDS="release python debug timed" TCG=multi: boot each

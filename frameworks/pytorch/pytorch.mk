@@ -46,10 +46,14 @@ $(TORCH_ABI): $(TORCH_SITE)/torch/version.py
 	$(TORCH_VENV)/bin/python3 -c 'import torch; print("-D_GLIBCXX_USE_CXX11_ABI=%d" % torch._C._GLIBCXX_USE_CXX11_ABI)' >$@.tmp
 	mv $@.tmp $@
 
+# Each object through the object cache (tools/setup/cached-cxx: keyed by the compiler, the flags and
+# the preprocessed source; a fresh clone of an unchanged tree compiles none of them).
+# TORCH_OBJ_CACHE= compiles without it.
+TORCH_OBJ_CACHE ?= $(SPYRE_CACHE)/torch-obj
 $(TORCH_OUT)/obj/%.o: $(TORCH_DIR)/csrc/%.cpp $(wildcard $(TORCH_DIR)/csrc/*.h) libspyre/include/spyre.h \
-		libspyre/include/spyre_kernels.h uapi/spyre_isa.h $(TORCH_ABI)
+		libspyre/include/spyre_kernels.h uapi/spyre_isa.h $(TORCH_ABI) tools/setup/cached-cxx
 	@mkdir -p $(@D)
-	g++ $(TORCH_CXXFLAGS) $$(cat $(TORCH_ABI)) -c $< -o $@
+	tools/setup/cached-cxx '$(TORCH_OBJ_CACHE)' $< $@ -- g++ $(TORCH_CXXFLAGS) $$(cat $(TORCH_ABI))
 
 $(TORCH_EXT): $(patsubst $(TORCH_DIR)/csrc/%.cpp,$(TORCH_OUT)/obj/%.o,$(TORCH_SRCS)) $(B)/lib/libspyre.a
 	@mkdir -p $(@D)
@@ -76,7 +80,7 @@ $(TORCH_OUT)/demo.py: $(TORCH_DIR)/demo.py
 
 # test_hf's CPU references (hf_ref.py): the Hugging Face models' greedy tokens, logits and top-2 margins,
 # MiniLM's embeddings, computed on the host with the venv the guest carries (the guest's CPU under TCG
-# would take minutes per 12-layer generate); about 2-4 min of host time, again only when these change.
+# would take minutes per 12-layer generate); about 20 s of host time on one thread, again only when these change.
 $(TORCH_OUT)/hf_ref.json: $(TORCH_DIR)/tests/hf_ref.py $(TORCH_DIR)/tests/hf_models.py $(TORCH_SITE)/torch/version.py
 	@mkdir -p $(@D)
 	TORCH_DEVICE_BACKEND_AUTOLOAD=0 HF_HUB_OFFLINE=1 $(TORCH_VENV)/bin/python3 $< $(TORCH_OUT)/hf_ref
