@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The model on a spyre card (device.h). One function, step(), describes a
- * prefill or decode step as the sequence of kernels it launches; the device
- * run and the no-device estimate both walk it, so there is one model graph.
+ * The model on a spyre card (device.h): its set-up and the device run of
+ * the steps device_graph.c describes (dm_step()), by dispatch a, b, c or d.
  * Tensor parallel over N cards (spyre_dmodel_new_tp()): each card is a
- * model of its shard's shape whose step() also marks the two all-reduces
+ * model of its shard's shape whose step also marks the two all-reduces
  * of a layer; run_step_tp() launches the cards' steps side by side.
  */
 #include <errno.h>
@@ -15,336 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "device.h"
-#include "dmem.h"
-#include "spyre_isa.h"
+#include "device_int.h"
 #include "clock.h"
-
-/* Prefill embeds at most this many tokens per launch (they travel as launch scalars). */
-#define EMBED_CHUNK	128
-/* Dispatch d: positions per block of the paged view of the KV caches. */
-#define PAGE		64
-/* Dispatch d: the most decode steps between two waits (steps of one exec, spyre_dmodel_set_sync_every()). */
-#define SYNC_MAX	256
-#define SYNC_DEFAULT	16
-/* Dispatch d: execs kept: K steps for either half of the rings, and a shorter last window's. */
-#define NEXECS		4
-
-/*
- * Dispatch d's int32 tables, one device buffer (struct spyre_dmodel.tab),
- * stick-layout rows: the prefill's context length, the decode position and
- * context length (the counters a decode step reads and advances on the
- * card: IADD), the prefill's slot mapping 0 .. max_pos-1, the identity block
- * table. The host writes the first three rows before a prefill.
- */
-#define TAB_PREFILL_CTX	0
-#define TAB_POS		SPYRE_STICK_BYTES
-#define TAB_CTX		(2 * SPYRE_STICK_BYTES)
-#define TAB_TOKEN	(3 * SPYRE_STICK_BYTES)	/* host row only: a token the caller feeds instead of the card's */
-#define TAB_SLOTS	(4 * SPYRE_STICK_BYTES)
-
-struct spyre_dmodel {
-	spyre_device_t *dev;
-	struct spyre_model_config cfg;
-	struct spyre_dmodel_opts opts;
-	uint32_t dt, cores, sp_bytes, pos;
-	spyre_stream_t *stream;
-	spyre_kcache_t *kcache;
-	/* weights, KV caches, RoPE tables */
-	struct spyre_ddecoder wt;
-	/*
-	 * activations, for up to max_pos rows (kernels with a work slot get it from the kernel library);
-	 * u: the MLP's output under tensor parallelism (t is attention's: see run_step_tp())
-	 */
-	spyre_dptr_t x, h, q, k, v, a, t, u, logits, token;
-	/* pinned host buffers the results come back in */
-	int32_t *host_token;
-	void *host_logits;
-	/* dispatch d: the paged view of the caches, the tables, the execs of K decode steps and their rings */
-	uint32_t nblocks;		/* blocks of PAGE positions of each cache (cache_bytes()) */
-	spyre_dptr_t tab;		/* TAB_* */
-	int32_t *host_tab;		/* pinned: the rows the host writes (TAB_PREFILL_CTX .. TAB_TOKEN) */
-	int32_t last_token;		/* the token the card holds in @token (the last argmax) */
-	bool dev_stale;			/* a failed decode_graph() may have left the card's counters and token ahead */
-	uint32_t sync_every;		/* K: the host waits every K decode steps */
-	struct {
-		spyre_graph_exec_t *x;	/* @steps decode steps; step s leaves its token in ring slot half*K + s */
-		uint32_t steps, half;
-	} gx[NEXECS];
-	uint32_t ngx;
-	bool gx_logits;			/* the execs also copy the logits to @ring_logits */
-	int32_t *ring_token;		/* pinned, 2K sticks: two windows, one filling while the other is read */
-	void *ring_logits;		/* pinned, 2K rows of the logits, when @gx_logits */
-	spyre_event_t *window_done[2];	/* recorded after the replay of a window into either half */
-	/* kernels launched by a BUILD step, released when it ends */
-	spyre_kernel_t **held;
-	uint32_t nheld, capheld;
-	/*
-	 * Tensor parallel (spyre_dmodel_new_tp()): @tp ranks, this model rank
-	 * @rank of them with its shard of the heads and the MLP. The model the
-	 * caller holds drives @shard[0 .. tp-1] (one card each, their own
-	 * stream, kernel cache, weights and KV caches) and holds no device
-	 * memory of its own; a shard records its step's kernels in @rec.
-	 */
-	uint32_t tp, rank;
-	struct spyre_dmodel **shard;
-	spyre_comm_t *comm;
-	struct call *rec;
-	uint32_t nrec, caprec;
-	char err[512];
-	/* every device allocation, freed at the end */
-	struct spyre_dmem mem;
-};
-
-static int fail(struct spyre_dmodel *dm, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(struct spyre_dmodel *dm, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	ret = spyre_model_errv(dm->err, sizeof(dm->err), ret, true, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
-/* ---- the model graph ---------------------------------------------------------- */
-
-/* One kernel of a step: what to build and what to bind. */
-struct call {
-	struct spyre_kdesc d;
-	spyre_dptr_t slots[8];
-	uint32_t nslots;
-	uint64_t scalars[EMBED_CHUNK + 8];
-	uint32_t nscalars;
-};
-
-typedef int (*emit_fn)(void *ctx, struct call *c);
-
-/* Shapes and buffers step() needs; buffers are 0 for the estimate. */
-struct graph {
-	const struct spyre_model_config *cfg;
-	uint32_t dt, cores, sp_bytes;
-	bool reloc;
-	bool paged;		/* dispatch d: the caches through the paged kernels (identity block table) */
-	uint32_t tp, rank;	/* tensor parallel: @cfg is rank @rank's shard of @tp (1: one card) */
-	const struct spyre_dmodel *dm;	/* NULL for the estimate */
-};
-
-/*
- * Tensor parallel: step() emits this pseudo-op where the partial sums of
- * the ranks' row-parallel projections (O, the MLP's down) are added up: an
- * all-reduce of slot 0, m rows of hidden (spyre_all_reduce() over the
- * ranks' streams, run_step_tp()).
- */
-#define OP_ALLREDUCE	UINT32_MAX
-
-static struct spyre_kdesc kd(const struct graph *g, uint32_t op, uint64_t m, uint64_t n, uint64_t k)
-{
-	return (struct spyre_kdesc){ .size = sizeof(struct spyre_kdesc), .op = op, .dtype = g->dt,
-				     .cores = g->cores, .m = m, .n = n, .k = k, .sp_bytes = g->sp_bytes,
-				     .flags = g->reloc ? SPYRE_KF_RELOC : 0 };
-}
-
-#define B(field) (g->dm ? g->dm->field : 0)
-#define W(field) (g->dm ? g->dm->wt.field : 0)
-#define L(i, field) (g->dm ? g->dm->wt.layer[i].field : 0)
-
-static int call(emit_fn emit, void *ctx, const struct spyre_kdesc *d, const spyre_dptr_t *slots, uint32_t n,
-		const uint64_t *scalars, uint32_t ns)
-{
-	struct call c = { .d = *d, .nslots = n, .nscalars = ns };
-
-	memcpy(c.slots, slots, n * sizeof(*slots));
-	if (ns)
-		memcpy(c.scalars, scalars, ns * sizeof(*scalars));
-	return emit(ctx, &c);
-}
-
-/* Tensor parallel: the sum over the ranks of @y, @m rows of hidden (OP_ALLREDUCE); nothing on one card. */
-static int all_reduce(const struct graph *g, spyre_dptr_t y, uint32_t m, emit_fn emit, void *ctx)
-{
-	struct call c = { .d = { .size = sizeof(c.d), .op = OP_ALLREDUCE, .dtype = g->dt, .m = m,
-				 .n = g->cfg->hidden }, .slots = { y }, .nslots = 1 };
-
-	return g->tp > 1 ? emit(ctx, &c) : 0;
-}
-
-/* Layer @l's attention of @m rows at pos0 (caches in the contiguous layout: ATTENTION). */
-static int attend(const struct graph *g, uint32_t l, uint32_t m, uint32_t pos0, bool decode, emit_fn emit, void *ctx)
-{
-	const struct spyre_model_config *c = g->cfg;
-	struct spyre_kdesc d = kd(g, SPYRE_KOP_ATTENTION, m, 0, 0);
-	struct call ac = { .nslots = 6, .slots = { B(q), B(k), B(v), L(l, kc), L(l, vc), B(a) },
-			   /* decode: as many scalars as the kernel takes (emit asks it) */
-			   .nscalars = decode ? UINT32_MAX : 0 };
-
-	d.heads = c->heads;
-	d.kv_heads = c->kv_heads;
-	d.head_dim = c->head_dim;
-	d.max_pos = c->max_pos;
-	d.scale = c->attention_multiplier;
-	if (decode) {
-		d.flags |= SPYRE_KF_DECODE;
-		if (spyre_kernel_attention_scalars(&d, pos0, ac.scalars))
-			return -EINVAL;
-	}
-	ac.d = d;
-	return emit(ctx, &ac);
-}
-
-/*
- * Dispatch d: the caches as blocks of PAGE positions with the identity block
- * table: the new K/V rows into their slots (prefill: 0 .. m-1; decode: the
- * position row of the tables), then attention up to the context length row.
- */
-static int attend_paged(const struct graph *g, uint32_t l, uint32_t m, bool decode, emit_fn emit, void *ctx)
-{
-	const struct spyre_model_config *c = g->cfg;
-	struct spyre_kdesc d = kd(g, SPYRE_KOP_PAGED_KV_WRITE, m, 0, 0);
-	int ret;
-
-	d.kv_heads = c->kv_heads;
-	d.head_dim = c->head_dim;
-	d.block_size = PAGE;
-	d.num_blocks = g->dm ? g->dm->nblocks : 1;
-	ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(k), B(v), B(tab) + (decode ? TAB_POS : TAB_SLOTS), L(l, kc),
-		   L(l, vc) }, 5, NULL, 0);
-	if (ret)
-		return ret;
-	d.op = SPYRE_KOP_PAGED_ATTENTION;
-	d.n = 1;
-	d.heads = c->heads;
-	d.max_pos = c->max_pos;
-	d.scale = c->attention_multiplier;
-	return call(emit, ctx, &d, (spyre_dptr_t[]){ B(q), L(l, kc), L(l, vc),
-		    B(tab) + TAB_SLOTS + spyre_kernel_pitch(c->max_pos, SPYRE_DT_INT32),
-		    B(tab) + (decode ? TAB_CTX : TAB_PREFILL_CTX), B(a) }, 6, NULL, 0);
-}
-
-/*
- * The kernels of one step: @m tokens at positions pos0.. (decode: m = 1).
- * @tokens may be NULL for the estimate. Ends with the argmax of the last
- * row's logits in the token buffer. A paged decode step (dispatch d) takes
- * nothing from the host: its token is the last argmax (EMBEDDING
- * SPYRE_KF_INDEXED), its position and context length are device int32
- * (ROPE SPYRE_KF_INDEXED, PAGED_KV_WRITE, PAGED_ATTENTION), advanced by 1
- * on the card at its end (IADD), so a replay of it is the next step.
- */
-static int step(const struct graph *g, const int32_t *tokens, uint32_t m, uint32_t pos0, bool decode,
-		emit_fn emit, void *ctx)
-{
-	const struct spyre_model_config *c = g->cfg;
-	uint32_t hd = c->head_dim, qd = c->heads * hd, kvd = c->kv_heads * hd;
-	uint64_t xp = spyre_kernel_pitch(c->hidden, g->dt);
-	struct spyre_kdesc d;
-	uint64_t sc[EMBED_CHUNK + 8];
-	bool fb = g->paged && decode;	/* device-side feedback */
-	/* the MLP's output: not attention's under tensor parallelism (a peer may still read t, run_step_tp()) */
-	spyre_dptr_t mo = g->tp > 1 ? B(u) : B(t);
-	int ret;
-
-	if (fb) {
-		d = kd(g, SPYRE_KOP_EMBEDDING, 1, c->vocab, c->hidden);
-		d.scale = c->embedding_multiplier;
-		d.flags |= SPYRE_KF_INDEXED;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ W(embed), B(token), B(x) }, 3, NULL, 0)))
-			return ret;
-	}
-	/* embedding, in chunks: token ids travel as launch scalars */
-	for (uint32_t i = 0; i < m && !fb; i += EMBED_CHUNK) {
-		uint32_t n = m - i < EMBED_CHUNK ? m - i : EMBED_CHUNK;
-
-		d = kd(g, SPYRE_KOP_EMBEDDING, n, c->vocab, c->hidden);
-		d.scale = c->embedding_multiplier;
-		if (tokens && spyre_kernel_embedding_scalars(&d, tokens + i, sc))
-			return -EINVAL;
-		if (!tokens)
-			memset(sc, 0, sizeof(sc));
-		ret = call(emit, ctx, &d, (spyre_dptr_t[]){ W(embed), B(x) + i * xp }, 2, sc, n);
-		if (ret)
-			return ret;
-	}
-	for (uint32_t l = 0; l < c->layers; l++) {
-		/* attention block */
-		d = kd(g, SPYRE_KOP_RMSNORM, m, c->hidden, 0);
-		d.eps = c->norm_eps;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), L(l, attn_norm), B(h) }, 3, NULL, 0)))
-			return ret;
-		d = kd(g, SPYRE_KOP_LINEAR, m, qd, c->hidden);
-		d.out_group = hd;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), L(l, wq), B(q) }, 3, NULL, 0)))
-			return ret;
-		d = kd(g, SPYRE_KOP_LINEAR, m, kvd, c->hidden);
-		d.out_group = hd;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), L(l, wk), B(k) }, 3, NULL, 0)) ||
-		    (ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), L(l, wv), B(v) }, 3, NULL, 0)))
-			return ret;
-		for (int qk = 0; qk < 2; qk++) {
-			d = kd(g, SPYRE_KOP_ROPE, m, 0, 0);
-			d.heads = qk ? c->kv_heads : c->heads;
-			d.head_dim = hd;
-			d.max_pos = c->max_pos;
-			if (fb) {
-				d.flags |= SPYRE_KF_INDEXED;
-				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), W(rope_cos),
-					   W(rope_sin), B(tab) + TAB_POS, qk ? B(k) : B(q) }, 5, NULL, 0);
-			} else {
-				sc[0] = spyre_kernel_rope_scalar(&d, pos0);
-				ret = call(emit, ctx, &d, (spyre_dptr_t[]){ qk ? B(k) : B(q), W(rope_cos),
-					   W(rope_sin), qk ? B(k) : B(q) }, 4, sc, 1);
-			}
-			if (ret)
-				return ret;
-		}
-		if ((ret = g->paged ? attend_paged(g, l, m, decode, emit, ctx) : attend(g, l, m, pos0, decode, emit, ctx)))
-			return ret;
-		d = kd(g, SPYRE_KOP_LINEAR, m, c->hidden, qd);
-		d.in_group = hd;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(a), L(l, wo), B(t) }, 3, NULL, 0)) ||
-		    (ret = all_reduce(g, B(t), m, emit, ctx)))
-			return ret;
-		d = kd(g, SPYRE_KOP_ADD, m, c->hidden, 0);
-		d.alpha = c->residual_multiplier;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), B(t), B(x) }, 3, NULL, 0)))
-			return ret;
-		/* MLP block */
-		d = kd(g, SPYRE_KOP_RMSNORM, m, c->hidden, 0);
-		d.eps = c->norm_eps;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), L(l, mlp_norm), B(h) }, 3, NULL, 0)))
-			return ret;
-		d = kd(g, SPYRE_KOP_MLP, m, c->ffn, c->hidden);
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), L(l, wg), L(l, wu), L(l, wd), mo }, 5,
-				NULL, 0)) ||
-		    (ret = all_reduce(g, mo, m, emit, ctx)))
-			return ret;
-		d = kd(g, SPYRE_KOP_ADD, m, c->hidden, 0);
-		d.alpha = c->residual_multiplier;
-		if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x), mo, B(x) }, 3, NULL, 0)))
-			return ret;
-	}
-	/* the last position's logits and the greedy token: rank 0's (the LM head is not split) */
-	if (g->rank)
-		return 0;
-	d = kd(g, SPYRE_KOP_RMSNORM, 1, c->hidden, 0);
-	d.eps = c->norm_eps;
-	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(x) + (m - 1) * xp, W(final_norm), B(h) }, 3, NULL, 0)))
-		return ret;
-	d = kd(g, SPYRE_KOP_LINEAR, 1, c->vocab, c->hidden);
-	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(h), W(lm_head), B(logits) }, 3, NULL, 0)))
-		return ret;
-	d = kd(g, SPYRE_KOP_ARGMAX, 1, c->vocab, 0);
-	if ((ret = call(emit, ctx, &d, (spyre_dptr_t[]){ B(logits), B(token) }, 2, NULL, 0)) || !fb)
-		return ret;
-	/* the next step's position and context length, on the card */
-	d = (struct spyre_kdesc){ .size = sizeof(d), .op = SPYRE_KOP_IADD, .cores = 1, .m = 2, .n = 1, .alpha = 1,
-				  .sp_bytes = g->sp_bytes };
-	return call(emit, ctx, &d, (spyre_dptr_t[]){ B(tab) + TAB_POS, B(tab) + TAB_POS }, 2, NULL, 0);
-}
-
-#undef B
-#undef L
 
 /* ---- on the device -------------------------------------------------------------- */
 
@@ -567,7 +238,7 @@ static int run_step_tp(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t 
 	for (r = 0; r < n && !ret; r++) {
 		struct graph g = step_graph(dm->shard[r]);
 
-		ret = step(&g, tokens, m, dm->pos, decode, emit_record, dm->shard[r]);
+		ret = dm_step(&g, tokens, m, dm->pos, decode, emit_record, dm->shard[r]);
 	}
 	while (!ret) {
 		bool more = true;
@@ -686,7 +357,7 @@ static int run_step(struct spyre_dmodel *dm, const int32_t *tokens, uint32_t m, 
 			return ret;
 		}
 	}
-	ret = step(&g, tokens, m, dm->pos, decode, emit_device, dm);
+	ret = dm_step(&g, tokens, m, dm->pos, decode, emit_device, dm);
 	if (!ret)
 		ret = spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->host_token, dm->token, 4,
 					 SPYRE_MEMCPY_D2H);
@@ -823,13 +494,13 @@ static int get_exec(struct spyre_dmodel *dm, uint32_t steps, uint32_t half, spyr
 				i++;
 			}
 	}
-	ret = step(&g, NULL, 1, 0, true, emit_prepare, dm);
+	ret = dm_step(&g, NULL, 1, 0, true, emit_prepare, dm);
 	if (ret)
 		return ret;
 	ret = spyre_stream_begin_capture(dm->stream);
 	for (uint32_t st = 0; st < steps && !ret; st++) {
 		slot = half * dm->sync_every + st;
-		ret = step(&g, NULL, 1, 0, true, emit_device, dm);
+		ret = dm_step(&g, NULL, 1, 0, true, emit_device, dm);
 		ret = ret ?: spyre_memcpy_async(dm->stream, (uint64_t)(uintptr_t)dm->ring_token + slot * SPYRE_STICK_BYTES,
 						dm->token, SPYRE_STICK_BYTES, SPYRE_MEMCPY_D2H);
 		if (!ret && dm->gx_logits)
@@ -1084,7 +755,7 @@ static uint64_t tab_bytes(const struct spyre_model_config *c)
  * check; @c is one rank's shard of @tp (1: the whole model), which also
  * holds the MLP's partial sums (u, run_step_tp()).
  */
-static uint64_t model_bytes(const struct spyre_model_config *c, uint32_t dt, uint32_t tp, uint64_t work)
+uint64_t dm_model_bytes(const struct spyre_model_config *c, uint32_t dt, uint32_t tp, uint64_t work)
 {
 	uint64_t hd = c->head_dim, qd = c->heads * hd, kvd = c->kv_heads * hd;
 	uint64_t pq = spyre_kernel_grouped_pitch(qd, hd, dt), pk = spyre_kernel_grouped_pitch(kvd, hd, dt);
@@ -1120,7 +791,7 @@ int spyre_dmodel_check_fit(spyre_device_t *dev, const struct spyre_model_config 
 		snprintf(err, errlen, "device properties: %s", spyre_last_error());
 		return ret;
 	}
-	need = model_bytes(cfg, dtype, tp, work_bytes(props.mem_size));
+	need = dm_model_bytes(cfg, dtype, tp, work_bytes(props.mem_size));
 	if (need > props.mem_size) {
 		snprintf(err, errlen, "the model needs %.2f GiB of device memory in %s (weights, KV caches for %u "
 			 "positions, activations), the device has %.2f GiB", need / 1073741824.0,
@@ -1180,7 +851,7 @@ static int dmodel_new(spyre_device_t *dev, const struct spyre_model_config *cfg,
 	 * written by the kernel library from the checkpoint's [out x in]; the KV caches; RoPE
 	 */
 	struct graph g = { .cfg = cfg, .dt = dm->dt, .cores = dm->cores, .sp_bytes = dm->sp_bytes };
-	struct spyre_kdesc base = kd(&g, SPYRE_KOP_LINEAR, 1, 1, 1);
+	struct spyre_kdesc base = dm_kd(&g, SPYRE_KOP_LINEAR, 1, 1, 1);
 
 	ret = spyre_dmem_upload_decoder(&dm->mem, cfg, w, &base, !rank, cache_bytes(cfg, dm->dt), &dm->wt);
 	if (ret)
@@ -1371,66 +1042,3 @@ void spyre_dmodel_free(struct spyre_dmodel *dm)
 	free(dm);
 }
 
-/* ---- the estimate, without a device ------------------------------------------ */
-
-struct est {
-	struct spyre_kdesc seen[64];
-	uint64_t seen_ns[64];
-	uint32_t nseen;
-	uint64_t total;
-	char *err;
-	size_t errlen;
-};
-
-static int emit_estimate(void *ctx, struct call *c)
-{
-	struct est *e = ctx;
-	struct spyre_kernel_info info = { .size = sizeof(info) };
-	void *img;
-	size_t sz;
-	int ret;
-
-	/* every layer launches the same kernels: build each distinct one once */
-	for (uint32_t i = 0; i < e->nseen; i++)
-		if (!memcmp(&e->seen[i], &c->d, sizeof(c->d))) {
-			e->total += e->seen_ns[i];
-			return 0;
-		}
-	ret = spyre_kernel_build(&c->d, &img, &sz, &info);
-	if (ret) {
-		snprintf(e->err, e->errlen, "%s", spyre_last_error());
-		return ret;
-	}
-	free(img);
-	if (e->nseen < 64) {
-		e->seen[e->nseen] = c->d;
-		e->seen_ns[e->nseen++] = info.est_ns;
-	}
-	e->total += info.est_ns;
-	return 0;
-}
-
-int spyre_dmodel_estimate(const struct spyre_model_config *cfg, uint32_t dtype, uint32_t cores, uint32_t prompt,
-			  uint64_t *prefill_ns, uint64_t *decode_ns, uint64_t *weight_bytes, char *err,
-			  size_t errlen)
-{
-	struct graph g = { .cfg = cfg, .dt = dtype, .cores = cores };
-	struct est e = { .err = err, .errlen = errlen };
-	int ret;
-
-	if (!prompt || prompt >= cfg->max_pos) {
-		snprintf(err, errlen, "prompt of %u tokens: must be 1..%u", prompt, cfg->max_pos - 1);
-		return -1;
-	}
-	ret = step(&g, NULL, prompt, 0, false, emit_estimate, &e);
-	if (ret)
-		return -1;
-	*prefill_ns = e.total;
-	e.total = 0;
-	ret = step(&g, NULL, 1, prompt, true, emit_estimate, &e);
-	if (ret)
-		return -1;
-	*decode_ns = e.total;
-	*weight_bytes = model_bytes(cfg, dtype, 1, 0);
-	return 0;
-}

@@ -53,10 +53,10 @@ $(MODEL_LIB): $(MODEL_OBJS)
 
 # The tool runs the model on the CPU reference or on a card (device.c, through
 # libspyre and its kernel library).
-$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_CARD_SRCS) $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
+$(B)/bin/spyre-generate: $(MODEL_DIR)/spyre-generate.c $(MODEL_DIR)/device.c $(MODEL_DIR)/device_graph.c $(MODEL_CARD_SRCS) $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
 		$(B)/lib/libspyre.so libspyre/include/spyre.h libspyre/include/spyre_kernels.h
 	@mkdir -p $(@D)
-	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c $(MODEL_CARD_SRCS) -o $@ $(MODEL_LIB) $(ISA_LIB) \
+	$(CC) $(MODEL_CFLAGS) -D_GNU_SOURCE -Ilibspyre/include -Iuapi $< $(MODEL_DIR)/device.c $(MODEL_DIR)/device_graph.c $(MODEL_CARD_SRCS) -o $@ $(MODEL_LIB) $(ISA_LIB) \
 		-L$(B)/lib -lspyre -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 $(MODEL_TESTS): $(B)/tests/model-%-test: $(MODEL_DIR)/tests/%-test.c $(MODEL_LIB) $(ISA_LIB) $(MODEL_HDRS) \
