@@ -263,50 +263,31 @@ static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32
 	return ret;
 }
 
-static int tmp_reserve(spyre_comm_t *comm, size_t bytes)
+/*
+ * Grow the per-rank buffers @buf (each @*have bytes) to @bytes, after the
+ * streams are done with them: tmp (a received chunk before it is added)
+ * and work (reduce-scatter's copy of send[]), kept with the communicator.
+ */
+static int reserve(spyre_comm_t *comm, spyre_dptr_t *buf, size_t *have, size_t bytes)
 {
 	int r, ret;
 
-	if (bytes <= comm->tmp_bytes)
+	if (bytes <= *have)
 		return 0;
 	ret = drain(comm);
 	if (ret)
 		return ret;
 	for (r = 0; r < comm->n; r++) {
-		spyre_free(comm->dev[r], comm->tmp[r]);
-		comm->tmp[r] = 0;
+		spyre_free(comm->dev[r], buf[r]);
+		buf[r] = 0;
 	}
-	comm->tmp_bytes = 0;
+	*have = 0;
 	for (r = 0; r < comm->n; r++) {
-		ret = spyre_malloc(comm->dev[r], bytes, &comm->tmp[r]);
+		ret = spyre_malloc(comm->dev[r], bytes, &buf[r]);
 		if (ret)
 			return ret;
 	}
-	comm->tmp_bytes = bytes;
-	return 0;
-}
-
-/* reduce-scatter's copy of send[]: @bytes per rank, kept with the communicator. */
-static int work_reserve(spyre_comm_t *comm, size_t bytes)
-{
-	int r, ret;
-
-	if (bytes <= comm->work_bytes)
-		return 0;
-	ret = drain(comm);
-	if (ret)
-		return ret;
-	for (r = 0; r < comm->n; r++) {
-		spyre_free(comm->dev[r], comm->work[r]);
-		comm->work[r] = 0;
-	}
-	comm->work_bytes = 0;
-	for (r = 0; r < comm->n; r++) {
-		ret = spyre_malloc(comm->dev[r], bytes, &comm->work[r]);
-		if (ret)
-			return ret;
-	}
-	comm->work_bytes = bytes;
+	*have = bytes;
 	return 0;
 }
 
@@ -403,7 +384,7 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 	if (!c)
 		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
 	coll_split(bytes, comm->n, c);
-	ret = tmp_reserve(comm, c[0].len);
+	ret = reserve(comm, comm->tmp, &comm->tmp_bytes, c[0].len);
 	ord_start(comm);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r])
@@ -444,7 +425,8 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 		c[r].off = (size_t)r * each;
 		c[r].len = each;
 	}
-	ret = tmp_reserve(comm, each) ?: work_reserve(comm, each * (size_t)comm->n);
+	ret = reserve(comm, comm->tmp, &comm->tmp_bytes, each) ?:
+	      reserve(comm, comm->work, &comm->work_bytes, each * (size_t)comm->n);
 	ord_start(comm);
 	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
 	for (r = 0; !ret && r < comm->n; r++)
