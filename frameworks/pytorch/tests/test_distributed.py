@@ -32,6 +32,8 @@ import tap
 from tap import case
 
 N = 2
+# The root's card busy before its broadcast in work_semantics: BUSY_MM matmuls of BUSY_N x BUSY_N.
+BUSY_N, BUSY_MM = 1024, 16
 
 
 def val(rank, shape, dtype, seed):
@@ -72,9 +74,7 @@ def worker(rank, n, store_file):
             for shape in ((1,), (1001,), (33, 70)):
                 t = val(rank, shape, dt, 1).to(dev)
                 w = dist.all_reduce(t, async_op=True)
-                w.wait()
-                if not w.is_completed():
-                    res.setdefault("all_reduce", []).append(f"rank {rank}: not completed after wait()")
+                w.wait()  # the current stream waits; t.cpu() below is enqueued after it
                 check("all_reduce", t, sum(val(k, shape, dt, 1).float() for k in range(n)).to(dt))
         t = val(rank, (4096,), torch.float32, 2).to(dev)
         dist.all_reduce(t)
@@ -239,31 +239,39 @@ def worker(rank, n, store_file):
         # not completed; wait() on a second stream must not block the host (the Work stays not
         # completed, the second stream not idle) and what that stream then computes is exact.
         want = val(0, (2048,), torch.float32, 120)
-        if rank == 0:
-            a = torch.ones(512, 512, device=dev) / 512
-            busy = a
-            for _ in range(12):
-                busy = busy @ a
-            t = want.to(dev)
-        else:
-            t = torch.zeros(2048, device=dev)
-        w = dist.broadcast(t, src=0, async_op=True)
+        import time
+        stamps = [time.monotonic()]
+        t = (want if rank == 0 else torch.zeros(2048)).to(dev)
         side = torch.Stream(device=dev)
+        torch.spyre.synchronize()
+        if rank == 0:
+            a = torch.ones(BUSY_N, BUSY_N, device=dev) / BUSY_N
+            busy = a
+            for _ in range(BUSY_MM):
+                busy = busy @ a
+        stamps.append(time.monotonic())
+        w = dist.broadcast(t, src=0, async_op=True)
+        stamps.append(time.monotonic())
         prev = torch.accelerator.current_stream(rank)
         torch.accelerator.set_stream(side)
         try:
             w.wait()
             doubled = t * 2  # on the side stream, after the broadcast
+            stamps.append(time.monotonic())
             if rank == 0:
                 counts["work_semantics"] = counts.get("work_semantics", 0) + 1
                 done, idle = w.is_completed(), side.query()
                 if done or idle:
                     res.setdefault("work_semantics", []).append(
                         f"rank 0: after wait() and t * 2: is_completed {done}, side stream idle {idle}: "
-                        "wait() blocked the host (or the card finished 12 matmuls of 512 first)")
+                        "wait() blocked the host (or the card finished the matmuls first)")
         finally:
             torch.accelerator.set_stream(prev)
         w.synchronize()
+        stamps.append(time.monotonic())
+        print(f"# work_semantics rank {rank}: enqueue {BUSY_MM} matmuls of {BUSY_N}: "
+              f"{stamps[1] - stamps[0]:.2f} s, broadcast(async_op=True) {stamps[2] - stamps[1]:.2f} s, "
+              f"wait() + t * 2 {stamps[3] - stamps[2]:.3f} s, synchronize() {stamps[4] - stamps[3]:.2f} s", flush=True)
         counts["work_semantics"] = counts.get("work_semantics", 0) + 1
         if not w.is_completed():
             res.setdefault("work_semantics", []).append(f"rank {rank}: not completed after synchronize()")
