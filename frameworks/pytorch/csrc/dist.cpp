@@ -6,7 +6,9 @@
  * tensor's card, returning as soon as the work is enqueued. libspyre's
  * collectives move whole 128-byte sticks: a tensor whose bytes or address
  * are not is staged through a stick-padded scratch buffer of the same card.
- * float32, float16 and bfloat16.
+ * Reductions (all_reduce, reduce_scatter): float32, float16 and bfloat16.
+ * Data movement (all_gather, broadcast, send, recv) moves bytes, so any
+ * dtype: the stick-padded bytes go as 16-bit elements (units()).
  */
 #include <mutex>
 #include <vector>
@@ -52,6 +54,14 @@ int card_of(const at::Tensor &t, const char *what)
 		    ": the tensor is on ", t.device(), ", not a spyre card");
 	TORCH_CHECK(t.is_contiguous(), "spyreccl ", what, ": the tensor is not contiguous");
 	return t.device().index();
+}
+
+/* What data movement passes libspyre for @padded bytes (whole sticks): 16-bit units. */
+constexpr uint32_t kMoveDtype = SPYRE_DT_FP16;
+
+size_t units(size_t padded)
+{
+	return padded / 2;
 }
 
 bool whole(uint64_t p, size_t bytes)
@@ -101,9 +111,13 @@ void all_reduce(int64_t h, const at::Tensor &t)
 {
 	int dev = card_of(t, "all_reduce");
 	size_t bytes = t.nbytes();
+	uint32_t dt = dtype_of(t);
+
+	if (!bytes)
+		return;
 	Staged b(dev, dptr(t), bytes, stick_up(bytes), true);
 
-	SPYRE_CHECK(spyre_comm_all_reduce(comm_of(h), b.p, b.p, t.numel(), dtype_of(t), SPYRE_RED_SUM,
+	SPYRE_CHECK(spyre_comm_all_reduce(comm_of(h), b.p, b.p, t.numel(), dt, SPYRE_RED_SUM,
 					  current_stream(dev)), "spyreccl all_reduce");
 	if (b.staged())
 		copy_d2d(dev, dptr(t), b.p, bytes);
@@ -118,10 +132,12 @@ void all_gather(int64_t h, const at::Tensor &out, const at::Tensor &in)
 	TORCH_CHECK(card_of(out, "all_gather") == dev && out.scalar_type() == in.scalar_type() &&
 		    out.nbytes() == each * (size_t)n, "spyreccl all_gather: the output is not ", n,
 		    " times the input on its card");
+	if (!each)
+		return;
 	Staged i(dev, dptr(in), each, padded, true);
 	Staged o(dev, dptr(out), each * n, padded * n, false);
 
-	SPYRE_CHECK(spyre_comm_all_gather(comm_of(h), i.p, o.p, padded / in.element_size(), dtype_of(in),
+	SPYRE_CHECK(spyre_comm_all_gather(comm_of(h), i.p, o.p, units(padded), kMoveDtype,
 					  current_stream(dev)), "spyreccl all_gather");
 	for (r = 0; o.staged() && r < (size_t)n; r++)
 		copy_d2d(dev, dptr(out) + r * each, o.p + r * padded, each);
@@ -152,9 +168,11 @@ void broadcast(int64_t h, const at::Tensor &t, int64_t root)
 {
 	int dev = card_of(t, "broadcast");
 	size_t bytes = t.nbytes();
+	if (!bytes)
+		return;
 	Staged b(dev, dptr(t), bytes, stick_up(bytes), true);
 
-	SPYRE_CHECK(spyre_comm_broadcast(comm_of(h), b.p, t.numel(), dtype_of(t), (int)root,
+	SPYRE_CHECK(spyre_comm_broadcast(comm_of(h), b.p, units(stick_up(bytes)), kMoveDtype, (int)root,
 					 current_stream(dev)), "spyreccl broadcast");
 	if (b.staged())
 		copy_d2d(dev, dptr(t), b.p, bytes);
@@ -164,20 +182,24 @@ void send(int64_t h, const at::Tensor &t, int64_t peer)
 {
 	int dev = card_of(t, "send");
 	size_t bytes = t.nbytes();
+	if (!bytes)
+		return;
 	Staged b(dev, dptr(t), bytes, stick_up(bytes), true);
 
-	SPYRE_CHECK(spyre_comm_send(comm_of(h), b.p, t.numel(), dtype_of(t), (int)peer, current_stream(dev)),
-		    "spyreccl send");
+	SPYRE_CHECK(spyre_comm_send(comm_of(h), b.p, units(stick_up(bytes)), kMoveDtype, (int)peer,
+				    current_stream(dev)), "spyreccl send");
 }
 
 void recv(int64_t h, const at::Tensor &t, int64_t peer)
 {
 	int dev = card_of(t, "recv");
 	size_t bytes = t.nbytes();
+	if (!bytes)
+		return;
 	Staged b(dev, dptr(t), bytes, stick_up(bytes), false);
 
-	SPYRE_CHECK(spyre_comm_recv(comm_of(h), b.p, t.numel(), dtype_of(t), (int)peer, current_stream(dev)),
-		    "spyreccl recv");
+	SPYRE_CHECK(spyre_comm_recv(comm_of(h), b.p, units(stick_up(bytes)), kMoveDtype, (int)peer,
+				    current_stream(dev)), "spyreccl recv");
 	if (b.staged())
 		copy_d2d(dev, dptr(t), b.p, bytes);
 }

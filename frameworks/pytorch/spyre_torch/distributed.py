@@ -8,11 +8,20 @@ one card per process (spyre_comm_init_rank(3)), as torch-spyre names its backend
 
 torch 2.13 cannot subclass c10d::Backend in Python, and a Python ProcessGroup (which it can) replaces
 the whole group: this one therefore carries its own gloo backend for CPU tensors, on the same store.
-Rank 0 makes the communicator's id and hands it to the others through the store. Every collective is
-enqueued on the current stream of the tensor's card and returns a Work completed by an event recorded
-after it: wait() waits for that event (the host), is_completed() queries it. Sums only (ReduceOp.SUM),
-float32, float16 and bfloat16; all_reduce, all_gather (list and _into_tensor), reduce_scatter (list
-and _tensor), broadcast, send, recv, barrier.
+Rank 0 makes the communicator's id and hands it to the others through the store.
+
+Every collective is enqueued on the current stream of the tensor's card and returns a Work as NCCL's:
+wait() makes the caller's current stream wait for the event recorded after the collective (the host
+does not wait), synchronize() waits on the host, is_completed() queries the event, get_future() is a
+Future completed (on the host) when the event is reached. libspyre's calls do wait on the host for the
+other ranks' messages, not for this card's work (spyre_comm_all_reduce(3)).
+
+Ops: all_reduce, reduce (to a root), reduce_scatter (list and _tensor), all_gather (list and
+_into_tensor), broadcast, gather, scatter, all_to_all and all_to_all_single (equal or given splits),
+send, recv, barrier. Data movement takes any dtype (bytes move); reductions float32, float16 and
+bfloat16 with ReduceOp SUM (libspyre's ring), AVG (the sum scaled on the card), MAX, MIN and PRODUCT
+(every rank's tensor gathered, then the kernel library's maximum/minimum/mul on the card); any other
+op is a ValueError naming it.
 """
 import datetime
 
@@ -32,9 +41,15 @@ class _Work(dist._Work):
         self._event = event
 
     def wait(self, timeout=None):
+        """The current stream of the event's card waits for the collective; the host does not."""
+        if self._event is not None:
+            torch.accelerator.current_stream(self._event.device.index).wait_event(self._event)
+        return True
+
+    def synchronize(self):
+        """The host waits for the collective."""
         if self._event is not None:
             self._event.synchronize()
-        return True
 
     def is_completed(self):
         return self._event is None or self._event.query()
@@ -46,7 +61,8 @@ class _Work(dist._Work):
         return self._result
 
     def get_future(self):
-        self.wait()
+        """A Future whose value is the result, set once the card has passed the collective."""
+        self.synchronize()
         fut = torch.futures.Future()
         fut.set_result(self._result)
         return fut
@@ -66,9 +82,18 @@ def _gloo_call(gloo, name, old):
     return getattr(gloo, name, None) or getattr(gloo, old)
 
 
-def _check_sum(opts):
-    if opts.reduceOp != dist.ReduceOp.SUM:
-        raise ValueError(f"{NAME}: only ReduceOp.SUM, not {opts.reduceOp}")
+R = dist.ReduceOp
+# Reductions of gathered tensors by the kernel library's elementwise ops on the card.
+_ELEMENTWISE = {R.MAX: torch.maximum, R.MIN: torch.minimum, R.PRODUCT: torch.mul}
+
+
+def _check_op(op, what):
+    """The RedOpType of @op (a ReduceOp of the options), or a ValueError naming it."""
+    op = getattr(op, "op", op)
+    if op not in (R.SUM, R.AVG) and op not in _ELEMENTWISE:
+        name = str(op).replace("RedOpType.", "ReduceOp.")
+        raise ValueError(f"{NAME} {what}: {name} is not supported (SUM, AVG, MAX, MIN, PRODUCT)")
+    return op
 
 
 class SpyreCCL(dist.ProcessGroup):
@@ -83,32 +108,129 @@ class SpyreCCL(dist.ProcessGroup):
             store.set(f"{NAME}/id", bytes(ident.tolist()))
         else:
             store.wait([f"{NAME}/id"], timeout)
-            ident = torch.tensor(list(store.get(f"{NAME}/id")), dtype=torch.uint8)
+            ident = torch.tensor(list(store.get(f"{NAME}/id")), dtype=torch.uint8, device="cpu")
         self._h = _ops.comm_init(ident, size, rank, self._device)
 
     def getBackendName(self):
         return NAME
 
+    def _comm(self, what):
+        if not self._h:
+            raise RuntimeError(f"{NAME} {what}: the process group was destroyed")
+        return self._h
+
     def _spyre(self, tensors, what):
+        """@tensors (any nesting of lists), checked to be on this process's card."""
         for t in tensors:
-            if t.device.type != "spyre":
-                raise ValueError(f"{NAME} {what}: a tensor on {t.device} among spyre tensors")
+            if isinstance(t, (list, tuple)):
+                self._spyre(t, what)
+            elif t.device.type != "spyre" or t.device.index != self._device:
+                raise ValueError(f"{NAME} {what}: a tensor on {t.device}, not on this rank's card "
+                                 f"spyre:{self._device}")
         return tensors
 
+    # ---- reductions ----
+
+    def _reduce_into(self, t, op, what):
+        """@t (contiguous, on the card) = op over the ranks of their @t."""
+        h = self._comm(what)
+        if op in (R.SUM, R.AVG):
+            _ops.comm_all_reduce(h, t)
+            if op == R.AVG:
+                t.div_(self.size())
+            return
+        flat = torch.empty((self.size(), *t.shape), dtype=t.dtype, device=t.device)
+        _ops.comm_all_gather(h, flat, t)
+        acc = flat[0]
+        for r in range(1, self.size()):
+            acc = _ELEMENTWISE[op](acc, flat[r])
+        t.copy_(acc)
+
+    def _reduce(self, t, op, what):
+        """Reduce @t in place (staged through a contiguous copy when it is not contiguous)."""
+        if t.is_contiguous():
+            self._reduce_into(t, op, what)
+        else:
+            tmp = t.contiguous()
+            self._reduce_into(tmp, op, what)
+            t.copy_(tmp)
+
     def allreduce(self, tensors, opts=None):
+        opts = opts or dist.AllreduceOptions()
         if _on_cpu(tensors):
-            return self._gloo.allreduce(tensors, opts or dist.AllreduceOptions())
-        _check_sum(opts)
+            return self._gloo.allreduce(tensors, opts)
+        op = _check_op(opts.reduceOp, "all_reduce")
         for t in self._spyre(tensors, "all_reduce"):
-            _ops.comm_all_reduce(self._h, t)
+            self._reduce(t, op, "all_reduce")
         return _done(tensors, tensors[0])
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts or dist.AllreduceCoalescedOptions()
+        if _on_cpu(tensors):
+            return self._gloo.allreduce_coalesced(tensors, opts)
+        op = _check_op(opts.reduceOp, "all_reduce_coalesced")
+        for t in self._spyre(tensors, "all_reduce_coalesced"):
+            self._reduce(t, op, "all_reduce_coalesced")
+        return _done(tensors, tensors[0])
+
+    def reduce(self, tensors, opts=None):
+        """The root's tensor = op over the ranks; the others' tensors are left as they were."""
+        opts = opts or dist.ReduceOptions()
+        if _on_cpu(tensors):
+            return self._gloo.reduce(tensors, opts)
+        op = _check_op(opts.reduceOp, "reduce")
+        for t in self._spyre(tensors, "reduce"):
+            if self.rank() == opts.rootRank:
+                self._reduce(t, op, "reduce")
+            else:
+                self._reduce_into(t.contiguous().clone(), op, "reduce")
+        return _done(tensors, tensors[0])
+
+    def reduce_scatter_single(self, output, inp, opts=None):
+        """reduce_scatter_tensor (torch calls it on the group object, not through c10d)."""
+        opts = opts or dist.ReduceScatterOptions()
+        if _on_cpu([output, inp]):
+            return _gloo_call(self._gloo, "reduce_scatter_single", "_reduce_scatter_base")(output, inp, opts)
+        op = _check_op(opts.reduceOp, "reduce_scatter")
+        self._spyre([output, inp], "reduce_scatter")
+        if op == R.SUM and output.is_contiguous() and inp.is_contiguous():
+            _ops.comm_reduce_scatter(self._comm("reduce_scatter"), output, inp)
+        else:
+            if inp.numel() != output.numel() * self.size():
+                raise ValueError(f"{NAME} reduce_scatter: the input has {inp.numel()} elements, not "
+                                 f"{self.size()} x the output's {output.numel()}")
+            full = inp.contiguous().clone()
+            self._reduce_into(full, op, "reduce_scatter")
+            output.copy_(full.view(self.size(), -1)[self.rank()].view(output.shape))
+        return _done([output], output)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        if _on_cpu(outputs):
+            return self._gloo.reduce_scatter(outputs, input_lists, opts)
+        _check_op(opts.reduceOp, "reduce_scatter")
+        self._spyre([outputs, input_lists], "reduce_scatter")
+        for out, ins in zip(outputs, input_lists):
+            flat = torch.empty((self.size(), *out.shape), dtype=out.dtype, device=out.device)
+            for r, i in enumerate(ins):
+                flat[r].copy_(i)
+            res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+            self.reduce_scatter_single(res, flat, opts)
+            if res is not out:
+                out.copy_(res)
+        return _done(outputs, outputs[0])
+
+    # ---- data movement (any dtype) ----
 
     def all_gather_single(self, output, inp, opts=None):
         """all_gather_into_tensor (torch calls it on the group object, not through c10d)."""
         if _on_cpu([output, inp]):
             return _gloo_call(self._gloo, "all_gather_single", "_allgather_base")(
                 output, inp, opts or dist.AllgatherOptions())
-        _ops.comm_all_gather(self._h, output, inp)
+        self._spyre([output, inp], "all_gather")
+        _ops.comm_all_gather(self._comm("all_gather"), output, inp.contiguous())
         return _done([output], output)
 
     _allgather_base = all_gather_single
@@ -116,61 +238,144 @@ class SpyreCCL(dist.ProcessGroup):
     def allgather(self, output_lists, inputs, opts=None):
         if _on_cpu(inputs):
             return self._gloo.allgather(output_lists, inputs, opts or dist.AllgatherOptions())
-        for outs, inp in zip(output_lists, self._spyre(inputs, "all_gather")):
+        self._spyre([output_lists, inputs], "all_gather")
+        for outs, inp in zip(output_lists, inputs):
             flat = torch.empty((self.size(), *inp.shape), dtype=inp.dtype, device=inp.device)
-            _ops.comm_all_gather(self._h, flat, inp.contiguous())
+            _ops.comm_all_gather(self._comm("all_gather"), flat, inp.contiguous())
             for r, o in enumerate(outs):
                 o.copy_(flat[r])
         return _done(output_lists, inputs[0])
 
-    def reduce_scatter_single(self, output, inp, opts=None):
-        """reduce_scatter_tensor (torch calls it on the group object, not through c10d)."""
-        if _on_cpu([output, inp]):
-            return _gloo_call(self._gloo, "reduce_scatter_single", "_reduce_scatter_base")(
-                output, inp, opts or dist.ReduceScatterOptions())
-        _check_sum(opts)
-        _ops.comm_reduce_scatter(self._h, output, inp)
-        return _done([output], output)
-
-    _reduce_scatter_base = reduce_scatter_single
-
-    def reduce_scatter(self, outputs, input_lists, opts=None):
-        if _on_cpu(outputs):
-            return self._gloo.reduce_scatter(outputs, input_lists, opts or dist.ReduceScatterOptions())
-        _check_sum(opts)
-        for out, ins in zip(self._spyre(outputs, "reduce_scatter"), input_lists):
-            flat = torch.empty((self.size(), *out.shape), dtype=out.dtype, device=out.device)
-            for r, i in enumerate(ins):
-                flat[r].copy_(i)
-            res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
-            _ops.comm_reduce_scatter(self._h, res, flat)
-            if res is not out:
-                out.copy_(res)
-        return _done(outputs, outputs[0])
-
     def broadcast(self, tensors, opts=None):
+        opts = opts or dist.BroadcastOptions()
         if _on_cpu(tensors):
-            return self._gloo.broadcast(tensors, opts or dist.BroadcastOptions())
+            return self._gloo.broadcast(tensors, opts)
         for t in self._spyre(tensors, "broadcast"):
-            _ops.comm_broadcast(self._h, t, opts.rootRank)
+            buf = t if t.is_contiguous() else t.contiguous()
+            _ops.comm_broadcast(self._comm("broadcast"), buf, opts.rootRank)
+            if buf is not t:
+                t.copy_(buf)
         return _done(tensors, tensors[0])
+
+    def _send(self, t, peer, what):
+        _ops.comm_send(self._comm(what), t.contiguous(), peer)
+
+    def _recv(self, t, peer, what):
+        buf = t if t.is_contiguous() else torch.empty_like(t, memory_format=torch.contiguous_format)
+        _ops.comm_recv(self._comm(what), buf, peer)
+        if buf is not t:
+            t.copy_(buf)
 
     def send(self, tensors, dst, tag=0):
         if _on_cpu(tensors):
             return self._gloo.send(tensors, dst, tag)
         for t in self._spyre(tensors, "send"):
-            _ops.comm_send(self._h, t.contiguous(), dst)
+            self._send(t, dst, "send")
         return _done(tensors, tensors[0])
 
     def recv(self, tensors, src, tag=0):
         if _on_cpu(tensors):
             return self._gloo.recv(tensors, src, tag)
         for t in self._spyre(tensors, "recv"):
-            _ops.comm_recv(self._h, t, src)
+            self._recv(t, src, "recv")
         return _done(tensors, tensors[0])
 
+    def gather(self, output_lists, inputs, opts=None):
+        """The root receives every rank's input in rank order; the others send theirs."""
+        opts = opts or dist.GatherOptions()
+        if _on_cpu(inputs):
+            return self._gloo.gather(output_lists, inputs, opts)
+        self._spyre([output_lists, inputs], "gather")
+        root, inp = opts.rootRank, inputs[0]
+        if self.rank() != root:
+            self._send(inp, root, "gather")
+            return _done(inputs, inp)
+        outs = output_lists[0]
+        if len(outs) != self.size():
+            raise ValueError(f"{NAME} gather: {len(outs)} output tensors on the root, not {self.size()}")
+        for r, o in enumerate(outs):
+            if r == root:
+                o.copy_(inp)
+            else:
+                self._recv(o, r, "gather")
+        return _done(output_lists, inp)
+
+    def scatter(self, outputs, input_lists, opts=None):
+        """The root sends chunk r to rank r in rank order; the others receive theirs."""
+        opts = opts or dist.ScatterOptions()
+        if _on_cpu(outputs):
+            return self._gloo.scatter(outputs, input_lists, opts)
+        self._spyre([outputs, input_lists], "scatter")
+        root, out = opts.rootRank, outputs[0]
+        if self.rank() != root:
+            self._recv(out, root, "scatter")
+            return _done(outputs, out)
+        ins = input_lists[0]
+        if len(ins) != self.size():
+            raise ValueError(f"{NAME} scatter: {len(ins)} input tensors on the root, not {self.size()}")
+        for r, i in enumerate(ins):
+            if r == root:
+                out.copy_(i)
+            else:
+                self._send(i, r, "scatter")
+        return _done(outputs, out)
+
+    def _exchange(self, outs, ins, what):
+        """outs[j] = rank j's ins[this rank]: pairs (i < j) in one global order, the lower rank
+        sending first, so that every rank meets its peers in the same order (no cycle of waits)."""
+        me, n = self.rank(), self.size()
+        outs[me].copy_(ins[me])
+        for i in range(n):
+            for j in range(i + 1, n):
+                if me not in (i, j):
+                    continue
+                peer = j if me == i else i
+                steps = ((self._send, ins[peer]), (self._recv, outs[peer]))
+                for fn, t in (steps if me == i else steps[::-1]):
+                    if t.numel():
+                        fn(t, peer, what)
+
+    def alltoall_base(self, output, inp, output_split_sizes, input_split_sizes, opts=None):
+        """all_to_all_single: dim 0 of @inp split by @input_split_sizes (equal when empty)."""
+        if _on_cpu([output, inp]):
+            return _gloo_call(self._gloo, "all_to_all_single", "alltoall_base")(output, inp, output_split_sizes, input_split_sizes,
+                                            opts or dist.AllToAllOptions())
+        self._spyre([output, inp], "all_to_all_single")
+        n = self.size()
+
+        def split(t, sizes, which):
+            if not sizes:
+                if t.shape[0] % n:
+                    raise ValueError(f"{NAME} all_to_all_single: dim 0 of the {which} ({t.shape[0]}) "
+                                     f"does not split into {n} equal parts")
+                sizes = [t.shape[0] // n] * n
+            if len(sizes) != n or sum(sizes) != t.shape[0]:
+                raise ValueError(f"{NAME} all_to_all_single: {which} splits {list(sizes)} do not "
+                                 f"cover dim 0 ({t.shape[0]}) in {n} parts")
+            return list(torch.split(t, list(sizes)))
+
+        res = output if output.is_contiguous() else torch.empty_like(output,
+                                                                    memory_format=torch.contiguous_format)
+        self._exchange(split(res, output_split_sizes, "output"),
+                       split(inp.contiguous(), input_split_sizes, "input"), "all_to_all_single")
+        if res is not output:
+            output.copy_(res)
+        return _done([output], output)
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, outputs, inputs, opts=None):
+        if _on_cpu(inputs):
+            return self._gloo.alltoall(outputs, inputs, opts or dist.AllToAllOptions())
+        self._spyre([outputs, inputs], "all_to_all")
+        if len(outputs) != self.size() or len(inputs) != self.size():
+            raise ValueError(f"{NAME} all_to_all: {len(inputs)} inputs and {len(outputs)} outputs, "
+                             f"not {self.size()} of each")
+        self._exchange(outputs, inputs, "all_to_all")
+        return _done(outputs, outputs[0])
+
     def barrier(self, opts=None):
-        _ops.comm_barrier(self._h)
+        _ops.comm_barrier(self._comm("barrier"))
         return _Work(None)
 
     def shutdown(self):

@@ -24,6 +24,7 @@ import test_graphs  # noqa: E402,F401
 import test_hf  # noqa: E402,F401
 import test_opinfo  # noqa: E402,F401
 import test_distributed  # noqa: E402,F401
+import test_dist_pytorch  # noqa: E402,F401
 
 rc = tap.run()
 print(f"# total {time.time() - t0:.1f} s (guest time)")

@@ -1,14 +1,24 @@
 # SPDX-License-Identifier: MIT
 """torch.distributed on the card: the c10d backend "spyreccl" (spyre_torch/distributed.py) in two
 processes, rank r on card r, one group init_process_group("cpu:gloo,spyre:spyreccl") through a file
-store; every result against the CPU (inputs are quarters in -7.5..7.5: sums of two are exact in
-float32, float16 and bfloat16, so equality is asked). all_reduce (three dtypes, odd sizes, a 2-D tensor,
-async_op=True with wait() and is_completed()), all_gather (a list of tensors of 37 elements: staged
-through stick-padded buffers) and all_gather_into_tensor, reduce_scatter (list) and
+store; every result against the CPU (inputs are quarters in -7.5..7.5: sums, averages and products of
+two are exact in float32, float16 and bfloat16, so equality is asked). all_reduce (three dtypes, odd
+sizes, a 2-D tensor, async_op=True with wait() and is_completed()), all_gather (a list of tensors of 37
+elements: staged through stick-padded buffers) and all_gather_into_tensor, reduce_scatter (list) and
 reduce_scatter_tensor, broadcast from each root, send/recv both ways, barrier, a CPU tensor in the same
-group (gloo), and errors (ReduceOp.MAX, an int32 tensor). The two workers are fresh interpreters (each
-imports torch); the cases read what they reported.
+group (gloo), errors (an unsupported ReduceOp, an int32 reduction); ReduceOp SUM, AVG, MAX, MIN and
+PRODUCT in all_reduce and reduce_scatter; reduce to each root (the others' tensors untouched); gather
+and scatter from each root; all_to_all_single (equal and unequal splits) and all_to_all; data movement
+in any dtype (int8 ... bool, float64, odd byte counts); Work as NCCL's (wait() on a second stream does
+not block the host; a broadcast returns before its result is ready; synchronize(),
+get_future(), exact results); a careless client (a CPU tensor or the other card's in a spyre list, an
+unsupported op or dtype, bad splits: ValueError/RuntimeError naming it, the group still works;
+mismatched shapes: an error on every rank, then "failed earlier"); destroy_process_group then a
+collective (ValueError) and a new group that works; a rank exiting early: the other's next collective
+raises (SPYRE_COMM_TIMEOUT_MS 120 s bounds it; the parent's timeout catches a hang). The workers are
+fresh interpreters (each imports torch); the cases read what they reported.
 Run: python3 test_distributed.py [case ...]; a worker: python3 test_distributed.py --worker RANK N FILE
+(--exit-worker: the early-exit pair)
 """
 import json
 import os
@@ -22,6 +32,8 @@ import tap
 from tap import case
 
 N = 2
+# Rank 1's card busy before the broadcast it receives in work_semantics: BUSY_MM matmuls of BUSY_N x BUSY_N.
+BUSY_N, BUSY_MM = 2048, 4
 
 
 def val(rank, shape, dtype, seed):
@@ -62,9 +74,7 @@ def worker(rank, n, store_file):
             for shape in ((1,), (1001,), (33, 70)):
                 t = val(rank, shape, dt, 1).to(dev)
                 w = dist.all_reduce(t, async_op=True)
-                w.wait()
-                if not w.is_completed():
-                    res.setdefault("all_reduce", []).append(f"rank {rank}: not completed after wait()")
+                w.wait()  # the current stream waits; t.cpu() below is enqueued after it
                 check("all_reduce", t, sum(val(k, shape, dt, 1).float() for k in range(n)).to(dt))
         t = val(rank, (4096,), torch.float32, 2).to(dev)
         dist.all_reduce(t)
@@ -119,8 +129,8 @@ def worker(rank, n, store_file):
 
     def errors():
         t = torch.ones(8, device=dev)
-        for op, exc, text in ((lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX), ValueError,
-                               "only ReduceOp.SUM"),
+        for op, exc, text in ((lambda: dist.all_reduce(t, op=dist.ReduceOp.BXOR), ValueError,
+                               "ReduceOp.BXOR is not supported"),
                               (lambda: dist.all_reduce(torch.ones(8, dtype=torch.int32, device=dev)),
                                RuntimeError, "is not float32, float16 or bfloat16")):
             try:
@@ -132,48 +142,285 @@ def worker(rank, n, store_file):
         dist.all_reduce(t)  # the group still works
         check("errors", t, torch.full((8,), float(n)))
 
+    def expect(name, fn, exc, text):
+        """fn() raises @exc whose message holds @text."""
+        counts[name] = counts.get(name, 0) + 1
+        try:
+            fn()
+            res.setdefault(name, []).append(f"rank {rank}: no {exc.__name__} ({text!r})")
+        except exc as e:
+            if text not in str(e):
+                res.setdefault(name, []).append(f"rank {rank}: {type(e).__name__}: {str(e)[:300]!r} lacks {text!r}")
+        except Exception as e:  # the wrong kind
+            res.setdefault(name, []).append(f"rank {rank}: {type(e).__name__} (not {exc.__name__}): {e}")
+
+    def want_of(op, vals):
+        """The CPU's reduction of @vals (float32 inside, as the card)."""
+        f = [v.float() for v in vals]
+        acc = f[0]
+        for v in f[1:]:
+            acc = {"sum": acc + v, "avg": acc + v, "max": torch.maximum(acc, v), "min": torch.minimum(acc, v),
+                   "product": acc * v}[op]
+        return (acc / len(vals) if op == "avg" else acc).to(vals[0].dtype)
+
+    def reduce_ops():
+        # Quarters in -7.5..7.5 and a count of 2: sums, averages, products (at most 56.25), max and
+        # min are exact in each dtype.
+        for op in ("sum", "avg", "max", "min", "product"):
+            rop = getattr(dist.ReduceOp, op.upper())
+            for dt, shape in ((torch.float32, (1001,)), (torch.float16, (33, 7)), (torch.bfloat16, (64,))):
+                t = val(rank, shape, dt, 50).to(dev)
+                dist.all_reduce(t, op=rop)
+                check("reduce_ops", t, want_of(op, [val(k, shape, dt, 50) for k in range(n)]))
+            ins = [val(rank, (40,), torch.float32, 60 + j).to(dev) for j in range(n)]
+            out = torch.empty(40, device=dev)
+            dist.reduce_scatter(out, ins, op=rop)
+            check("reduce_ops", out, want_of(op, [val(k, (40,), torch.float32, 60 + rank) for k in range(n)]))
+
+    def reduce_root():
+        for root in range(n):
+            for op in ("sum", "max"):
+                t = val(rank, (150,), torch.float32, 70 + root).to(dev)
+                dist.reduce(t, dst=root, op=getattr(dist.ReduceOp, op.upper()))
+                want = want_of(op, [val(k, (150,), torch.float32, 70 + root) for k in range(n)])
+                check("reduce_root", t, want if rank == root else val(rank, (150,), torch.float32, 70 + root))
+
+    def gather_scatter():
+        for root in range(n):
+            inp = val(rank, (5, 9), torch.float32, 80 + root).to(dev)
+            outs = [torch.empty(5, 9, device=dev) for _ in range(n)] if rank == root else None
+            dist.gather(inp, outs, dst=root)
+            if rank == root:
+                for k in range(n):
+                    check("gather_scatter", outs[k], val(k, (5, 9), torch.float32, 80 + root))
+            chunks = [val(root, (70,), torch.bfloat16, 90 + k).to(dev) for k in range(n)] if rank == root else None
+            out = torch.empty(70, dtype=torch.bfloat16, device=dev)
+            dist.scatter(out, chunks, src=root)
+            check("gather_scatter", out, val(root, (70,), torch.bfloat16, 90 + rank))
+
+    def all_to_all():
+        # all_to_all_single, equal splits: chunk j of rank k goes to rank j.
+        inp = val(rank, (n * 6, 3), torch.float32, 100).to(dev)
+        out = torch.empty(n * 6, 3, device=dev)
+        dist.all_to_all_single(out, inp)
+        check("all_to_all", out, torch.cat([val(k, (n * 6, 3), torch.float32, 100)[rank * 6:(rank + 1) * 6]
+                                            for k in range(n)]))
+        # Unequal splits: rank k sends j + k + 1 rows to rank j (rank 0 sends rank 0 one row).
+        def rows(k, j):
+            return j + k + 1
+        src = {k: val(k, (sum(rows(k, j) for j in range(n)), 4), torch.float16, 110) for k in range(n)}
+        inp = src[rank].to(dev)
+        out = torch.empty(sum(rows(k, rank) for k in range(n)), 4, dtype=torch.float16, device=dev)
+        dist.all_to_all_single(out, inp, output_split_sizes=[rows(k, rank) for k in range(n)],
+                               input_split_sizes=[rows(rank, j) for j in range(n)])
+        want = torch.cat([src[k][sum(rows(k, j) for j in range(rank)):][:rows(k, rank)] for k in range(n)])
+        check("all_to_all", out, want)
+        # all_to_all of lists, int64 (data movement takes any dtype).
+        ins = [torch.arange(10, dtype=torch.int64, device=dev) + 100 * rank + 10 * j for j in range(n)]
+        outs = [torch.empty(10, dtype=torch.int64, device=dev) for _ in range(n)]
+        dist.all_to_all(outs, ins)
+        for k in range(n):
+            check("all_to_all", outs[k], torch.arange(10, dtype=torch.int64) + 100 * k + 10 * rank)
+
+    def any_dtype():
+        # Bytes move whatever the dtype, odd byte counts too.
+        for dt in (torch.int8, torch.uint8, torch.int32, torch.int64, torch.float64, torch.bool):
+            want = (torch.arange(37) % 7 - 3).to(dt)
+            t = (want if rank == 0 else torch.zeros(37, dtype=dt)).to(dev)
+            dist.broadcast(t, src=0)
+            check("any_dtype", t, want)
+        inp = torch.full((13,), rank + 200, dtype=torch.uint8, device=dev)
+        out = torch.empty(n * 13, dtype=torch.uint8, device=dev)
+        dist.all_gather_into_tensor(out, inp)
+        check("any_dtype", out, torch.cat([torch.full((13,), k + 200, dtype=torch.uint8) for k in range(n)]))
+
+    def work_semantics():
+        # Rank 1 receives a broadcast on a stream (coll) that waits (a torch.Event) for BUSY_MM
+        # matmuls on the current stream. Asserted: the call returns before the result is ready
+        # (the Work not completed), wait() on a third stream (side) orders side's t * 2 after it
+        # (exact), synchronize() completes it, get_future() holds the result. Printed, not
+        # asserted: whether the Work was still pending after wait() (under TCG the host enqueues
+        # the matmuls about as slowly as the card runs them, so the card is rarely still busy).
+        import time
+        want = val(0, (2048,), torch.float32, 120)
+        t = (want if rank == 0 else torch.zeros(2048)).to(dev)
+        side, coll = torch.Stream(device=dev), torch.Stream(device=dev)
+        torch.spyre.synchronize()
+        stamps = [time.monotonic()]
+        prev = torch.accelerator.current_stream(rank)
+        if rank == 1:
+            a = torch.ones(BUSY_N, BUSY_N, device=dev) / BUSY_N
+            busy = a
+            for _ in range(BUSY_MM):
+                busy = busy @ a
+        stamps.append(time.monotonic())
+        if rank == 1:
+            ev = torch.Event(dev)
+            ev.record(prev)
+            coll.wait_event(ev)
+        stamps.append(time.monotonic())
+        torch.accelerator.set_stream(coll)
+        try:
+            w = dist.broadcast(t, src=0, async_op=True)
+        finally:
+            torch.accelerator.set_stream(prev)
+        stamps.append(time.monotonic())
+        pending = not w.is_completed()
+        torch.accelerator.set_stream(side)
+        try:
+            w.wait()
+            doubled = t * 2  # on the side stream, after the broadcast
+            done, idle = w.is_completed(), side.query()
+            stamps.append(time.monotonic())
+        finally:
+            torch.accelerator.set_stream(prev)
+        w.synchronize()
+        stamps.append(time.monotonic())
+        print(f"# work_semantics rank {rank}: enqueue {BUSY_MM if rank == 1 else 0} matmuls of {BUSY_N}: "
+              f"{stamps[1] - stamps[0]:.2f} s, event record + coll wait {stamps[2] - stamps[1]:.2f} s, "
+              f"broadcast(async_op=True) {stamps[3] - stamps[2]:.2f} s (then completed: {not pending}), "
+              f"wait() + t * 2 {stamps[4] - stamps[3]:.3f} s (then completed: {done}, side stream idle: {idle}), "
+              f"synchronize() {stamps[5] - stamps[4]:.2f} s", flush=True)
+        if rank == 1:
+            counts["work_semantics"] = counts.get("work_semantics", 0) + 1
+            if not pending:
+                res.setdefault("work_semantics", []).append(
+                    "rank 1: the Work was completed when broadcast(async_op=True) returned: the call waited")
+        counts["work_semantics"] = counts.get("work_semantics", 0) + 1
+        if not w.is_completed():
+            res.setdefault("work_semantics", []).append(f"rank {rank}: not completed after synchronize()")
+        side.synchronize()
+        check("work_semantics", doubled, want * 2)
+        if rank == 1:
+            check("work_semantics", busy[:2, :2], torch.full((2, 2), 1.0 / BUSY_N))
+        fut = dist.all_reduce(t, async_op=True).get_future()
+        check("work_semantics", fut.value()[0], want * n)
+
+    def careless():
+        other = torch.device("spyre", (rank + 1) % n)
+        mine = torch.ones(8, device=dev)
+        expect("careless", lambda: dist.all_gather([torch.empty(8, device=dev), torch.empty(8)], mine),
+               ValueError, f"a tensor on cpu, not on this rank's card spyre:{rank}")
+        expect("careless", lambda: dist.all_reduce(torch.ones(8, device=other)),
+               ValueError, f"a tensor on {other}, not on this rank's card spyre:{rank}")
+        expect("careless", lambda: dist.all_reduce(mine, op=dist.ReduceOp.BAND), ValueError,
+               "spyreccl all_reduce: ReduceOp.BAND is not supported (SUM, AVG, MAX, MIN, PRODUCT)")
+        expect("careless", lambda: dist.all_reduce(torch.ones(8, dtype=torch.int32, device=dev)), RuntimeError,
+               "spyreccl: dtype Int is not float32, float16 or bfloat16")
+        expect("careless", lambda: dist.all_to_all_single(torch.empty(3 * n, device=dev), torch.ones(3 * n + 1, device=dev)),
+               ValueError, "does not split into")
+        t = torch.ones(8, device=dev)
+        dist.all_reduce(t)  # the refusals above broke nothing
+        check("careless", t, torch.full((8,), float(n)))
+        # Mismatched shapes (different numbers of sticks): every rank gets an error, none hangs,
+        # and the communicator stays broken.
+        bad = torch.ones(256 * (rank + 1), device=dev)
+        expect("careless", lambda: dist.all_reduce(bad), RuntimeError, "spyreccl all_reduce")
+        expect("careless", lambda: dist.all_reduce(t), RuntimeError, "failed earlier")
+
     for name, fn in (("all_reduce", all_reduce), ("all_gather", all_gather),
                      ("reduce_scatter", reduce_scatter), ("broadcast", broadcast),
-                     ("send_recv", send_recv), ("barrier_and_cpu", barrier_and_cpu), ("errors", errors)):
+                     ("send_recv", send_recv), ("barrier_and_cpu", barrier_and_cpu), ("errors", errors),
+                     ("reduce_ops", reduce_ops), ("reduce_root", reduce_root), ("gather_scatter", gather_scatter),
+                     ("all_to_all", all_to_all), ("any_dtype", any_dtype), ("work_semantics", work_semantics),
+                     ("careless", careless)):
         run(name, fn)
     dist.destroy_process_group()
+
+    def destroy_reuse():
+        t = torch.ones(8, device=dev)
+        expect("destroy_reuse", lambda: dist.all_reduce(t), ValueError, "Default process group has not been initialized")
+        dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}.2", rank=rank,
+                                world_size=n)
+        t = val(rank, (99,), torch.float32, 130).to(dev)
+        dist.all_reduce(t)
+        check("destroy_reuse", t, sum(val(k, (99,), torch.float32, 130) for k in range(n)))
+        dist.destroy_process_group()
+
+    run("destroy_reuse", destroy_reuse)
     print("RESULTS " + json.dumps({"failures": res, "checks": counts}), flush=True)
+
+
+def exit_worker(rank, n, store_file):
+    """Rank 1 exits after the group is up; rank 0's next collective raises instead of hanging."""
+    import time
+    import torch.distributed as dist
+
+    res = {"early_exit": []}
+    torch.spyre.set_device(rank)
+    dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}", rank=rank,
+                            world_size=n)
+    dev = torch.device("spyre", rank)
+    t = torch.ones(1000, device=dev)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank != 0:
+        os._exit(3)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        torch.spyre.synchronize()
+        res["early_exit"].append("rank 0: no error from an all_reduce with rank 1 gone")
+    except RuntimeError as e:
+        print(f"# rank 0: {time.monotonic() - t0:.1f} s to: {e}".splitlines()[0], flush=True)
+        for text in ("spyreccl all_reduce", "rank 1 (pid ", "closed its connection: it exited or was killed"):
+            if text not in str(e):
+                res["early_exit"].append(f"rank 0: {e!r} lacks {text!r}")
+    try:
+        dist.destroy_process_group()
+    except Exception as e:  # reported
+        res["early_exit"].append(f"rank 0: destroy_process_group: {type(e).__name__}: {e}")
+    print("RESULTS " + json.dumps({"failures": res, "checks": {"early_exit": 1}}), flush=True)
 
 
 _results = None
 _counts = {}
-# Comparisons with the CPU both ranks make together, per case.
+# Comparisons with the CPU (and checked errors) both ranks make together, per case.
 EXPECTED_CHECKS = {"init": 0, "all_reduce": 20, "all_gather": 6, "reduce_scatter": 4, "broadcast": 4,
-                   "send_recv": 2, "barrier_and_cpu": 2, "errors": 2}
+                   "send_recv": 2, "barrier_and_cpu": 2, "errors": 2, "reduce_ops": 40, "reduce_root": 8,
+                   "gather_scatter": 8, "all_to_all": 8, "any_dtype": 14, "work_semantics": 8, "careless": 16,
+                   "destroy_reuse": 4, "early_exit": 1}
+
+
+def _pair(mode, may_exit=None):
+    """Two workers of @mode (rank @may_exit may end early with status 3); their reports merged."""
+    store = tempfile.mktemp(prefix="spyreccl-store-")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", SPYRE_COMM_TIMEOUT_MS="120000")
+    procs = [subprocess.Popen([sys.executable, __file__, mode, str(r), str(N), store], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(N)]
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=1500)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        for line in out.splitlines():
+            if line.startswith("# "):
+                print(line, flush=True)
+        lines = [x for x in out.splitlines() if x.startswith("RESULTS ")]
+        if r == may_exit and p.returncode == 3 and not lines:
+            continue
+        if p.returncode or not lines:
+            _results.setdefault("workers", []).append(f"{mode} rank {r} exited {p.returncode}: {out[-2000:]}")
+            continue
+        rep = json.loads(lines[-1][8:])
+        for k, v in rep["failures"].items():
+            _results.setdefault(k, []).extend(v)
+        for k, v in rep["checks"].items():
+            _counts[k] = _counts.get(k, 0) + v
+    for f in (store, store + ".2"):
+        if os.path.exists(f):
+            os.unlink(f)
 
 
 def results():
     """Both workers' reports, merged: {case: [failures]} (run once)."""
     global _results
     if _results is None:
-        store = tempfile.mktemp(prefix="spyreccl-store-")
-        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
-        procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), str(N), store], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in range(N)]
         _results = {}
-        for r, p in enumerate(procs):
-            try:
-                out, _ = p.communicate(timeout=1500)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-            lines = [x for x in out.splitlines() if x.startswith("RESULTS ")]
-            if p.returncode or not lines:
-                _results.setdefault("workers", []).append(f"rank {r} exited {p.returncode}: {out[-2000:]}")
-                continue
-            rep = json.loads(lines[-1][8:])
-            for k, v in rep["failures"].items():
-                _results.setdefault(k, []).extend(v)
-            for k, v in rep["checks"].items():
-                _counts[k] = _counts.get(k, 0) + v
-        if os.path.exists(store):
-            os.unlink(store)
+        _pair("--worker")
+        _pair("--exit-worker", may_exit=1)
     return _results
 
 
@@ -190,12 +437,11 @@ def _case(name):
     return case(fn)
 
 
-for _n in ("init", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv", "barrier_and_cpu",
-           "errors"):
+for _n in EXPECTED_CHECKS:
     _case(_n)
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--worker"]:
-        worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    if sys.argv[1:2] in (["--worker"], ["--exit-worker"]):
+        (worker if sys.argv[1] == "--worker" else exit_worker)(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
         sys.exit(0)
     sys.exit(tap.run())

@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: MIT
+"""PyTorch's own tests of the collectives on the c10d backend "spyreccl" with spyre tensors, as
+PyTorch's test/distributed/test_distributed_spawn.py runs them for a backend: the installed wheel's
+torch.testing._internal.distributed.distributed_test (DistributedTest._DistTestBase: the test bodies)
+and common_distributed (MultiProcessTestCase through distributed_test.TestDistBackend: a process per
+rank, the group through a file store, exit codes, skips) with BACKEND=spyreccl, WORLD_SIZE=2, rank r
+on card r. Nothing of PyTorch's is copied here; the runner only picks tests and adapts:
+
+  1. torch.set_default_device(spyre:rank) in each rank before its group: the tests' CPU-tensor
+     bodies (`_build_tensor()`, `torch.empty()`, ...) make spyre tensors, so their collectives go to
+     spyreccl, and their expected values are built on the card too. This is the one device adapter:
+     the *_cuda variants call the same helpers with `.cuda(rank_to_GPU[rank][0])`, which has no
+     spyre meaning, so they are not run (SKIPPED says so).
+  2. The ranks are forked from this runner (a fresh interpreter that imported torch and never
+     touched a card), not spawned: each spawn imports torch again (15-60 s under TCG, per rank, per
+     test); _spawn_processes() is torch's only starter, so setUp calls _start_processes() with the
+     fork context, as torch's own test_distributed_fork.py did.
+  3. PyTorch gates all_to_all and all_to_all_single on BACKEND == "mpi" (for CPU tensors) or
+     "nccl" (CUDA); their bodies are backend-agnostic helpers, which the runner's test_* of the same
+     name call exactly as PyTorch's test does (UNGATED).
+
+RUN lists every test that runs and must pass: a test in RUN that fails, errors or skips is a
+failure. SKIPPED names every other collective test of _DistTestBase with why it is not run.
+Run: python3 test_dist_pytorch.py [case ...] (TAP, the suite in a subprocess);
+     python3 test_dist_pytorch.py --suite OUT.json [test ...] (the suite itself).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import tap
+from tap import case
+
+WORLD = 2
+
+RUN = [
+    "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_max", "test_all_reduce_min",
+    "test_all_reduce_product", "test_all_reduce_full_group_sum", "test_all_reduce_full_group_max",
+    "test_all_reduce_full_group_min", "test_all_reduce_full_group_product",
+    "test_reduce_sum", "test_reduce_max", "test_reduce_min", "test_reduce_product", "test_reduce_sum_twice",
+    "test_reduce_full_group_sum", "test_reduce_full_group_max", "test_reduce_full_group_min",
+    "test_reduce_full_group_product",
+    "test_broadcast", "test_broadcast_full_group",
+    "test_all_gather", "test_all_gather_full_group",
+    "test_gather", "test_gather_full_group", "test_gather_checks",
+    "test_scatter", "test_scatter_full_group", "test_scatter_checks",
+    "test_all_to_all", "test_all_to_all_full_group", "test_all_to_all_single_equal_split",
+    "test_all_to_all_single_equal_split_full_group", "test_all_to_all_single_unequal_split",
+    "test_all_to_all_single_unequal_split_full_group",
+    "test_barrier", "test_barrier_full_group",
+    "test_send_recv", "test_send_recv_with_tag",
+]
+
+_GROUP12 = "group [1, 2]: needs 3 ranks (skip_if_small_worldsize); 2 cards"
+_CUDA = "the *_cuda variant of a test that runs above: .cuda(rank_to_GPU) has no spyre meaning"
+_COMPLEX = "complex dtypes: spyreccl reduces float32, float16 and bfloat16"
+SKIPPED = {
+    **{f"test_all_reduce_group_{o}": _GROUP12 for o in ("sum", "max", "min", "product")},
+    **{f"test_reduce_group_{o}": _GROUP12 for o in ("sum", "max", "min", "product")},
+    **{f"test_all_reduce_coalesced_group_{o}": _GROUP12 for o in ("sum", "max", "min", "product")},
+    "test_broadcast_group": _GROUP12, "test_all_gather_group": _GROUP12, "test_gather_group": _GROUP12,
+    "test_scatter_group": _GROUP12, "test_barrier_group": _GROUP12, "test_all_to_all_group": _GROUP12,
+    "test_all_to_all_single_equal_split_group": _GROUP12, "test_all_to_all_single_unequal_split_group": _GROUP12,
+    **{t: _CUDA for t in (
+        "test_all_reduce_sum_cuda", "test_all_reduce_sum_cuda_async", "test_broadcast_cuda", "test_reduce_sum_cuda",
+        "test_reduce_sum_cuda_twice", "test_all_gather_cuda", "test_gather_cuda", "test_scatter_cuda",
+        "test_all_to_all_cuda", "test_all_to_all_full_group_cuda", "test_all_to_all_group_cuda",
+        "test_all_to_all_single_equal_split_cuda", "test_all_to_all_single_equal_split_full_group_cuda",
+        "test_all_to_all_single_equal_split_group_cuda", "test_all_to_all_single_unequal_split_cuda",
+        "test_all_to_all_single_unequal_split_full_group_cuda", "test_all_to_all_single_unequal_split_group_cuda",
+        "test_barrier_cuda", "test_barrier_full_group_cuda", "test_barrier_group_cuda",
+        "test_all_gather_into_cat_tensor_cuda", "test_all_gather_into_stack_tensor_cuda", "test_all_gather_v_cuda",
+        "test_reduce_scatter_tensor_cuda", "test_reduce_scatter_v_cuda", "test_send_recv_nccl")},
+    **{t: _COMPLEX for t in (
+        "test_all_reduce_sum_complex", "test_all_reduce_complex_unsupported_ops",
+        "test_all_reduce_coalesced_max_complex_unsupported", "test_all_gather_complex",
+        "test_all_gather_coalesced_complex", "test_scatter_complex", "test_all_to_all_complex",
+        "test_all_to_all_single_equal_split_complex", "test_all_to_all_single_unequal_split_complex",
+        "test_all_reduce_sum_cuda_complex", "test_all_gather_cuda_complex", "test_scatter_cuda_complex",
+        "test_all_to_all_cuda_complex", "test_all_to_all_single_equal_split_cuda_complex",
+        "test_all_to_all_single_unequal_split_cuda_complex")},
+    **{f"test_all_gather_coalesced_{k}": "all_gather_coalesced: not in spyreccl"
+       for k in ("simple", "full_group", "group", "with_empty")},
+    **{t: "profiler variants: the profiler's record_param_comms events are c10d's C++ backends'" for t in (
+        "test_isend_autograd_profiler", "test_isend_torch_profiler", "test_send_recv_autograd_profiler",
+        "test_send_recv_torch_profiler", "test_send_recv_with_tag_autograd_profiler",
+        "test_send_recv_with_tag_torch_profiler", "test_send_recv_any_source_autograd_profiler",
+        "test_send_recv_any_source_torch_profiler", "test_send_recv_nccl_autograd_profiler",
+        "test_send_recv_nccl_torch_profiler")},
+    "test_send_recv_any_source": "recv from any source: libspyre's recv names its peer",
+    **{t: "asserts is_completed() right after wait(): a CPU Work's wait(); a device Work's wait() makes "
+          "the current stream wait, not the host (torch's Work.wait() docs; NCCL skips it too)"
+       for t in ("test_isend", "test_irecv")},
+    **{f"test_all_reduce_coalesced_{g}{o}": "PyTorch gates it to gloo (require_backend_is_available({'gloo'})); "
+       "its SUM and PRODUCT cases reduce complex64" for g in ("", "full_group_") for o in ("sum", "max", "min", "product")},
+    **{t: "barrier(timeout=...): spyreccl's barrier waits SPYRE_COMM_TIMEOUT_MS, not a per-call timeout"
+       for t in ("test_barrier_timeout_arg", "test_barrier_timeout_full_group", "test_barrier_timeout_global",
+                 "test_barrier_timeout_group")},
+    **{t: "batch_isend_irecv: coalesced point-to-point is not in spyreccl" for t in (
+        "test_batch_isend_irecv_gloo", "test_batch_isend_irecv_gloo_tags", "test_batch_isend_irecv_mixed_backend_err",
+        "test_batch_isend_irecv_nccl", "test_batch_isend_irecv_no_rank_zero_nccl", "test_batch_isend_irecv_op_err",
+        "test_batch_isend_irecv_op_list_err", "test_batch_isend_irecv_ring_exchange_nccl",
+        "test_batch_isend_irecv_self_nccl")},
+    **{t: "object collectives: pickles through CPU tensors (gloo), not spyreccl's card path" for t in (
+        "test_all_gather_object_default_pg", "test_all_gather_object_subgroup", "test_broadcast_object_list",
+        "test_gather_object", "test_gather_object_subgroup", "test_scatter_object_list")},
+}
+# PyTorch's all_to_all tests are gated on the backend's name (MPI for CPU tensors); these call
+# the helper each calls, with the group each makes.
+UNGATED = {
+    "test_all_to_all": ("_test_all_to_all_helper", "_init_global_test"),
+    "test_all_to_all_full_group": ("_test_all_to_all_helper", "_init_full_group_test"),
+    "test_all_to_all_single_equal_split": ("_test_all_to_all_single_equal_split_helper", "_init_global_test"),
+    "test_all_to_all_single_equal_split_full_group": ("_test_all_to_all_single_equal_split_helper",
+                                                      "_init_full_group_test"),
+    "test_all_to_all_single_unequal_split": ("_test_all_to_all_single_unequal_split_helper", "_init_global_test"),
+    "test_all_to_all_single_unequal_split_full_group": ("_test_all_to_all_single_unequal_split_helper",
+                                                        "_init_full_group_test"),
+}
+
+
+# The collective tests of _DistTestBase: each is in RUN or SKIPPED.
+COLLECTIVE = re.compile(r"test_(all_reduce|reduce|broadcast|all_gather|gather|scatter|reduce_scatter|all_to_all"
+                        r"|barrier|send_recv|isend|irecv|batch_isend)")
+
+
+def suite(out_file, names):
+    """Run @names of PyTorch's _DistTestBase on spyreccl; write {test: [outcome, detail]} to @out_file."""
+    import unittest
+
+    os.environ.update(BACKEND="spyreccl", WORLD_SIZE=str(WORLD), GLOO_SOCKET_IFNAME="lo")
+    import torch
+    import torch.multiprocessing as mp
+    from torch.testing._internal.common_distributed import initialize_temp_directories
+    from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend
+
+    initialize_temp_directories()  # TEMP_DIR, before any test's setUp reads it
+
+    class SpyreDistTest(TestDistBackend, DistributedTest._DistTestBase):
+        def setUp(self):
+            super().setUp()
+            self._start_processes(mp.get_context("fork").Process)  # adapter 2
+
+        @classmethod
+        def _run(cls, rank, test_name, file_name, pipe, **kwargs):
+            torch.spyre.set_device(rank)  # spyreccl's card: the process's current device
+            torch.set_default_device(torch.device("spyre", rank))  # adapter 1
+            super()._run(rank, test_name, file_name, pipe, **kwargs)
+
+    def ungated(helper, init):
+        def test(self):
+            group, group_id, rank = getattr(self, init)()
+            getattr(self, helper)(group, group_id, rank)
+        return test
+
+    for name, (helper, init) in UNGATED.items():  # adapter 3
+        setattr(SpyreDistTest, name, ungated(helper, init))
+
+    class Result(unittest.TestResult):
+        def __init__(self):
+            super().__init__()
+            self.outcomes = {}
+
+        def _name(self, t):
+            return t.id().rsplit(".", 1)[-1]
+
+        def addSuccess(self, t):
+            self.outcomes[self._name(t)] = ["pass", ""]
+
+        def addFailure(self, t, err):
+            self.outcomes[self._name(t)] = ["fail", self._exc_info_to_string(err, t)[-3000:]]
+
+        def addError(self, t, err):
+            self.outcomes[self._name(t)] = ["error", self._exc_info_to_string(err, t)[-3000:]]
+
+        def addSkip(self, t, reason):
+            self.outcomes[self._name(t)] = ["skip", reason]
+
+    res = Result()
+    res.outcomes["_collectives"] = [n for n in dir(DistributedTest._DistTestBase) if COLLECTIVE.match(n)]
+    for name in names:
+        t0 = __import__("time").time()
+        SpyreDistTest(name).run(res)
+        print(f"# {name}: {res.outcomes.get(name, ['?'])[0]} ({__import__('time').time() - t0:.1f} s)", flush=True)
+        with open(out_file, "w") as f:
+            json.dump(res.outcomes, f)
+
+
+_outcomes = None
+
+
+def outcomes():
+    """The suite's outcomes, run once in a fresh interpreter: {test: [outcome, detail]}."""
+    global _outcomes
+    if _outcomes is None:
+        fd, out = tempfile.mkstemp(prefix="spyreccl-suite-", suffix=".json")
+        os.close(fd)
+        try:
+            p = subprocess.run([sys.executable, __file__, "--suite", out, *RUN], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=3000)
+            log = p.stdout
+        except subprocess.TimeoutExpired as e:
+            log = f"timed out: {e.stdout or ''}"
+        for line in log.splitlines():
+            if line.startswith("# test_"):
+                print(line, flush=True)
+        try:
+            with open(out) as f:
+                _outcomes = json.load(f)
+        except (OSError, ValueError):
+            _outcomes = {}
+        _outcomes["_log"] = log[-4000:]
+        os.unlink(out)
+    return _outcomes
+
+
+def _case(name):
+    def fn(c):
+        o = outcomes()
+        got, detail = o.get(name, ["did not run", o["_log"]])
+        c.ok(got == "pass", f"{name}: {got}: {detail}")
+    fn.__name__ = "torchdist_" + name
+    return case(fn)
+
+
+@case
+def torchdist_lists(c):
+    """RUN and SKIPPED name every collective test of the installed _DistTestBase, each once."""
+    have = set(outcomes().get("_collectives", []))
+    c.ok(len(have) > 100, f"{len(have)} collective tests found in distributed_test: {outcomes()['_log']}")
+    c.ok(not set(RUN) & set(SKIPPED), f"both run and skipped: {sorted(set(RUN) & set(SKIPPED))}")
+    c.ok(not have - set(RUN) - set(SKIPPED), f"neither run nor skipped: {sorted(have - set(RUN) - set(SKIPPED))}")
+    c.ok(not (set(RUN) | set(SKIPPED)) - have - set(UNGATED),
+         f"not in _DistTestBase: {sorted((set(RUN) | set(SKIPPED)) - have - set(UNGATED))}")
+    print(f"# PyTorch's collective tests: {len(have)}; run {len(RUN)}, skipped {len(SKIPPED)}")
+
+
+for _n in RUN:
+    _case(_n)
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--suite"]:
+        suite(sys.argv[2], sys.argv[3:] or RUN)
+        sys.exit(0)
+    sys.exit(tap.run())
