@@ -334,8 +334,11 @@ TEST_F(timed, wait_for_cpu_store)
  * work (vmstat, writeback, RCU) lands in one of the 64 jobs of a workload or
  * not, by where the kernel's code and timers happen to fall: one such event
  * moved a workload's total by 0.13 % (31 us) in one build while the copy and
- * launch path was unchanged. So the workloads are compared by their median
- * job, which such an event does not move, and the totals are printed.
+ * launch path was unchanged; and some ~4 us of it lands in many of a
+ * workload's jobs in one build, in about half of them, moving the median by
+ * 1 % (make check once: 364279 vs 368340 ns, the totals 0.09 % apart). So
+ * the workloads are compared by their fastest job (the modeled time and the
+ * guest's fixed path), which neither moves; median and totals are printed.
  */
 static int cmp_i64(const void *a, const void *b)
 {
@@ -357,7 +360,7 @@ TEST_F(timed, repeatable)
 	struct relu r;
 	uint8_t p[7][SPYRE_PKT_SIZE];
 	uint64_t dev_ns[3][3];
-	int64_t e2e[3], med[3], job_ns[64];
+	int64_t e2e[3], med[3], low[3], job_ns[64];
 	int rep, i, j;
 
 	ASSERT_EQ(0, sbo_create(self->fd, size, DRM_SPYRE_BO_HOST, &src));
@@ -380,14 +383,15 @@ TEST_F(timed, repeatable)
 			job_ns[j] = spyre_now_ns() - tj;
 		}
 		e2e[rep] = spyre_now_ns() - t0;
-		med[rep] = median_of(job_ns, 64);
+		med[rep] = median_of(job_ns, 64);	/* sorts job_ns */
+		low[rep] = job_ns[0];
 		for (i = 0; i < 3; i++)
 			dev_ns[rep][i] = self->t[i + 1] - self->t[i];
 		ksft_print_msg("timed: workload %d: 64 x (H2D 8 MiB %llu ns, launch %llu ns, D2H 8 MiB %llu ns) "
-			       "in %lld ns of guest time, median job %lld ns%s\n", rep,
+			       "in %lld ns of guest time, median job %lld ns, fastest %lld ns%s\n", rep,
 			       (unsigned long long)dev_ns[rep][0], (unsigned long long)dev_ns[rep][1],
 			       (unsigned long long)dev_ns[rep][2], (long long)e2e[rep], (long long)med[rep],
-			       rep ? "" : " (warm-up)");
+			       (long long)low[rep], rep ? "" : " (warm-up)");
 	}
 	if (!self->timed)
 		SKIP(return, "not in timed mode: the modeled times are not checked");
@@ -395,8 +399,8 @@ TEST_F(timed, repeatable)
 		ASSERT_EQ(dev_ns[0][i], dev_ns[1][i]);
 		ASSERT_EQ(dev_ns[1][i], dev_ns[2][i]);
 	}
-	ASSERT_GE(med[1] / 1000, llabs(med[1] - med[2])) TH_LOG("median job %lld vs %lld ns", (long long)med[1],
-								(long long)med[2]);
+	ASSERT_GE(low[1] / 1000, llabs(low[1] - low[2])) TH_LOG("fastest job %lld vs %lld ns", (long long)low[1],
+								(long long)low[2]);
 }
 
 TEST_HARNESS_MAIN
