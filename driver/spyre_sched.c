@@ -382,17 +382,25 @@ static bool spyre_job_waiting_on_producer(struct spyre_job *job)
 }
 
 /*
- * A job whose queue completed packets since the job went on the ring, or
- * since its last timeout, is not hung: the jobs ahead of it on the ring or
- * its own packets are moving (a long graph replay, a job queued behind
- * one, an emulated card on a loaded host). A job that only ever progresses
- * is still stopped after SPYRE_JOB_MAX_REARMS such timeouts.
+ * A job that completed packets of its own (its device-side WAITs included)
+ * since it reached the head of its queue, or since its last timeout, is
+ * not hung: a long graph replay, an emulated card on a loaded host. A job
+ * that only ever progresses is still stopped after SPYRE_JOB_MAX_REARMS
+ * such timeouts; a card that fell off the bus (reads all ones) shows none.
  */
 static bool spyre_job_progressed(struct spyre_hwq *q, struct spyre_job *job)
 {
 	u32 done = spyre_hw_reg_read(q->sdev, SPYRE_QREG(q->idx, SPYRE_Q_DONE));
+	u32 base = job->tdr_done;
 
-	if (done == job->tdr_done || job->tdr_rearms >= SPYRE_JOB_MAX_REARMS)
+	/*
+	 * SPYRE_Q_DONE and the ring positions both count packets since the
+	 * queue was enabled: what completed before the job's first packet
+	 * was the jobs ahead of it, whose end restarted the timeout.
+	 */
+	if ((s32)(job->ring_start - base) > 0)
+		base = job->ring_start;
+	if ((s32)(done - base) <= 0 || job->tdr_rearms >= SPYRE_JOB_MAX_REARMS)
 		return false;
 	job->tdr_done = done;
 	job->tdr_rearms++;

@@ -100,8 +100,10 @@ static int spyre_sriov_enable(struct spyre_device *sdev, int numvfs)
 		goto err_release;
 	spyre_sriov_program(sdev, numvfs);
 	ret = pci_enable_sriov(pdev, numvfs);
-	if (ret)
+	if (ret) {
+		spyre_sriov_program(sdev, 0);
 		goto err_release;
+	}
 	pci_info(pdev, "%d VFs, %llu MiB of device memory each from %#llx\n", numvfs,
 		 part >> 20, sdev->vf_part_base);
 	return numvfs;

@@ -84,7 +84,11 @@ int spyre_dmem_upload_weight(struct spyre_dmem *m, spyre_dptr_t *p, const struct
 	buf = malloc(bytes);
 	if (!buf)
 		return fail(m, -ENOMEM, "host memory");
-	spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
+	ret = spyre_kernel_pack_weight(d, slot, SPYRE_KW_OUT_IN, src, SPYRE_DT_FP32, buf, &bytes);
+	if (ret) {
+		free(buf);
+		return fail(m, ret, "%s weight", spyre_kernel_op_name(d->op));
+	}
 	return spyre_dmem_upload(m, p, buf, bytes);
 }
 
@@ -160,11 +164,10 @@ int spyre_dmem_upload_decoder(struct spyre_dmem *m, const struct spyre_model_con
 	spyre_kernel_rope_tables(cs, sn, cfg->max_pos, hd, cfg->rope_theta);
 	ret = spyre_dmem_alloc(m, tb, &out->rope_cos);
 	ret = ret ?: spyre_dmem_alloc(m, tb, &out->rope_sin);
-	ret = ret ?: spyre_memcpy(m->dev, out->rope_cos, (uint64_t)(uintptr_t)cs, tb, SPYRE_MEMCPY_H2D);
-	ret = ret ?: spyre_memcpy(m->dev, out->rope_sin, (uint64_t)(uintptr_t)sn, tb, SPYRE_MEMCPY_H2D);
+	if (!ret && ((ret = spyre_memcpy(m->dev, out->rope_cos, (uint64_t)(uintptr_t)cs, tb, SPYRE_MEMCPY_H2D)) ||
+		     (ret = spyre_memcpy(m->dev, out->rope_sin, (uint64_t)(uintptr_t)sn, tb, SPYRE_MEMCPY_H2D))))
+		fail(m, ret, "RoPE tables");
 	free(cs);
 	free(sn);
-	if (ret && m->err && !m->err[0])
-		fail(m, ret, "RoPE tables");
 	return ret;
 }
