@@ -177,6 +177,8 @@ TEST_F(sriov, a_vf_cannot_reach_past_its_partition)
 	ASSERT_EQ(0, srun(self->fd[0], self->q[0], p, 1));
 	ASSERT_EQ(0, squeue_error(self->fd[0], self->q[0], &e));
 	ASSERT_EQ(2, e.error_count);
+	ASSERT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error)
+		TH_LOG("hw error %u, address %#llx", e.fault.hw_error, (unsigned long long)e.fault.addr);
 	ASSERT_EQ(all0.va + part, e.fault.addr);
 	ASSERT_EQ(0xee, ((uint8_t *)chk.map)[0]);
 
