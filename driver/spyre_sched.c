@@ -249,15 +249,14 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		return ERR_PTR(-EIO);
 	}
 
-	/* Progress is measured from here (spyre_job_progressed()). */
-	job->tdr_done = spyre_hw_reg_read(sdev, SPYRE_QREG(q->idx, SPYRE_Q_DONE));
-	job->tdr_rearms = 0;
-
 	spin_lock_irqsave(&q->lock, flags);
 	dma_fence_init(fence, &spyre_fence_ops, &q->lock, q->fence_ctx, ++q->seqno);
 	dma_fence_put(job->hw_fence);
 	job->hw_fence = dma_fence_get(fence);
 	job->ring_start = q->tail;
+	/* Its progress counts from its first packet (spyre_job_progressed()). */
+	job->tdr_done = job->ring_start;
+	job->tdr_rearms = 0;
 	job->nwaits = 0;
 	for (i = 0; i < job->ndev_deps; i++) {
 		struct drm_sched_fence *dep = job->dev_deps[i];
@@ -391,16 +390,14 @@ static bool spyre_job_waiting_on_producer(struct spyre_job *job)
 static bool spyre_job_progressed(struct spyre_hwq *q, struct spyre_job *job)
 {
 	u32 done = spyre_hw_reg_read(q->sdev, SPYRE_QREG(q->idx, SPYRE_Q_DONE));
-	u32 base = job->tdr_done;
 
 	/*
 	 * SPYRE_Q_DONE and the ring positions both count packets since the
-	 * queue was enabled: what completed before the job's first packet
-	 * was the jobs ahead of it, whose end restarted the timeout.
+	 * queue was enabled; @tdr_done starts at the job's first packet (what
+	 * completed before it was the jobs ahead of it, whose end restarted
+	 * the timeout) and moves with each timeout that found progress.
 	 */
-	if ((s32)(job->ring_start - base) > 0)
-		base = job->ring_start;
-	if ((s32)(done - base) <= 0 || job->tdr_rearms >= SPYRE_JOB_MAX_REARMS)
+	if ((s32)(done - job->tdr_done) <= 0 || job->tdr_rearms >= SPYRE_JOB_MAX_REARMS)
 		return false;
 	job->tdr_done = done;
 	job->tdr_rearms++;
