@@ -336,9 +336,16 @@ TEST_F(timed, wait_for_cpu_store)
  * moved a workload's total by 0.13 % (31 us) in one build while the copy and
  * launch path was unchanged; and some ~4 us of it lands in many of a
  * workload's jobs in one build, in about half of them, moving the median by
- * 1 % (make check once: 364279 vs 368340 ns, the totals 0.09 % apart). So
- * the workloads are compared by their fastest job (the modeled time and the
- * guest's fixed path), which neither moves; median and totals are printed.
+ * 1 % (make check once: 364279 vs 368340 ns, the totals 0.09 % apart). Even
+ * the fastest job moves: in one build workload 2's fastest was 5.3 us (1.5 %)
+ * below workload 1's (358920 vs 364268 ns), whatever of the guest's own path
+ * (a wake-up that found the completion already there) ran shorter once. What
+ * timed mode promises exactly is the modeled device time (asserted equal
+ * below) and the same guest times for the same build on every boot (make
+ * check boots twice and compares the printed times byte for byte). Within a
+ * boot, the workloads' fastest jobs are compared to 3 % (the guest's part of
+ * a job is ~26 us of its ~364 us), and no job can beat the modeled device
+ * time of its packets; median and totals are printed.
  */
 static int cmp_i64(const void *a, const void *b)
 {
@@ -399,8 +406,10 @@ TEST_F(timed, repeatable)
 		ASSERT_EQ(dev_ns[0][i], dev_ns[1][i]);
 		ASSERT_EQ(dev_ns[1][i], dev_ns[2][i]);
 	}
-	ASSERT_GE(low[1] / 1000, llabs(low[1] - low[2])) TH_LOG("fastest job %lld vs %lld ns", (long long)low[1],
-								(long long)low[2]);
+	for (rep = 1; rep < 3; rep++)
+		ASSERT_LE((int64_t)(dev_ns[rep][0] + dev_ns[rep][1] + dev_ns[rep][2]), low[rep]);
+	ASSERT_GE(low[1] * 3 / 100, llabs(low[1] - low[2])) TH_LOG("fastest job %lld vs %lld ns", (long long)low[1],
+								     (long long)low[2]);
 }
 
 TEST_HARNESS_MAIN
