@@ -236,17 +236,26 @@ static void spyre_error_work(struct work_struct *work)
 		drm_dev_exit(idx);
 		return;
 	}
+	/*
+	 * Acknowledge only what is handled (the kernel queue polls its own),
+	 * and before it is handled: the handler restarts the queue, whose next
+	 * packet may fail at once and set its bit again, raising a new error
+	 * interrupt that queues this work again. Acknowledged after the
+	 * restart, that second error was cleared unseen and its queue stayed
+	 * stopped until the job timeout blamed it for a hang (seen as a
+	 * TIMEOUT among the DMA errors of copies from a peer card during its
+	 * FLR).
+	 */
 	bits = spyre_hw_reg_read(sdev, SPYRE_REG_ERR_QUEUES_LO) |
 	       (u64)spyre_hw_reg_read(sdev, SPYRE_REG_ERR_QUEUES_HI) << 32;
+	bits &= GENMASK_ULL(sdev->nr_hwq - 1, 0);
+	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_LO, lower_32_bits(bits));
+	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_HI, upper_32_bits(bits));
 	for (i = 0; i < sdev->nr_hwq; i++) {
 		if (!(bits & BIT_ULL(i)))
 			continue;
 		spyre_hwq_handle_error(&sdev->hwq[i]);
 	}
-	/* Acknowledge only what was handled; the kernel queue polls its own. */
-	bits &= GENMASK_ULL(sdev->nr_hwq - 1, 0);
-	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_LO, lower_32_bits(bits));
-	spyre_hw_reg_write(sdev, SPYRE_REG_ERR_QUEUES_HI, upper_32_bits(bits));
 	if (pm > 0) {
 		pm_runtime_mark_last_busy(sdev->drm.dev);
 		pm_runtime_put_autosuspend(sdev->drm.dev);

@@ -349,6 +349,63 @@ TEST_F(sub, page_fault_fails_only_that_job)
 	ASSERT_EQ(1, e.error_count);
 }
 
+/*
+ * Faulting jobs back to back on two queues: each error is its own report
+ * and nothing is left for the job timeout. The error handler restarts a
+ * queue whose next job fails at once; that second error must not be
+ * acknowledged unseen with the first (it was: the queue stayed stopped
+ * until the timeout reset it, a TIMEOUT among the faults, and repeated
+ * "hangs" banned the context: its good job CANCELED). Two queues widen the
+ * window (one queue's restart waits while the other is handled): without
+ * the fix this failed 6 runs of 6 on the debug kernel (--tcg multi).
+ */
+TEST_F(sub, back_to_back_faults_are_each_reported)
+{
+	enum { JOBS = 48 };
+	struct drm_spyre_queue_error e;
+	struct sbo b, t;
+	uint8_t bad[64], ts[64];
+	uint32_t q[2] = { self->q }, sync[2];
+	char pci[32], path[96];
+	long resets;
+	int i, k;
+
+	ASSERT_EQ(0, card_pci(0, pci, sizeof(pci)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resets", pci);
+	resets = read_sysfs_long("%s", path);
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q[1]));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &t));
+	memset(t.map, 0, 4096);
+	ASSERT_EQ(0, sbo_create(self->fd, 8192, 0, &b));	/* the last BO: nothing mapped after it */
+	spyre_prep_copy_va(bad, b.va + 4096, b.va, 8192);	/* reads past it */
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync[0]));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &sync[1]));
+	for (i = 0; i < JOBS; i++)
+		for (k = 0; k < 2; k++) {
+			struct ssubmit s = { .queue = q[k], .packets = bad, .count = 1 };
+
+			ASSERT_EQ(0, ssubmit(self->fd, &s));
+		}
+	for (k = 0; k < 2; k++) {
+		struct ssubmit s = { .queue = q[k], .packets = ts, .count = 1, .out = sync[k] };
+
+		spyre_prep_sem(ts, SPYRE_PKT_OP_TIMESTAMP, SPYRE_AS_VIRT, t.va + 8 * k, 0);
+		ASSERT_EQ(0, ssubmit(self->fd, &s));
+	}
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(0, ssyncobj_wait(self->fd, sync[k], 0, SPYRE_DONE_MS));
+		ASSERT_EQ(0, squeue_error(self->fd, q[k], &e));
+		EXPECT_EQ(JOBS, e.error_count);
+		EXPECT_EQ(DRM_SPYRE_ERROR_FAULT, e.fault.error);
+		EXPECT_EQ(SPYRE_ERR_FAULT, e.fault.hw_error);
+		EXPECT_EQ(JOBS, e.job_seq);
+		EXPECT_LT(0, ((uint64_t *)t.map)[k]);	/* the good job after them ran */
+	}
+	EXPECT_EQ(resets, read_sysfs_long("%s", path));	/* no queue was reset for a hang */
+	sbo_close(self->fd, &t);
+	sbo_close(self->fd, &b);
+}
+
 TEST_F(sub, other_files_memory_is_unreachable)
 {
 	struct drm_spyre_queue_error e;
