@@ -12,6 +12,9 @@
  * streams' earlier work on that memory (ord_*() below). A call enqueues
  * every step and returns; the results are there for later work on each
  * rank's stream, and the host waits only when a scratch buffer grows.
+ * The steps, records and waits of a call on one card are one job (a batch
+ * of its stream, common.h), not a job each: the host submits n jobs per
+ * call, whatever the ring's length.
  * Reaches the runtime through spyre.h only, and the kernel library's
  * public API.
  */
@@ -77,10 +80,29 @@ struct coll_order {
 	uint64_t *work, *marked, *seen, *touch, *mseen;
 };
 
-static void ord_start(spyre_comm_t *comm)
+/*
+ * A call's start: from here to ord_finish() each rank's stream batches its
+ * jobs (stream.c), so that the call's steps on a card, and the records and
+ * waits that order them, are packets of one job per card (more only past
+ * DRM_SPYRE_MAX_JOB_PACKETS), submitted by ord_finish(), in rank order.
+ *
+ * No order of those submits can deadlock: a WAIT is appended after the
+ * record whose SIGNAL it waits for (ord_wait_for()), so in the order the
+ * host appended packets every WAIT comes after its SIGNAL. Were the cards
+ * stuck, the stuck WAIT appended first would wait for a SIGNAL appended
+ * before it, behind which its card is stuck at a packet appended earlier
+ * still: a stuck WAIT appended before the first. The jobs' other waits are
+ * the event waits pending before the call, on earlier jobs. A card whose job
+ * fails (or is never submitted: its SUBMIT failed, the call's status) leaves
+ * the WAITs on it to the driver's job timeout: those streams fail with -EIO.
+ */
+static void ord_start(spyre_comm_t *comm, spyre_stream_t *const *streams)
 {
 	struct coll_order *o = comm->ord;
 	int n = comm->n, r;
+
+	for (r = 0; r < n; r++)
+		spyre_stream_batch_begin(streams[r]);
 
 	memset(o->work, 0, sizeof(uint64_t) * (size_t)n);
 	memset(o->marked, 0, sizeof(uint64_t) * (size_t)n);
@@ -138,16 +160,22 @@ static void ord_after(spyre_comm_t *comm, int R, int x, int y)
 }
 
 /*
- * The call's end: each rank's stream waits for every other stream's work on
- * its memory, so that its later work (the caller's) sees the result and
- * overwrites nothing another card still reads.
+ * The call's end, its status so far @ret: unless it failed, each rank's
+ * stream waits for every other stream's work on its memory, so that its
+ * later work (the caller's) sees the result and overwrites nothing another
+ * card still reads. Then, whatever @ret, each stream's job is submitted (the
+ * steps enqueued before a failure run, as they would unbatched).
  */
-static int ord_finish(spyre_comm_t *comm, spyre_stream_t *const *streams)
+static int ord_finish(spyre_comm_t *comm, spyre_stream_t *const *streams, int ret)
 {
-	int r, ret = 0;
+	int r, e;
 
 	for (r = 0; !ret && r < comm->n; r++)
 		ret = ord_wait_for(comm, streams, r, r);
+	for (r = 0; r < comm->n; r++) {
+		e = spyre_stream_batch_end(streams[r]);
+		ret = ret ?: e;
+	}
 	return ret;
 }
 
@@ -385,13 +413,13 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
 	coll_split(bytes, comm->n, c);
 	ret = reserve(comm, comm->tmp, &comm->tmp_bytes, c[0].len);
-	ord_start(comm);
+	ord_start(comm, streams);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r])
 			ret = local_copy(comm, streams, r, recv[r], send[r], bytes);
 	ret = ret ?: ring_reduce_scatter(comm, streams, recv, c, 0, dtype);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 1);
-	ret = ret ?: ord_finish(comm, streams);
+	ret = ord_finish(comm, streams, ret);
 	free(c);
 	return ret;
 }
@@ -427,7 +455,7 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 	}
 	ret = reserve(comm, comm->tmp, &comm->tmp_bytes, each) ?:
 	      reserve(comm, comm->work, &comm->work_bytes, each * (size_t)comm->n);
-	ord_start(comm);
+	ord_start(comm, streams);
 	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
 	for (r = 0; !ret && r < comm->n; r++)
 		ret = local_copy(comm, streams, r, comm->work[r], send[r], each * (size_t)comm->n);
@@ -435,7 +463,7 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 	ret = ret ?: ring_reduce_scatter(comm, streams, comm->work, c, comm->n - 1, dtype);
 	for (r = 0; !ret && r < comm->n; r++)
 		ret = local_copy(comm, streams, r, recv[r], comm->work[r] + c[r].off, each);
-	ret = ret ?: ord_finish(comm, streams);
+	ret = ord_finish(comm, streams, ret);
 	free(c);
 	return ret;
 }
@@ -466,12 +494,12 @@ SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		c[r].len = each;
 	}
 	ret = 0;
-	ord_start(comm);
+	ord_start(comm, streams);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r] + c[r].off)
 			ret = local_copy(comm, streams, r, recv[r] + c[r].off, send[r], each);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 0);
-	ret = ret ?: ord_finish(comm, streams);
+	ret = ord_finish(comm, streams, ret);
 	free(c);
 	return ret;
 }
@@ -491,11 +519,11 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	if (!count)
 		return 0;
 	bytes = coll_sticks(count * dtype_size(dtype));
-	ord_start(comm);
+	ord_start(comm, streams);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (r != root)
 			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
-	return ret ?: ord_finish(comm, streams);
+	return ord_finish(comm, streams, ret);
 }
 
 SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
@@ -512,9 +540,9 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 	if (!count)
 		return 0;
 	/* Either card may run the copy: the other's earlier work first, its later work after. */
-	ord_start(comm);
-	return copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype))) ?:
-	       ord_finish(comm, streams);
+	ord_start(comm, streams);
+	ret = copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype)));
+	return ord_finish(comm, streams, ret);
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)

@@ -211,6 +211,16 @@ struct spyre_stream {
 	/* The tracer's hooks and state for this stream; both NULL unless traced (spyre_trace_start()) */
 	const struct spyre_trace_hooks *tracer;
 	struct spyre_trace_queue *trace;
+	/*
+	 * A batch (spyre_stream_batch_begin(), common.h): @batch counts the
+	 * begins not ended yet. Meanwhile a job is appended to @pending, one
+	 * job of up to DRM_SPYRE_MAX_JOB_PACKETS packets that took stream point
+	 * s->point at its first packet, submitted when full, before a job that
+	 * cannot join it, before a host wait for it, and at the batch's end.
+	 * @pending is allocated on first use and kept with the stream.
+	 */
+	unsigned int batch;
+	struct spyre_batch *pending;
 };
 
 
@@ -325,6 +335,12 @@ static inline void spyre_graph_free(struct spyre_graph *g)
 
 int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job);
 int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *job);
+/*
+ * Under s->lock: submit @s's pending batch job now, if it has one (the batch
+ * goes on in a new job). Before a host wait for one of its own points: the
+ * pending job's point is submitted only by the thread that holds the batch.
+ */
+int spyre_stream_flush_locked(struct spyre_stream *s);
 /* Submit the single COPY @p as a job of its own. */
 int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, enum spyre_memcpy_kind kind);
 /* Count @size bytes copied in direction @kind on @s (under its lock) and its device. */
