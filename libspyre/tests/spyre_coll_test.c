@@ -14,7 +14,9 @@
  * Events recorded after a collective order the host. Jobs: an all-reduce,
  * in place and not, and a broadcast are one job per card (the stream's
  * SUBMIT count, spyre_stream_get_stats()), the steps, records and waits
- * that order them packets of it. Errors: bad dtype or
+ * that order them packets of it. A host wait inside a call (the kernel
+ * cache evicting a kernel: 24 all-reduces of distinct sizes, 16 kernels
+ * cached per card) submits every card's job first: no stream hangs. Errors: bad dtype or
  * op, chunks that are not whole sticks, a root outside the ring, NULL
  * streams, the same device twice in a communicator (-EINVAL with detail).
  * Ordering on the cards: a cross-device event (SPYRE_EVENT_CROSS_DEVICE)
@@ -227,6 +229,35 @@ TEST_F(coll, one_job_per_card)
 		spyre_free(self->dev[r], send[r]);
 		spyre_free(self->dev[r], recv[r]);
 	}
+}
+
+TEST_F(coll, host_wait_inside_a_call)
+{
+	const uint32_t dt = SPYRE_DT_FP32;
+	const size_t most = 24 * 32 * (size_t)self->n;
+	spyre_dptr_t buf[MAXR];
+	size_t count;
+	int r;
+
+	for (r = 0; r < self->n; r++)
+		ASSERT_EQ(0, spyre_malloc(self->dev[r], most * 4, &buf[r]));
+	/*
+	 * Each size gives every rank chunks of another stick count, so another
+	 * ADD kernel; past the cache's 16 per card each call evicts one, whose
+	 * unload synchronizes the card's streams in the middle of the call, the
+	 * other cards' jobs not submitted yet.
+	 */
+	for (count = 32 * (size_t)self->n; count <= most; count += 32 * (size_t)self->n) {
+		ASSERT_EQ(0, fill(self, buf, count, dt, (unsigned int)count));
+		ASSERT_EQ(0, spyre_all_reduce(self->comm, buf, buf, count, dt, SPYRE_RED_SUM, self->s))
+			TH_LOG("%zu elements: %s", count, spyre_last_error());
+		sync_all(self, _metadata);
+		for (r = 0; r < self->n; r++)
+			ASSERT_EQ(0, check_sum(self, r, buf[r], 0, count, dt, (unsigned int)count))
+				TH_LOG("%zu elements, rank %d", count, r);
+	}
+	for (r = 0; r < self->n; r++)
+		spyre_free(self->dev[r], buf[r]);
 }
 
 TEST_F(coll, reduce_scatter_and_all_gather)

@@ -491,6 +491,23 @@ static unsigned int submitted(uint32_t *packets)
 	return n;
 }
 
+static void *sync_thread(void *arg)
+{
+	return (void *)(intptr_t)spyre_stream_synchronize(arg);
+}
+
+/* @fn(@arg) on a thread of its own: its return value. */
+static int run_on_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	void *ret;
+
+	if (pthread_create(&t, NULL, fn, arg))
+		return -EAGAIN;
+	pthread_join(t, &ret);
+	return (int)(intptr_t)ret;
+}
+
 static void batch(void)
 {
 	spyre_event_t *xe, *e;
@@ -547,6 +564,26 @@ static void batch(void)
 	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
 	TAP_CHECK(submitted(&pk) == sub0 + 2 && pk == 48, "the rest: %u SUBMITs, the last of %u packets",
 		  submitted(NULL) - sub0, pk);
+
+	/*
+	 * A host wait for one stream submits the pending jobs of every stream
+	 * the thread batches first (its job may WAIT for theirs), and a
+	 * thread's batches are its own: another thread's wait submits none.
+	 */
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2), "%s", spyre_last_error());
+	sub0 = submitted(NULL);
+	TAP_CHECK(!spyre_stream_batch_begin(s) && !spyre_stream_batch_begin(s2), "begin both");
+	TAP_CHECK(!spyre_memset_async(s, d, 8, 4096) && !spyre_memset_async(s2, d2, 9, 4096), "%s",
+		  spyre_last_error());
+	TAP_CHECK(!run_on_thread(sync_thread, s2) && submitted(NULL) == sub0 + 1,
+		  "another thread's synchronize: %u SUBMITs (its own stream's pending job)",
+		  submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_memset_async(s2, d2, 10, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_synchronize(s2) && submitted(NULL) == sub0 + 3,
+		  "the batching thread's synchronize of one: %u SUBMITs", submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_stream_batch_end(s) && !spyre_stream_batch_end(s2) && submitted(NULL) == sub0 + 3,
+		  "the ends: %u SUBMITs", submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_stream_destroy(s2), "%s", spyre_last_error());
 
 	/* A fault in a batched job names its step: the copy, step 2 of 3, its packet 0 (packet 6 of the job). */
 	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");

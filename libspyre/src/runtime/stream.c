@@ -240,8 +240,8 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 		}
 		s->thread_started = true;
 	}
-	/* The callback thread waits for s->point: a pending batch job is submitted first. */
-	ret = spyre_stream_flush_locked(s);
+	/* The callback thread waits for s->point: pending batch jobs are submitted first. */
+	ret = spyre_batches_flush(s);
 	if (ret) {
 		pthread_mutex_unlock(&s->lock);
 		free(cb);
@@ -465,6 +465,11 @@ int spyre_stream_flush_locked(struct spyre_stream *s)
 	if (ret) {
 		/* No job holds the point: signal it, so that waits for it end (the failure is the caller's). */
 		drmSyncobjTimelineSignal(s->dev->fd, &s->timeline, &point, 1);
+		/* ... and the batch's end returns it, also when another call's host wait submitted the job. */
+		if (s->batch && !s->batch_status) {
+			s->batch_status = ret;
+			snprintf(s->batch_detail, sizeof(s->batch_detail), "%s", spyre_last_error());
+		}
 	} else {
 		s->stats.jobs++;
 		/* A job of several: a fault report names the step of its packet. */
@@ -520,14 +525,37 @@ static int batch_append_locked(struct spyre_stream *s, const struct spyre_job *j
 	return 0;
 }
 
+/* The streams this thread batches, linked through struct spyre_stream.batch_next. */
+static __thread struct spyre_stream *batching;
+
 int spyre_stream_batch_begin(struct spyre_stream *s)
 {
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_batch_begin: NULL stream");
 	pthread_mutex_lock(&s->lock);
-	s->batch++;
+	if (!s->batch++) {
+		s->batch_next = batching;
+		batching = s;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return 0;
+}
+
+int spyre_batches_flush(struct spyre_stream *held)
+{
+	struct spyre_stream *s;
+	int ret = 0, r;
+
+	for (s = batching; s; s = s->batch_next) {
+		if (s != held)
+			pthread_mutex_lock(&s->lock);
+		r = spyre_stream_flush_locked(s);
+		if (s != held)
+			pthread_mutex_unlock(&s->lock);
+		else
+			ret = r;
+	}
+	return ret;
 }
 
 int spyre_stream_batch_end(struct spyre_stream *s)
@@ -541,6 +569,19 @@ int spyre_stream_batch_end(struct spyre_stream *s)
 		ret = spyre_error(-EINVAL, "spyre_stream_batch_end: the stream has no batch");
 	else if (!--s->batch)
 		ret = spyre_stream_flush_locked(s);
+	if (!s->batch && s->batch_status) {
+		if (!ret)
+			ret = spyre_error(s->batch_status, "%s", s->batch_detail);
+		s->batch_status = 0;
+	}
+	if (!s->batch && batching) {
+		struct spyre_stream **p = &batching;
+
+		while (*p && *p != s)
+			p = &(*p)->batch_next;
+		if (*p)
+			*p = s->batch_next;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -754,11 +795,22 @@ static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns
 
 static int stream_synchronize(spyre_stream_t *s)
 {
+	bool batching_s;
 	uint64_t point;
 	int ret;
 
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_synchronize: NULL stream");
+	/*
+	 * The host waits for a batching stream: the jobs of this thread's
+	 * batches first, which its job may WAIT for. (Another stream, the
+	 * internal one of a kernel's upload say, waits for none of them.)
+	 */
+	pthread_mutex_lock(&s->lock);
+	batching_s = s->batch != 0;
+	pthread_mutex_unlock(&s->lock);
+	if (batching_s)
+		spyre_batches_flush(NULL);
 	pthread_mutex_lock(&s->lock);
 	ret = spyre_stream_capturing_locked(s, "spyre_stream_synchronize");
 	if (ret) {
@@ -1125,6 +1177,7 @@ static int event_synchronize(spyre_event_t *e)
 		return spyre_error(-EINVAL, "spyre_event_synchronize: NULL event");
 	if (!e->recorded)
 		return 0;
+	spyre_batches_flush(NULL);
 	if (drmSyncobjTimelineWait(e->dev->fd, &e->timeline, &e->point, 1, INT64_MAX,
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
 		return spyre_error(-errno, "waiting for the event failed");
