@@ -527,6 +527,8 @@ static int batch_append_locked(struct spyre_stream *s, const struct spyre_job *j
 
 /* The streams this thread batches, linked through struct spyre_stream.batch_next. */
 static __thread struct spyre_stream *batching;
+/* Streams in a batch, in any thread: while none, a host wait skips the thread's list (atomic). */
+static unsigned int batches_open;
 
 int spyre_stream_batch_begin(struct spyre_stream *s)
 {
@@ -536,6 +538,7 @@ int spyre_stream_batch_begin(struct spyre_stream *s)
 	if (!s->batch++) {
 		s->batch_next = batching;
 		batching = s;
+		__atomic_add_fetch(&batches_open, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -546,6 +549,9 @@ int spyre_batches_flush(struct spyre_stream *held)
 	struct spyre_stream *s;
 	int ret = 0, r;
 
+	/* The common case, no batch anywhere: no thread-local lookup. */
+	if (!__atomic_load_n(&batches_open, __ATOMIC_RELAXED))
+		return 0;
 	for (s = batching; s; s = s->batch_next) {
 		if (s != held)
 			pthread_mutex_lock(&s->lock);
@@ -579,8 +585,10 @@ int spyre_stream_batch_end(struct spyre_stream *s)
 
 		while (*p && *p != s)
 			p = &(*p)->batch_next;
-		if (*p)
+		if (*p) {
 			*p = s->batch_next;
+			__atomic_sub_fetch(&batches_open, 1, __ATOMIC_RELAXED);
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
@@ -611,7 +619,7 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 	wait_callbacks_locked(s);
 	if (s->batch && !th && !job->names && job->count <= DRM_SPYRE_MAX_JOB_PACKETS)
 		return batch_append_locked(s, job);
-	ret = spyre_stream_flush_locked(s);
+	ret = s->pending ? spyre_stream_flush_locked(s) : 0;
 	if (ret)
 		return ret;
 	if (__builtin_expect(th != NULL, 0)) {
@@ -806,11 +814,13 @@ static int stream_synchronize(spyre_stream_t *s)
 	 * batches first, which its job may WAIT for. (Another stream, the
 	 * internal one of a kernel's upload say, waits for none of them.)
 	 */
-	pthread_mutex_lock(&s->lock);
-	batching_s = s->batch != 0;
-	pthread_mutex_unlock(&s->lock);
-	if (batching_s)
-		spyre_batches_flush(NULL);
+	if (__atomic_load_n(&batches_open, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&s->lock);
+		batching_s = s->batch != 0;
+		pthread_mutex_unlock(&s->lock);
+		if (batching_s)
+			spyre_batches_flush(NULL);
+	}
 	pthread_mutex_lock(&s->lock);
 	ret = spyre_stream_capturing_locked(s, "spyre_stream_synchronize");
 	if (ret) {
