@@ -53,10 +53,12 @@ int spyre_program_load_checked(struct spyre_device *dev, const struct spyre_prog
  * launches, event records, waits for another card's event - are appended to
  * one pending job, submitted when it is full (DRM_SPYRE_MAX_JOB_PACKETS),
  * before a job that cannot join it (a graph replay's, a traced one: while
- * tracing nothing is batched), before the host waits for its work (a
+ * tracing nothing is batched), before the host may wait for its work (a
  * synchronize or query of @s, a host callback, a launch that must wait for a
  * ring slot, a record of an event that is not SPYRE_EVENT_CROSS_DEVICE), and
- * at the end. The stream's order is unchanged: the packets run in the order
+ * at the end. A host wait for a batching stream, or for an event, first
+ * submits the pending jobs of every stream the thread batches: one may
+ * WAIT for another's SIGNAL (spyre_batches_flush(), internal.h). The stream's order is unchanged: the packets run in the order
  * the calls made them; a call that returned 0 may have its failure reported
  * by a later call, or the end (the SUBMIT's error; the point is then
  * signaled with no work so that host waits end). A pending job's stream
