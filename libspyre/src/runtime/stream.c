@@ -420,10 +420,8 @@ static int poison_locked(struct spyre_stream *s, struct drm_spyre_queue_error e)
  * stream point @point: 0, or the failure (the stream poisoned when it is the
  * queue's record of a failed job this stream had not seen).
  */
-/* Inlined: the path of every job (timed mode counts a decode step's instructions). */
-static inline __attribute__((always_inline)) int
-submit_ioctl_locked(struct spyre_stream *s, const void *packets, uint32_t count,
-		    const struct drm_spyre_sync *waits, uint32_t nwaits, uint64_t point)
+static int submit_ioctl_locked(struct spyre_stream *s, const void *packets, uint32_t count,
+			       const struct drm_spyre_sync *waits, uint32_t nwaits, uint64_t point)
 {
 	struct drm_spyre_submit a = {
 		.queue_id = s->queue,
