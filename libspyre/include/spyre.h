@@ -409,7 +409,8 @@ struct spyre_stream_stats {
 	/* Since 0.7: a caller's older, smaller structure is filled up to its size. */
 	/**
 	 * jobs submitted (one SUBMIT ioctl each): one per launch, copy or event
-	 * record, one per job of a graph replay (spyre_graph_launch())
+	 * record, one per job of a graph replay (spyre_graph_launch()), one per
+	 * collective call of a communicator on each rank's stream (spyre_comm(3))
 	 */
 	uint64_t jobs;
 };

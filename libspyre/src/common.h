@@ -46,6 +46,32 @@ struct spyre_prog_view;
 int spyre_program_load_checked(struct spyre_device *dev, const struct spyre_prog_view *v,
 			       struct spyre_program **out);
 
+/*
+ * Batches of a stream's jobs (stream.c), for the kernel library's
+ * collectives (kernels/coll.c): between spyre_stream_batch_begin(@s) and
+ * spyre_stream_batch_end(@s) the jobs the calls on @s submit - copies,
+ * launches, event records, waits for another card's event - are appended to
+ * one pending job, submitted when it is full (DRM_SPYRE_MAX_JOB_PACKETS),
+ * before a job that cannot join it (a graph replay's, a traced one: while
+ * tracing nothing is batched), before the host may wait for its work (a
+ * synchronize or query of @s, a host callback, a launch that must wait for a
+ * ring slot, a record of an event that is not SPYRE_EVENT_CROSS_DEVICE), and
+ * at the end. A host wait for a batching stream, or for an event, first
+ * submits the pending jobs of every stream the thread batches: one may
+ * WAIT for another's SIGNAL (spyre_batches_flush(), internal.h). The stream's order is unchanged: the packets run in the order
+ * the calls made them; a call that returned 0 may have its failure reported
+ * by a later call, or the end (the SUBMIT's error; the point is then
+ * signaled with no work so that host waits end). A pending job's stream
+ * point is that of every job in it: its launch records, its event records.
+ * Another thread's host wait for it blocks until the batch ends, so a batch
+ * is held by one thread over a bounded stretch of calls (one collective).
+ * Begins nest; the end of the outermost submits. 0 or a negative errno with
+ * a detail.
+ */
+struct spyre_stream;
+int spyre_stream_batch_begin(struct spyre_stream *s);
+int spyre_stream_batch_end(struct spyre_stream *s);
+
 /* The name of code @i in the table @names, or @unknown past its end or in a gap. */
 #define SPYRE_NAME_OF(names, i, unknown)						\
 	((i) < sizeof(names) / sizeof((names)[0]) && (names)[i] ? (names)[i] : (unknown))

@@ -20,6 +20,11 @@
  * QUEUE_ERROR gives and no second ioctl per job;
  * then a patch-path program's image, uploaded by a job that failed, is
  * uploaded again by a launch with the same bindings on another stream;
+ * then a stream's batch (spyre_stream_batch_begin(), the collectives'):
+ * its jobs one SUBMIT at its end, split at DRM_SPYRE_MAX_JOB_PACKETS,
+ * submitted early by a synchronize and by a record of a plain event, a
+ * fault named by its step, a SUBMIT that fails at the end signaling the
+ * point so that the stream's synchronize fails instead of waiting forever;
  * then 3 - 4 threads create, use and destroy streams, events, programs and
  * copies for a fixed number of iterations while others call
  * spyre_device_synchronize() and spyre_program_unload() (both walk every
@@ -27,7 +32,7 @@
  * Every call must succeed, no stale handle may reach the driver, and after
  * spyre_device_close() no queue, syncobj or buffer may be left.
  * TAP (tests/tap.h); arguments name the cases to run (sync, internal,
- * submit_fault, patch_reupload, storm, close; default all).
+ * submit_fault, patch_reupload, batch, storm, close; default all).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -44,6 +49,7 @@
 
 #include "spyre.h"
 #include "spyre_accel.h"
+#include "../src/common.h"	/* the batches (internal) */
 #include "spyre_hw.h"
 #include "spyre_progbuild.h"
 #include "../../tests/tap.h"
@@ -66,8 +72,10 @@ static struct {
 } syncobjs, queues, bos;
 static uint64_t timeline[MAX_OBJS];	/* signaled point of each syncobj */
 static uint64_t queue_errors[MAX_OBJS], queue_fail_seq[MAX_OBJS];
+static uint32_t queue_fail_packet[MAX_OBJS];	/* the failed job's faulting packet */
 static unsigned int stale;		/* calls naming a handle that is not alive */
 static unsigned int submits, queue_errors_asked;	/* SUBMIT and QUEUE_ERROR calls */
+static unsigned int signals;		/* timeline points the host signaled (a batch whose SUBMIT failed) */
 static uint32_t last_packets;		/* packets of the last accepted SUBMIT */
 static bool fail_next_job;		/* the next accepted job fails (a reset cancels it) */
 
@@ -138,6 +146,7 @@ static void fake_queue_error(uint32_t q, struct drm_spyre_queue_error *e)
 	e->error_count = queue_errors[q];
 	if (queue_errors[q]) {
 		e->job_seq = queue_fail_seq[q];
+		e->fault.packet = queue_fail_packet[q];
 		e->fault.hw_error = SPYRE_ERR_FAULT;
 		e->fault.addr = FAULT_VA;
 		e->fault.info = SPYRE_FAULT_INFO(1, SPYRE_ACCESS_READ, SPYRE_SOURCE_COPY_SRC,
@@ -177,11 +186,13 @@ static int fake_submit(struct drm_spyre_submit *a)
 		if (p[i].hdr.opcode == SPYRE_PKT_OP_COPY && p[i].src == FAULT_VA) {
 			queue_errors[a->queue_id]++;
 			queue_fail_seq[a->queue_id] = a->out_sync_point;
+			queue_fail_packet[a->queue_id] = i;
 		}
 	if (fail_next_job) {
 		fail_next_job = false;
 		queue_errors[a->queue_id]++;
 		queue_fail_seq[a->queue_id] = a->out_sync_point;
+		queue_fail_packet[a->queue_id] = 0;
 	}
 	last_packets = a->packet_count;
 	timeline[a->out_sync_handle] = a->out_sync_point;
@@ -299,6 +310,24 @@ int drmSyncobjTimelineWait(int fd, uint32_t *handles, uint64_t *points, unsigned
 	}
 	pthread_mutex_unlock(&mk);
 	return 0;
+}
+
+int drmSyncobjTimelineSignal(int fd, const uint32_t *handles, uint64_t *points, uint32_t handle_count)
+{
+	uint32_t i;
+	int ret = 0;
+
+	(void)fd;
+	pthread_mutex_lock(&mk);
+	for (i = 0; i < handle_count && !ret; i++) {
+		if (obj_ok(&syncobjs, handles[i]))
+			timeline[handles[i]] = points[i];
+		else
+			ret = -EINVAL;
+	}
+	signals += handle_count;
+	pthread_mutex_unlock(&mk);
+	return ret;
 }
 
 int drmSyncobjQuery(int fd, uint32_t *handles, uint64_t *points, uint32_t handle_count)
@@ -447,6 +476,152 @@ static void submit_reports_fault(void)
 	TAP_CHECK(spyre_memset_async(s, d, 3, 4096) == -EIO, "a poisoned stream takes no work");
 	spyre_free(dev, d);
 	TAP_CHECK(!spyre_stream_destroy(s), "%s", spyre_last_error());
+}
+
+/* SUBMIT calls so far, and the packets of the last accepted one. */
+static unsigned int submitted(uint32_t *packets)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mk);
+	n = submits;
+	if (packets)
+		*packets = last_packets;
+	pthread_mutex_unlock(&mk);
+	return n;
+}
+
+static void *sync_thread(void *arg)
+{
+	return (void *)(intptr_t)spyre_stream_synchronize(arg);
+}
+
+/* @fn(@arg) on a thread of its own: its return value. */
+static int run_on_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	void *ret;
+
+	if (pthread_create(&t, NULL, fn, arg))
+		return -EAGAIN;
+	pthread_join(t, &ret);
+	return (int)(intptr_t)ret;
+}
+
+static void batch(void)
+{
+	spyre_event_t *xe, *e;
+	spyre_stream_t *s, *s2;
+	unsigned int sub0, sig0;
+	uint32_t pk = 0;
+	spyre_dptr_t d, d2;
+	int i, ret;
+
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &d) && !spyre_malloc(dev, 4096, &d2), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_event_create_flags(dev, SPYRE_EVENT_CROSS_DEVICE, &xe), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_event_create(dev, &e), "%s", spyre_last_error());
+	TAP_CHECK(spyre_stream_batch_end(s) == -EINVAL, "an end without a begin");
+
+	/* A memset of 32 sticks (6 COPYs), a copy (1), a cross-device record (TIMESTAMP, SIGNAL): one job. */
+	sub0 = submitted(NULL);
+	TAP_CHECK(!spyre_stream_batch_begin(s) && !spyre_stream_batch_begin(s), "begin, nested");
+	TAP_CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memcpy_async(s, d2, d, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_event_record(xe, s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	TAP_CHECK(submitted(NULL) == sub0, "the inner end submits nothing: %u SUBMITs",
+		  submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	TAP_CHECK(submitted(&pk) == sub0 + 1 && pk == 9, "the batch: %u SUBMITs, the last of %u packets",
+		  submitted(NULL) - sub0, pk);
+	TAP_CHECK(!spyre_stream_query(s) && !spyre_event_query(xe), "the job and its record are done");
+
+	/* A host wait submits the pending job; the end then has nothing to submit. */
+	sub0 = submitted(NULL);
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");
+	TAP_CHECK(!spyre_memset_async(s, d, 2, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_synchronize(s), "%s", spyre_last_error());
+	TAP_CHECK(submitted(&pk) == sub0 + 1 && pk == 6, "synchronize: %u SUBMITs, the last of %u packets",
+		  submitted(NULL) - sub0, pk);
+	/* A plain event is waited for by its point: its record ends the pending job. */
+	TAP_CHECK(!spyre_memset_async(s, d, 3, 4096) && !spyre_event_record(e, s), "%s",
+		  spyre_last_error());
+	TAP_CHECK(submitted(&pk) == sub0 + 2 && pk == 7, "a plain record: %u SUBMITs, the last of %u packets",
+		  submitted(NULL) - sub0, pk);
+	TAP_CHECK(!spyre_event_synchronize(e), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_end(s) && submitted(NULL) == sub0 + 2, "an empty end: %u SUBMITs",
+		  submitted(NULL) - sub0);
+
+	/* 50 memsets of 6 COPYs: 42 fill a job of 252 (one more would pass 256), then 8. */
+	sub0 = submitted(NULL);
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");
+	for (i = 0, ret = 0; i < 50 && !ret; i++)
+		ret = spyre_memset_async(s, d, (uint8_t)i, 4096);
+	TAP_CHECK(!ret, "%s", spyre_last_error());
+	TAP_CHECK(submitted(&pk) == sub0 + 1 && pk == 252, "a full job: %u SUBMITs, the last of %u packets",
+		  submitted(NULL) - sub0, pk);
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	TAP_CHECK(submitted(&pk) == sub0 + 2 && pk == 48, "the rest: %u SUBMITs, the last of %u packets",
+		  submitted(NULL) - sub0, pk);
+
+	/*
+	 * A host wait for one stream submits the pending jobs of every stream
+	 * the thread batches first (its job may WAIT for theirs), and a
+	 * thread's batches are its own: another thread's wait submits none.
+	 */
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2), "%s", spyre_last_error());
+	sub0 = submitted(NULL);
+	TAP_CHECK(!spyre_stream_batch_begin(s) && !spyre_stream_batch_begin(s2), "begin both");
+	TAP_CHECK(!spyre_memset_async(s, d, 8, 4096) && !spyre_memset_async(s2, d2, 9, 4096), "%s",
+		  spyre_last_error());
+	TAP_CHECK(!run_on_thread(sync_thread, s2) && submitted(NULL) == sub0 + 1,
+		  "another thread's synchronize: %u SUBMITs (its own stream's pending job)",
+		  submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_memset_async(s2, d2, 10, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_synchronize(s2) && submitted(NULL) == sub0 + 3,
+		  "the batching thread's synchronize of one: %u SUBMITs", submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_stream_batch_end(s) && !spyre_stream_batch_end(s2) && submitted(NULL) == sub0 + 3,
+		  "the ends: %u SUBMITs", submitted(NULL) - sub0);
+	TAP_CHECK(!spyre_stream_destroy(s2), "%s", spyre_last_error());
+
+	/* A fault in a batched job names its step: the copy, step 2 of 3, its packet 0 (packet 6 of the job). */
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");
+	TAP_CHECK(!spyre_memset_async(s, d, 4, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memcpy_async(s, d, FAULT_VA, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memset_async(s, d, 5, 4096), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	TAP_CHECK(spyre_stream_synchronize(s) == -EIO, "the faulted batch");
+	TAP_CHECK(strstr(spyre_last_error(), ", batched step 2 of 3 (copy, its packet 0) failed at packet 6: "
+			 "page fault") != NULL, "detail: %s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_begin(s) && spyre_memset_async(s, d, 6, 4096) == -EIO &&
+		  !spyre_stream_batch_end(s), "a poisoned stream takes no batched work");
+
+	/*
+	 * A batch whose SUBMIT fails (the queue failed before it): the end says
+	 * so, the point is signaled, and a synchronize reports the failure
+	 * instead of waiting for a point no job holds.
+	 */
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memcpy_async(s2, d, FAULT_VA, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
+	pthread_mutex_lock(&mk);
+	sig0 = signals;
+	pthread_mutex_unlock(&mk);
+	TAP_CHECK(!spyre_stream_batch_begin(s2) && !spyre_memset_async(s2, d, 7, 4096), "%s",
+		  spyre_last_error());
+	ret = spyre_stream_batch_end(s2);
+	TAP_CHECK(ret == -EIO && strstr(spyre_last_error(), "stream job 1 failed at packet 0: page fault"),
+		  "end: %d %s", ret, spyre_last_error());
+	pthread_mutex_lock(&mk);
+	TAP_CHECK(signals == sig0 + 1, "%u points signaled", signals - sig0);
+	pthread_mutex_unlock(&mk);
+	TAP_CHECK(spyre_stream_synchronize(s2) == -EIO && strstr(spyre_last_error(), "stream job 1 failed"),
+		  "synchronize: %s", spyre_last_error());
+	spyre_event_destroy(e);
+	spyre_event_destroy(xe);
+	spyre_free(dev, d);
+	spyre_free(dev, d2);
+	TAP_CHECK(!spyre_stream_destroy(s2) && !spyre_stream_destroy(s), "%s", spyre_last_error());
 }
 
 static void *relu_image(int abs, size_t *size);
@@ -685,6 +860,7 @@ static const struct tap_case cases[] = {
 	{ "internal", race_internal_replaced },
 	{ "submit_fault", submit_reports_fault },
 	{ "patch_reupload", patch_reupload },
+	{ "batch", batch },
 	{ "storm", storm },
 	{ "close", close_leaves_nothing },
 };

@@ -229,6 +229,16 @@ int drmSyncobjTimelineWait(int fd, uint32_t *handles, uint64_t *points, unsigned
 	return ret;
 }
 
+/* Only a batch whose SUBMIT failed signals a point (stream.c): never while tracing. */
+int drmSyncobjTimelineSignal(int fd, const uint32_t *handles, uint64_t *points, uint32_t handle_count)
+{
+	(void)fd;
+	(void)handles;
+	(void)points;
+	(void)handle_count;
+	abort();
+}
+
 int drmSyncobjQuery(int fd, uint32_t *handles, uint64_t *points, uint32_t handle_count)
 {
 	uint32_t i;

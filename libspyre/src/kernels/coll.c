@@ -6,14 +6,17 @@
  * step a peer copy (spyre_memcpy_peer_async(), run by whichever card of the
  * pair can reach the other) and, for reductions, the kernel library's ADD
  * on the receiving card. Buffers are split into N chunks of whole sticks.
- * Steps across cards are ordered by the cards, not the host: each rank has
- * a cross-device event (SPYRE_EVENT_CROSS_DEVICE), and before a step that
- * touches a rank's memory its stream waits on the device for the other
- * streams' earlier work on that memory (ord_*() below). A call enqueues
- * every step and returns; the results are there for later work on each
- * rank's stream, and the host waits only when a scratch buffer grows.
- * Reaches the runtime through spyre.h only, and the kernel library's
- * public API.
+ * Steps across cards are ordered by the cards, not the host: each stream
+ * records cross-device events (SPYRE_EVENT_CROSS_DEVICE) after its steps,
+ * and before a step its stream waits on the device for the other streams'
+ * earlier steps on the memory ranges it touches (ord_*() below). A call
+ * enqueues every step and returns; the results are there for later work on
+ * each rank's stream, and the host waits only when a scratch buffer grows.
+ * The steps, records and waits of a call on one card are one job (a batch
+ * of its stream, common.h), not a job each: the host submits n jobs per
+ * call, whatever the ring's length.
+ * Reaches the runtime through spyre.h and common.h's batches only, and the
+ * kernel library's public API.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -56,104 +59,200 @@ void coll_split(size_t bytes, int n, struct coll_chunk *c)
 
 /*
  * Ordering on the devices. Each rank's stream runs its own work in order;
- * across streams the calls below track, per rank's memory (its buffers and
- * scratch, as a whole), which stream touched it last and how far, and
- * before a step on stream R that touches rank x's memory they make R wait
- * (a WAIT on the device, spyre_stream_wait_event() on a cross-device
- * event) for each other stream's work on x it has not waited for yet,
- * recording that stream's event first when its newest such work has no
- * record yet. Writes and reads alike count: a conservative order (no two
- * streams ever touch one rank's memory unordered), with no host wait.
+ * across streams, each step names what it touches - a range of one rank's
+ * memory it writes, a range it reads - and before a step on stream R the
+ * calls below make R wait (a WAIT on the device, spyre_stream_wait_event()
+ * on a cross-device event) for the last step of each other stream that
+ * conflicts with it (an overlapping range that either writes) and that R has
+ * not waited for yet. The caller's earlier work on a stream counts as its
+ * step 1, writing all of its rank's memory; the call's end makes each rank's
+ * stream wait for every step on its memory (ord_finish()). Each stream
+ * records an event of its own after each of its steps (its "marks"), so
+ * that R waits for exactly the step it needs, not for what that stream
+ * enqueued after it: the two cards' copies of a ring step, which touch
+ * different chunks, run at once. No host wait; the records and waits are
+ * packets of the call's one job per card (below), not jobs.
  *
- * ord->work[o]: steps enqueued on stream o in this call (the caller's
- * earlier work counts as step 1, on o's own memory); ord->marked[o]: the
- * step o's event was last recorded at; seen[R * n + o]: the step of o that
- * R last waited for; touch[x * n + o]: o's last step on x's memory;
- * mseen[o * n + q]: o's seen row when it last recorded (waiting for o's
- * record covers what o had waited for: seen is transitive).
+ * ord->work[q]: steps of stream q in this call; seen[R * n + q]: the step of
+ * q that R has waited for; steps[]: every step of the call and what it
+ * touched; mark[q][i - 1]: the event stream q records after its step i
+ * (created on first use and kept; mark[q][0] is comm->ev[q]). Each event is
+ * recorded at most once a call, so a wait for it waits for that step.
  */
-struct coll_order {
-	int n;
-	uint64_t *work, *marked, *seen, *touch, *mseen;
+struct coll_access {
+	int rank;
+	bool write;
+	uint64_t lo, hi;	/* device addresses of the rank's card, [lo, hi) */
 };
 
-static void ord_start(spyre_comm_t *comm)
+struct coll_step {
+	int stream;
+	uint64_t idx;		/* its stream's step number */
+	int na;
+	struct coll_access a[2];
+};
+
+struct coll_order {
+	int n;
+	uint64_t *work, *seen;
+	struct coll_step *steps;
+	size_t nsteps, cap_steps;
+	spyre_event_t ***mark;
+	size_t *nmark, *cap_mark;
+};
+
+static bool conflict(const struct coll_access *a, const struct coll_access *b)
+{
+	return a->rank == b->rank && (a->write || b->write) && a->lo < b->hi && b->lo < a->hi;
+}
+
+/* Stream @q's step @na accesses @acc were enqueued as its step ord->work[q]: note them, mark it. */
+static int ord_step(spyre_comm_t *comm, spyre_stream_t *const *streams, int q,
+		    const struct coll_access *acc, int na)
+{
+	struct coll_order *o = comm->ord;
+	uint64_t i = o->work[q];
+	struct coll_step *st;
+	int ret;
+
+	if (o->nsteps == o->cap_steps) {
+		size_t cap = o->cap_steps ? 2 * o->cap_steps : 64;
+
+		st = realloc(o->steps, cap * sizeof(*st));
+		if (!st)
+			return spyre_error(-ENOMEM, "collective: out of memory");
+		o->steps = st;
+		o->cap_steps = cap;
+	}
+	st = &o->steps[o->nsteps++];
+	st->stream = q;
+	st->idx = i;
+	st->na = na;
+	memcpy(st->a, acc, (size_t)na * sizeof(*acc));
+	if (i > o->nmark[q]) {
+		if (o->nmark[q] == o->cap_mark[q]) {
+			size_t cap = 2 * o->cap_mark[q];
+			spyre_event_t **m = realloc(o->mark[q], cap * sizeof(*m));
+
+			if (!m)
+				return spyre_error(-ENOMEM, "collective: out of memory");
+			o->mark[q] = m;
+			o->cap_mark[q] = cap;
+		}
+		ret = spyre_event_create_flags(comm->dev[q], SPYRE_EVENT_CROSS_DEVICE,
+					       &o->mark[q][o->nmark[q]]);
+		if (ret)
+			return ret;
+		o->nmark[q]++;
+	}
+	return spyre_event_record(o->mark[q][i - 1], streams[q]);
+}
+
+/*
+ * A call's start: from here to ord_finish() each rank's stream batches its
+ * jobs (stream.c), so that the call's steps on a card, and the records and
+ * waits that order them, are packets of one job per card (more only past
+ * DRM_SPYRE_MAX_JOB_PACKETS), submitted by ord_finish(), in rank order.
+ * Then each stream marks the caller's earlier work, its step 1. @ret: the
+ * call's status so far (when not 0, only the batches begin).
+ *
+ * No order of those submits can deadlock: a WAIT is appended after the
+ * record whose SIGNAL it waits for (the mark of a step enqueued earlier), so
+ * in the order the host appended packets every WAIT comes after its SIGNAL.
+ * Were the cards stuck, the stuck WAIT appended first would wait for a
+ * SIGNAL appended before it, behind which its card is stuck at a packet
+ * appended earlier still: a stuck WAIT appended before the first. The
+ * jobs' other waits are the event waits pending before the call, on
+ * earlier jobs. A card whose job fails (or is never submitted: its SUBMIT
+ * failed, the call's status) leaves the WAITs on it to the driver's job
+ * timeout: those streams fail with -EIO.
+ */
+static int ord_start(spyre_comm_t *comm, spyre_stream_t *const *streams, int ret)
 {
 	struct coll_order *o = comm->ord;
 	int n = comm->n, r;
 
-	memset(o->work, 0, sizeof(uint64_t) * (size_t)n);
-	memset(o->marked, 0, sizeof(uint64_t) * (size_t)n);
+	for (r = 0; r < n; r++)
+		spyre_stream_batch_begin(streams[r]);
+	if (ret)
+		return ret;
 	memset(o->seen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
-	memset(o->touch, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
-	memset(o->mseen, 0, sizeof(uint64_t) * (size_t)n * (size_t)n);
-	for (r = 0; r < n; r++) {
+	o->nsteps = 0;
+	for (r = 0; !ret && r < n; r++) {
+		struct coll_access all = { .rank = r, .write = true, .lo = 0, .hi = UINT64_MAX };
+
 		o->work[r] = 1;
-		o->touch[r * n + r] = 1;
+		ret = ord_step(comm, streams, r, &all, 1);
 	}
+	return ret;
 }
 
-/* Stream @R waits for every other stream's unseen work on rank @x's memory. */
-static int ord_wait_for(spyre_comm_t *comm, spyre_stream_t *const *streams, int R, int x)
+/* Stream @R waits for each other stream's last step that conflicts with the @na accesses @acc. */
+static int ord_before(spyre_comm_t *comm, spyre_stream_t *const *streams, int R,
+		      const struct coll_access *acc, int na)
 {
 	struct coll_order *o = comm->ord;
 	int n = comm->n, q, ret = 0;
 
 	for (q = 0; !ret && q < n; q++) {
-		uint64_t t = o->touch[x * n + q];
-		int k;
+		uint64_t t = 0;
+		size_t k;
+		int i, j;
 
-		if (q == R || t <= o->seen[R * n + q])
+		if (q == R)
 			continue;
-		if (o->marked[q] < t) {
-			ret = spyre_event_record(comm->ev[q], streams[q]);
-			o->marked[q] = o->work[q];
-			memcpy(&o->mseen[q * n], &o->seen[q * n], sizeof(uint64_t) * (size_t)n);
+		for (k = 0; k < o->nsteps; k++) {
+			const struct coll_step *st = &o->steps[k];
+
+			if (st->stream != q || st->idx <= t)
+				continue;
+			for (i = 0; i < st->na; i++)
+				for (j = 0; j < na; j++)
+					if (conflict(&st->a[i], &acc[j]))
+						t = st->idx;
 		}
-		ret = ret ?: spyre_stream_wait_event(streams[R], comm->ev[q]);
-		o->seen[R * n + q] = o->marked[q];
-		for (k = 0; k < n; k++)
-			if (k != R && o->mseen[q * n + k] > o->seen[R * n + k])
-				o->seen[R * n + k] = o->mseen[q * n + k];
+		if (t <= o->seen[R * n + q])
+			continue;
+		ret = spyre_stream_wait_event(streams[R], o->mark[q][t - 1]);
+		o->seen[R * n + q] = t;
 	}
 	return ret;
 }
 
-/* Before a step on stream @R touching the memory of ranks @x and @y (-1: none). */
-static int ord_before(spyre_comm_t *comm, spyre_stream_t *const *streams, int R, int x, int y)
+/* A step with the @na accesses @acc was enqueued on stream @R (after ord_before()): mark it. */
+static int ord_after(spyre_comm_t *comm, spyre_stream_t *const *streams, int R,
+		     const struct coll_access *acc, int na)
 {
-	return ord_wait_for(comm, streams, R, x) ?: (y >= 0 && y != x ? ord_wait_for(comm, streams, R, y) : 0);
-}
-
-/* A step on stream @R touching ranks @x and @y was enqueued. */
-static void ord_after(spyre_comm_t *comm, int R, int x, int y)
-{
-	struct coll_order *o = comm->ord;
-	int n = comm->n;
-
-	o->work[R]++;
-	o->touch[x * n + R] = o->work[R];
-	if (y >= 0)
-		o->touch[y * n + R] = o->work[R];
+	comm->ord->work[R]++;
+	return ord_step(comm, streams, R, acc, na);
 }
 
 /*
- * The call's end: each rank's stream waits for every other stream's work on
- * its memory, so that its later work (the caller's) sees the result and
- * overwrites nothing another card still reads.
+ * The call's end, its status so far @ret: unless it failed, each rank's
+ * stream waits for every other stream's steps on its memory, so that its
+ * later work (the caller's) sees the result and overwrites nothing another
+ * card still reads. Then, whatever @ret, each stream's job is submitted (the
+ * steps enqueued before a failure run, as they would unbatched).
  */
-static int ord_finish(spyre_comm_t *comm, spyre_stream_t *const *streams)
+static int ord_finish(spyre_comm_t *comm, spyre_stream_t *const *streams, int ret)
 {
-	int r, ret = 0;
+	int r, e;
 
-	for (r = 0; !ret && r < comm->n; r++)
-		ret = ord_wait_for(comm, streams, r, r);
+	for (r = 0; !ret && r < comm->n; r++) {
+		struct coll_access all = { .rank = r, .write = true, .lo = 0, .hi = UINT64_MAX };
+
+		ret = ord_before(comm, streams, r, &all, 1);
+	}
+	for (r = 0; r < comm->n; r++) {
+		e = spyre_stream_batch_end(streams[r]);
+		ret = ret ?: e;
+	}
 	return ret;
 }
 
 static int ord_alloc(spyre_comm_t *comm)
 {
-	size_t n = (size_t)comm->n;
+	size_t n = (size_t)comm->n, r;
 	struct coll_order *o = calloc(1, sizeof(*o));
 
 	if (!o)
@@ -161,24 +260,41 @@ static int ord_alloc(spyre_comm_t *comm)
 	comm->ord = o;
 	o->n = comm->n;
 	o->work = calloc(n, sizeof(uint64_t));
-	o->marked = calloc(n, sizeof(uint64_t));
 	o->seen = calloc(n * n, sizeof(uint64_t));
-	o->touch = calloc(n * n, sizeof(uint64_t));
-	o->mseen = calloc(n * n, sizeof(uint64_t));
-	return o->work && o->marked && o->seen && o->touch && o->mseen ? 0 : -ENOMEM;
+	o->mark = calloc(n, sizeof(*o->mark));
+	o->nmark = calloc(n, sizeof(size_t));
+	o->cap_mark = calloc(n, sizeof(size_t));
+	if (!o->work || !o->seen || !o->mark || !o->nmark || !o->cap_mark)
+		return -ENOMEM;
+	for (r = 0; r < n; r++) {
+		o->mark[r] = calloc(8, sizeof(spyre_event_t *));
+		if (!o->mark[r])
+			return -ENOMEM;
+		o->cap_mark[r] = 8;
+		o->mark[r][0] = comm->ev[r];	/* the communicator's */
+		o->nmark[r] = 1;
+	}
+	return 0;
 }
 
 static void ord_free(spyre_comm_t *comm)
 {
 	struct coll_order *o = comm->ord;
+	size_t r, i;
 
 	if (!o)
 		return;
+	for (r = 0; o->mark && r < (size_t)o->n; r++) {
+		for (i = 1; o->mark[r] && i < o->nmark[r]; i++)
+			spyre_event_destroy(o->mark[r][i]);
+		free(o->mark[r]);
+	}
+	free(o->mark);
+	free(o->nmark);
+	free(o->cap_mark);
 	free(o->work);
-	free(o->marked);
 	free(o->seen);
-	free(o->touch);
-	free(o->mseen);
+	free(o->steps);
 	free(o);
 	comm->ord = NULL;
 }
@@ -193,12 +309,11 @@ static int runner_of(const spyre_comm_t *comm, int dst, int src)
 static int local_copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, spyre_dptr_t d,
 		      spyre_dptr_t s, size_t len)
 {
-	int ret = ord_before(comm, streams, r, r, -1) ?:
-		  spyre_memcpy_async(streams[r], d, s, len, SPYRE_MEMCPY_D2D);
+	const struct coll_access acc[2] = { { r, true, d, d + len }, { r, false, s, s + len } };
 
-	if (!ret)
-		ord_after(comm, r, r, -1);
-	return ret;
+	return ord_before(comm, streams, r, acc, 2) ?:
+	       spyre_memcpy_async(streams[r], d, s, len, SPYRE_MEMCPY_D2D) ?:
+	       ord_after(comm, streams, r, acc, 2);
 }
 
 /*
@@ -218,15 +333,14 @@ static int drain(spyre_comm_t *comm)
 static int copy(spyre_comm_t *comm, spyre_stream_t *const *streams, int dst, spyre_dptr_t d,
 		int src, spyre_dptr_t s, size_t len)
 {
-	int run = runner_of(comm, dst, src), ret;
+	const struct coll_access acc[2] = { { dst, true, d, d + len }, { src, false, s, s + len } };
+	int run = runner_of(comm, dst, src);
 
 	if (!len)
 		return 0;
-	ret = ord_before(comm, streams, run, dst, src) ?:
-	      spyre_memcpy_peer_async(streams[run], comm->dev[dst], d, comm->dev[src], s, len);
-	if (!ret)
-		ord_after(comm, run, dst, src);
-	return ret;
+	return ord_before(comm, streams, run, acc, 2) ?:
+	       spyre_memcpy_peer_async(streams[run], comm->dev[dst], d, comm->dev[src], s, len) ?:
+	       ord_after(comm, streams, run, acc, 2);
 }
 
 /* Y = A + B in place, rows of one stick. */
@@ -252,15 +366,13 @@ int coll_add(spyre_kcache_t *cache, spyre_stream_t *s, uint32_t dtype, spyre_dpt
 static int add(spyre_comm_t *comm, spyre_stream_t *const *streams, int r, uint32_t dtype,
 	       spyre_dptr_t y, size_t len)
 {
-	int ret;
+	const struct coll_access acc[2] = { { r, true, y, y + len }, { r, false, comm->tmp[r], comm->tmp[r] + len } };
 
 	if (!len)
 		return 0;
-	ret = ord_before(comm, streams, r, r, -1) ?:
-	      coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len);
-	if (!ret)
-		ord_after(comm, r, r, -1);
-	return ret;
+	return ord_before(comm, streams, r, acc, 2) ?:
+	       coll_add(comm->cache[r], streams[r], dtype, y, comm->tmp[r], len) ?:
+	       ord_after(comm, streams, r, acc, 2);
 }
 
 /*
@@ -385,13 +497,13 @@ SPYRE_EXPORT int spyre_all_reduce(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		return spyre_error(-ENOMEM, "spyre_all_reduce: out of memory");
 	coll_split(bytes, comm->n, c);
 	ret = reserve(comm, comm->tmp, &comm->tmp_bytes, c[0].len);
-	ord_start(comm);
+	ret = ord_start(comm, streams, ret);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r])
 			ret = local_copy(comm, streams, r, recv[r], send[r], bytes);
 	ret = ret ?: ring_reduce_scatter(comm, streams, recv, c, 0, dtype);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 1);
-	ret = ret ?: ord_finish(comm, streams);
+	ret = ord_finish(comm, streams, ret);
 	free(c);
 	return ret;
 }
@@ -427,7 +539,7 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 	}
 	ret = reserve(comm, comm->tmp, &comm->tmp_bytes, each) ?:
 	      reserve(comm, comm->work, &comm->work_bytes, each * (size_t)comm->n);
-	ord_start(comm);
+	ret = ord_start(comm, streams, ret);
 	/* The ring works on a copy of send[] (the caller's input stays): n chunks per rank. */
 	for (r = 0; !ret && r < comm->n; r++)
 		ret = local_copy(comm, streams, r, comm->work[r], send[r], each * (size_t)comm->n);
@@ -435,7 +547,7 @@ SPYRE_EXPORT int spyre_reduce_scatter(spyre_comm_t *comm, const spyre_dptr_t *se
 	ret = ret ?: ring_reduce_scatter(comm, streams, comm->work, c, comm->n - 1, dtype);
 	for (r = 0; !ret && r < comm->n; r++)
 		ret = local_copy(comm, streams, r, recv[r], comm->work[r] + c[r].off, each);
-	ret = ret ?: ord_finish(comm, streams);
+	ret = ord_finish(comm, streams, ret);
 	free(c);
 	return ret;
 }
@@ -465,13 +577,12 @@ SPYRE_EXPORT int spyre_all_gather(spyre_comm_t *comm, const spyre_dptr_t *send, 
 		c[r].off = (size_t)r * each;
 		c[r].len = each;
 	}
-	ret = 0;
-	ord_start(comm);
+	ret = ord_start(comm, streams, 0);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (send[r] != recv[r] + c[r].off)
 			ret = local_copy(comm, streams, r, recv[r] + c[r].off, send[r], each);
 	ret = ret ?: ring_all_gather(comm, streams, recv, c, 0);
-	ret = ret ?: ord_finish(comm, streams);
+	ret = ord_finish(comm, streams, ret);
 	free(c);
 	return ret;
 }
@@ -491,11 +602,11 @@ SPYRE_EXPORT int spyre_broadcast(spyre_comm_t *comm, const spyre_dptr_t *buf, si
 	if (!count)
 		return 0;
 	bytes = coll_sticks(count * dtype_size(dtype));
-	ord_start(comm);
+	ret = ord_start(comm, streams, ret);
 	for (r = 0; !ret && r < comm->n; r++)
 		if (r != root)
 			ret = copy(comm, streams, r, buf[r], root, buf[root], bytes);
-	return ret ?: ord_finish(comm, streams);
+	return ord_finish(comm, streams, ret);
 }
 
 SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendbuf, int dst,
@@ -512,9 +623,9 @@ SPYRE_EXPORT int spyre_send_recv(spyre_comm_t *comm, int src, spyre_dptr_t sendb
 	if (!count)
 		return 0;
 	/* Either card may run the copy: the other's earlier work first, its later work after. */
-	ord_start(comm);
-	return copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype))) ?:
-	       ord_finish(comm, streams);
+	ret = ord_start(comm, streams, 0);
+	ret = ret ?: copy(comm, streams, dst, recvbuf, src, sendbuf, coll_sticks(count * dtype_size(dtype)));
+	return ord_finish(comm, streams, ret);
 }
 
 SPYRE_EXPORT int spyre_comm_destroy(spyre_comm_t *comm)

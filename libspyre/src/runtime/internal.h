@@ -211,6 +211,21 @@ struct spyre_stream {
 	/* The tracer's hooks and state for this stream; both NULL unless traced (spyre_trace_start()) */
 	const struct spyre_trace_hooks *tracer;
 	struct spyre_trace_queue *trace;
+	/*
+	 * A batch (spyre_stream_batch_begin(), common.h): @batch counts the
+	 * begins not ended yet. Meanwhile a job is appended to @pending, one
+	 * job of up to DRM_SPYRE_MAX_JOB_PACKETS packets that took stream point
+	 * s->point at its first packet, submitted when full, before a job that
+	 * cannot join it, before a host wait for it, and at the batch's end.
+	 * @pending is allocated on first use and kept with the stream.
+	 */
+	unsigned int batch;
+	struct spyre_batch *pending;
+	/* The next stream the batching thread holds a batch of (stream.c's thread-local list) */
+	struct spyre_stream *batch_next;
+	/* A pending job's SUBMIT failed in the batch: the status (0: none) and detail its end returns */
+	int batch_status;
+	char batch_detail[256];
 };
 
 
@@ -325,6 +340,23 @@ static inline void spyre_graph_free(struct spyre_graph *g)
 
 int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job);
 int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *job);
+/*
+ * Under s->lock: submit @s's pending batch job now, if it has one (the batch
+ * goes on in a new job). Before a host wait for one of its own points: the
+ * pending job's point is submitted only by the thread that holds the batch.
+ */
+int spyre_stream_flush_locked(struct spyre_stream *s);
+/*
+ * Before the host waits for a stream's work: submit the pending job of every
+ * stream the calling thread batches (a stream's job may WAIT for another's
+ * SIGNAL still pending: a host wait before both are submitted would wait
+ * for the driver's job timeout). @held: the one of them whose lock the
+ * caller holds, or NULL; the others' locks are taken one at a time under it
+ * (a stream is in one thread's batch at a time, and only that thread nests
+ * their locks so). Returns @held's status (another stream's failure is
+ * returned by its batch's end).
+ */
+int spyre_batches_flush(struct spyre_stream *held);
 /* Submit the single COPY @p as a job of its own. */
 int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, enum spyre_memcpy_kind kind);
 /* Count @size bytes copied in direction @kind on @s (under its lock) and its device. */

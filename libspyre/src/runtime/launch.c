@@ -144,7 +144,8 @@ static int record_free_locked(struct spyre_stream *s, struct spyre_launch_state 
 		return 0;
 	done = r->done;
 	if (r->rec_point[i] > done) {
-		ret = spyre_stream_wait_done(s, r->rec_point[i], &done);
+		/* It may be in the stream's pending batch job (stream.c): the thread's batches are submitted before the wait. */
+		ret = spyre_batches_flush(s) ?: spyre_stream_wait_done(s, r->rec_point[i], &done);
 		if (ret)
 			return spyre_error(ret, "waiting for a launch record failed");
 	}
@@ -168,7 +169,7 @@ static int block_free_locked(struct spyre_stream *s, struct spyre_launch_state *
 	if (r->rec_point[i] == r->point[slot] &&
 	    ((volatile const struct spyre_launch_record *)record_at(r, i))->status != SPYRE_RECORD_UNWRITTEN)
 		return 0;
-	ret = spyre_stream_wait_point(s, r->point[slot]);
+	ret = spyre_batches_flush(s) ?: spyre_stream_wait_point(s, r->point[slot]);
 	if (ret)
 		return spyre_error(ret, "waiting for an argument block failed");
 	return 0;
@@ -439,6 +440,10 @@ static int launch(spyre_stream_t *s, spyre_program_t *pr, uint32_t core_mask,
 	job.packets = &pk.launch;
 	job.count = 1;
 	if (pr->path == SPYRE_LAUNCH_PATCH) {
+		/* Its waits for earlier launches may wait for pending batch jobs: submitted first. */
+		ret = spyre_batches_flush(s);
+		if (ret)
+			goto out;
 		pthread_mutex_lock(&pr->lock);
 		/* A full table cannot track one more stream: drain everything first. */
 		if (pr->nusers == sizeof(pr->users) / sizeof(pr->users[0]))

@@ -216,6 +216,7 @@ void spyre_stream_wait_callbacks_locked(struct spyre_stream *s)
 SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *arg), void *arg)
 {
 	struct spyre_callback *cb;
+	int ret;
 
 	if (!s || !fn)
 		return spyre_error(-EINVAL, "spyre_stream_add_callback: NULL argument");
@@ -226,8 +227,7 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 	cb->arg = arg;
 	pthread_mutex_lock(&s->lock);
 	if (s->capture) {
-		int ret = spyre_stream_capturing_locked(s, "spyre_stream_add_callback");
-
+		ret = spyre_stream_capturing_locked(s, "spyre_stream_add_callback");
 		pthread_mutex_unlock(&s->lock);
 		free(cb);
 		return ret;
@@ -239,6 +239,13 @@ SPYRE_EXPORT int spyre_stream_add_callback(spyre_stream_t *s, void (*fn)(void *a
 			return spyre_error(-EAGAIN, "cannot start the callback thread");
 		}
 		s->thread_started = true;
+	}
+	/* The callback thread waits for s->point: pending batch jobs are submitted first. */
+	ret = spyre_batches_flush(s);
+	if (ret) {
+		pthread_mutex_unlock(&s->lock);
+		free(cb);
+		return ret;
 	}
 	cb->point = s->point;
 	if (s->cb_tail)
@@ -358,37 +365,263 @@ static void name_job_locked(struct spyre_stream *s, const struct spyre_job *job)
 
 static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns);
 
+/* ---- batches ------------------------------------------------------------------ */
+
+/* Where one job of a batch begins among the pending job's packets, and what it is. */
+struct batch_step {
+	uint32_t first;
+	const char *what;		/* struct spyre_job's, a string literal */
+};
+
+/*
+ * A stream's pending job while it batches (struct spyre_stream.pending):
+ * the packets of the jobs submitted since it began, the event waits that
+ * were pending then (the first job's), and where each job begins.
+ */
+struct spyre_batch {
+	uint8_t packets[DRM_SPYRE_MAX_JOB_PACKETS * SPYRE_PKT_SIZE];
+	uint32_t count;			/* packets; 0: no pending job */
+	uint32_t nsteps;
+	struct batch_step steps[DRM_SPYRE_MAX_JOB_PACKETS];
+	struct drm_spyre_sync waits[SPYRE_MAX_WAITS];
+	uint32_t nwaits;
+};
+
+/* The steps of a submitted batch job, for its fault report (struct spyre_job_names). */
+struct batch_names {
+	struct spyre_job_names base;
+	uint32_t nsteps;
+	struct batch_step steps[];
+};
+
+static void batch_describe(const struct spyre_job_names *n, uint64_t cookie, uint32_t packet,
+			   char *buf, size_t size)
+{
+	const struct batch_names *b = (const struct batch_names *)n;
+	uint32_t i = 0;
+
+	(void)cookie;
+	while (i + 1 < b->nsteps && b->steps[i + 1].first <= packet)
+		i++;
+	snprintf(buf, size, "batched step %u of %u (%s, its packet %u)", i + 1, b->nsteps,
+		 b->steps[i].what, packet - b->steps[i].first);
+}
+
+static void batch_names_release(struct spyre_job_names *n)
+{
+	free(n);
+}
+
+static void name_job_locked(struct spyre_stream *s, const struct spyre_job *job);
+static int poison_locked(struct spyre_stream *s, struct drm_spyre_queue_error e);
+
+/*
+ * The SUBMIT of @count @packets on @s's queue after @nwaits @waits, as
+ * stream point @point: 0, or the failure (the stream poisoned when it is the
+ * queue's record of a failed job this stream had not seen).
+ */
+static int submit_ioctl_locked(struct spyre_stream *s, const void *packets, uint32_t count,
+			       const struct drm_spyre_sync *waits, uint32_t nwaits, uint64_t point)
+{
+	struct drm_spyre_submit a = {
+		.queue_id = s->queue,
+		.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR,
+		.packets = (uintptr_t)packets,
+		.packet_count = count,
+		.in_syncs = (uintptr_t)waits,
+		.in_sync_count = nwaits,
+		.out_sync_handle = s->timeline,
+		.out_sync_point = point,
+		.errors_seen = s->errors_seen,
+	};
+	int err;
+
+	if (!drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
+		return 0;
+	err = errno;
+	if (err == EIO && a.error_count != s->errors_seen) {
+		struct drm_spyre_queue_error e = {
+			.queue_id = s->queue, .error_count = a.error_count,
+			.job_seq = a.error_job_seq, .fault = a.fault,
+		};
+
+		return poison_locked(s, e);
+	}
+	return spyre_error(-err, "%s: submitting %u packets failed", s->dev->props.devnode, count);
+}
+
+int spyre_stream_flush_locked(struct spyre_stream *s)
+{
+	struct spyre_batch *b = s->pending;
+	struct spyre_job job = { .what = "batch" };
+	struct batch_names *nm;
+	uint64_t point = s->point;
+	int ret;
+
+	if (!b || !b->count)
+		return 0;
+	ret = s->poisoned ? spyre_error(-EIO, "%s", s->poison) :
+	      submit_ioctl_locked(s, b->packets, b->count, b->waits, b->nwaits, point);
+	if (ret) {
+		/* No job holds the point: signal it, so that waits for it end (the failure is the caller's). */
+		drmSyncobjTimelineSignal(s->dev->fd, &s->timeline, &point, 1);
+		/* ... and the batch's end returns it, also when another call's host wait submitted the job. */
+		if (s->batch && !s->batch_status) {
+			s->batch_status = ret;
+			snprintf(s->batch_detail, sizeof(s->batch_detail), "%s", spyre_last_error());
+		}
+	} else {
+		s->stats.jobs++;
+		/* A job of several: a fault report names the step of its packet. */
+		nm = b->nsteps > 1 ? malloc(sizeof(*nm) + b->nsteps * sizeof(nm->steps[0])) : NULL;
+		if (nm) {
+			nm->base.refs = 1;
+			nm->base.describe = batch_describe;
+			nm->base.release = batch_names_release;
+			nm->nsteps = b->nsteps;
+			memcpy(nm->steps, b->steps, b->nsteps * sizeof(nm->steps[0]));
+			job.names = &nm->base;
+			name_job_locked(s, &job);
+			spyre_job_names_put(&nm->base);
+		}
+	}
+	b->count = 0;
+	b->nsteps = 0;
+	b->nwaits = 0;
+	return ret;
+}
+
+/*
+ * Append @job to @s's pending job (a new one, stream point s->point + 1,
+ * with the stream's pending event waits, when there is none or it is full).
+ */
+static int batch_append_locked(struct spyre_stream *s, const struct spyre_job *job)
+{
+	struct spyre_batch *b = s->pending;
+	int ret;
+
+	if (b && b->count + job->count > DRM_SPYRE_MAX_JOB_PACKETS) {
+		ret = spyre_stream_flush_locked(s);
+		if (ret)
+			return ret;
+	}
+	if (!b) {
+		b = s->pending = calloc(1, sizeof(*b));
+		if (!b)
+			return spyre_error(-ENOMEM, "out of memory");
+	}
+	if (!b->count) {
+		memcpy(b->waits, s->waits, s->nwaits * sizeof(s->waits[0]));
+		b->nwaits = s->nwaits;
+		s->nwaits = 0;
+		s->point++;
+	}
+	b->steps[b->nsteps].first = b->count;
+	b->steps[b->nsteps].what = job->what;
+	b->nsteps++;
+	memcpy(b->packets + (size_t)b->count * SPYRE_PKT_SIZE, job->packets,
+	       (size_t)job->count * SPYRE_PKT_SIZE);
+	b->count += job->count;
+	return 0;
+}
+
+/* The streams this thread batches, linked through struct spyre_stream.batch_next. */
+static __thread struct spyre_stream *batching;
+/* Streams in a batch, in any thread: while none, a host wait skips the thread's list (atomic). */
+static unsigned int batches_open;
+
+int spyre_stream_batch_begin(struct spyre_stream *s)
+{
+	if (!s)
+		return spyre_error(-EINVAL, "spyre_stream_batch_begin: NULL stream");
+	pthread_mutex_lock(&s->lock);
+	if (!s->batch++) {
+		s->batch_next = batching;
+		batching = s;
+		__atomic_add_fetch(&batches_open, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int spyre_batches_flush(struct spyre_stream *held)
+{
+	struct spyre_stream *s;
+	int ret = 0, r;
+
+	/* The common case, no batch anywhere: no thread-local lookup. */
+	if (!__atomic_load_n(&batches_open, __ATOMIC_RELAXED))
+		return 0;
+	for (s = batching; s; s = s->batch_next) {
+		if (s != held)
+			pthread_mutex_lock(&s->lock);
+		r = spyre_stream_flush_locked(s);
+		if (s != held)
+			pthread_mutex_unlock(&s->lock);
+		else
+			ret = r;
+	}
+	return ret;
+}
+
+int spyre_stream_batch_end(struct spyre_stream *s)
+{
+	int ret = 0;
+
+	if (!s)
+		return spyre_error(-EINVAL, "spyre_stream_batch_end: NULL stream");
+	pthread_mutex_lock(&s->lock);
+	if (!s->batch)
+		ret = spyre_error(-EINVAL, "spyre_stream_batch_end: the stream has no batch");
+	else if (!--s->batch)
+		ret = spyre_stream_flush_locked(s);
+	if (!s->batch && s->batch_status) {
+		if (!ret)
+			ret = spyre_error(s->batch_status, "%s", s->batch_detail);
+		s->batch_status = 0;
+	}
+	if (!s->batch && batching) {
+		struct spyre_stream **p = &batching;
+
+		while (*p && *p != s)
+			p = &(*p)->batch_next;
+		if (*p) {
+			*p = s->batch_next;
+			__atomic_sub_fetch(&batches_open, 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
 /*
  * Submit @job on @s: its packets, waiting for the stream's pending event
- * waits, as stream point s->point + 1. One ioctl per job: SUBMIT itself
- * refuses the job while the queue has a failure this stream has not seen,
- * and returns QUEUE_ERROR's record of it. While tracing, the tracer's hooks
+ * waits, as stream point s->point + 1 - or, while @s batches, append them to
+ * its pending job. One ioctl per job: SUBMIT itself refuses the job while
+ * the queue has a failure this stream has not seen, and returns QUEUE_ERROR's
+ * record of it. While tracing, nothing is batched, and the tracer's hooks
  * see the job before and after its SUBMIT, and may bracket its packets with
  * two TIMESTAMPs of theirs.
  */
 static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 {
-	struct drm_spyre_submit a = {
-		.queue_id = s->queue,
-		.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR,
-		.packets = (uintptr_t)job->packets,
-		.packet_count = job->count,
-		.in_syncs = (uintptr_t)s->waits,
-		.in_sync_count = s->nwaits,
-		.out_sync_handle = s->timeline,
-		.out_sync_point = s->point + 1,
-		.errors_seen = s->errors_seen,
-	};
 	const struct spyre_trace_hooks *th = spyre_tracer_get();
 	uint8_t stack_pk[66 * SPYRE_PKT_SIZE], *pk = NULL;
+	const void *packets = job->packets;
+	uint32_t count = job->count;
 	uint64_t t_submit = 0;
-	int ret, err;
+	int ret;
 
 	if (s->poisoned)
 		return spyre_error(-EIO, "%s", s->poison);
 	if (s->capture)
 		return capture_locked(s, job);
 	wait_callbacks_locked(s);
+	if (s->batch && !th && !job->names && job->count <= DRM_SPYRE_MAX_JOB_PACKETS)
+		return batch_append_locked(s, job);
+	ret = s->pending ? spyre_stream_flush_locked(s) : 0;
+	if (ret)
+		return ret;
 	if (__builtin_expect(th != NULL, 0)) {
 		uint8_t pre[SPYRE_PKT_SIZE], post[SPYRE_PKT_SIZE];
 
@@ -405,28 +638,18 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 			memcpy(pk, pre, SPYRE_PKT_SIZE);
 			memcpy(pk + SPYRE_PKT_SIZE, job->packets, n * SPYRE_PKT_SIZE);
 			memcpy(pk + (n + 1) * SPYRE_PKT_SIZE, post, SPYRE_PKT_SIZE);
-			a.packets = (uintptr_t)pk;
-			a.packet_count = job->count + 2;
+			packets = pk;
+			count = job->count + 2;
 			t_submit = spyre_now_ns();
 		}
 	}
-	ret = drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_SUBMIT, &a);
-	err = errno;
+	ret = submit_ioctl_locked(s, packets, count, s->waits, s->nwaits, s->point + 1);
 	if (pk != stack_pk)
 		free(pk);
-	if (ret) {
-		struct drm_spyre_queue_error e = {
-			.queue_id = s->queue, .error_count = a.error_count,
-			.job_seq = a.error_job_seq, .fault = a.fault,
-		};
-
-		if (err == EIO && a.error_count != s->errors_seen)
-			return poison_locked(s, e);
-		return spyre_error(-err, "%s: submitting %u packets failed",
-				   s->dev->props.devnode, job->count);
-	}
+	if (ret)
+		return ret;
 	if (th)
-		th->job_submitted(s, job, a.out_sync_point, t_submit);
+		th->job_submitted(s, job, s->point + 1, t_submit);
 	s->point++;
 	s->nwaits = 0;
 	s->stats.jobs++;
@@ -580,13 +803,31 @@ static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns
 
 static int stream_synchronize(spyre_stream_t *s)
 {
+	bool batching_s;
 	uint64_t point;
 	int ret;
 
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_synchronize: NULL stream");
+	/*
+	 * The host waits for a batching stream: the jobs of this thread's
+	 * batches first, which its job may WAIT for. (Another stream, the
+	 * internal one of a kernel's upload say, waits for none of them.)
+	 */
+	if (__atomic_load_n(&batches_open, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&s->lock);
+		batching_s = s->batch != 0;
+		pthread_mutex_unlock(&s->lock);
+		if (batching_s)
+			spyre_batches_flush(NULL);
+	}
 	pthread_mutex_lock(&s->lock);
 	ret = spyre_stream_capturing_locked(s, "spyre_stream_synchronize");
+	if (ret) {
+		pthread_mutex_unlock(&s->lock);
+		return ret;
+	}
+	ret = spyre_stream_flush_locked(s);
 	if (ret) {
 		pthread_mutex_unlock(&s->lock);
 		return ret;
@@ -626,6 +867,7 @@ SPYRE_EXPORT int spyre_stream_query(spyre_stream_t *s)
 		return spyre_error(-EINVAL, "spyre_stream_query: NULL stream");
 	pthread_mutex_lock(&s->lock);
 	ret = spyre_stream_capturing_locked(s, "spyre_stream_query");
+	ret = ret ?: spyre_stream_flush_locked(s);
 	ret = ret ?: check_errors_locked(s);
 	if (!ret && drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1))
 		ret = spyre_error(-errno, "querying the stream failed");
@@ -681,9 +923,10 @@ SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 
 int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point)
 {
-	int ret = 0;
+	/* A pending batch job does not wait for it: only the jobs after it do. */
+	int ret = spyre_stream_flush_locked(s);
 
-	if (s->nwaits == SPYRE_MAX_WAITS)
+	if (!ret && s->nwaits == SPYRE_MAX_WAITS)
 		ret = submit_nop_locked(s);	/* too many pending waits: flush them into an empty job */
 	if (!ret) {
 		s->waits[s->nwaits].handle = timeline;
@@ -708,6 +951,7 @@ static void stream_release(struct spyre_stream *s)
 		spyre_job_names_put(s->named[i].names);
 	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 	drmSyncobjDestroy(dev->fd, s->timeline);
+	free(s->pending);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -909,6 +1153,13 @@ static int event_record(spyre_event_t *e, spyre_stream_t *s)
 		if (value)
 			__atomic_store_n(&e->sem_value, value, __ATOMIC_RELEASE);
 		spyre_event_mark_locked(e, s, s->point);
+		/*
+		 * In a batch, only another card's device waits for a cross-device
+		 * event's SIGNAL; any other event is waited for by its point:
+		 * submitted now, as the host and same-device streams need it.
+		 */
+		if (!(e->flags & SPYRE_EVENT_CROSS_DEVICE))
+			ret = spyre_stream_flush_locked(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
@@ -936,6 +1187,7 @@ static int event_synchronize(spyre_event_t *e)
 		return spyre_error(-EINVAL, "spyre_event_synchronize: NULL event");
 	if (!e->recorded)
 		return 0;
+	spyre_batches_flush(NULL);
 	if (drmSyncobjTimelineWait(e->dev->fd, &e->timeline, &e->point, 1, INT64_MAX,
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
 		return spyre_error(-errno, "waiting for the event failed");
