@@ -527,7 +527,10 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     spyre_sriov_pf_init(s, errp);
 }
 
-/* A VF (sriov-vfs; spyre_sriov.c): created by the PF's VF Enable. */
+/*
+ * A VF (sriov-vfs; spyre_sriov.c): realized at VF Enable on QEMU 7.2, at the
+ * PF's realize on 10.0 (spyre_compat.h).
+ */
 static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
 {
     SpyreState *s = SPYRE(pdev);

@@ -14,6 +14,8 @@
  *   spyre_inject.c   fault injection
  *   spyre_irq.c      MSI-X and the device clock
  *
+ * spyre_compat.h: what differs between QEMU 7.2 and 10.0 for all of them.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef HW_MISC_SPYRE_INT_H

@@ -14,9 +14,9 @@
  * confines a VF to it: an access past its end is a fault on that VF's queue.
  *
  * spyre.c holds the VF's type (spyre-vf) and realize; this file what a VF
- * adds to a spyre function. The VFs' state does not migrate: while any VF is enabled, migration is blocked
- * with a reason saying so. The partition registers are the PF's state and
- * migrate in a subsection of its vmstate.
+ * adds to a spyre function. The VFs' state does not migrate: while any VF
+ * is enabled, migration is blocked with a reason saying so. The partition
+ * registers are the PF's state and migrate in a subsection of its vmstate.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
