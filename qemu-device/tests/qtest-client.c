@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -123,6 +124,8 @@ int qtest_start(struct qtest *qt, const char *extra)
 	if (qt->pid < 0)
 		die("fork: %s", strerror(errno));
 	if (qt->pid == 0) {
+		/* A test that dies (die(), a crash) leaves no QEMU behind. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execv(argv[0], argv);
 		_exit(127);
 	}
