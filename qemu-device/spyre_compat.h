@@ -7,7 +7,8 @@
  *
  *   - headers: sysemu/ became system/; PCIDevice moved to hw/pci/pci_device.h;
  *   - the big QEMU lock: qemu_mutex_*_iothread() became bql_*();
- *   - pcie_ari_init() lost its next-function argument;
+ *   - pcie_ari_init() lost its next-function argument; QEMU 10 warns about
+ *     a function past slot 0 below a port unless it has ARI (VFs: they do);
  *   - properties: const arrays sized by ARRAY_SIZE, no DEFINE_PROP_END_OF_LIST
  *     (10.0); SPYRE_PROPS_END closes the array on 7.2 only;
  *   - reset: DeviceClass::reset is set through device_class_set_legacy_reset()
@@ -84,13 +85,17 @@ static inline void spyre_bql_unlock(void)
 #endif
 }
 
-/* ARI with the next function number 1: the first VF's. */
+/*
+ * The ARI capability. Its Next Function Number: on 7.2 the PF's is 1 (the
+ * first VF, as nvme has it there), a VF's 0; 10.0 sets it itself, 0 (no
+ * further PF) unless an old machine type's compat property asks for 1.
+ */
 static inline void spyre_pcie_ari_init(PCIDevice *dev, uint16_t offset)
 {
 #if QEMU_VERSION_MAJOR >= 10
     pcie_ari_init(dev, offset);
 #else
-    pcie_ari_init(dev, offset, 1);
+    pcie_ari_init(dev, offset, pci_is_vf(dev) ? 0 : 1);
 #endif
 }
 

@@ -303,6 +303,8 @@ bool spyre_sriov_vf_init(SpyreState *s, Error **errp)
         goto err_msix;
     }
     pcie_cap_flr_init(pdev);
+    /* ARI as on the PF: VF v past function 7 is an ARI function. */
+    spyre_pcie_ari_init(pdev, SPYRE_ARI_CAP_OFFSET);
     if (!SPYRE_VFS_PERSIST && !spyre_sriov_vf_bind(s, errp)) {
         goto err_msix;
     }

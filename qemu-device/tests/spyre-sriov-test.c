@@ -201,6 +201,9 @@ static void test_partitions(void)
 		TAP_EQ(0, sdev_rd(&VF[v], SPYRE_REG_CAP_VFS));
 		TAP_CHECK(sdev_rd(&VF[v], SPYRE_REG_CAP_FEATURES) & SPYRE_FEAT_VF, "VF %u", v);
 		TAP_EQ(16, sdev_rd(&VF[v], SPYRE_REG_CAP_QUEUES));
+		/* ARI at 0x100, Next Function Number 0. */
+		TAP_EQ(0x100, ext_cap(PF_DEVFN + 1 + v, 0x000e));
+		TAP_EQ(0, qtest_readl(&D.qt, ecam(PF_DEVFN + 1 + v, 0x104)) >> 8 & 0xff);
 		/* A VF has no partition registers. */
 		TAP_EQ(0, sdev_rd(&VF[v], SPYRE_VF_PART(0, SPYRE_VF_SIZE_LO)));
 	}
