@@ -49,8 +49,6 @@
 #include "trace.h"
 
 #include "qemu/atomic.h"
-#include "sysemu/cpu-timers.h"
-#include "sysemu/qtest.h"
 #include "spyre_int.h"
 
 static unsigned spyre_msix_vectors(SpyreState *s)
@@ -212,7 +210,11 @@ static void spyre_do_reset(SpyreState *s)
     }
     s->scratch = 0;
     s->window_lo = 0;
-    spyre_set_window(s, 0);
+    /* (not spyre_set_window(): a VF without memory has no window to check) */
+    s->window_base = 0;
+    if (s->window_size) {
+        memory_region_set_alias_offset(&s->window, s->mem_base);
+    }
     s->ctx_table = 0;
     qatomic_set(&s->ctx_count, 0);
     qatomic_inc(&s->mmu_gen);
@@ -507,7 +509,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     }
     pcie_cap_flr_init(pdev);
     if (s->params.sriov_vfs) {
-        pcie_ari_init(pdev, SPYRE_ARI_CAP_OFFSET, 1);
+        spyre_pcie_ari_init(pdev, SPYRE_ARI_CAP_OFFSET);
     }
 
     /* PCI power management: D0 and D3hot, software-visible in PMCSR. */
@@ -522,10 +524,13 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     if (!spyre_realize_common(s, errp)) {
         return;
     }
-    spyre_sriov_pf_init(s);
+    spyre_sriov_pf_init(s, errp);
 }
 
-/* A VF (sriov-vfs; spyre_sriov.c): created by the PF's VF Enable. */
+/*
+ * A VF (sriov-vfs; spyre_sriov.c): realized at VF Enable on QEMU 7.2, at the
+ * PF's realize on 10.0 (spyre_compat.h).
+ */
 static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
 {
     SpyreState *s = SPYRE(pdev);
@@ -535,7 +540,8 @@ static void spyre_vf_realize(PCIDevice *pdev, Error **errp)
     }
     memory_region_init_io(&s->regs, OBJECT(s), &spyre_mmio_ops, s,
                           "spyre-vf-regs", SPYRE_REGS_SIZE);
-    pcie_sriov_vf_register_bar(pdev, SPYRE_BAR_REGS, &s->regs);
+    spyre_pcie_sriov_vf_bar(pdev, SPYRE_BAR_REGS, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                            &s->regs);
     if (!spyre_realize_common(s, errp)) {
         spyre_sriov_vf_fini(s);
     }
@@ -620,10 +626,11 @@ static void spyre_qdev_reset(DeviceState *dev)
     msix_reset(PCI_DEVICE(dev));
     spyre_do_reset(s);
     spyre_sriov_pf_reset(s);
+    spyre_sriov_vf_reset(s);
 }
 
 /* Defaults are the published Spyre figures; see docs/spyre-device.md. */
-static Property spyre_properties[] = {
+static SPYRE_PROPS_CONST Property spyre_properties[] = {
     DEFINE_PROP_UINT32("cores", SpyreState, params.cores, SPYRE_TM_CORES),
     DEFINE_PROP_SIZE("scratchpad-size", SpyreState, params.scratchpad_size,
                      SPYRE_TM_SCRATCHPAD_BYTES),
@@ -657,7 +664,7 @@ static Property spyre_properties[] = {
     DEFINE_PROP_ON_OFF_AUTO("peer-bar", SpyreState, params.peer_bar,
                             ON_OFF_AUTO_AUTO),
     DEFINE_PROP_UINT32("sriov-vfs", SpyreState, params.sriov_vfs, 0),
-    DEFINE_PROP_END_OF_LIST(),
+    SPYRE_PROPS_END
 };
 
 /* What `-device spyre,help` says of each property: unit, range, meaning. */
@@ -710,7 +717,7 @@ static void spyre_class_init(ObjectClass *klass, void *data)
     k->revision = SPYRE_PCI_REVISION;
     k->class_id = SPYRE_PCI_CLASS;
     dc->desc = "Spyre-class dataflow inference accelerator";
-    dc->reset = spyre_qdev_reset;
+    spyre_set_reset(dc, spyre_qdev_reset);
     dc->vmsd = &spyre_vmstate;
     device_class_set_props(dc, spyre_properties);
     for (size_t i = 0; i < ARRAY_SIZE(spyre_property_desc); i++) {

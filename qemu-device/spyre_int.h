@@ -14,6 +14,8 @@
  *   spyre_inject.c   fault injection
  *   spyre_irq.c      MSI-X and the device clock
  *
+ * spyre_compat.h: what differs between QEMU 7.2 and 10.0 for all of them.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef HW_MISC_SPYRE_INT_H
@@ -23,8 +25,8 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "hw/pci/pci.h"
-#include "sysemu/runstate.h"
 #include "migration/vmstate.h"
+#include "spyre_compat.h"
 #include "spyre_hw.h"
 #include "engine/spyre_engine.h"
 
@@ -254,11 +256,12 @@ struct SpyreState {
     uint64_t window_size;   /* bytes BAR2's window shows (VF: may be less) */
     MemoryRegion vf_bar2;   /* VF: BAR2 container of the window */
     MemoryRegion vf_msix;   /* VF: BAR4, the MSI-X table and PBA */
+    bool vf_bound;          /* VF: holds its partition and the blocker */
     /* PF: the partitions, written while VF Enable is clear (BQL). */
     uint64_t vf_base[SPYRE_MAX_VFS];
     uint64_t vf_size[SPYRE_MAX_VFS];
-    uint32_t vfs_live;      /* PF: VFs realized */
-    Error *vf_blocker;      /* PF: migration blocker while VFs exist */
+    uint32_t vfs_live;      /* PF: VFs enabled (bound) */
+    Error *vf_blocker;      /* PF: migration blocker while VFs are enabled */
 
     SpyreQueue queues[SPYRE_MAX_QUEUES];
 };
@@ -268,13 +271,14 @@ struct SpyreState {
 /* spyre_sriov.c: called by spyre.c and spyre_migrate.c */
 #define SPYRE_ARI_CAP_OFFSET    0x100   /* then SR-IOV at 0x160 */
 bool spyre_sriov_check_params(SpyreState *s, Error **errp);
-void spyre_sriov_pf_init(SpyreState *s);
+bool spyre_sriov_pf_init(SpyreState *s, Error **errp);
 void spyre_sriov_pf_exit(SpyreState *s);
 void spyre_sriov_pf_reset(SpyreState *s);
 bool spyre_sriov_read(SpyreState *s, hwaddr addr, uint64_t *val);
 bool spyre_sriov_write(SpyreState *s, hwaddr addr, uint32_t val);
 bool spyre_sriov_vf_init(SpyreState *s, Error **errp);
 void spyre_sriov_vf_fini(SpyreState *s);
+void spyre_sriov_vf_reset(SpyreState *s);
 extern const VMStateDescription spyre_vmstate_sriov;
 
 /* spyre_migrate.c: called by spyre.c */

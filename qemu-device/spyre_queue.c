@@ -301,7 +301,7 @@ void spyre_queue_write(SpyreQueue *q, unsigned reg, uint32_t val)
  */
 void spyre_queues_pause(SpyreState *s)
 {
-    bool bql = qemu_mutex_iothread_locked();
+    bool bql = spyre_bql_locked();
     unsigned i, running = 0, waiting = 0;
 
     /* What the stop caught: packets running, WAITs among them. */
@@ -329,7 +329,7 @@ void spyre_queues_pause(SpyreState *s)
     }
     /* As pause_all_vcpus() does: a worker's DMA to MMIO needs the BQL. */
     if (bql) {
-        qemu_mutex_unlock_iothread();
+        spyre_bql_unlock();
     }
     for (i = 0; i < s->params.queues; i++) {
         SpyreQueue *q = &s->queues[i];
@@ -341,7 +341,7 @@ void spyre_queues_pause(SpyreState *s)
         qemu_mutex_unlock(&q->lock);
     }
     if (bql) {
-        qemu_mutex_lock_iothread();
+        spyre_bql_lock();
     }
 }
 
@@ -402,11 +402,11 @@ void spyre_queues_fini(SpyreState *s)
     }
     spyre_sem_kick(s);
     /* Workers may be waiting for the BQL inside a DMA: let them finish. */
-    qemu_mutex_unlock_iothread();
+    spyre_bql_unlock();
     for (i = 0; i < s->params.queues; i++) {
         qemu_thread_join(&s->queues[i].thread);
     }
-    qemu_mutex_lock_iothread();
+    spyre_bql_lock();
     for (i = 0; i < s->params.queues; i++) {
         spyre_timed_fini(&s->queues[i]);
         qemu_mutex_destroy(&s->queues[i].lock);

@@ -51,10 +51,13 @@ void qtest_memwrite(struct qtest *qt, uint64_t addr, const void *buf, uint64_t l
 void qtest_memread(struct qtest *qt, uint64_t addr, void *buf, uint64_t len);
 void qtest_memset(struct qtest *qt, uint64_t addr, uint8_t val, uint64_t len);
 /*
- * Advance QEMU_CLOCK_VIRTUAL by @ns (< 0: to the next timer deadline),
- * running the timers that fall due; returns the new virtual time in ns.
+ * Advance QEMU_CLOCK_VIRTUAL by @ns (< 0: to the next timer deadline; 0:
+ * not at all), running the timers that fall due; returns the new virtual
+ * time in ns.
  */
 int64_t qtest_clock_step(struct qtest *qt, int64_t ns);
+/* QEMU_CLOCK_VIRTUAL now, in ns; the clock does not move. */
+int64_t qtest_clock_now(struct qtest *qt);
 uint32_t qtest_inl(struct qtest *qt, uint16_t port);
 void qtest_outl(struct qtest *qt, uint16_t port, uint32_t val);
 

@@ -42,13 +42,46 @@ DEBUG_BZIMAGE=$DEBUG_KBUILD/arch/x86/boot/bzImage
 DEBUG_KCONFIG=$SPYRE_TOP/tools/setup/debug-kernel.config
 DEBUG_KO=$SPYRE_TOP/build/dbg-module/driver/spyre.ko
 # The Python environment of the PyTorch device (frameworks/pytorch): a venv of
-# Debian's python3 with the packages of requirements.txt (step venv), and its
-# key: the requirements file and the interpreter. Nothing else may name its
-# path: it follows SPYRE_CACHE (the guest image carries it at the same path).
+# Python $PYTHON_SERIES (spyre_python) with the packages of requirements.txt
+# (step venv), and its key: the requirements file and the interpreter's
+# version. Nothing else may name its path: it follows SPYRE_CACHE (the guest
+# image carries it at the same path).
 VENV=$SPYRE_CACHE/venv
 VENV_REQUIREMENTS=$SPYRE_TOP/frameworks/pytorch/requirements.txt
+# The venv's interpreter, Python $PYTHON_SERIES (the torch wheel's), chosen
+# here only: SPYRE_PYTHON when set; else Debian's /usr/bin/python3 when it is
+# $PYTHON_SERIES (Debian 12); else pyenv's newest $PYTHON_SERIES.N
+# (\$PYENV_ROOT or ~/.pyenv; Debian 13's python3 is 3.13). Prints its path;
+# fails saying what to do when there is none (pip must never look for
+# another interpreter's torch: that is a CUDA build of GBs).
+python_series() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+spyre_python() {
+	local py cands=()
+	if [ -n "${SPYRE_PYTHON:-}" ]; then
+		[ "$(python_series "$SPYRE_PYTHON")" = "$PYTHON_SERIES" ] ||
+			die "SPYRE_PYTHON=$SPYRE_PYTHON is not Python $PYTHON_SERIES (the series of the" \
+				"PyTorch wheel, PYTHON_SERIES in tools/versions.conf)"
+		echo "$SPYRE_PYTHON"
+		return
+	fi
+	cands=(/usr/bin/python3)
+	for py in $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$PYTHON_SERIES".* 2>/dev/null | sort -Vr); do
+		cands+=("$py/bin/python$PYTHON_SERIES")
+	done
+	for py in "${cands[@]}"; do
+		if [ -x "$py" ] && [ "$(python_series "$py")" = "$PYTHON_SERIES" ]; then
+			echo "$py"
+			return
+		fi
+	done
+	die "no Python $PYTHON_SERIES: /usr/bin/python3 is $(python_series /usr/bin/python3 || echo absent)" \
+		"and pyenv (${PYENV_ROOT:-$HOME/.pyenv}/versions) has no $PYTHON_SERIES.N. Install one" \
+		"(pyenv install $PYTHON_SERIES) or point SPYRE_PYTHON at a python$PYTHON_SERIES"
+}
 venv_key() {
-	{ cat "$VENV_REQUIREMENTS"; /usr/bin/python3 -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16
+	local py
+	py=$(spyre_python)
+	{ cat "$VENV_REQUIREMENTS"; "$py" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-16
 }
 # The guest's Python root filesystem (docs/guest-python.md): an ext4 image of
 # Debian's python3 with its dependency closure and the venv (tools/vm/mkrootfs),

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # spyre set-up: installs every Debian package the stack needs, Debian's Linux 6.12
 # headers and image, extracts the kselftest harness and lint scripts from
-# linux-source-6.12, and builds QEMU 7.2 (Debian's source package) with the
-# spyre device wired in. Idempotent: each step checks before it acts, and the
+# linux-source-6.12, and builds Debian's QEMU source package (7.2 on Debian 12,
+# 10.0 on Debian 13: QEMU_SERIES in tools/versions.conf) with the spyre device
+# wired in. Idempotent: each step checks before it acts, and the
 # QEMU build is incremental (only device files whose content changed rebuild).
 # The debug kernel (step debug-kernel, docs/debug-kernel.md) is built from the
 # same linux-source-6.12 with tools/setup/debug-kernel.config. The PyTorch
-# device's Python packages (step venv) go into a venv of Debian's python3 in
-# $SPYRE_CACHE/venv; the guest's Python root filesystem (step guest-python,
-# docs/guest-python.md) is an image of Debian's python3 and that venv for
-# tools/vm/run --python.
+# device's Python packages (step venv) go into a venv of Python 3.11 (the
+# PyTorch wheel's: Debian 12's python3, or pyenv's 3.11 on Debian 13, or
+# SPYRE_PYTHON; tools/setup/common.sh) in $SPYRE_CACHE/venv; the guest's Python
+# root filesystem (step guest-python, docs/guest-python.md) is an image of that
+# interpreter and that venv for tools/vm/run --python.
 #
 # Usage: tools/setup/setup.sh [--dry-run] [packages|kver|kernel|ksrc|qemu|debug-kernel|venv|guest-python|all]...
 #   all           packages kver kernel ksrc qemu (what `make demo` needs)
-#   venv          $SPYRE_CACHE/venv: Debian's python3 with the pinned packages of
+#   venv          $SPYRE_CACHE/venv: Python 3.11 with the pinned packages of
 #                 frameworks/pytorch/requirements.txt (PyTorch 2.13.0 CPU first),
 #                 re-created only when that file or the interpreter changes
 #   guest-python  venv, then the guest's root filesystem image, again only when
@@ -31,7 +33,7 @@ PACKAGES=(
 	libdrm-dev libudev-dev sparse perl python3 groff-base
 	dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev flex bison
 	python3-venv libfdt-dev zlib1g-dev seabios qemu-system-data
-	libopenblas-dev clang libclang-rt-14-dev
+	libopenblas-dev clang
 	libslirp-dev
 	bc libelf-dev
 	libmicrohttpd-dev
@@ -61,8 +63,18 @@ missing_packages() {
 	done
 }
 
+# libFuzzer's runtime for Debian's default clang: libclang-rt-N-dev of the
+# clang-N the clang package depends on (14 on Debian 12, 19 on Debian 13).
+clang_rt_package() {
+	local v
+	v=$(apt-cache depends clang 2>/dev/null | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n 1)
+	[ -n "$v" ] || die "apt knows no clang package depending on a clang-N (apt-cache depends clang)"
+	echo "libclang-rt-$v-dev"
+}
+
 step_packages() {
 	local missing
+	PACKAGES+=("$(clang_rt_package)")
 	missing=$(missing_packages "${PACKAGES[@]}")
 	if [ -z "$missing" ]; then
 		log "packages: all ${#PACKAGES[@]} present"
@@ -81,9 +93,12 @@ step_packages() {
 # installed or installable; otherwise fall back, loudly, to the newest ABI of
 # the same series and flavour (6.12.*+debN-amd64) the archive offers. The choice
 # goes to $SPYRE_CACHE/kver.<pinned>, which common.sh and the Makefile read.
-kver_offered() { # installed, or with an install candidate in apt's lists
+# Installed, or with an install candidate in apt's lists: apt's view either
+# way (an installed version is its own candidate), so that an APT_CONFIG of
+# another release's lists and dpkg status (kver-fallback-test) sees that
+# release's machine.
+kver_offered() {
 	local cand
-	[ "$(dpkg-query -W -f='${Status}' "linux-headers-$1" 2>/dev/null)" = "install ok installed" ] && return 0
 	cand=$(apt-cache policy "linux-headers-$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')
 	[ -n "$cand" ] && [ "$cand" != "(none)" ]
 }
@@ -209,14 +224,22 @@ step_ksrc() {
 	log "kernel source files: extracted to $KSRC_CACHE"
 }
 
+# The qemu step's apt: the system's, or the configuration file SPYRE_QEMU_APT_CONFIG
+# names (APT_CONFIG: e.g. another release's deb-src lists, docs/commands.md).
+qemu_apt() {
+	if [ -n "${SPYRE_QEMU_APT_CONFIG:-}" ]; then APT_CONFIG=$SPYRE_QEMU_APT_CONFIG "$@"; else "$@"; fi
+}
+
 # Enable deb-src entries derived from the machine's own deb entries (no host is
 # written here): a copy of each Types: deb stanza as Types: deb-src.
 ensure_deb_src() {
 	local src=/etc/apt/sources.list.d/debian.sources dst=/etc/apt/sources.list.d/spyre-deb-src.sources
 	# (no grep -q on a pipe: with pipefail its early exit fails the pipeline)
-	if [ "$(apt-cache showsrc "$QEMU_SRCPKG" 2>/dev/null | grep -c '^Version:')" -gt 0 ]; then
+	if [ "$(qemu_apt apt-cache showsrc "$QEMU_SRCPKG" 2>/dev/null | grep -c '^Version:')" -gt 0 ]; then
 		return
 	fi
+	[ -z "${SPYRE_QEMU_APT_CONFIG:-}" ] ||
+		die "apt (APT_CONFIG=$SPYRE_QEMU_APT_CONFIG) has no $QEMU_SRCPKG source: its deb-src lists need an apt-get update"
 	need_root
 	if [ -f "$src" ]; then
 		sed -n 's/^Types:[[:space:]]*deb[[:space:]]*$/Types: deb-src/; p' "$src" >"$dst"
@@ -228,6 +251,30 @@ ensure_deb_src() {
 	fi
 	apt_updated=0
 	apt_update_once
+}
+
+# The QEMU series of a Debian version: 1:10.0.13+ds-0+deb13u1 -> 10.0.
+qemu_series() { echo "$1" | sed -E 's/^[0-9]+://; s/^([0-9]+[.][0-9]+).*/\1/'; }
+
+# The Debian version of QEMU to build: SPYRE_QEMU_VERSION, or the newest the
+# archive has; its series (1:10.0.13+ds-0+deb13u1 -> 10.0) must be one the device
+# supports (QEMU_SERIES in tools/versions.conf).
+qemu_version() {
+	local ver series
+	if [ -n "${SPYRE_QEMU_VERSION:-}" ]; then
+		ver=$SPYRE_QEMU_VERSION
+		qemu_apt apt-cache showsrc "$QEMU_SRCPKG" | grep -qxF "Version: $ver" ||
+			die "SPYRE_QEMU_VERSION=$ver: apt has no $QEMU_SRCPKG source of that version"
+	else
+		ver=$(qemu_apt apt-cache showsrc "$QEMU_SRCPKG" | sed -n 's/^Version: //p' | sort -V | tail -n 1)
+	fi
+	series=$(qemu_series "$ver")
+	case ",$QEMU_SERIES," in
+	*",$series,"*) ;;
+	*) die "Debian's $QEMU_SRCPKG source is $ver (QEMU $series); the device supports QEMU $QEMU_SERIES" \
+		"(QEMU_SERIES in tools/versions.conf; a new series needs qemu-device/spyre_compat.h first)" ;;
+	esac
+	echo "$ver"
 }
 
 # Copy $1/* into $2 only where content differs, so ninja rebuilds only what changed
@@ -254,11 +301,10 @@ sync_tree() {
 append_once() { grep -qF "$2" "$1" || printf '%s\n' "$2" >>"$1"; }
 
 step_qemu() {
-	local ver src="$QEMU_CACHE/src" build="$QEMU_CACHE/build" cfgargs
+	local ver src="$QEMU_CACHE/src" build="$QEMU_CACHE/build" cfgargs qemu_pypath
 	mkdir -p "$QEMU_CACHE"
 	ensure_deb_src
-	ver=$(apt-cache showsrc "$QEMU_SRCPKG" | sed -n 's/^Version: //p' | sort -V | tail -n 1)
-	case "$ver" in *"$QEMU_SERIES"*) ;; *) die "Debian's $QEMU_SRCPKG source is $ver, expected $QEMU_SERIES.x";; esac
+	ver=$(qemu_version)
 
 	if [ ! -f "$src/.spyre-source" ] || [ "$(cat "$src/.spyre-source")" != "$QEMU_SRCPKG $ver" ]; then
 		need_root
@@ -266,7 +312,7 @@ step_qemu() {
 		rm -rf "$src" "$build" "$QEMU_CACHE/dl"
 		mkdir -p "$QEMU_CACHE/dl"
 		(cd "$QEMU_CACHE/dl" && run_logged "apt-get source $QEMU_SRCPKG=$ver" "$QEMU_CACHE/source.log" \
-			apt-get source "$QEMU_SRCPKG=$ver")
+			qemu_apt apt-get source "$QEMU_SRCPKG=$ver")
 		mv "$(find "$QEMU_CACHE/dl" -mindepth 1 -maxdepth 1 -type d -name "$QEMU_SRCPKG-*" | head -n 1)" "$src"
 		rm -rf "$QEMU_CACHE/dl"
 		echo "$QEMU_SRCPKG $ver" >"$src/.spyre-source"
@@ -288,20 +334,31 @@ step_qemu() {
 		sed -i "s|^\\([[:space:]]*\\)'hw/misc',$|&\\n\\1'hw/misc/spyre',|" "$src/meson.build"
 	grep -q "'hw/misc/spyre'" "$src/meson.build" || die "could not add hw/misc/spyre to QEMU's trace_events_subdirs"
 
+	# QEMU 10 configures with meson >= 1.5: Debian 13's meson package; Debian's
+	# QEMU source carries no meson wheel. Elsewhere (Debian 12's meson is 1.0)
+	# SPYRE_QEMU_PYTHONPATH names a directory holding a newer mesonbuild, e.g.
+	# usr/lib/python3/dist-packages of Debian 13's meson .deb extracted.
+	qemu_pypath=${SPYRE_QEMU_PYTHONPATH:-}
 	cfgargs="--target-list=x86_64-softmmu --without-default-features --disable-docs --disable-werror \
---enable-tcg --enable-slirp --disable-install-blobs --with-git-submodules=ignore"
+--enable-tcg --enable-slirp --disable-install-blobs"
+	# Nothing is fetched at build time: 7.2 ignores git submodules; 10.0 (no
+	# submodules, meson wraps) downloads no subproject (the source has them).
+	case "$(qemu_series "$ver")" in
+	7.2) cfgargs="$cfgargs --with-git-submodules=ignore" ;;
+	*) cfgargs="$cfgargs --disable-download" ;;
+	esac
 	if [ ! -f "$build/build.ninja" ] || [ "$(cat "$build/.spyre-config" 2>/dev/null)" != "$cfgargs" ]; then
 		rm -rf "$build"; mkdir -p "$build"
 		# shellcheck disable=SC2086
 		# Debian's python3 and meson first: a pyenv python on PATH lacks the modules.
 		(cd "$build" && run_logged "qemu: configure" "$QEMU_CACHE/configure.log" \
-			env PATH="/usr/bin:/bin:$PATH" ../src/configure $cfgargs)
+			env PATH="/usr/bin:/bin:$PATH" ${qemu_pypath:+PYTHONPATH="$qemu_pypath"} ../src/configure $cfgargs)
 		echo "$cfgargs" >"$build/.spyre-config"
 	fi
 	# Always run ninja: a no-op when up to date, an incremental rebuild after a
 	# device change, and a retry (never a silent reuse) after a failed build.
 	run_logged "qemu: build qemu-system-x86_64 (first build takes ~6 min)" "$QEMU_CACHE/build.log" \
-		ninja -C "$build" qemu-system-x86_64
+		env ${qemu_pypath:+PYTHONPATH="$qemu_pypath"} ninja -C "$build" qemu-system-x86_64
 	# The device's own files must build without warnings.
 	if grep -E '(hw/misc/spyre/[^ ]*: warning|hw/misc/spyre/[^ ]*:[0-9]+:[0-9]+: warning)' "$QEMU_CACHE/build.log"; then
 		die "the spyre device compiles with warnings (see above)"
@@ -432,7 +489,7 @@ vpip() {
 }
 
 step_venv() {
-	local key torch_pin start=$SECONDS
+	local key torch_pin py start=$SECONDS
 	apt_install_missing venv "$SPYRE_CACHE/apt-venv.log" "${VENV_PACKAGES[@]}"
 	key=$(venv_key)
 	if [ -x "$VENV/bin/python3" ] && [ "$(cat "$VENV/.spyre-key" 2>/dev/null)" = "$key" ]; then
@@ -440,11 +497,12 @@ step_venv() {
 		return
 	fi
 	need_root
+	py=$(spyre_python)
 	# torch alone first, exactly as pinned (a bare or other version would be a CUDA build of GBs)
 	torch_pin=$(grep -xE 'torch==[0-9.]+' "$VENV_REQUIREMENTS") ||
 		die "$VENV_REQUIREMENTS pins no torch==X.Y.Z"
 	rm -rf "$VENV"
-	run_logged "venv: /usr/bin/python3 -m venv $VENV" "$SPYRE_CACHE/venv-create.log" /usr/bin/python3 -m venv "$VENV"
+	run_logged "venv: $py -m venv $VENV" "$SPYRE_CACHE/venv-create.log" "$py" -m venv "$VENV"
 	vpip venv-torch.log "$torch_pin (the CPU build on disk, 190 MB; ~1 min)" "$torch_pin"
 	vpip venv-install.log "the rest of $(basename "$VENV_REQUIREMENTS"), $torch_pin again (~1.3 GB installed; 2-4 min)" \
 		"$torch_pin" -r "$VENV_REQUIREMENTS"

@@ -67,5 +67,43 @@ got=$(SPYRE_KVER=$gone make -s --no-print-directory -C "$top" \
 	--eval 'spyre-print-kver: ; @echo $(KVER) $(KDIR)' spyre-print-kver 2>&1)
 [ "$got" = "$newest /lib/modules/$newest/build" ] || fail "Makefile: got '$got'"
 
+# 6. Debian 13: the archive has only +deb13 ABIs (trixie's package names,
+# as its lists had them on 2026-12-04: linux-headers-6.12.N+deb13-amd64,
+# linux-image-6.12.N+deb13-amd64-unsigned, linux-source-6.12 6.12.N-1) and
+# the +deb12 pin is neither installed nor offered: the newest +deb13 ABI is
+# taken. A private apt (APT_CONFIG) over a local flat repository and an
+# empty dpkg status stands for that machine; nothing of the system's apt
+# is used or changed.
+deb13() { # ABI debversion: one ABI's stanzas
+	printf 'Package: linux-headers-%s\nVersion: %s\nArchitecture: amd64\nDescription: h\n\n' "$1" "$2"
+	printf 'Package: linux-image-%s-unsigned\nVersion: %s\nArchitecture: amd64\nDescription: i\n\n' "$1" "$2"
+	printf 'Package: linux-source-6.12\nVersion: %s\nArchitecture: all\nDescription: s\n\n' "$2"
+}
+a=$tmp/apt13
+mkdir -p "$a/repo" "$a/lists/partial" "$a/cache/archives/partial" "$a/etc/parts"
+{ deb13 6.12.107+deb13-amd64 6.12.107-1; deb13 6.12.117+deb13-amd64 6.12.117-1; } >"$a/repo/Packages"
+echo "deb [trusted=yes] file:$a/repo ./" >"$a/etc/sources.list"
+: >"$a/status"
+cat >"$a/apt.conf" <<EOF
+Dir::Etc::SourceList "$a/etc/sources.list";
+Dir::Etc::SourceParts "$a/etc/parts";
+Dir::State::Lists "$a/lists";
+Dir::State::status "$a/status";
+Dir::Cache "$a/cache";
+APT::Architecture "amd64";
+APT::Sandbox::User "root";
+EOF
+if ! APT_CONFIG=$a/apt.conf apt-get -q update >"$a/update.log" 2>&1; then
+	fail "deb13: apt-get update of the local repository: $(tail -n 3 "$a/update.log")"
+else
+	out=$(APT_CONFIG=$a/apt.conf SPYRE_KVER=6.12.118+deb12-amd64 SPYRE_CACHE=$tmp/cache13 \
+		"$setup" --dry-run kver 2>"$tmp/err6")
+	[ "$out" = "KVER=6.12.117+deb13-amd64" ] ||
+		fail "deb13: got '$out', expected KVER=6.12.117+deb13-amd64: $(cat "$tmp/err6")"
+	grep -q "Falling back to the newest ABI it offers: 6.12.117+deb13-amd64" "$tmp/err6" ||
+		fail "deb13: no loud notice: $(cat "$tmp/err6")"
+	echo "# deb13: 6.12.118+deb12-amd64 -> ${out#KVER=}"
+fi
+
 [ $rc -eq 0 ] && echo "$name: ok (fallback $gone -> $newest)"
 exit $rc
