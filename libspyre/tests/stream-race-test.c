@@ -523,15 +523,19 @@ static void batch(void)
 	TAP_CHECK(!spyre_event_create(dev, &e), "%s", spyre_last_error());
 	TAP_CHECK(spyre_stream_batch_end(s) == -EINVAL, "an end without a begin");
 
-	/* A memset of 32 sticks (6 COPYs), a copy (1), a cross-device record (TIMESTAMP, SIGNAL): one job. */
+	/*
+	 * A memset of 32 sticks (6 COPYs), a copy (1), a cross-device record
+	 * (TIMESTAMP, SIGNAL): one job, submitted by the record (a SIGNAL
+	 * another card may wait for is never left pending).
+	 */
 	sub0 = submitted(NULL);
 	TAP_CHECK(!spyre_stream_batch_begin(s) && !spyre_stream_batch_begin(s), "begin, nested");
 	TAP_CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
 	TAP_CHECK(!spyre_memcpy_async(s, d2, d, 4096, SPYRE_MEMCPY_D2D), "%s", spyre_last_error());
 	TAP_CHECK(!spyre_event_record(xe, s), "%s", spyre_last_error());
 	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
-	TAP_CHECK(submitted(NULL) == sub0, "the inner end submits nothing: %u SUBMITs",
-		  submitted(NULL) - sub0);
+	TAP_CHECK(submitted(&pk) == sub0 + 1 && pk == 9, "the record submits the job: %u SUBMITs, the last of %u packets",
+		  submitted(NULL) - sub0, pk);
 	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
 	TAP_CHECK(submitted(&pk) == sub0 + 1 && pk == 9, "the batch: %u SUBMITs, the last of %u packets",
 		  submitted(NULL) - sub0, pk);
@@ -625,6 +629,172 @@ static void batch(void)
 }
 
 static void *relu_image(int abs, size_t *size);
+static spyre_dptr_t shared_d;
+
+/* Another thread batches a stream this thread batches: its begin and end are no-ops, its work goes as it comes. */
+static void *foreign_batch_thread(void *arg)
+{
+	spyre_stream_t *s = arg;
+	intptr_t ret = spyre_stream_batch_begin(s);
+
+	ret = ret ?: spyre_memset_async(s, shared_d, 2, 4096);
+	ret = ret ?: spyre_stream_batch_end(s);
+	return (void *)ret;
+}
+
+static void *end_thread(void *arg)
+{
+	return (void *)(intptr_t)spyre_stream_batch_end(arg);
+}
+
+static void shared_batch(void)
+{
+	spyre_stream_t *s;
+	unsigned int sub0;
+
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &shared_d), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin: %s", spyre_last_error());
+	TAP_CHECK(!spyre_memset_async(s, shared_d, 1, 4096), "%s", spyre_last_error());
+	sub0 = submitted(NULL);
+	TAP_CHECK(!run_on_thread(foreign_batch_thread, s), "another thread's batch of it: %s", spyre_last_error());
+	TAP_CHECK(submitted(NULL) == sub0 + 2, "its memset after this thread's pending job: %u SUBMITs",
+		  submitted(NULL) - sub0);
+	TAP_CHECK(run_on_thread(end_thread, s) == -EINVAL, "an end in a thread without a begin");
+	TAP_CHECK(!spyre_stream_batch_end(s), "end: %s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin again: %s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_synchronize(s), "synchronize: %s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_end(s), "end again: %s", spyre_last_error());
+	spyre_free(dev, shared_d);
+	spyre_stream_destroy(s);
+}
+
+static int cb_ran;
+static unsigned int cb_submits_seen;
+
+static void cb_fn(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mk);
+	cb_submits_seen = submits;
+	pthread_mutex_unlock(&mk);
+	__atomic_store_n(&cb_ran, 1, __ATOMIC_RELEASE);
+}
+
+static void *addcb_thread(void *arg)
+{
+	return (void *)(intptr_t)spyre_stream_add_callback(arg, cb_fn, NULL);
+}
+
+/* A callback another thread adds to a batching stream runs after the pending job is submitted. */
+static void xthread_callback(void)
+{
+	spyre_stream_t *s;
+	spyre_dptr_t d;
+	unsigned int sub0;
+	int i;
+
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &d), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");
+	TAP_CHECK(!spyre_memset_async(s, d, 1, 4096), "%s", spyre_last_error());
+	pthread_mutex_lock(&mk);
+	sub0 = submits;
+	pthread_mutex_unlock(&mk);
+	TAP_CHECK(!run_on_thread(addcb_thread, s), "add_callback from another thread: %s", spyre_last_error());
+	for (i = 0; i < 500 && !__atomic_load_n(&cb_ran, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
+	pthread_mutex_lock(&mk);
+	TAP_CHECK(__atomic_load_n(&cb_ran, __ATOMIC_ACQUIRE) && cb_submits_seen == sub0 + 1,
+		  "the callback ran after the pending job's SUBMIT (ran %d, SUBMITs before it: %u)",
+		  __atomic_load_n(&cb_ran, __ATOMIC_ACQUIRE), cb_submits_seen - sub0);
+	pthread_mutex_unlock(&mk);
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	spyre_stream_synchronize(s);
+	spyre_free(dev, d);
+	spyre_stream_destroy(s);
+}
+
+/* synchronize() of a stream this thread batches, with a pending event wait: the NOP is submitted, not left pending. */
+static void batch_nop_sync(void)
+{
+	spyre_stream_t *s, *s2;
+	spyre_event_t *e;
+	spyre_dptr_t d;
+	int ret;
+
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s) &&
+		  !spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_malloc(dev, 4096, &d) && !spyre_event_create(dev, &e), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_memset_async(s2, d, 1, 4096) && !spyre_event_record(e, s2), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");
+	TAP_CHECK(!spyre_stream_wait_event(s, e), "%s", spyre_last_error());
+	ret = spyre_stream_synchronize(s);
+	TAP_CHECK(!ret, "synchronize of a batching stream with a pending event wait: %d %s", ret, spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	spyre_stream_synchronize(s);
+	spyre_event_destroy(e);
+	spyre_free(dev, d);
+	spyre_stream_destroy(s2);
+	spyre_stream_destroy(s);
+}
+
+struct xlaunch {
+	spyre_stream_t *s;
+	spyre_program_t *p;
+	spyre_dptr_t *bufs;
+	int n, failed_at;
+};
+
+static void *xlaunch_thread(void *arg)
+{
+	struct xlaunch *x = arg;
+	int i, ret = 0;
+
+	x->failed_at = -1;
+	for (i = 0; i < x->n && !ret; i++) {
+		spyre_dptr_t b[2] = { x->bufs[i], x->bufs[i + 1] };
+
+		ret = spyre_launch(x->s, x->p, 1, b, 2, NULL, 0);
+		if (ret)
+			x->failed_at = i;
+	}
+	return (void *)(intptr_t)ret;
+}
+
+/*
+ * Another thread's 40 launches with new bindings (more than the 32 argument
+ * slots, whose reuse waits for a point) on a stream this thread batches:
+ * its jobs are submitted as they come, never waiting for the pending job.
+ */
+static void xthread_batch(void)
+{
+	spyre_stream_t *s;
+	spyre_program_t *p;
+	spyre_dptr_t bufs[41];
+	struct xlaunch x;
+	size_t size;
+	void *img;
+	int i, ret;
+
+	img = relu_image(0, &size);
+	TAP_CHECK(img && !spyre_program_load(dev, img, size, &p), "%s", spyre_last_error());
+	free(img);
+	for (i = 0; i < 41; i++)
+		TAP_CHECK(!spyre_malloc(dev, 4096, &bufs[i]), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s), "%s", spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_begin(s), "begin");
+	x = (struct xlaunch){ .s = s, .p = p, .bufs = bufs, .n = 40 };
+	ret = run_on_thread(xlaunch_thread, &x);
+	TAP_CHECK(!ret, "another thread's 40 launches on a stream the main thread batches: %d at launch %d: %s",
+		  ret, x.failed_at, spyre_last_error());
+	TAP_CHECK(!spyre_stream_batch_end(s), "%s", spyre_last_error());
+	spyre_stream_synchronize(s);
+	spyre_stream_destroy(s);
+	spyre_program_unload(p);
+	for (i = 0; i < 41; i++)
+		spyre_free(dev, bufs[i]);
+}
 
 /* A launch of @p on @s; tell its packets and the SUBMIT and QUEUE_ERROR calls it made. */
 static int counted_launch(spyre_stream_t *s, spyre_program_t *p, const spyre_dptr_t *b,
@@ -861,6 +1031,10 @@ static const struct tap_case cases[] = {
 	{ "submit_fault", submit_reports_fault },
 	{ "patch_reupload", patch_reupload },
 	{ "batch", batch },
+	{ "xthread_batch", xthread_batch },
+	{ "batch_nop_sync", batch_nop_sync },
+	{ "xthread_callback", xthread_callback },
+	{ "shared_batch", shared_batch },
 	{ "storm", storm },
 	{ "close", close_leaves_nothing },
 };

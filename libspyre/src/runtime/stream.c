@@ -530,11 +530,60 @@ static __thread struct spyre_stream *batching;
 /* Streams in a batch, in any thread: while none, a host wait skips the thread's list (atomic). */
 static unsigned int batches_open;
 
+/*
+ * Whether this thread holds @s's batch (it is on the thread's list). Another
+ * thread's calls on @s submit @s's pending job first and then their own job
+ * (never appended: only the holder appends, so only the holder's host waits
+ * can meet its own unsubmitted work, and those flush it); another thread's
+ * batch_begin on it is a no-op, and so is its batch_end.
+ */
+static bool batch_mine(const struct spyre_stream *s)
+{
+	const struct spyre_stream *p;
+
+	for (p = batching; p; p = p->batch_next)
+		if (p == s)
+			return true;
+	return false;
+}
+
+/* This thread's no-op begins (streams another thread batched then), for their ends. */
+#define FOREIGN_MAX 64
+static __thread struct { const struct spyre_stream *s; unsigned int n; } foreign[FOREIGN_MAX];
+
+/* Count a no-op begin of @s (+1) or take one back (-1): false if there is no room or none to take. */
+static bool foreign_count(const struct spyre_stream *s, int d)
+{
+	int i, free_at = -1;
+
+	for (i = 0; i < FOREIGN_MAX; i++) {
+		if (foreign[i].n && foreign[i].s == s) {
+			foreign[i].n += d;
+			return true;
+		}
+		if (!foreign[i].n && free_at < 0)
+			free_at = i;
+	}
+	if (d < 0 || free_at < 0)
+		return false;
+	foreign[free_at].s = s;
+	foreign[free_at].n = 1;
+	return true;
+}
+
 int spyre_stream_batch_begin(struct spyre_stream *s)
 {
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_batch_begin: NULL stream");
 	pthread_mutex_lock(&s->lock);
+	if (s->batch && !batch_mine(s)) {
+		/* another thread's batch: this thread's jobs go as they come */
+		bool ok = foreign_count(s, 1);
+
+		pthread_mutex_unlock(&s->lock);
+		return ok ? 0 : spyre_error(-EBUSY, "spyre_stream_batch_begin: %d streams of other threads' "
+					    "batches begun in this thread", FOREIGN_MAX);
+	}
 	if (!s->batch++) {
 		s->batch_next = batching;
 		batching = s;
@@ -561,6 +610,9 @@ int spyre_batches_flush(struct spyre_stream *held)
 		else
 			ret = r;
 	}
+	/* @held in another thread's batch: the host waits for its point, so its pending job goes too. */
+	if (held && held->pending && !batch_mine(held))
+		ret = spyre_stream_flush_locked(held);
 	return ret;
 }
 
@@ -571,8 +623,10 @@ int spyre_stream_batch_end(struct spyre_stream *s)
 	if (!s)
 		return spyre_error(-EINVAL, "spyre_stream_batch_end: NULL stream");
 	pthread_mutex_lock(&s->lock);
-	if (!s->batch)
-		ret = spyre_error(-EINVAL, "spyre_stream_batch_end: the stream has no batch");
+	if (!batch_mine(s) && foreign_count(s, -1))
+		ret = 0;	/* its batch_begin was a no-op (another thread's batch) */
+	else if (!s->batch || !batch_mine(s))
+		ret = spyre_error(-EINVAL, "spyre_stream_batch_end: the stream has no batch of this thread");
 	else if (!--s->batch)
 		ret = spyre_stream_flush_locked(s);
 	if (!s->batch && s->batch_status) {
@@ -617,7 +671,7 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 	if (s->capture)
 		return capture_locked(s, job);
 	wait_callbacks_locked(s);
-	if (s->batch && !th && !job->names && job->count <= DRM_SPYRE_MAX_JOB_PACKETS)
+	if (s->batch && !th && !job->names && job->count <= DRM_SPYRE_MAX_JOB_PACKETS && batch_mine(s))
 		return batch_append_locked(s, job);
 	ret = s->pending ? spyre_stream_flush_locked(s) : 0;
 	if (ret)
@@ -827,18 +881,13 @@ static int stream_synchronize(spyre_stream_t *s)
 		pthread_mutex_unlock(&s->lock);
 		return ret;
 	}
-	ret = spyre_stream_flush_locked(s);
+	if (s->nwaits && !s->poisoned)
+		/* Pending event waits are stream work too: flush them into a NOP (appended when batching). */
+		ret = submit_nop_locked(s);
+	ret = ret ?: spyre_stream_flush_locked(s);
 	if (ret) {
 		pthread_mutex_unlock(&s->lock);
 		return ret;
-	}
-	if (s->nwaits && !s->poisoned) {
-		/* Pending event waits are stream work too: flush them into a NOP. */
-		ret = submit_nop_locked(s);
-		if (ret) {
-			pthread_mutex_unlock(&s->lock);
-			return ret;
-		}
 	}
 	point = s->point;
 	wait_callbacks_locked(s);
@@ -1149,6 +1198,16 @@ static int event_record(spyre_event_t *e, spyre_stream_t *s)
 	if (e->flags & SPYRE_EVENT_CROSS_DEVICE)
 		ret = spyre_stream_capturing_locked(s, "spyre_event_record (SPYRE_EVENT_CROSS_DEVICE)");
 	ret = ret ?: submit_locked(s, &job);
+	/*
+	 * A cross-device record ends its batch job: submitted now, so every
+	 * WAIT for it (appended after this returns, in any stream) is
+	 * submitted after its SIGNAL. Jobs that wait for SIGNALs still
+	 * unsubmitted could deadlock where user queues share a hardware
+	 * queue's FIFO (two callers' jobs interleaved on two cards), and a
+	 * SUBMIT refused here fails the caller before anyone waits for it.
+	 */
+	if (!ret && value && s->pending)
+		ret = spyre_stream_flush_locked(s);
 	if (!ret && !s->capture) {
 		if (value)
 			__atomic_store_n(&e->sem_value, value, __ATOMIC_RELEASE);
