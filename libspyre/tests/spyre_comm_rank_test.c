@@ -11,17 +11,23 @@
  * elements); each checked by every rank against the CPU reference of
  * spyre_coll_test (the same rounded inputs, partial sums rounded in rank
  * order: exact for 2 ranks, n - 1 roundings of the sum beyond). Two
- * communicators at once, interleaved, with a barrier. Hostile and careless
+ * communicators at once, interleaved, with a barrier. An all-reduce returns
+ * with the work its stream had before it still running (the cards order the
+ * ranks: the call only enqueues), its result exact. Hostile and careless
  * use, each with its status and detail: mismatched nranks (-EINVAL on both
  * sides), a rank taken twice (-EADDRINUSE; the other rank 0 times out,
  * -ETIMEDOUT), two ranks on one card (-EINVAL), an id not from
  * spyre_comm_get_unique_id(), ranks calling different collectives or
- * counts (-EINVAL, and the communicator is broken after), the calls of a
+ * counts (-EINVAL at the call of the rank that calls second; one that
+ * called first: its stream -EIO by the job timeout, its barrier the
+ * detail; the communicator is broken after), the calls of a
  * communicator of one process; a rank that never joins (-ETIMEDOUT within
  * SPYRE_COMM_TIMEOUT_MS), a lower rank's socket held by a process that
- * never accepts (-ETIMEDOUT, not a blocked connect), one SIGKILLed during set-up and one SIGKILLed
- * in the middle of a loop of all-reduces of 1 MiB (-ECONNRESET or
- * -ECONNABORTED with the rank and its pid, seconds later, never a hang),
+ * never accepts (-ETIMEDOUT, not a blocked connect), one SIGKILLed during
+ * set-up, one SIGKILLed in the middle of a loop of all-reduces of 1 MiB and
+ * one SIGKILLed while the others' all-reduce waits for it on their cards
+ * (their streams -EIO by the job timeout, then their next call
+ * -ECONNRESET or -ECONNABORTED with the rank and its pid, never a hang),
  * and one that exits between two calls. And the sharing beneath, in one
  * process: spyre_ipc_export() of card 0's allocation, imported by card 1,
  * whose copy reads the exact bytes after the exporter freed it; its errors
