@@ -240,6 +240,23 @@ static int ring_all_gather(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t 
 	return ring_pass(c, s, buf, ch, shift, false, 0);
 }
 
+/*
+ * The communicator failed: this rank's semaphore words go to the maximum, so
+ * the waits its card still has queued end (as ncclCommAbort ends NCCL's
+ * kernels) instead of each hanging until the driver's job timeout (three
+ * hangs ban the process's context on the card). The work enqueued before
+ * then runs to its end with undefined results; a wait that timed out
+ * already has failed the stream (-EIO).
+ */
+static void release(struct comm_rank *c)
+{
+	uint64_t *w = c->flags_host;
+	int k;
+
+	for (k = 0; w && k < W_PER_PEER * c->n; k++)
+		__atomic_store_n(&w[k], UINT64_MAX, __ATOMIC_RELEASE);
+}
+
 /* ---- calls ---- */
 
 /*
@@ -270,6 +287,7 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 		snprintf(c->why, sizeof(c->why), "%s", spyre_last_error());
 		coll_strip_status(c->why, ret);
 		c->failed = ret;
+		release(c);
 		return spyre_error(ret, "%s (rank %d, call %u): %s", what, c->rank, c->seq, c->why);
 	}
 	return 0;
@@ -346,6 +364,7 @@ static int finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *w
 		snprintf(c->why, sizeof(c->why), "%s", e);
 		coll_strip_status(c->why, ret);
 		c->failed = ret;
+		release(c);
 		coll_net_abort(c->net, c->why, ret);
 		return spyre_error(ret, "%s (rank %d, call %u): %s", what, c->rank, c->seq, c->why);
 	}
@@ -614,6 +633,9 @@ void coll_rank_destroy(struct spyre_comm *comm)
 
 	if (!c)
 		return;
+	/* A peer gone: what waits for it on this card ends now, not by timeouts. */
+	if (c->failed || (c->net && coll_net_poll(c->net)))
+		release(c);
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
