@@ -288,6 +288,8 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 		coll_strip_status(c->why, ret);
 		c->failed = ret;
 		release(c);
+		/* The others learn why from this rank, not only that it went when it exits. */
+		coll_net_abort(c->net, c->why, ret);
 		return spyre_error(ret, "%s (rank %d, call %u): %s", what, c->rank, c->seq, c->why);
 	}
 	return 0;
