@@ -108,8 +108,6 @@ int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool
  * a peer that ended (exited, killed) or failed (its ABORT).
  */
 int coll_net_poll(struct coll_net *net);
-/* Take @j's oldest message of @type already read (coll_net_poll()), without waiting. */
-bool coll_net_take(struct coll_net *net, int j, uint32_t type, struct coll_msg *m);
 /* Tell every peer this rank failed with @status (@why, its strerror stripped), best effort. */
 void coll_net_abort(struct coll_net *net, const char *why, int status);
 /* Cut a trailing " (<strerror of @status>)" off @s (spyre_error() adds it again). */

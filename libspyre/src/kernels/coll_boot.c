@@ -396,11 +396,6 @@ int coll_net_poll(struct coll_net *net)
 	return ret;
 }
 
-bool coll_net_take(struct coll_net *net, int j, uint32_t type, struct coll_msg *m)
-{
-	return take(net, j, type, 0, true, m, NULL);
-}
-
 void coll_strip_status(char *s, int status)
 {
 	const char *e = spyre_strerror(status);

@@ -296,14 +296,14 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 }
 
 /*
- * The ranks agree on the call without a host wait: this rank tells @peer
- * (-1: every rank) what it calls (@bytes, @b: root or sender and dtype),
- * then checks what each peer said of the same call, when it said it
- * already. Of two ranks one calls second and finds the other's word there,
- * so a mismatch is seen before the second enqueues anything: it fails with
- * the detail and tells every rank (ABORT); the first rank's work waits on
- * its card for what never comes, the driver's job timeout fails its stream
- * (-EIO), and its next call fails with the detail.
+ * The ranks agree on the call: this rank tells @peer (-1: every rank) what
+ * it calls (@bytes, @b: root or sender and dtype), then waits until each of
+ * them said what it calls (their hosts reached the call; no card's work is
+ * waited for) and checks it: a mismatch fails every rank at its call,
+ * before anything is enqueued, with the detail. (Checking only what had
+ * arrived, without the wait, let a rank's card wait for a peer whose host
+ * was seconds behind: the driver's 2 s job timeout failed its stream, and
+ * three such hangs banned the process's context on the card.)
  */
 static int agree(struct comm_rank *c, int peer, uint64_t bytes, uint64_t b)
 {
@@ -318,24 +318,22 @@ static int agree(struct comm_rank *c, int peer, uint64_t bytes, uint64_t b)
 		m.tag = ++c->peer[j].calls;
 		ret = coll_net_send(c->net, j, &m, NULL, 0);
 	}
-	ret = ret ?: coll_net_poll(c->net);
 	for (j = 0; !ret && j < c->n; j++) {
 		struct rk_peer *p = &c->peer[j];
 		struct coll_msg m;
-		bool got;
 
 		if (j == c->rank || (peer >= 0 && j != peer))
 			continue;
-		/* Its words of calls before: it called second and checked them itself. */
-		while ((got = coll_net_take(c->net, j, COLL_MSG_CALL, &m)) && m.tag < p->calls)
-			;
-		if (!got)
-			continue;	/* not called yet: it checks this rank's word */
-		if (m.tag > p->calls)
-			ret = spyre_error(-EPROTO, "rank %d is at its call %llu with this rank where this "
-					  "rank %d is at %llu", j, (unsigned long long)m.tag, c->rank,
-					  (unsigned long long)p->calls);
-		else if (m.op != c->op)
+		/*
+		 * Wait for its word of this call: its host has reached the call
+		 * (never for any card's work), so this card's waits start no
+		 * earlier than the peer's host enqueues what they wait for, and a
+		 * host running ahead does not meet the driver's 2 s job timeout.
+		 */
+		ret = coll_net_wait(c->net, j, COLL_MSG_CALL, p->calls, false, &m, NULL);
+		if (ret)
+			break;
+		if (m.op != c->op)
 			ret = spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
 					  j, SPYRE_NAME_OF(op_names, m.op, "?"), c->rank,
 					  SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
