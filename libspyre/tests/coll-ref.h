@@ -2,7 +2,7 @@
 /*
  * The CPU reference of the collectives' tests (spyre_coll_test: the cards of
  * one process; spyre_comm_rank_test: one card per process): each rank's
- * inputs, the sum the ring gives, and its tolerance; and a stream kept busy.
+ * inputs, the sum the ring gives, and its tolerance.
  */
 #ifndef SPYRE_COLL_REF_H
 #define SPYRE_COLL_REF_H
@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spyre.h"
 #include "spyre_dtype.h"
 
 static inline size_t round_sticks(size_t bytes)
@@ -53,19 +52,5 @@ static inline float ref_tol(int n, float want, uint32_t dt)
 					       dt == SPYRE_DT_FP16 ? 9.8e-4f :
 					       dt == SPYRE_DT_BF16 ? 7.9e-3f : 2e-3f);
 }
-
-/* Keep @s busy for a while: @n D2D copies of @bytes on its card (its buffers in @scratch). */
-static inline int busy(spyre_device_t *dev, spyre_stream_t *s, size_t bytes, int n, spyre_dptr_t scratch[2])
-{
-	int i, ret;
-
-	ret = spyre_malloc(dev, bytes, &scratch[0]) ?: spyre_malloc(dev, bytes, &scratch[1]);
-	for (i = 0; !ret && i < n; i++)
-		ret = spyre_memcpy_async(s, scratch[i % 2], scratch[(i + 1) % 2], bytes, SPYRE_MEMCPY_D2D);
-	return ret;
-}
-
-#define BUSY_BYTES (64u << 20)
-#define BUSY_COPIES 16
 
 #endif

@@ -401,6 +401,19 @@ TEST_F(coll, errors)
 		spyre_free(self->dev[r], b[r]);
 }
 
+/* Keep @s busy for a while: @n D2D copies of @bytes on its card (its buffers in @scratch). */
+static int busy(spyre_device_t *dev, spyre_stream_t *s, size_t bytes, int n, spyre_dptr_t scratch[2])
+{
+	int i, ret;
+
+	ret = spyre_malloc(dev, bytes, &scratch[0]) ?: spyre_malloc(dev, bytes, &scratch[1]);
+	for (i = 0; !ret && i < n; i++)
+		ret = spyre_memcpy_async(s, scratch[i % 2], scratch[(i + 1) % 2], bytes, SPYRE_MEMCPY_D2D);
+	return ret;
+}
+
+#define BUSY_BYTES (64u << 20)
+#define BUSY_COPIES 16
 
 /* Ranks @x and @y such that @y's copies reach @x's memory; 0, or -1 when no pair of the first two does. */
 static int puller(FIXTURE_DATA(coll) *self, int *x, int *y)

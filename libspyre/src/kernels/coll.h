@@ -62,9 +62,10 @@ enum coll_msg_type {
 	COLL_MSG_HELLO = 1,	/* a: nranks, b: rank; text: card; the id's token */
 	COLL_MSG_BOXES,		/* a: 1 with the two dma-buf fds (inbox, outbox), 0 without */
 	COLL_MSG_REACH,		/* a: 1 when the sender imported the receiver's boxes */
-	COLL_MSG_FLAGS,		/* with the dma-buf fd of the sender's semaphore words (host memory) */
-	COLL_MSG_CALL,		/* tag: the pair's call number; op; a: bytes; b: root and dtype */
-	COLL_MSG_BARRIER,	/* tag: the barrier's number */
+	COLL_MSG_CTS,		/* tag: the receiver's inbox is free for transfer tag */
+	COLL_MSG_READY,		/* tag: transfer tag is in the inbox (push) or outbox (pull); a: bytes */
+	COLL_MSG_DONE,		/* tag: the receiver pulled transfer tag out of the outbox */
+	COLL_MSG_BARRIER,	/* seq */
 	COLL_MSG_ABORT,		/* text: why */
 };
 
@@ -103,11 +104,8 @@ int coll_net_send(struct coll_net *net, int j, struct coll_msg *m, const int *fd
  */
 int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool any_tag,
 		  struct coll_msg *m, int *fds);
-/*
- * Read what every peer sent, without waiting: 0, or the status and detail of
- * a peer that ended (exited, killed) or failed (its ABORT).
- */
-int coll_net_poll(struct coll_net *net);
+/* Send @m to @j from a stream callback, once the work enqueued on @s so far is done. */
+int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m);
 /* Tell every peer this rank failed with @status (@why, its strerror stripped), best effort. */
 void coll_net_abort(struct coll_net *net, const char *why, int status);
 /* Cut a trailing " (<strerror of @status>)" off @s (spyre_error() adds it again). */

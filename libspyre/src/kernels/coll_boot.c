@@ -125,7 +125,7 @@ static const char *type_name(uint32_t t)
 {
 	static const char *const names[] = {
 		[COLL_MSG_HELLO] = "HELLO", [COLL_MSG_BOXES] = "BOXES", [COLL_MSG_REACH] = "REACH",
-		[COLL_MSG_FLAGS] = "FLAGS", [COLL_MSG_CALL] = "CALL",
+		[COLL_MSG_CTS] = "CTS", [COLL_MSG_READY] = "READY", [COLL_MSG_DONE] = "DONE",
 		[COLL_MSG_BARRIER] = "BARRIER", [COLL_MSG_ABORT] = "ABORT",
 	};
 
@@ -244,7 +244,6 @@ int coll_net_send(struct coll_net *net, int j, struct coll_msg *m, const int *fd
 static int drain(struct coll_net *net, int j)
 {
 	struct peer_conn *p = &net->p[j];
-	bool retried = false;
 
 	for (;;) {
 		struct coll_msg m;
@@ -252,15 +251,6 @@ static int drain(struct coll_net *net, int j)
 
 		if (ret == -EAGAIN || ret == -EWOULDBLOCK)
 			return 0;
-		/*
-		 * A peer that closed with messages of this rank unread: Linux
-		 * reports the reset (once) before the messages the peer sent
-		 * last, its ABORT among them. Read on.
-		 */
-		if (ret == -ECONNRESET && !retried) {
-			retried = true;
-			continue;
-		}
 		if (ret || m.type == COLL_MSG_ABORT) {
 			/* What came before stays in the queue: a wait may still take it. */
 			if (!ret && fds[0] >= 0)
@@ -383,16 +373,48 @@ int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool
 	return ret;
 }
 
-int coll_net_poll(struct coll_net *net)
-{
-	int k, ret = 0;
+struct after {
+	int fd;
+	struct coll_msg m;
+};
 
-	for (k = 0; !ret && k < net->n; k++)
-		if (net->p[k].fd >= 0)
-			ret = drain(net, k);
-	for (k = 0; !ret && k < net->n; k++)
-		if (net->p[k].gone)
-			ret = spyre_error(net->p[k].gone, "%s", net->p[k].why);
+static void send_after_cb(void *arg)
+{
+	struct after *a = arg;
+
+	/* A failure shows on the peer as a timeout or as this process's own error. */
+	(void)raw_send(a->fd, &a->m, NULL, 0);
+	close(a->fd);
+	free(a);
+}
+
+int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m)
+{
+	struct after *a = malloc(sizeof(*a));
+	int ret;
+
+	if (!a)
+		return spyre_error(-ENOMEM, "communicator: out of memory");
+	if (net->p[j].fd < 0) {
+		free(a);
+		return spyre_error(net->p[j].gone ?: -ENOTCONN, "%s", net->p[j].gone ? net->p[j].why :
+				   "not connected");
+	}
+	a->m = *m;
+	a->m.magic = COLL_MAGIC;
+	a->m.pid = getpid();
+	/* Its own descriptor: the callback may run after the communicator is gone. */
+	a->fd = fcntl(net->p[j].fd, F_DUPFD_CLOEXEC, 0);
+	if (a->fd < 0) {
+		ret = spyre_error(-errno, "communicator: dup: %s", strerror(errno));
+		free(a);
+		return ret;
+	}
+	ret = spyre_stream_add_callback(s, send_after_cb, a);
+	if (ret) {
+		close(a->fd);
+		free(a);
+	}
 	return ret;
 }
 

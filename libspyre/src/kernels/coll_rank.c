@@ -3,28 +3,22 @@
  * Communicators of one card per process (NCCL's ncclCommInitRank): each
  * rank has two 2 MiB buffers on its card, an inbox and an outbox, exported
  * as dma-bufs (spyre_ipc_export()) to every other rank at set-up, which
- * imports them where its card reaches them, and a page of semaphore words
- * in pinned host memory (every card reaches it), exported to and imported
- * by every rank. A transfer of up to 2 MiB from rank a to rank b is then
- * either
+ * imports them where its card reaches them. A transfer of up to 2 MiB from
+ * rank a to rank b is then either
  *   a push: a's card copies into b's inbox (a imported it), after b's CTS
  *           (b's inbox is free), then READY to b; or
  *   a pull: a copies into its own outbox (after the last reader's DONE),
  *           READY to b, and b's card copies it out (b imported a's
  *           outbox), then DONE to a;
  * push where a's card reaches b's memory, else pull (in `make check`'s VM,
- * the card without a peer BAR runs both). READY, CTS and DONE are
- * semaphore words the cards write and wait for in their queues
- * (spyre_stream_write_value64(), spyre_stream_wait_value64()): the values
- * are the pair's transfer counts, which only grow, so a collective call
- * only enqueues and returns, and the cards order themselves, as NCCL's
- * kernels do. The collectives are coll.c's rings (a ring reduce-scatter
- * then all-gather, the ADD of a received piece on the receiving card) in
- * pieces of 2 MiB. The sockets carry the set-up, errors (ABORT, a peer's
- * exit) and each call's kind and size (agree()): ranks that call different
- * collectives fail with a detail instead of mixing data.
+ * the card without a peer BAR runs both). READY and DONE are sent by a
+ * stream callback when the copy is done, so the host waits only for the
+ * other ranks' messages, never for its own stream; the collectives are
+ * coll.c's rings (a ring reduce-scatter then all-gather, the ADD of a
+ * received piece on the receiving card) in pieces of 2 MiB. Every
+ * message carries the collective's call number and kind, so ranks that
+ * call different collectives fail with a detail instead of mixing data.
  */
-#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -52,8 +46,6 @@ static const char *const op_names[] = {
 
 struct rk_peer {
 	spyre_dptr_t inbox, outbox;	/* its boxes imported into this card, 0 where not reached */
-	spyre_dptr_t flags;		/* its semaphore words imported into this card */
-	uint64_t calls;			/* calls of this rank that involve it (both count alike) */
 	bool i_reach;			/* this card reaches its memory */
 	bool reaches_me;		/* its card reaches this card's memory */
 	uint64_t sent, rcvd;		/* transfers to it, from it */
@@ -67,8 +59,6 @@ struct comm_rank {
 	struct rk_peer *peer;
 	spyre_kcache_t *cache;
 	spyre_dptr_t inbox, outbox;
-	void *flags_host;		/* this rank's semaphore words (spyre_malloc_host()) */
-	spyre_dptr_t flags;		/* ... their address on this card */
 	int out_reader;			/* the rank whose DONE frees the outbox, -1 */
 	uint64_t out_tag;
 	spyre_event_t *inbox_ev;	/* after the last read of the inbox */
@@ -80,7 +70,6 @@ struct comm_rank {
 	spyre_event_t *work_ev;		/* after the last read of work (any stream) */
 	bool work_ev_set;
 	uint32_t seq, op;		/* the call under way */
-	uint64_t barriers;
 	int failed;
 	char why[256];
 };
@@ -97,55 +86,66 @@ static size_t dtsize(uint32_t dtype)
 
 /* ---- transfers ---- */
 
+static int send_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, uint64_t a)
+{
+	struct coll_msg m = { .type = type, .seq = c->seq, .op = c->op, .tag = tag, .a = a };
+
+	return coll_net_send(c->net, j, &m, NULL, 0);
+}
+
 /*
- * The semaphore words of a rank, in its pinned host memory (every card
- * reaches host memory), exported to every peer: word 3 j + W_* is written
- * by rank j's card only, with values that only grow.
+ * Wait for @j's @type of transfer @tag, checking it belongs to the same call
+ * (a DONE may be of an earlier one) and, with @bytes, its size.
  */
-enum { W_READY, W_CTS, W_DONE, W_PER_PEER };
-#define FLAGS_BYTES 4096u
-
-static_assert(64 * W_PER_PEER * 8 <= FLAGS_BYTES, "the words of 64 ranks fit the flags");
-
-/* After the work enqueued on @s so far, @j's card sees @v in its word @w of this rank. */
-static int post(struct comm_rank *c, spyre_stream_t *s, int j, int w, uint64_t v)
+static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
 {
-	return spyre_stream_write_value64(s, c->peer[j].flags + 8u * (3u * (unsigned int)c->rank + w), v);
+	struct coll_msg m;
+	int ret = coll_net_wait(c->net, j, type, tag, false, &m, NULL);
+
+	if (ret)
+		return ret;
+	if (type != COLL_MSG_DONE && m.op != c->op)
+		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
+				   j, SPYRE_NAME_OF(op_names, m.op, "?"), c->rank,
+				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
+	if (bytes && m.a != bytes)
+		return spyre_error(-EINVAL, "rank %d sent %llu bytes where this rank %d expects %zu (%s, "
+				   "call %u): counts differ", j, (unsigned long long)m.a, c->rank, bytes,
+				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
+	return 0;
 }
 
-/* Later work on @s waits on the card until @j wrote at least @v into this rank's word @w for @j. */
-static int await(struct comm_rank *c, spyre_stream_t *s, int j, int w, uint64_t v)
-{
-	return spyre_stream_wait_value64(s, c->flags + 8u * (3u * (unsigned int)j + w), v);
-}
-
-/* Before a transfer from @j: when @j pushes, tell it the inbox is free (once read, on the card). */
-static int rx_prepare(struct comm_rank *c, spyre_stream_t *s, int j)
+/* Before a transfer from @j: when @j pushes, tell it the inbox is free. */
+static int rx_prepare(struct comm_rank *c, int j)
 {
 	struct rk_peer *p = &c->peer[j];
-	int ret = 0;
+	int ret;
 
 	if (!p->reaches_me || p->cts_sent)
 		return 0;
-	/* The last read of the inbox may have been on another stream. */
-	if (c->inbox_ev_set)
-		ret = spyre_stream_wait_event(s, c->inbox_ev);
-	p->cts_sent = !ret;
-	return ret ?: post(c, s, j, W_CTS, p->rcvd + 1);
+	if (c->inbox_ev_set) {
+		ret = spyre_event_synchronize(c->inbox_ev);
+		if (ret)
+			return ret;
+		c->inbox_ev_set = false;
+	}
+	p->cts_sent = true;
+	return send_msg(c, j, COLL_MSG_CTS, p->rcvd, 0);
 }
 
-/* @len bytes at @src (this card's memory) to rank @j, on @s: transfer p->sent, READY = its number + 1. */
+/* @len bytes at @src (this card's memory) to rank @j, on @s. */
 static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
 	uint64_t tag = p->sent++;
+	struct coll_msg m = { .type = COLL_MSG_READY, .seq = c->seq, .op = c->op, .tag = tag, .a = len };
 	int ret;
 
 	if (p->i_reach) {
-		ret = await(c, s, j, W_CTS, tag + 1);
+		ret = wait_msg(c, j, COLL_MSG_CTS, tag, 0);
 		ret = ret ?: spyre_memcpy_async(s, p->inbox, src, len, SPYRE_MEMCPY_D2D);
 	} else {
-		ret = c->out_reader >= 0 ? await(c, s, c->out_reader, W_DONE, c->out_tag + 1) : 0;
+		ret = c->out_reader >= 0 ? wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0) : 0;
 		c->out_reader = -1;
 		ret = ret ?: spyre_memcpy_async(s, c->outbox, src, len, SPYRE_MEMCPY_D2D);
 		if (!ret) {
@@ -153,7 +153,7 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 			c->out_tag = tag;
 		}
 	}
-	return ret ?: post(c, s, j, W_READY, tag + 1);
+	return ret ?: coll_net_send_after(c->net, s, j, &m);
 }
 
 /*
@@ -163,10 +163,11 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
-	uint64_t tag = p->rcvd;
-	int ret = rx_prepare(c, s, j);
+	struct coll_msg done = { .type = COLL_MSG_DONE, .seq = c->seq, .op = c->op };
+	int ret = rx_prepare(c, j);
 
-	ret = ret ?: await(c, s, j, W_READY, tag + 1);
+	done.tag = p->rcvd;
+	ret = ret ?: wait_msg(c, j, COLL_MSG_READY, p->rcvd, len);
 	if (ret)
 		return ret;
 	p->rcvd++;
@@ -174,7 +175,7 @@ static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, s
 	if (p->reaches_me)
 		return dst == c->inbox ? 0 : spyre_memcpy_async(s, dst, c->inbox, len, SPYRE_MEMCPY_D2D);
 	ret = spyre_memcpy_async(s, dst, p->outbox, len, SPYRE_MEMCPY_D2D);
-	return ret ?: post(c, s, j, W_DONE, tag + 1);
+	return ret ?: coll_net_send_after(c->net, s, j, &done);
 }
 
 /* The inbox was read by work enqueued on @s so far. */
@@ -212,7 +213,7 @@ static int ring_pass(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
 			ls = ls > BOX_BYTES ? BOX_BYTES : ls;
 			lr = lr > BOX_BYTES ? BOX_BYTES : lr;
 			if (lr)
-				ret = rx_prepare(c, s, prev);
+				ret = rx_prepare(c, prev);
 			if (!ret && ls)
 				ret = tx(c, s, next, buf + cs->off + off, ls);
 			if (!ret && lr && reduce) {
@@ -240,34 +241,12 @@ static int ring_all_gather(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t 
 	return ring_pass(c, s, buf, ch, shift, false, 0);
 }
 
-/*
- * The communicator failed: this rank's semaphore words go to the maximum, so
- * the waits its card still has queued end (as ncclCommAbort ends NCCL's
- * kernels) instead of each hanging until the driver's job timeout (three
- * hangs ban the process's context on the card). The work enqueued before
- * then runs to its end with undefined results; a wait that timed out
- * already has failed the stream (-EIO).
- */
-static void release(struct comm_rank *c)
-{
-	uint64_t *w = c->flags_host;
-	int k;
-
-	for (k = 0; w && k < W_PER_PEER * c->n; k++)
-		__atomic_store_n(&w[k], UINT64_MAX, __ATOMIC_RELEASE);
-}
-
 /* ---- calls ---- */
 
-/*
- * A call starts: a failure earlier (this rank's, or one a peer reported: its
- * ABORT, its exit) fails it, before anything is enqueued.
- */
 static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const char *what,
 		 struct comm_rank **out)
 {
 	struct comm_rank *c;
-	int ret;
 
 	if (!comm)
 		return spyre_error(-EINVAL, "%s: NULL communicator", what);
@@ -282,73 +261,7 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 	c->seq++;
 	c->op = op;
 	*out = c;
-	ret = coll_net_poll(c->net);
-	if (ret) {
-		snprintf(c->why, sizeof(c->why), "%s", spyre_last_error());
-		coll_strip_status(c->why, ret);
-		c->failed = ret;
-		release(c);
-		/* The others learn why from this rank, not only that it went when it exits. */
-		coll_net_abort(c->net, c->why, ret);
-		return spyre_error(ret, "%s (rank %d, call %u): %s", what, c->rank, c->seq, c->why);
-	}
 	return 0;
-}
-
-/*
- * The ranks agree on the call: this rank tells @peer (-1: every rank) what
- * it calls (@bytes, @b: root or sender and dtype), then waits until each of
- * them said what it calls (their hosts reached the call; no card's work is
- * waited for) and checks it: a mismatch fails every rank at its call,
- * before anything is enqueued, with the detail. (Checking only what had
- * arrived, without the wait, let a rank's card wait for a peer whose host
- * was seconds behind: the driver's 2 s job timeout failed its stream, and
- * three such hangs banned the process's context on the card.)
- */
-static int agree(struct comm_rank *c, int peer, uint64_t bytes, uint64_t b)
-{
-	int j, ret = 0;
-
-	for (j = 0; !ret && j < c->n; j++) {
-		struct coll_msg m = { .type = COLL_MSG_CALL, .seq = c->seq, .op = c->op,
-				      .a = bytes, .b = b };
-
-		if (j == c->rank || (peer >= 0 && j != peer))
-			continue;
-		m.tag = ++c->peer[j].calls;
-		ret = coll_net_send(c->net, j, &m, NULL, 0);
-	}
-	for (j = 0; !ret && j < c->n; j++) {
-		struct rk_peer *p = &c->peer[j];
-		struct coll_msg m;
-
-		if (j == c->rank || (peer >= 0 && j != peer))
-			continue;
-		/*
-		 * Wait for its word of this call: its host has reached the call
-		 * (never for any card's work), so this card's waits start no
-		 * earlier than the peer's host enqueues what they wait for, and a
-		 * host running ahead does not meet the driver's 2 s job timeout.
-		 */
-		ret = coll_net_wait(c->net, j, COLL_MSG_CALL, p->calls, false, &m, NULL);
-		if (ret)
-			break;
-		if (m.op != c->op)
-			ret = spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
-					  j, SPYRE_NAME_OF(op_names, m.op, "?"), c->rank,
-					  SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
-		else if (m.a != bytes)
-			ret = spyre_error(-EINVAL, "rank %d called %s of %llu bytes where this rank %d calls "
-					  "it of %llu (its call %u): counts differ", j,
-					  SPYRE_NAME_OF(op_names, c->op, "?"), (unsigned long long)m.a,
-					  c->rank, (unsigned long long)bytes, c->seq);
-		else if (m.b != b)
-			ret = spyre_error(-EINVAL, "rank %d called %s with root, peer or dtype 0x%llx where "
-					  "this rank %d has 0x%llx (its call %u)", j,
-					  SPYRE_NAME_OF(op_names, c->op, "?"), (unsigned long long)m.b,
-					  c->rank, (unsigned long long)b, c->seq);
-	}
-	return ret;
 }
 
 /* The end of a call: a failure breaks the communicator and is told to every rank. */
@@ -364,7 +277,6 @@ static int finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *w
 		snprintf(c->why, sizeof(c->why), "%s", e);
 		coll_strip_status(c->why, ret);
 		c->failed = ret;
-		release(c);
 		coll_net_abort(c->net, c->why, ret);
 		return spyre_error(ret, "%s (rank %d, call %u): %s", what, c->rank, c->seq, c->why);
 	}
@@ -400,8 +312,7 @@ SPYRE_EXPORT int spyre_comm_all_reduce(spyre_comm_t *comm, spyre_dptr_t send, sp
 	if (!ch)
 		return spyre_error(-ENOMEM, "%s: out of memory", what);
 	coll_split(bytes, c->n, ch);
-	ret = agree(c, -1, bytes, dtype);
-	if (!ret && send != recv)
+	if (send != recv)
 		ret = spyre_memcpy_async(s, recv, send, bytes, SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_reduce_scatter(c, s, recv, ch, 0, dtype);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 1);
@@ -454,9 +365,8 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 	ch = equal_chunks(c->n, each);
 	if (!ch)
 		return spyre_error(-ENOMEM, "%s: out of memory", what);
-	ret = agree(c, -1, each, dtype);
 	/* The ring works on a copy of send (the caller's input stays), kept for later calls. */
-	if (!ret && c->work_bytes < total) {
+	if (c->work_bytes < total) {
 		/* The last call that read work may have been on another stream. */
 		if (c->work_ev_set)
 			ret = spyre_event_synchronize(c->work_ev);
@@ -502,8 +412,7 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 	ch = equal_chunks(c->n, each);
 	if (!ch)
 		return spyre_error(-ENOMEM, "%s: out of memory", what);
-	ret = agree(c, -1, each, dtype);
-	if (!ret && send != recv + ch[c->rank].off)
+	if (send != recv + ch[c->rank].off)
 		ret = spyre_memcpy_async(s, recv + ch[c->rank].off, send, each, SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 0);
 	free(ch);
@@ -548,8 +457,7 @@ SPYRE_EXPORT int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size
 				   "root is not a rank of the communicator");
 	if (!count || c->n == 1)
 		return 0;
-	ret = agree(c, -1, coll_sticks(count * dtsize(dtype)), (uint64_t)root << 32 | dtype);
-	ret = ret ?: chain(c, s, buf, coll_sticks(count * dtsize(dtype)), root, (root + c->n - 1) % c->n);
+	ret = chain(c, s, buf, coll_sticks(count * dtsize(dtype)), root, (root + c->n - 1) % c->n);
 	return finish(c, s, ret, what);
 }
 
@@ -571,8 +479,6 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 				   "the other's memory", what, coll_net_card(c->net, c->rank), peer,
 				   coll_net_card(c->net, peer));
 	bytes = coll_sticks(count * dtsize(dtype));
-	/* Both name the sender. */
-	ret = agree(c, peer, bytes, (uint64_t)(sending ? c->rank : peer) << 32 | dtype);
 	for (off = 0; !ret && off < bytes; off += BOX_BYTES) {
 		size_t l = bytes - off > BOX_BYTES ? BOX_BYTES : bytes - off;
 
@@ -606,21 +512,12 @@ SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 
 	if (ret)
 		return ret;
-	ret = agree(c, -1, 0, 0);
-	c->barriers++;
-	for (j = 0; !ret && j < c->n; j++) {
-		struct coll_msg m = { .type = COLL_MSG_BARRIER, .seq = c->seq, .op = c->op,
-				      .tag = c->barriers };
-
+	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
-			ret = coll_net_send(c->net, j, &m, NULL, 0);
-	}
-	for (j = 0; !ret && j < c->n; j++) {
-		struct coll_msg m;
-
+			ret = send_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
+	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
-			ret = coll_net_wait(c->net, j, COLL_MSG_BARRIER, c->barriers, false, &m, NULL);
-	}
+			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
 	return finish(c, NULL, ret, what);
 }
 
@@ -633,9 +530,6 @@ void coll_rank_destroy(struct spyre_comm *comm)
 
 	if (!c)
 		return;
-	/* A peer gone: what waits for it on this card ends now, not by timeouts. */
-	if (c->failed || (c->net && coll_net_poll(c->net)))
-		release(c);
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
@@ -648,8 +542,6 @@ void coll_rank_destroy(struct spyre_comm *comm)
 			spyre_ipc_close(c->dev, c->peer[j].inbox);
 		if (c->peer[j].outbox)
 			spyre_ipc_close(c->dev, c->peer[j].outbox);
-		if (c->peer[j].flags)
-			spyre_ipc_close(c->dev, c->peer[j].flags);
 	}
 	coll_net_close(c->net);
 	if (c->inbox)
@@ -658,8 +550,6 @@ void coll_rank_destroy(struct spyre_comm *comm)
 		spyre_free(c->dev, c->outbox);
 	if (c->work)
 		spyre_free(c->dev, c->work);
-	if (c->flags_host)
-		spyre_free_host(c->dev, c->flags_host);
 	if (c->cache)
 		spyre_kcache_destroy(c->cache);
 	if (c->inbox_ev)
@@ -702,52 +592,6 @@ static int import_boxes(struct comm_rank *c, int j, int *fds)
 	if (fds[1] >= 0)
 		close(fds[1]);
 	p->i_reach = p->inbox && p->outbox;
-	return ret;
-}
-
-/*
- * The semaphore words: this rank's in its pinned host memory, exported to
- * every rank; each rank's imported (host memory: every card reaches it).
- */
-static int exchange_flags(struct comm_rank *c)
-{
-	struct spyre_pointer_attributes at = { .size = sizeof(at) };
-	struct coll_msg m;
-	int fd = -1, j, ret;
-
-	ret = spyre_malloc_host(c->dev, FLAGS_BYTES, &c->flags_host);
-	if (!ret)
-		memset(c->flags_host, 0, FLAGS_BYTES);
-	ret = ret ?: spyre_pointer_get_attributes(c->dev, (uint64_t)(uintptr_t)c->flags_host, &at);
-	c->flags = ret ? 0 : at.device_base;
-	ret = ret ?: spyre_ipc_export(c->dev, c->flags, &fd);
-	for (j = 0; !ret && j < c->n; j++) {
-		if (j == c->rank)
-			continue;
-		memset(&m, 0, sizeof(m));
-		m.type = COLL_MSG_FLAGS;
-		ret = coll_net_send(c->net, j, &m, &fd, 1);
-	}
-	if (fd >= 0)
-		close(fd);
-	for (j = 0; !ret && j < c->n; j++) {
-		int got[2] = { -1, -1 };
-		size_t size = 0;
-
-		if (j == c->rank)
-			continue;
-		ret = coll_net_wait(c->net, j, COLL_MSG_FLAGS, 0, true, &m, got);
-		if (!ret && got[0] < 0)
-			ret = spyre_error(-EPROTO, "rank %d sent no semaphore words", j);
-		ret = ret ?: spyre_ipc_import(c->dev, got[0], &c->peer[j].flags, &size);
-		if (!ret && size < FLAGS_BYTES)
-			ret = spyre_error(-EPROTO, "rank %d's semaphore words are %zu bytes, not %u", j, size,
-					  FLAGS_BYTES);
-		if (got[0] >= 0)
-			close(got[0]);
-		if (got[1] >= 0)
-			close(got[1]);
-	}
 	return ret;
 }
 
@@ -848,7 +692,6 @@ SPYRE_EXPORT int spyre_comm_init_rank(spyre_comm_t **out, int nranks, const spyr
 	ret = ret ?: spyre_event_create(dev, &c->last_ev);
 	ret = ret ?: spyre_event_create(dev, &c->work_ev);
 	ret = ret ?: exchange_boxes(c);
-	ret = ret ?: exchange_flags(c);
 	/* Each neighbour pair of the ring: one of the two must reach the other. */
 	for (j = 0; !ret && nranks > 1 && j < 2; j++) {
 		int k = j ? (rank + 1) % nranks : (rank + nranks - 1) % nranks;

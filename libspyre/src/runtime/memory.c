@@ -577,12 +577,10 @@ int spyre_alloc_export(struct spyre_device *dev, uint64_t ptr, uint32_t *handle)
 	pthread_mutex_lock(&dev->lock);
 	i = upper(dev, ptr);
 	a = i ? &dev->allocs[i - 1] : NULL;
-	/* Host memory (spyre_malloc_host()) has a buffer of its own, never cached. */
-	if (!a || a->base != ptr)
-		ret = spyre_error(-EINVAL, "0x%llx is not the address of an allocation of %s "
-				  "(spyre_malloc(), or spyre_malloc_host()'s device address)",
+	if (!a || a->base != ptr || a->type != SPYRE_MEMORY_DEVICE)
+		ret = spyre_error(-EINVAL, "0x%llx is not a device allocation of %s",
 				  (unsigned long long)ptr, dev->props.devnode);
-	else if (a->type == SPYRE_MEMORY_DEVICE && a->cls >= 0)
+	else if (a->cls >= 0)
 		ret = spyre_error(-EINVAL, "0x%llx (%llu bytes) shares its buffer with other "
 				  "allocations: only allocations of more than 1 MiB can be exported",
 				  (unsigned long long)ptr, (unsigned long long)a->size);
