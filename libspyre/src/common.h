@@ -55,16 +55,18 @@ int spyre_program_load_checked(struct spyre_device *dev, const struct spyre_prog
  * before a job that cannot join it (a graph replay's, a traced one: while
  * tracing nothing is batched), before the host may wait for its work (a
  * synchronize or query of @s, a host callback, a launch that must wait for a
- * ring slot, a record of an event that is not SPYRE_EVENT_CROSS_DEVICE), and
- * at the end. A host wait for a batching stream, or for an event, first
+ * ring slot, a record of an event that is not SPYRE_EVENT_CROSS_DEVICE),
+ * after a record of a SPYRE_EVENT_CROSS_DEVICE event (so that every WAIT for
+ * its SIGNAL is submitted after it), and at the end. A host wait for a batching stream, or for an event, first
  * submits the pending jobs of every stream the thread batches: one may
  * WAIT for another's SIGNAL (spyre_batches_flush(), internal.h). The stream's order is unchanged: the packets run in the order
  * the calls made them; a call that returned 0 may have its failure reported
  * by a later call, or the end (the SUBMIT's error; the point is then
  * signaled with no work so that host waits end). A pending job's stream
  * point is that of every job in it: its launch records, its event records.
- * Another thread's host wait for it blocks until the batch ends, so a batch
- * is held by one thread over a bounded stretch of calls (one collective).
+ * Only the thread that began the batch appends to it: another thread's calls
+ * on @s submit the pending job first and then their own (its begin and end
+ * are no-ops), and its host waits for @s submit the pending job first.
  * Begins nest; the end of the outermost submits. 0 or a negative errno with
  * a detail.
  */

@@ -213,10 +213,12 @@ struct spyre_stream {
 	struct spyre_trace_queue *trace;
 	/*
 	 * A batch (spyre_stream_batch_begin(), common.h): @batch counts the
-	 * begins not ended yet. Meanwhile a job is appended to @pending, one
+	 * begins not ended yet by the thread holding it (the stream is on that
+ * thread's list, stream.c). Meanwhile its jobs are appended to @pending, one
 	 * job of up to DRM_SPYRE_MAX_JOB_PACKETS packets that took stream point
 	 * s->point at its first packet, submitted when full, before a job that
-	 * cannot join it, before a host wait for it, and at the batch's end.
+	 * cannot join it, before a host wait for it, after a cross-device record,
+ * before another thread's job, and at the batch's end.
 	 * @pending is allocated on first use and kept with the stream.
 	 */
 	unsigned int batch;
@@ -342,8 +344,8 @@ int spyre_stream_submit(struct spyre_stream *s, const struct spyre_job *job);
 int spyre_stream_submit_locked(struct spyre_stream *s, const struct spyre_job *job);
 /*
  * Under s->lock: submit @s's pending batch job now, if it has one (the batch
- * goes on in a new job). Before a host wait for one of its own points: the
- * pending job's point is submitted only by the thread that holds the batch.
+ * goes on in a new job). Before a host wait for one of its own points, by
+ * any thread.
  */
 int spyre_stream_flush_locked(struct spyre_stream *s);
 /*
@@ -353,8 +355,9 @@ int spyre_stream_flush_locked(struct spyre_stream *s);
  * for the driver's job timeout). @held: the one of them whose lock the
  * caller holds, or NULL; the others' locks are taken one at a time under it
  * (a stream is in one thread's batch at a time, and only that thread nests
- * their locks so). Returns @held's status (another stream's failure is
- * returned by its batch's end).
+ * their locks so), and @held's own pending job when another thread holds its
+ * batch. Returns @held's status (another stream's failure is returned by its
+ * batch's end).
  */
 int spyre_batches_flush(struct spyre_stream *held);
 /* Submit the single COPY @p as a job of its own. */
