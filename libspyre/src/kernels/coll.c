@@ -71,7 +71,7 @@ void coll_split(size_t bytes, int n, struct coll_chunk *c)
  * that R waits for exactly the step it needs, not for what that stream
  * enqueued after it: the two cards' copies of a ring step, which touch
  * different chunks, run at once. No host wait; the records and waits are
- * packets of the call's one job per card (below), not jobs.
+ * packets of the call's few jobs per card (below), not jobs.
  *
  * ord->work[q]: steps of stream q in this call; seen[R * n + q]: the step of
  * q that R has waited for; steps[]: every step of the call and what it
@@ -151,18 +151,18 @@ static int ord_step(spyre_comm_t *comm, spyre_stream_t *const *streams, int q,
 /*
  * A call's start: from here to ord_finish() each rank's stream batches its
  * jobs (stream.c), so that the call's steps on a card, and the records and
- * waits that order them, are packets of one job per card (more only past
- * DRM_SPYRE_MAX_JOB_PACKETS), submitted by ord_finish(), in rank order.
- * Then each stream marks the caller's earlier work, its step 1. @ret: the
- * call's status so far (when not 0, only the batches begin).
+ * waits that order them, are packets of a few jobs per card: a mark's
+ * record submits its card's pending job (stream.c, event_record()), the
+ * rest goes at ord_finish() (or past DRM_SPYRE_MAX_JOB_PACKETS). Then each
+ * stream marks the caller's earlier work, its step 1. @ret: the call's
+ * status so far (when not 0, only the batches begin).
  *
- * No order of those submits can deadlock: a WAIT is appended after the
- * record whose SIGNAL it waits for (the mark of a step enqueued earlier), so
- * in the order the host appended packets every WAIT comes after its SIGNAL.
- * Were the cards stuck, the stuck WAIT appended first would wait for a
- * SIGNAL appended before it, behind which its card is stuck at a packet
- * appended earlier still: a stuck WAIT appended before the first. The
- * jobs' other waits are the event waits pending before the call, on
+ * Every WAIT is submitted after the job holding the SIGNAL it waits for (a
+ * WAIT is appended after its mark's record, which submitted that job), as
+ * when each was a job of its own: so no interleaving with other callers'
+ * jobs on hardware queues shared in one FIFO can deadlock (one job per card
+ * and call, submitted at the end, could: an independent review's finding).
+ * The jobs' other waits are the event waits pending before the call, on
  * earlier jobs. A card whose job fails (or is never submitted: its SUBMIT
  * failed, the call's status) leaves the WAITs on it to the driver's job
  * timeout: those streams fail with -EIO.
