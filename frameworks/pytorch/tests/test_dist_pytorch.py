@@ -3,8 +3,10 @@
 PyTorch's test/distributed/test_distributed_spawn.py runs them for a backend: the installed wheel's
 torch.testing._internal.distributed.distributed_test (DistributedTest._DistTestBase: the test bodies)
 and common_distributed (MultiProcessTestCase through distributed_test.TestDistBackend: a process per
-rank, the group through a file store, exit codes, skips) with BACKEND=spyreccl, WORLD_SIZE=2, rank r
-on card r. Nothing of PyTorch's is copied here; the runner only picks tests and adapts:
+rank, the group through a file store, exit codes, skips) with BACKEND=spyreccl, rank r on card r:
+RUN with WORLD_SIZE=2, then RUN and GROUP with WORLD_SIZE=3 (the _group tests' group is ranks [1, 2];
+they need a third card: `tools/vm/run --devices 3`, as make check's Python boot has; with fewer cards
+their cases fail, naming it). Nothing of PyTorch's is copied here; the runner only picks tests and adapts:
 
   1. torch.set_default_device(spyre:rank) in each rank before its group: the tests' CPU-tensor
      bodies (`_build_tensor()`, `torch.empty()`, ...) make spyre tensors, so their collectives go to
@@ -18,11 +20,14 @@ on card r. Nothing of PyTorch's is copied here; the runner only picks tests and 
   3. PyTorch gates all_to_all and all_to_all_single on BACKEND == "mpi" (for CPU tensors) or
      "nccl" (CUDA); their bodies are backend-agnostic helpers, which the runner's test_* of the same
      name call exactly as PyTorch's test does (UNGATED).
+  4. PyTorch runs the _group tests (on the group [1, 2]) only with 8 ranks or more for a backend
+     other than MPI (common_distributed.skip_if_small_worldsize); with 3 the runner runs the test
+     beneath that one decorator (its functools.wraps __wrapped__), checking that it is that gate.
 
-RUN lists every test that runs and must pass: a test in RUN that fails, errors or skips is a
+RUN and GROUP list every test that runs and must pass: a test that fails, errors or skips is a
 failure. SKIPPED names every other collective test of _DistTestBase with why it is not run.
-Run: python3 test_dist_pytorch.py [case ...] (TAP, the suite in a subprocess);
-     python3 test_dist_pytorch.py --suite OUT.json [test ...] (the suite itself).
+Run: python3 test_dist_pytorch.py [case ...] (TAP, each world's suite in a subprocess);
+     python3 test_dist_pytorch.py --suite WORLD OUT.json [test ...] (the suite itself).
 """
 import json
 import os
@@ -34,7 +39,7 @@ import tempfile
 import tap
 from tap import case
 
-WORLD = 2
+WORLDS = (2, 3)
 
 RUN = [
     "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_max", "test_all_reduce_min",
@@ -54,16 +59,17 @@ RUN = [
     "test_send_recv", "test_send_recv_with_tag",
 ]
 
-_GROUP12 = "group [1, 2]: needs 3 ranks (skip_if_small_worldsize); 2 cards"
 _CUDA = "the *_cuda variant of a test that runs above: .cuda(rank_to_GPU) has no spyre meaning"
 _COMPLEX = "complex dtypes: spyreccl reduces float32, float16 and bfloat16"
+# The tests on the group [1, 2] (PyTorch's skip_if_small_worldsize: they skip below 3 ranks): world 3 only.
+GROUP = [
+    *(f"test_all_reduce_group_{o}" for o in ("sum", "max", "min", "product")),
+    *(f"test_reduce_group_{o}" for o in ("sum", "max", "min", "product")),
+    "test_broadcast_group", "test_all_gather_group", "test_gather_group", "test_scatter_group",
+    "test_barrier_group", "test_all_to_all_group", "test_all_to_all_single_equal_split_group",
+    "test_all_to_all_single_unequal_split_group",
+]
 SKIPPED = {
-    **{f"test_all_reduce_group_{o}": _GROUP12 for o in ("sum", "max", "min", "product")},
-    **{f"test_reduce_group_{o}": _GROUP12 for o in ("sum", "max", "min", "product")},
-    **{f"test_all_reduce_coalesced_group_{o}": _GROUP12 for o in ("sum", "max", "min", "product")},
-    "test_broadcast_group": _GROUP12, "test_all_gather_group": _GROUP12, "test_gather_group": _GROUP12,
-    "test_scatter_group": _GROUP12, "test_barrier_group": _GROUP12, "test_all_to_all_group": _GROUP12,
-    "test_all_to_all_single_equal_split_group": _GROUP12, "test_all_to_all_single_unequal_split_group": _GROUP12,
     **{t: _CUDA for t in (
         "test_all_reduce_sum_cuda", "test_all_reduce_sum_cuda_async", "test_broadcast_cuda", "test_reduce_sum_cuda",
         "test_reduce_sum_cuda_twice", "test_all_gather_cuda", "test_gather_cuda", "test_scatter_cuda",
@@ -95,7 +101,8 @@ SKIPPED = {
           "the current stream wait, not the host (torch's Work.wait() docs; NCCL skips it too)"
        for t in ("test_isend", "test_irecv")},
     **{f"test_all_reduce_coalesced_{g}{o}": "PyTorch gates it to gloo (require_backend_is_available({'gloo'})); "
-       "its SUM and PRODUCT cases reduce complex64" for g in ("", "full_group_") for o in ("sum", "max", "min", "product")},
+       "its SUM and PRODUCT cases reduce complex64"
+       for g in ("", "full_group_", "group_") for o in ("sum", "max", "min", "product")},
     **{t: "barrier(timeout=...): spyreccl's barrier waits SPYRE_COMM_TIMEOUT_MS, not a per-call timeout"
        for t in ("test_barrier_timeout_arg", "test_barrier_timeout_full_group", "test_barrier_timeout_global",
                  "test_barrier_timeout_group")},
@@ -119,6 +126,10 @@ UNGATED = {
     "test_all_to_all_single_unequal_split": ("_test_all_to_all_single_unequal_split_helper", "_init_global_test"),
     "test_all_to_all_single_unequal_split_full_group": ("_test_all_to_all_single_unequal_split_helper",
                                                         "_init_full_group_test"),
+    "test_all_to_all_group": ("_test_all_to_all_helper", "_init_group_test"),
+    "test_all_to_all_single_equal_split_group": ("_test_all_to_all_single_equal_split_helper", "_init_group_test"),
+    "test_all_to_all_single_unequal_split_group": ("_test_all_to_all_single_unequal_split_helper",
+                                                   "_init_group_test"),
 }
 
 
@@ -127,14 +138,22 @@ COLLECTIVE = re.compile(r"test_(all_reduce|reduce|broadcast|all_gather|gather|sc
                         r"|barrier|send_recv|isend|irecv|batch_isend)")
 
 
-def suite(out_file, names):
-    """Run @names of PyTorch's _DistTestBase on spyreccl; write {test: [outcome, detail]} to @out_file."""
+def cards():
+    """The spyre cards of this machine, from sysfs (the runner touches no card before its ranks fork)."""
+    base = "/sys/class/accel"
+    names = os.listdir(base) if os.path.isdir(base) else []
+    return sum(os.path.basename(os.path.realpath(f"{base}/{n}/device/driver")) == "spyre" for n in names)
+
+
+def suite(world, out_file, names):
+    """Run @names of PyTorch's _DistTestBase on spyreccl with @world ranks; write {test: [outcome, detail]}
+    to @out_file."""
     import unittest
 
-    os.environ.update(BACKEND="spyreccl", WORLD_SIZE=str(WORLD), GLOO_SOCKET_IFNAME="lo")
+    os.environ.update(BACKEND="spyreccl", WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo")
     import torch
     import torch.multiprocessing as mp
-    from torch.testing._internal.common_distributed import initialize_temp_directories
+    from torch.testing._internal.common_distributed import initialize_temp_directories, skip_if_small_worldsize
     from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend
 
     initialize_temp_directories()  # TEMP_DIR, before any test's setUp reads it
@@ -158,6 +177,16 @@ def suite(out_file, names):
 
     for name, (helper, init) in UNGATED.items():  # adapter 3
         setattr(SpyreDistTest, name, ungated(helper, init))
+
+    world_gate = skip_if_small_worldsize(lambda: None).__code__
+    for name in GROUP:  # adapter 4
+        fn = getattr(DistributedTest._DistTestBase, name)
+        if name in UNGATED:
+            continue
+        if getattr(fn, "__code__", None) is not world_gate or getattr(fn, "__unittest_skip__", False):
+            print(f"# {name}: not gated by skip_if_small_worldsize alone: run as PyTorch has it", flush=True)
+            continue
+        setattr(SpyreDistTest, name, fn.__wrapped__)
 
     class Result(unittest.TestResult):
         def __init__(self):
@@ -189,18 +218,23 @@ def suite(out_file, names):
             json.dump(res.outcomes, f)
 
 
-_outcomes = None
+_outcomes = {}
 
 
-def outcomes():
-    """The suite's outcomes, run once in a fresh interpreter: {test: [outcome, detail]}."""
-    global _outcomes
-    if _outcomes is None:
+def tests(world):
+    """What runs with @world ranks: RUN, and GROUP from 3 ranks."""
+    return RUN + (GROUP if world >= 3 else [])
+
+
+def outcomes(world=WORLDS[0]):
+    """The suite's outcomes with @world ranks, run once in a fresh interpreter: {test: [outcome, detail]}."""
+    if world not in _outcomes:
         fd, out = tempfile.mkstemp(prefix="spyreccl-suite-", suffix=".json")
         os.close(fd)
+        print(f"# PyTorch's tests with {world} ranks:", flush=True)
         try:
-            p = subprocess.run([sys.executable, __file__, "--suite", out, *RUN], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=3000)
+            p = subprocess.run([sys.executable, __file__, "--suite", str(world), out, *tests(world)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3000)
             log = p.stdout
         except subprocess.TimeoutExpired as e:
             log = f"timed out: {e.stdout or ''}"
@@ -209,20 +243,24 @@ def outcomes():
                 print(line, flush=True)
         try:
             with open(out) as f:
-                _outcomes = json.load(f)
+                o = json.load(f)
         except (OSError, ValueError):
-            _outcomes = {}
-        _outcomes["_log"] = log[-4000:]
+            o = {}
+        o["_log"] = log[-4000:]
         os.unlink(out)
-    return _outcomes
+        _outcomes[world] = o
+    return _outcomes[world]
 
 
-def _case(name):
+def _case(world, name):
     def fn(c):
-        o = outcomes()
+        if cards() < world:
+            raise tap.Skip(f"{world} ranks need {world} cards, this machine has {cards()} "
+                           f"(tools/vm/run --devices {world})")
+        o = outcomes(world)
         got, detail = o.get(name, ["did not run", o["_log"]])
-        c.ok(got == "pass", f"{name}: {got}: {detail}")
-    fn.__name__ = "torchdist_" + name
+        c.ok(got == "pass", f"{name} with {world} ranks: {got}: {detail}")
+    fn.__name__ = ("torchdist_" if world == WORLDS[0] else f"torchdist{world}_") + name
     return case(fn)
 
 
@@ -231,18 +269,22 @@ def torchdist_lists(c):
     """RUN and SKIPPED name every collective test of the installed _DistTestBase, each once."""
     have = set(outcomes().get("_collectives", []))
     c.ok(len(have) > 100, f"{len(have)} collective tests found in distributed_test: {outcomes()['_log']}")
-    c.ok(not set(RUN) & set(SKIPPED), f"both run and skipped: {sorted(set(RUN) & set(SKIPPED))}")
-    c.ok(not have - set(RUN) - set(SKIPPED), f"neither run nor skipped: {sorted(have - set(RUN) - set(SKIPPED))}")
-    c.ok(not (set(RUN) | set(SKIPPED)) - have - set(UNGATED),
-         f"not in _DistTestBase: {sorted((set(RUN) | set(SKIPPED)) - have - set(UNGATED))}")
-    print(f"# PyTorch's collective tests: {len(have)}; run {len(RUN)}, skipped {len(SKIPPED)}")
+    run = set(RUN) | set(GROUP)
+    c.ok(len(run) == len(RUN) + len(GROUP), f"in RUN and GROUP: {sorted(set(RUN) & set(GROUP))}")
+    c.ok(not run & set(SKIPPED), f"both run and skipped: {sorted(run & set(SKIPPED))}")
+    c.ok(not have - run - set(SKIPPED), f"neither run nor skipped: {sorted(have - run - set(SKIPPED))}")
+    c.ok(not (run | set(SKIPPED)) - have - set(UNGATED),
+         f"not in _DistTestBase: {sorted((run | set(SKIPPED)) - have - set(UNGATED))}")
+    print(f"# PyTorch's collective tests: {len(have)}; run {len(RUN)} with 2 ranks and {len(RUN) + len(GROUP)} "
+          f"with 3, skipped {len(SKIPPED)}")
 
 
-for _n in RUN:
-    _case(_n)
+for _w in WORLDS:
+    for _n in tests(_w):
+        _case(_w, _n)
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--suite"]:
-        suite(sys.argv[2], sys.argv[3:] or RUN)
+        suite(int(sys.argv[2]), sys.argv[3], sys.argv[4:] or tests(int(sys.argv[2])))
         sys.exit(0)
     sys.exit(tap.run())
