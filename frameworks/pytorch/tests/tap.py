@@ -55,12 +55,13 @@ def run(argv=None):
     cases = [c for c in _cases if not argv or c.__name__ in argv]
     print("TAP version 13")
     print(f"1..{len(cases)}", flush=True)
-    failed = 0
+    failed = skipped = 0
     for i, fn in enumerate(cases, 1):
         c = Check()
         try:
             fn(c)
         except Skip as e:
+            skipped += 1
             print(f"ok {i} - {fn.__name__} # SKIP {e}", flush=True)
             continue
         except Exception:
@@ -70,5 +71,5 @@ def run(argv=None):
         status = "ok" if not c.failed else "not ok"
         failed += bool(c.failed)
         print(f"{status} {i} - {fn.__name__} ({c.count} checks)", flush=True)
-    print(f"# {len(cases)} cases: {len(cases) - failed} passed, {failed} failed")
+    print(f"# {len(cases)} cases: {len(cases) - failed - skipped} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0

@@ -6,7 +6,8 @@ and common_distributed (MultiProcessTestCase through distributed_test.TestDistBa
 rank, the group through a file store, exit codes, skips) with BACKEND=spyreccl, rank r on card r:
 RUN with WORLD_SIZE=2, then RUN and GROUP with WORLD_SIZE=3 (the _group tests' group is ranks [1, 2];
 they need a third card: `tools/vm/run --devices 3`, as make check's Python boot has; with fewer cards
-their cases fail, naming it). Nothing of PyTorch's is copied here; the runner only picks tests and adapts:
+their cases skip (TAP "# SKIP"), naming it). Nothing of PyTorch's is copied here; the runner only picks
+tests and adapts:
 
   1. torch.set_default_device(spyre:rank) in each rank before its group: the tests' CPU-tensor
      bodies (`_build_tensor()`, `torch.empty()`, ...) make spyre tensors, so their collectives go to
@@ -23,6 +24,10 @@ their cases fail, naming it). Nothing of PyTorch's is copied here; the runner on
   4. PyTorch runs the _group tests (on the group [1, 2]) only with 8 ranks or more for a backend
      other than MPI (common_distributed.skip_if_small_worldsize); with 3 the runner runs the test
      beneath that one decorator (its functools.wraps __wrapped__), checking that it is that gate.
+  5. PyTorch's _test_all_reduce_helper never compares its result (torch 2.13), and MultiProcessTestCase
+     checks rank 0's exit code only (the _group tests' rank 0 is outside the group). In the ranks,
+     every all_reduce of a spyre tensor is checked against the same all_reduce of its CPU copy
+     (gloo, on the same group), equal to the bit; every rank must exit 0.
 
 RUN and GROUP list every test that runs and must pass: a test that fails, errors or skips is a
 failure. SKIPPED names every other collective test of _DistTestBase with why it is not run.
@@ -61,7 +66,8 @@ RUN = [
 
 _CUDA = "the *_cuda variant of a test that runs above: .cuda(rank_to_GPU) has no spyre meaning"
 _COMPLEX = "complex dtypes: spyreccl reduces float32, float16 and bfloat16"
-# The tests on the group [1, 2] (PyTorch's skip_if_small_worldsize: they skip below 3 ranks): world 3 only.
+# The tests on the group [1, 2] (they need 3 ranks; PyTorch's skip_if_small_worldsize skips them below 8 for a
+# backend other than MPI: adapter 4): world 3 only.
 GROUP = [
     *(f"test_all_reduce_group_{o}" for o in ("sum", "max", "min", "product")),
     *(f"test_reduce_group_{o}" for o in ("sum", "max", "min", "product")),
@@ -133,7 +139,7 @@ UNGATED = {
 }
 
 
-# The collective tests of _DistTestBase: each is in RUN or SKIPPED.
+# The collective tests of _DistTestBase: each is in RUN, GROUP or SKIPPED.
 COLLECTIVE = re.compile(r"test_(all_reduce|reduce|broadcast|all_gather|gather|scatter|reduce_scatter|all_to_all"
                         r"|barrier|send_recv|isend|irecv|batch_isend)")
 
@@ -153,10 +159,26 @@ def suite(world, out_file, names):
     os.environ.update(BACKEND="spyreccl", WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo")
     import torch
     import torch.multiprocessing as mp
+    import torch.distributed as dist
     from torch.testing._internal.common_distributed import initialize_temp_directories, skip_if_small_worldsize
     from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend
 
     initialize_temp_directories()  # TEMP_DIR, before any test's setUp reads it
+    all_reduce = dist.all_reduce
+
+    def checked_all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):  # adapter 5
+        if tensor.device.type != "spyre" or dist.distributed_c10d._rank_not_in_group(group):
+            return all_reduce(tensor, op, group, async_op)
+        want = tensor.cpu()
+        work = all_reduce(tensor, op, group, async_op)
+        if async_op:
+            work.wait()
+        all_reduce(want, op, group)  # the CPU copy: gloo's reduction
+        got = tensor.cpu()
+        if not torch.equal(got, want):
+            raise AssertionError(f"all_reduce {op} of {tuple(got.shape)} {got.dtype} on rank {dist.get_rank()}: "
+                                 f"spyreccl gave {got.flatten()[:8].tolist()}, gloo {want.flatten()[:8].tolist()}")
+        return work
 
     class SpyreDistTest(TestDistBackend, DistributedTest._DistTestBase):
         def setUp(self):
@@ -167,7 +189,13 @@ def suite(world, out_file, names):
         def _run(cls, rank, test_name, file_name, pipe, **kwargs):
             torch.spyre.set_device(rank)  # spyreccl's card: the process's current device
             torch.set_default_device(torch.device("spyre", rank))  # adapter 1
+            dist.all_reduce = checked_all_reduce  # adapter 5, in this rank's process only
             super()._run(rank, test_name, file_name, pipe, **kwargs)
+
+        def _check_return_codes(self, fn, elapsed_time):
+            super()._check_return_codes(fn, elapsed_time)
+            codes = [p.exitcode for p in self.processes]
+            self.assertEqual(codes, [0] * len(codes), "every rank's exit code")  # adapter 5
 
     def ungated(helper, init):
         def test(self):
@@ -266,7 +294,7 @@ def _case(world, name):
 
 @case
 def torchdist_lists(c):
-    """RUN and SKIPPED name every collective test of the installed _DistTestBase, each once."""
+    """RUN, GROUP and SKIPPED name every collective test of the installed _DistTestBase, each once."""
     have = set(outcomes().get("_collectives", []))
     c.ok(len(have) > 100, f"{len(have)} collective tests found in distributed_test: {outcomes()['_log']}")
     run = set(RUN) | set(GROUP)
