@@ -236,11 +236,14 @@ def worker(rank, n, store_file):
 
     def work_semantics():
         # Rank 1 receives a broadcast on a stream (coll) that waits (a torch.Event) for BUSY_MM
-        # matmuls on the current stream. Asserted: the call returns before the result is ready
-        # (the Work not completed), wait() on a third stream (side) orders side's t * 2 after it
-        # (exact), synchronize() completes it, get_future() holds the result. Printed, not
-        # asserted: whether the Work was still pending after wait() (under TCG the host enqueues
-        # the matmuls about as slowly as the card runs them, so the card is rarely still busy).
+        # matmuls on the current stream. Asserted: wait() on a third stream (side) orders side's
+        # t * 2 after it (exact), synchronize() completes it, get_future() holds the result.
+        # Printed, not asserted: whether the Work was pending when the call returned and after
+        # wait(). A receiving rank's call returns only once its card has copied the data in
+        # (libspyre's DONE goes out from a stream callback, and work enqueued on a stream after a
+        # callback waits on the host for it: frameworks/pytorch/README.md), so whether the Work's
+        # own event has completed by then is a race of a few milliseconds (make check failed on it
+        # once).
         import time
         want = val(0, (2048,), torch.float32, 120)
         t = (want if rank == 0 else torch.zeros(2048)).to(dev)
@@ -281,11 +284,6 @@ def worker(rank, n, store_file):
               f"broadcast(async_op=True) {stamps[3] - stamps[2]:.2f} s (then completed: {not pending}), "
               f"wait() + t * 2 {stamps[4] - stamps[3]:.3f} s (then completed: {done}, side stream idle: {idle}), "
               f"synchronize() {stamps[5] - stamps[4]:.2f} s", flush=True)
-        if rank == 1:
-            counts["work_semantics"] = counts.get("work_semantics", 0) + 1
-            if not pending:
-                res.setdefault("work_semantics", []).append(
-                    "rank 1: the Work was completed when broadcast(async_op=True) returned: the call waited")
         counts["work_semantics"] = counts.get("work_semantics", 0) + 1
         if not w.is_completed():
             res.setdefault("work_semantics", []).append(f"rank {rank}: not completed after synchronize()")
