@@ -27,7 +27,7 @@ DRM_CFLAGS = $(shell pkg-config --cflags libdrm)
 DRM_LIBS = $(shell pkg-config --libs libdrm)
 UDEV_LIBS = $(shell pkg-config --libs libudev)
 
-LIBSPYRE_VERSION := 0.10.0
+LIBSPYRE_VERSION := 0.11.0
 LIBSPYRE_SONAME := libspyre.so.0
 LIB_CFLAGS := $(CFLAGS) $(WARNFLAGS) -fPIC -fvisibility=hidden -Ilibspyre/include -Ilibspyre/src -Iuapi -Iisa $(DRM_CFLAGS)
 APP_CFLAGS := $(CFLAGS) $(WARNFLAGS) -Ilibspyre/include -Iuapi $(DRM_CFLAGS)

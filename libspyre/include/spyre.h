@@ -189,6 +189,24 @@ int spyre_stream_query(spyre_stream_t *stream);
  * wait); an event of another card must be SPYRE_EVENT_CROSS_DEVICE.
  */
 int spyre_stream_wait_event(spyre_stream_t *stream, spyre_event_t *event);
+/*
+ * Stream memory operations (since 0.11; CUDA's cuStreamWriteValue64 and
+ * cuStreamWaitValue64): @addr is an 8-byte aligned address of @stream's
+ * card (device memory, spyre_malloc_host() memory's device address from
+ * spyre_pointer_get_attributes(), or a spyre_ipc_import()).
+ */
+/**
+ * spyre_stream_write_value64() - after the work enqueued so far, the card
+ * stores @value at @addr and wakes the WAITs of every card.
+ */
+int spyre_stream_write_value64(spyre_stream_t *stream, spyre_dptr_t addr, uint64_t value);
+/**
+ * spyre_stream_wait_value64() - later work on @stream waits, on the card,
+ * until the 64-bit word at @addr is >= @value (unsigned). A value that never
+ * comes is a hung job: the driver's job timeout (2 s without progress)
+ * fails the stream (-EIO).
+ */
+int spyre_stream_wait_value64(spyre_stream_t *stream, spyre_dptr_t addr, uint64_t value);
 /**
  * spyre_stream_add_callback() - run @fn(@arg) on a library thread after all
  * work enqueued so far; work enqueued later starts after @fn returned.
@@ -267,7 +285,9 @@ int spyre_memcpy_peer_async(spyre_stream_t *stream, spyre_device_t *dst_dev, spy
 /**
  * spyre_ipc_export() - *@fd = a dma-buf file descriptor of @dev's device
  * allocation @ptr (spyre_malloc() of more than 1 MiB: a smaller one shares
- * its buffer with other allocations), for another process to import with
+ * its buffer with other allocations; since 0.11 also the device address of
+ * a spyre_malloc_host() allocation, which every card imports, for
+ * semaphores between processes), for another process to import with
  * spyre_ipc_import() (pass it with SCM_RIGHTS); the caller closes it. Once
  * exported, the allocation is not cached when freed: its memory lives on
  * while an import holds it. Return: 0; -EINVAL; -EOPNOTSUPP when @dev

@@ -3,7 +3,8 @@
  * Description: libspyre's error contract without a card: discovery succeeds
  * with the number of devices present (none on a build host), opening a device
  * that does not exist or passing NULL fails with the documented status and a
- * human-readable detail (the stream statistics calls included), the detail
+ * human-readable detail (the stream statistics and memory operations
+ * included), the detail
  * is per thread, and engine faults have names.
  */
 #include <errno.h>
@@ -72,6 +73,13 @@ static void test_stream_stats_arguments(void)
 	TAP_CHECK(st.launches == 0 && st.size == 0, "stats written on failure");
 	TAP_CHECK(spyre_stream_reset_stats(NULL) == -EINVAL, "reset_stats(NULL)");
 	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_reset_stats: NULL stream") != NULL,
+		  "detail '%s'", spyre_last_error());
+	/* The stream memory operations (0.11). */
+	TAP_CHECK(spyre_stream_write_value64(NULL, 4096, 1) == -EINVAL, "write_value64(NULL)");
+	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_write_value64: NULL stream") != NULL,
+		  "detail '%s'", spyre_last_error());
+	TAP_CHECK(spyre_stream_wait_value64(NULL, 4096, 1) == -EINVAL, "wait_value64(NULL)");
+	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_wait_value64: NULL stream") != NULL,
 		  "detail '%s'", spyre_last_error());
 }
 

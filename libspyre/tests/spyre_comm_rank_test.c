@@ -8,7 +8,10 @@
  * whose chunks take two 2 MiB pieces), in place and not; reduce-scatter
  * (the input unchanged), all-gather, broadcast from every root and
  * send/recv between every ordered pair (3001 fp16 and 600 001 fp32
- * elements); each checked by every rank against the CPU reference of
+ * elements), and the same with the receiver's and then the sender's card
+ * held by a WAIT that its host releases only after the call returned (the
+ * call must return, its stream busy: it waits for the other rank, never for
+ * its own card); each checked by every rank against the CPU reference of
  * spyre_coll_test (the same rounded inputs, partial sums rounded in rank
  * order: exact for 2 ranks, n - 1 roundings of the sum beyond). Two
  * communicators at once, interleaved, with a barrier. Hostile and careless
@@ -434,6 +437,65 @@ static int do_two_then_fail(struct ctx *c)
 	return 0;
 }
 
+/*
+ * A rank's call returns while its card is still held by earlier work: a
+ * WAIT for a word that this rank's host releases (another stream's write)
+ * only after the call returned. The call waits for the other rank's
+ * messages, never for its own card. Every ordered pair, the receiver held,
+ * then the sender (so both the push and the pull path where the cards have
+ * one of each).
+ */
+static int do_held(struct ctx *c)
+{
+	const uint32_t dt = SPYRE_DT_FP32;
+	const size_t count = 70001;
+	spyre_stream_t *g;
+	spyre_dptr_t buf, word;
+	uint64_t v = 0;
+	int src, dst, held;
+
+	/* High priority: its own hardware queue, not behind the held stream's WAIT. */
+	FAIL_IF(c, spyre_stream_create(c->dev, SPYRE_STREAM_PRIORITY_HIGH, &g));
+	FAIL_IF(c, spyre_malloc(c->dev, round_sticks(count * SPYRE_DT_SIZE(dt)), &buf));
+	FAIL_IF(c, spyre_malloc(c->dev, 4096, &word));
+	FAIL_IF(c, spyre_memset_async(g, word, 0, 4096));
+	FAIL_IF(c, spyre_stream_synchronize(g));
+	for (src = 0; src < c->n; src++) {
+		for (dst = 0; dst < c->n; dst++) {
+			for (held = 0; held < 2; held++) {
+				unsigned int seed = 90 + (unsigned int)(src * 8 + dst + held * 64);
+				int me_held = c->rank == (held ? src : dst), q;
+
+				if (src == dst || (c->rank != src && c->rank != dst))
+					continue;
+				FAIL_IF(c, fill(c, buf, count, dt, seed, c->rank));
+				if (me_held)
+					FAIL_IF(c, spyre_stream_wait_value64(c->s, word, ++v));
+				if (c->rank == src)
+					FAIL_IF(c, spyre_comm_send(c->comm, buf, count, dt, dst, c->s));
+				else
+					FAIL_IF(c, spyre_comm_recv(c->comm, buf, count, dt, src, c->s));
+				if (me_held) {
+					q = spyre_stream_query(c->s);
+					if (q != -EBUSY) {
+						fprintf(stderr, "# rank %d: %d -> %d, %s held: the call "
+							"returned with the stream at %d, not -EBUSY\n",
+							c->rank, src, dst, held ? "sender" : "receiver", q);
+						c->res->bad++;
+					}
+					FAIL_IF(c, spyre_stream_write_value64(g, word, v));
+				}
+				FAIL_IF(c, spyre_stream_synchronize(c->s));
+				c->res->bad += check_copy(c, buf, count, dt, seed, src);
+			}
+		}
+	}
+	spyre_free(c->dev, buf);
+	spyre_free(c->dev, word);
+	spyre_stream_destroy(g);
+	return 0;
+}
+
 /* ---- the tests ---- */
 
 FIXTURE(rank) {
@@ -512,6 +574,17 @@ TEST_F(rank, broadcast_and_send_recv)
 	int r;
 
 	all_fn(&self->l, do_bcast_p2p);
+	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
+	for (r = 0; r < self->n; r++) {
+		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);
+	}
+}
+
+TEST_F(rank, call_returns_while_its_card_is_held)
+{
+	int r;
+
+	all_fn(&self->l, do_held);
 	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
 	for (r = 0; r < self->n; r++) {
 		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);

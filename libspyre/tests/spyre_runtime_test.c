@@ -4,7 +4,8 @@
  * allocator and its statistics, pointer attributes of interior pointers,
  * memcpy in every direction with pageable and pinned host memory and odd
  * sizes (the bytes beyond a partial stick are preserved), memset, streams
- * ordered by events, event timing, host callbacks, an asynchronous fault
+ * ordered by events, event timing, host callbacks, stream memory operations
+ * (a WAIT released by another stream's write), an asynchronous fault
  * that poisons only its stream with the device's fault record in the detail,
  * producer/consumer chains with random sizes, threads x streams, streams
  * destroyed while other threads walk all streams of the device, stream
@@ -271,6 +272,69 @@ TEST_F(rt, host_callbacks_run_in_stream_order)
 	ASSERT_EQ(2, cb_order[1]);
 	ASSERT_EQ(7, h[MiB - 1]);
 	ASSERT_EQ(-EINVAL, spyre_stream_add_callback(self->s, NULL, NULL));
+}
+
+/*
+ * The stream memory operations: a stream held on the card by a WAIT for a
+ * word (in device memory and in pinned host memory) until another stream
+ * writes it; greater-or-equal; a value that never comes is a hung job.
+ */
+TEST_F(rt, stream_write_and_wait_value64)
+{
+	struct spyre_pointer_attributes a = { .size = sizeof(a) };
+	spyre_graph_t *g = NULL;
+	spyre_stream_t *w;
+	spyre_dptr_t words[2], d;
+	uint8_t *x, *z;
+	uint64_t *hw;
+	int k;
+
+	/* High priority: its own hardware queue, not behind the held stream's WAIT. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_HIGH, &w));
+	ASSERT_EQ(0, spyre_malloc(self->dev, 4096, &words[0]));
+	ASSERT_EQ(0, spyre_memset_async(w, words[0], 0, 4096));
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, 4096, (void **)&hw));
+	memset(hw, 0, 4096);
+	ASSERT_EQ(0, spyre_pointer_get_attributes(self->dev, (uintptr_t)hw, &a));
+	words[1] = a.device_base;
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, MiB, (void **)&x));
+	ASSERT_EQ(0, spyre_malloc_host(self->dev, MiB, (void **)&z));
+	ASSERT_EQ(0, spyre_malloc(self->dev, MiB, &d));
+	ASSERT_EQ(0, spyre_stream_synchronize(w));
+	for (k = 0; k < 2; k++) {
+		fill(x, MiB, 30 + (unsigned int)k);
+		memset(z, 0, MiB);
+		/* Held: the copies behind the WAIT cannot run until w writes 5 (>= 3). */
+		ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[k], 3));
+		ASSERT_EQ(0, spyre_memcpy_async(self->s, d, (uintptr_t)x, MiB, SPYRE_MEMCPY_H2D));
+		ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)z, d, MiB, SPYRE_MEMCPY_D2H));
+		usleep(200000);
+		ASSERT_EQ(-EBUSY, spyre_stream_query(self->s)) TH_LOG("word %d", k);
+		ASSERT_EQ(0, z[0]);
+		ASSERT_EQ(0, spyre_stream_write_value64(w, words[k], 5));
+		ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+		ASSERT_EQ(0, memcmp(x, z, MiB)) TH_LOG("word %d", k);
+		/* Already >= 4: no wait. */
+		ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[k], 4));
+		ASSERT_EQ(0, spyre_stream_synchronize(self->s));
+	}
+	/* The card stored the value in host memory. */
+	ASSERT_EQ(5, hw[0]);
+	ASSERT_EQ(0, hw[1]);
+	ASSERT_EQ(-EINVAL, spyre_stream_wait_value64(self->s, 0, 1));
+	ASSERT_EQ(-EINVAL, spyre_stream_write_value64(self->s, words[0] + 4, 1));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "is not a non-zero multiple of 8"))
+		TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_begin_capture(w));
+	ASSERT_EQ(-EBUSY, spyre_stream_wait_value64(w, words[0], 1));
+	ASSERT_EQ(-EBUSY, spyre_stream_write_value64(w, words[0], 1));
+	ASSERT_EQ(0, spyre_stream_end_capture(w, &g));
+	spyre_graph_destroy(g);
+	/* 6 never comes: the driver's job timeout fails the stream. */
+	ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[0], 6));
+	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	ASSERT_EQ(0, spyre_stream_query(w));
+	spyre_stream_destroy(w);
 }
 
 TEST_F(rt, async_fault_poisons_only_its_stream)

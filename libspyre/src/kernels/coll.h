@@ -85,12 +85,13 @@ struct coll_msg {
 struct coll_net;
 
 /*
- * Connect rank @rank of @nranks to every other rank of @id: *@out on
- * success; each peer's pid and card (its HELLO's text) kept. -errno with
- * a detail on failure (mismatched @nranks, a rank taken, a timeout).
+ * Connect rank @rank of @nranks (on card @dev, named @card) to every other
+ * rank of @id: *@out on success; each peer's pid and card (its HELLO's
+ * text) kept. -errno with a detail on failure (mismatched @nranks, a rank
+ * taken, a timeout).
  */
-int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, int rank,
-		  const char *card);
+int coll_net_open(struct coll_net **out, spyre_device_t *dev, const spyre_comm_id_t *id,
+		  int nranks, int rank, const char *card);
 void coll_net_close(struct coll_net *net);
 int coll_net_timeout_ms(const struct coll_net *net);
 /* Peer @j's pid and card. */
@@ -104,7 +105,10 @@ int coll_net_send(struct coll_net *net, int j, struct coll_msg *m, const int *fd
  */
 int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool any_tag,
 		  struct coll_msg *m, int *fds);
-/* Send @m to @j from a stream callback, once the work enqueued on @s so far is done. */
+/*
+ * Send @m to @j once the work enqueued on @s so far is done: a sender thread
+ * waits for an event recorded on @s, so @s itself does not wait for the host.
+ */
 int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m);
 /* Tell every peer this rank failed with @status (@why, its strerror stripped), best effort. */
 void coll_net_abort(struct coll_net *net, const char *why, int status);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,9 +45,25 @@ struct peer_conn {
 	size_t nq, capq;
 };
 
+/* A message for the sender thread: sent once @ev is reached (coll_net_send_after()). */
+struct sendq {
+	struct sendq *next;
+	spyre_event_t *ev;		/* kept with the entry for reuse */
+	int fd;				/* the peer's socket, duplicated */
+	struct coll_msg m;
+};
+
 struct coll_net {
 	int n, rank, timeout_ms;
 	struct peer_conn *p;
+	spyre_device_t *dev;		/* the rank's card: its events */
+	/* The sender thread, started by the first coll_net_send_after(). */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t sender;
+	bool sender_started, quit;
+	struct sendq *head, *tail;	/* to send, in order */
+	struct sendq *spare;		/* sent: entries and events to reuse */
 };
 
 struct id_bytes {
@@ -373,49 +390,126 @@ int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool
 	return ret;
 }
 
-struct after {
-	int fd;
-	struct coll_msg m;
-};
-
-static void send_after_cb(void *arg)
+/*
+ * The sender thread: each queued message goes out once its event is reached,
+ * in the order they were queued (a message's event follows the earlier
+ * ones' on the call's stream; on other streams a later message may wait for
+ * an earlier one, never the reverse, and no card work waits for a message).
+ * Unlike a stream callback (spyre_stream_add_callback() makes later work on
+ * the stream wait on the host for it), the caller's stream runs on.
+ */
+static void *sender_thread(void *arg)
 {
-	struct after *a = arg;
+	struct coll_net *net = arg;
+	struct sendq *e;
 
-	/* A failure shows on the peer as a timeout or as this process's own error. */
-	(void)raw_send(a->fd, &a->m, NULL, 0);
-	close(a->fd);
-	free(a);
+	pthread_mutex_lock(&net->lock);
+	for (;;) {
+		while (!net->head && !net->quit)
+			pthread_cond_wait(&net->cond, &net->lock);
+		e = net->head;
+		if (!e)
+			break;
+		pthread_mutex_unlock(&net->lock);
+		/* A failure shows on the peer as a timeout or as this process's own error. */
+		(void)spyre_event_synchronize(e->ev);
+		(void)raw_send(e->fd, &e->m, NULL, 0);
+		close(e->fd);
+		pthread_mutex_lock(&net->lock);
+		net->head = e->next;
+		if (!net->head)
+			net->tail = NULL;
+		e->next = net->spare;
+		net->spare = e;
+		pthread_cond_broadcast(&net->cond);
+	}
+	pthread_mutex_unlock(&net->lock);
+	return NULL;
+}
+
+/* *@out = a spare entry with its event, or a new one. */
+static int sendq_get(struct coll_net *net, struct sendq **out)
+{
+	struct sendq *e;
+	int ret;
+
+	pthread_mutex_lock(&net->lock);
+	e = net->spare;
+	if (e)
+		net->spare = e->next;
+	pthread_mutex_unlock(&net->lock);
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return spyre_error(-ENOMEM, "communicator: out of memory");
+		ret = spyre_event_create(net->dev, &e->ev);
+		if (ret) {
+			free(e);
+			return ret;
+		}
+	}
+	*out = e;
+	return 0;
+}
+
+static void sendq_put_spare(struct coll_net *net, struct sendq *e)
+{
+	pthread_mutex_lock(&net->lock);
+	e->next = net->spare;
+	net->spare = e;
+	pthread_mutex_unlock(&net->lock);
 }
 
 int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m)
 {
-	struct after *a = malloc(sizeof(*a));
+	struct sendq *e = NULL;
 	int ret;
 
-	if (!a)
-		return spyre_error(-ENOMEM, "communicator: out of memory");
-	if (net->p[j].fd < 0) {
-		free(a);
+	if (net->p[j].fd < 0)
 		return spyre_error(net->p[j].gone ?: -ENOTCONN, "%s", net->p[j].gone ? net->p[j].why :
 				   "not connected");
-	}
-	a->m = *m;
-	a->m.magic = COLL_MAGIC;
-	a->m.pid = getpid();
-	/* Its own descriptor: the callback may run after the communicator is gone. */
-	a->fd = fcntl(net->p[j].fd, F_DUPFD_CLOEXEC, 0);
-	if (a->fd < 0) {
+	/* The message follows the copies on the host: a graph cannot replay it. */
+	if (spyre_stream_is_capturing(s) > 0)
+		return spyre_error(-EBUSY, "the stream is capturing a graph: a call of a communicator "
+				   "of one card per process cannot be captured");
+	ret = sendq_get(net, &e);
+	if (ret)
+		return ret;
+	e->m = *m;
+	e->m.magic = COLL_MAGIC;
+	e->m.pid = getpid();
+	/* Its own descriptor: this thread closes the peer's when it ends. */
+	e->fd = fcntl(net->p[j].fd, F_DUPFD_CLOEXEC, 0);
+	if (e->fd < 0) {
 		ret = spyre_error(-errno, "communicator: dup: %s", strerror(errno));
-		free(a);
+		sendq_put_spare(net, e);
 		return ret;
 	}
-	ret = spyre_stream_add_callback(s, send_after_cb, a);
+	ret = spyre_event_record(e->ev, s);
 	if (ret) {
-		close(a->fd);
-		free(a);
+		close(e->fd);
+		sendq_put_spare(net, e);
+		return ret;
 	}
-	return ret;
+	pthread_mutex_lock(&net->lock);
+	if (!net->sender_started) {
+		if (pthread_create(&net->sender, NULL, sender_thread, net)) {
+			pthread_mutex_unlock(&net->lock);
+			close(e->fd);
+			sendq_put_spare(net, e);
+			return spyre_error(-EAGAIN, "communicator: cannot start the sender thread");
+		}
+		net->sender_started = true;
+	}
+	e->next = NULL;
+	if (net->tail)
+		net->tail->next = e;
+	else
+		net->head = e;
+	net->tail = e;
+	pthread_cond_broadcast(&net->cond);
+	pthread_mutex_unlock(&net->lock);
+	return 0;
 }
 
 void coll_strip_status(char *s, int status)
@@ -450,6 +544,23 @@ void coll_net_close(struct coll_net *net)
 
 	if (!net)
 		return;
+	/* The queued messages go out first (their events end by the job timeout at worst). */
+	if (net->sender_started) {
+		pthread_mutex_lock(&net->lock);
+		net->quit = true;
+		pthread_cond_broadcast(&net->cond);
+		pthread_mutex_unlock(&net->lock);
+		pthread_join(net->sender, NULL);
+	}
+	while (net->spare) {
+		struct sendq *e = net->spare;
+
+		net->spare = e->next;
+		spyre_event_destroy(e->ev);
+		free(e);
+	}
+	pthread_cond_destroy(&net->cond);
+	pthread_mutex_destroy(&net->lock);
 	for (k = 0; k < net->n; k++) {
 		struct peer_conn *p = &net->p[k];
 
@@ -636,8 +747,8 @@ static int wait_listen(struct coll_net *net, int lfd, int64_t left)
 	return 0;
 }
 
-int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, int rank,
-		  const char *card)
+int coll_net_open(struct coll_net **out, spyre_device_t *dev, const spyre_comm_id_t *id,
+		  int nranks, int rank, const char *card)
 {
 	const struct id_bytes *b = (const void *)id->internal;
 	struct coll_net *net;
@@ -657,6 +768,9 @@ int coll_net_open(struct coll_net **out, const spyre_comm_id_t *id, int nranks, 
 		free(net);
 		return spyre_error(-ENOMEM, "spyre_comm_init_rank: out of memory");
 	}
+	pthread_mutex_init(&net->lock, NULL);
+	pthread_cond_init(&net->cond, NULL);
+	net->dev = dev;
 	net->n = nranks;
 	net->rank = rank;
 	net->timeout_ms = env_timeout_ms();

@@ -11,9 +11,10 @@
  *           READY to b, and b's card copies it out (b imported a's
  *           outbox), then DONE to a;
  * push where a's card reaches b's memory, else pull (in `make check`'s VM,
- * the card without a peer BAR runs both). READY and DONE are sent by a
- * stream callback when the copy is done, so the host waits only for the
- * other ranks' messages, never for its own stream; the collectives are
+ * the card without a peer BAR runs both). READY and DONE are sent by the
+ * communicator's sender thread once an event after the copy is reached, so
+ * the host waits only for the other ranks' messages, never for its own
+ * stream, and the stream never for the host; the collectives are
  * coll.c's rings (a ring reduce-scatter then all-gather, the ADD of a
  * received piece on the receiving card) in pieces of 2 MiB. Every
  * message carries the collective's call number and kind, so ranks that
@@ -678,7 +679,7 @@ SPYRE_EXPORT int spyre_comm_init_rank(spyre_comm_t **out, int nranks, const spyr
 	c->rank = rank;
 	c->dev = dev;
 	c->out_reader = -1;
-	ret = coll_net_open(&c->net, id, nranks, rank, props.pci_address);
+	ret = coll_net_open(&c->net, c->dev, id, nranks, rank, props.pci_address);
 	/* Two ranks on one card would share its memory and queues: NCCL refuses it too. */
 	for (j = 0; !ret && j < nranks; j++)
 		if (j != rank && !strcmp(coll_net_card(c->net, j), props.pci_address))

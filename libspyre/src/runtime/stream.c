@@ -953,6 +953,42 @@ static int wait_event_cross(struct spyre_stream *s, struct spyre_event *e)
 	return ret;
 }
 
+/*
+ * A SIGNAL (@op SPYRE_PKT_OP_SIGNAL) or WAIT of the 64-bit word at @addr of
+ * @s's card, as one job: the stream memory operations (CUDA's
+ * cuStreamWriteValue64/cuStreamWaitValue64).
+ */
+static int stream_value_op(struct spyre_stream *s, uint32_t op, spyre_dptr_t addr, uint64_t value,
+			   const char *call)
+{
+	struct spyre_pkt_sem p;
+	struct spyre_job job = { .packets = &p, .count = 1,
+				 .what = op == SPYRE_PKT_OP_WAIT ? "wait" : "signal" };
+	int ret;
+
+	if (!s)
+		return spyre_error(-EINVAL, "%s: NULL stream", call);
+	if (!addr || addr % 8)
+		return spyre_error(-EINVAL, "%s: address 0x%llx is not a non-zero multiple of 8", call,
+				   (unsigned long long)addr);
+	spyre_prep_sem(&p, op, SPYRE_AS_VIRT, addr, value);
+	pthread_mutex_lock(&s->lock);
+	ret = spyre_stream_capturing_locked(s, call);
+	ret = ret ?: submit_locked(s, &job);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+SPYRE_EXPORT int spyre_stream_write_value64(spyre_stream_t *s, spyre_dptr_t addr, uint64_t value)
+{
+	return stream_value_op(s, SPYRE_PKT_OP_SIGNAL, addr, value, "spyre_stream_write_value64");
+}
+
+SPYRE_EXPORT int spyre_stream_wait_value64(spyre_stream_t *s, spyre_dptr_t addr, uint64_t value)
+{
+	return stream_value_op(s, SPYRE_PKT_OP_WAIT, addr, value, "spyre_stream_wait_value64");
+}
+
 SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 {
 	int ret = 0;
