@@ -16,10 +16,14 @@ unsupported op or dtype, bad splits: ValueError/RuntimeError naming it, the grou
 mismatched shapes: an error on every rank, then "failed earlier"); destroy_process_group then a
 collective (ValueError) and a new group that works; a rank exiting early: the other's next collective
 raises (SPYRE_COMM_TIMEOUT_MS 120 s bounds it; the parent's timeout catches a hang). The workers are
-fresh interpreters (each imports torch); the cases read what they reported.
+fresh interpreters (each imports torch); the cases read what they reported. Every group has a
+120 s timeout: with torch's default (30 min), a rank that failed before a group's creation (e.g.
+its card's context banned after three job timeouts: destroy_reuse's first tensor raises) left the
+other in init_process_group past the parent's 1500 s, and the whole file reported nothing.
 Run: python3 test_distributed.py [case ...]; a worker: python3 test_distributed.py --worker RANK N FILE
 (--exit-worker: the early-exit pair)
 """
+import datetime
 import json
 import os
 import subprocess
@@ -34,6 +38,10 @@ from tap import case
 N = 2
 # Rank 1's card busy before the broadcast it receives in work_semantics: BUSY_MM matmuls of BUSY_N x BUSY_N.
 BUSY_N, BUSY_MM = 2048, 4
+# The groups' timeout (torch's default is 30 min, beyond _pair's 1500 s per worker): a rank that
+# failed before a group call (its card's context banned after job timeouts, say) leaves the other
+# waiting there for it; with this bound that rank fails with gloo's timeout and both report.
+GROUP_TIMEOUT = datetime.timedelta(seconds=120)
 
 
 def val(rank, shape, dtype, seed):
@@ -65,7 +73,7 @@ def worker(rank, n, store_file):
 
     torch.spyre.set_device(rank)
     dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}", rank=rank,
-                            world_size=n)
+                            world_size=n, timeout=GROUP_TIMEOUT)
     dev = torch.device("spyre", rank)
     res["init"] = [] if dist.get_backend() == "cpu:gloo,spyre:spyreccl" else [f"backend {dist.get_backend()}"]
 
@@ -330,7 +338,7 @@ def worker(rank, n, store_file):
         t = torch.ones(8, device=dev)
         expect("destroy_reuse", lambda: dist.all_reduce(t), ValueError, "Default process group has not been initialized")
         dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}.2", rank=rank,
-                                world_size=n)
+                                world_size=n, timeout=GROUP_TIMEOUT)
         t = val(rank, (99,), torch.float32, 130).to(dev)
         dist.all_reduce(t)
         check("destroy_reuse", t, sum(val(k, (99,), torch.float32, 130) for k in range(n)))
@@ -348,7 +356,7 @@ def exit_worker(rank, n, store_file):
     res = {"early_exit": []}
     torch.spyre.set_device(rank)
     dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}", rank=rank,
-                            world_size=n)
+                            world_size=n, timeout=GROUP_TIMEOUT)
     dev = torch.device("spyre", rank)
     t = torch.ones(1000, device=dev)
     dist.all_reduce(t)
