@@ -42,6 +42,10 @@ struct spyre_job {
 	/* and the timeouts that found it had moved on. */
 	u32 tdr_done;
 	u32 tdr_rearms;
+	/* SUBMIT's wait_bound_ms (0: none) and since when the job was idle. */
+	u32 wait_bound_ms;
+	bool tdr_idle;
+	unsigned long tdr_idle_since;
 };
 
 static inline struct spyre_job *to_spyre_job(struct drm_sched_job *j)

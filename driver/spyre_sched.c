@@ -257,6 +257,7 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	/* Its progress counts from its first packet (spyre_job_progressed()). */
 	job->tdr_done = job->ring_start;
 	job->tdr_rearms = 0;
+	job->tdr_idle = false;
 	job->nwaits = 0;
 	for (i = 0; i < job->ndev_deps; i++) {
 		struct drm_sched_fence *dep = job->dev_deps[i];
@@ -401,7 +402,25 @@ static bool spyre_job_progressed(struct spyre_hwq *q, struct spyre_job *job)
 		return false;
 	job->tdr_done = done;
 	job->tdr_rearms++;
+	job->tdr_idle = false;
 	return true;
+}
+
+/*
+ * A job submitted with a wait bound (SUBMIT's wait_bound_ms: a device-side
+ * WAIT for a value another process or card writes later) is not hung while
+ * it has been idle for less than that: idle since the start of the first
+ * timeout that found no progress.
+ */
+static bool spyre_job_within_wait_bound(struct spyre_job *job)
+{
+	if (!job->wait_bound_ms)
+		return false;
+	if (!job->tdr_idle) {
+		job->tdr_idle = true;
+		job->tdr_idle_since = jiffies - msecs_to_jiffies(SPYRE_JOB_TIMEOUT_MS);
+	}
+	return time_before(jiffies, job->tdr_idle_since + msecs_to_jiffies(job->wait_bound_ms));
 }
 
 static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
@@ -430,10 +449,12 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	 * A job not on the ring yet, or that completed while the timeout
 	 * fired, is not hung; a job blocked on the device behind a producer
 	 * of another queue is not hung itself: the producer's own timeout
-	 * decides; nor is one whose queue made progress. Put it back on the
-	 * pending list (the scheduler took it off) and re-arm.
+	 * decides; nor is one whose queue made progress, nor one idle within
+	 * its wait bound. Put it back on the pending list (the scheduler took
+	 * it off) and re-arm.
 	 */
-	if (!on_ring || spyre_job_waiting_on_producer(job) || spyre_job_progressed(q, job)) {
+	if (!on_ring || spyre_job_waiting_on_producer(job) || spyre_job_progressed(q, job) ||
+	    spyre_job_within_wait_bound(job)) {
 		spin_lock(&q->sched.job_list_lock);
 		list_add(&sched_job->list, &q->sched.pending_list);
 		spin_unlock(&q->sched.job_list_lock);

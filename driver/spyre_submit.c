@@ -294,7 +294,9 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	    args->bo_count > DRM_SPYRE_MAX_JOB_BOS ||
 	    args->in_sync_count > DRM_SPYRE_MAX_JOB_IN_SYNCS ||
 	    (!args->out_sync_handle && args->out_sync_point) ||
-	    (!(args->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) && args->errors_seen))
+	    (!(args->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) && args->errors_seen) ||
+	    !(args->flags & DRM_SPYRE_SUBMIT_WAIT_BOUND) != !args->wait_bound_ms ||
+	    args->wait_bound_ms > DRM_SPYRE_MAX_WAIT_BOUND_MS || args->pad)
 		return -EINVAL;
 	if (args->flags & DRM_SPYRE_SUBMIT_QUEUE_ERROR) {
 		ret = spyre_submit_check_errors(ctx, args);
@@ -318,6 +320,7 @@ int spyre_submit_ioctl(struct drm_device *dev, void *data, struct drm_file *file
 	job->uq = uq;
 	job->ctx = spyre_ctx_get(ctx);
 	job->hwq = uq->hwq;
+	job->wait_bound_ms = args->wait_bound_ms;
 
 	ret = spyre_job_copy_packets(job, args);
 	if (ret)

@@ -101,6 +101,54 @@ TEST_F(rec, repeated_hangs_ban_the_context)
 	close(fd2);
 }
 
+/*
+ * A job submitted with a wait bound (SUBMIT's wait_bound_ms) that WAITs on
+ * the device past the 2 s job timeout is not hung within it: released by
+ * another queue's SIGNAL after 4.5 s, it completes without an error or a
+ * reset. One whose value never comes fails at the first timeout past its
+ * bound, as a hang (DRM_SPYRE_ERROR_TIMEOUT).
+ */
+TEST_F(rec, wait_bound_keeps_a_waiting_job_alive)
+{
+	struct drm_spyre_queue_error e;
+	struct ssubmit w = { 0 };
+	struct sbo sem;
+	uint8_t pw[64], ps[64];
+	uint32_t q2, s1;
+	int64_t t0;
+
+	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_HIGH, &q2));
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
+	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
+	w.queue = self->q;
+	w.packets = pw;
+	w.count = 1;
+	w.out = s1;
+	w.wait_bound_ms = 10000;
+	ASSERT_EQ(0, ssubmit(self->fd, &w));
+	/* Past two of the driver's 2 s timeouts: still waiting, not failed. */
+	ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, s1, 0, 4500));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(0, e.error_count);
+	spyre_prep_sem(ps, SPYRE_PKT_OP_SIGNAL, SPYRE_AS_VIRT, sem.va, 1);
+	ASSERT_EQ(0, srun(self->fd, q2, ps, 1));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, SPYRE_DONE_MS));
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(0, e.error_count);
+
+	/* 2.5 s for a value that never comes: a hang, no sooner than the bound. */
+	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 2);
+	w.wait_bound_ms = 2500;
+	t0 = spyre_now_ns();
+	ASSERT_EQ(0, ssubmit(self->fd, &w));
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, 30000));
+	ASSERT_LE(2500, (spyre_now_ns() - t0) / 1000000);
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(1, e.error_count);
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.fault.error);
+}
+
 TEST_F(rec, hung_producer_releases_device_side_waiter)
 {
 	struct drm_spyre_queue_error e;

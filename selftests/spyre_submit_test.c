@@ -253,7 +253,7 @@ TEST_F(sub, malformed_submits)
 #define EXPECT_SUBMIT(err) ASSERT_EQ(err, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a))
 	a.flags = ~DRM_SPYRE_SUBMIT_FLAGS;
 	EXPECT_SUBMIT(-EINVAL);
-	a.flags = 2;
+	a.flags = 4;
 	EXPECT_SUBMIT(-EINVAL);
 	a.flags = 0;
 	a.packet_count = 0;
@@ -584,14 +584,17 @@ TEST_F(sub, submit_reports_queue_errors)
 	const unsigned long old_submit =
 		(DRM_IOCTL_SPYRE_SUBMIT & ~((unsigned long)_IOC_SIZEMASK << _IOC_SIZESHIFT)) |
 		(64ul << _IOC_SIZESHIFT);
+	const unsigned long submit120 =
+		(DRM_IOCTL_SPYRE_SUBMIT & ~((unsigned long)_IOC_SIZEMASK << _IOC_SIZESHIFT)) |
+		(120ul << _IOC_SIZESHIFT);
 	struct drm_spyre_submit a = { 0 };
 	struct drm_spyre_queue_error e;
-	uint8_t old[64 + 64], guard[64];
+	uint8_t old[64 + 64], mid[120 + 64], guard[64];
 	uint8_t nop[64], p[64];
 	struct sbo b;
 
 	ASSERT_EQ(64, offsetof(struct drm_spyre_submit, errors_seen));
-	ASSERT_EQ(120, sizeof(a));
+	ASSERT_EQ(128, sizeof(a));
 	ASSERT_EQ(0, sbo_create(self->fd, 8192, 0, &b));
 	spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
 	a.queue_id = self->q;
@@ -668,6 +671,46 @@ TEST_F(sub, submit_reports_queue_errors)
 	ASSERT_EQ(0, memcmp(old + 64, guard, sizeof(guard)));
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(1, e.error_count);
+
+	/* A caller of the 120-byte struct (before the wait bound): no bound, nothing past 120 written. */
+	memset(mid, 0x5a, sizeof(mid));
+	a.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR;
+	a.errors_seen = 1;
+	memcpy(mid, &a, 120);
+	ASSERT_EQ(0, xioctl(self->fd, submit120, mid));
+	memcpy(&a, mid, 120);
+	ASSERT_EQ(5, a.job_seq);
+	ASSERT_EQ(1, a.error_count);
+	ASSERT_EQ(0, memcmp(mid + 120, guard, sizeof(guard)));
+}
+
+/* The wait bound's arguments: the flag and the bound go together, up to the maximum; pad is zero. */
+TEST_F(sub, wait_bound_arguments)
+{
+	struct drm_spyre_submit a = { 0 };
+	uint8_t p[64];
+
+	spyre_prep_hdr(p, SPYRE_PKT_OP_NOP);
+	a.queue_id = self->q;
+	a.packets = (uintptr_t)p;
+	a.packet_count = 1;
+	a.flags = DRM_SPYRE_SUBMIT_WAIT_BOUND;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));	/* no bound */
+	a.flags = 0;
+	a.wait_bound_ms = 5000;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));	/* no flag */
+	a.flags = DRM_SPYRE_SUBMIT_WAIT_BOUND;
+	a.wait_bound_ms = DRM_SPYRE_MAX_WAIT_BOUND_MS + 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.wait_bound_ms = DRM_SPYRE_MAX_WAIT_BOUND_MS;
+	a.pad = 1;
+	ASSERT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	a.pad = 0;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	ASSERT_EQ(1, a.job_seq);
+	a.wait_bound_ms = 1;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &a));
+	ASSERT_EQ(2, a.job_seq);
 }
 
 TEST_HARNESS_MAIN

@@ -162,6 +162,7 @@ struct ssubmit {
 	uint32_t nin;
 	uint32_t out;
 	uint64_t out_point;
+	uint32_t wait_bound_ms;	/* DRM_SPYRE_SUBMIT_WAIT_BOUND when not 0 */
 	uint64_t job_seq;	/* out */
 };
 
@@ -177,6 +178,8 @@ static inline int ssubmit(int fd, struct ssubmit *s)
 		.in_sync_count = s->nin,
 		.out_sync_handle = s->out,
 		.out_sync_point = s->out_point,
+		.flags = s->wait_bound_ms ? DRM_SPYRE_SUBMIT_WAIT_BOUND : 0,
+		.wait_bound_ms = s->wait_bound_ms,
 	};
 	int ret = xioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &a);
 

@@ -338,7 +338,10 @@ struct drm_spyre_fault {
 
 /* drm_spyre_submit.flags */
 #define DRM_SPYRE_SUBMIT_QUEUE_ERROR	0x00000001	/* report errors, refuse on unseen ones */
-#define DRM_SPYRE_SUBMIT_FLAGS		DRM_SPYRE_SUBMIT_QUEUE_ERROR
+#define DRM_SPYRE_SUBMIT_WAIT_BOUND	0x00000002	/* @wait_bound_ms applies */
+#define DRM_SPYRE_SUBMIT_FLAGS		(DRM_SPYRE_SUBMIT_QUEUE_ERROR | DRM_SPYRE_SUBMIT_WAIT_BOUND)
+/** Largest drm_spyre_submit.wait_bound_ms: 10 minutes. */
+#define DRM_SPYRE_MAX_WAIT_BOUND_MS	600000
 
 /**
  * struct drm_spyre_submit - submit a job: a list of packets
@@ -451,6 +454,22 @@ struct drm_spyre_submit {
 	 * job failed (QUEUE_ERROR's @fault).
 	 */
 	struct drm_spyre_fault fault;
+
+	/**
+	 * @wait_bound_ms: In, with %DRM_SPYRE_SUBMIT_WAIT_BOUND: how long the
+	 * job may go without progress before it counts as hung, in
+	 * milliseconds, 1 .. %DRM_SPYRE_MAX_WAIT_BOUND_MS: for a job that
+	 * WAITs on the device for a value another job, process or card
+	 * writes later. The driver looks at its 2 s job timeouts: the job
+	 * fails (%DRM_SPYRE_ERROR_TIMEOUT) at the first one that finds it
+	 * idle longer than the bound. Without the flag: must be zero, and a
+	 * job is hung after 2 s without progress. Callers built with the
+	 * 120-byte struct pass zero.
+	 */
+	__u32 wait_bound_ms;
+
+	/** @pad: In. Must be zero. */
+	__u32 pad;
 };
 
 /**

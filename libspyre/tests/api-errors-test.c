@@ -78,7 +78,7 @@ static void test_stream_stats_arguments(void)
 	TAP_CHECK(spyre_stream_write_value64(NULL, 4096, 1) == -EINVAL, "write_value64(NULL)");
 	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_write_value64: NULL stream") != NULL,
 		  "detail '%s'", spyre_last_error());
-	TAP_CHECK(spyre_stream_wait_value64(NULL, 4096, 1) == -EINVAL, "wait_value64(NULL)");
+	TAP_CHECK(spyre_stream_wait_value64(NULL, 4096, 1, 0) == -EINVAL, "wait_value64(NULL)");
 	TAP_CHECK(strstr(spyre_last_error(), "spyre_stream_wait_value64: NULL stream") != NULL,
 		  "detail '%s'", spyre_last_error());
 }

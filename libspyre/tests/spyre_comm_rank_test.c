@@ -469,8 +469,9 @@ static int do_held(struct ctx *c)
 				if (src == dst || (c->rank != src && c->rank != dst))
 					continue;
 				FAIL_IF(c, fill(c, buf, count, dt, seed, c->rank));
+				/* Released within a second or two; bounded at 60 s for a loaded host. */
 				if (me_held)
-					FAIL_IF(c, spyre_stream_wait_value64(c->s, word, ++v));
+					FAIL_IF(c, spyre_stream_wait_value64(c->s, word, ++v, 60000));
 				if (c->rank == src)
 					FAIL_IF(c, spyre_comm_send(c->comm, buf, count, dt, dst, c->s));
 				else

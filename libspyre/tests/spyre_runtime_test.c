@@ -277,7 +277,8 @@ TEST_F(rt, host_callbacks_run_in_stream_order)
 /*
  * The stream memory operations: a stream held on the card by a WAIT for a
  * word (in device memory and in pinned host memory) until another stream
- * writes it; greater-or-equal; a value that never comes is a hung job.
+ * writes it; greater-or-equal; a timeout past the driver's 2 s; a value
+ * that never comes is a hung job.
  */
 TEST_F(rt, stream_write_and_wait_value64)
 {
@@ -305,7 +306,7 @@ TEST_F(rt, stream_write_and_wait_value64)
 		fill(x, MiB, 30 + (unsigned int)k);
 		memset(z, 0, MiB);
 		/* Held: the copies behind the WAIT cannot run until w writes 5 (>= 3). */
-		ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[k], 3));
+		ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[k], 3, 0));
 		ASSERT_EQ(0, spyre_memcpy_async(self->s, d, (uintptr_t)x, MiB, SPYRE_MEMCPY_H2D));
 		ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)z, d, MiB, SPYRE_MEMCPY_D2H));
 		usleep(200000);
@@ -315,24 +316,35 @@ TEST_F(rt, stream_write_and_wait_value64)
 		ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
 		ASSERT_EQ(0, memcmp(x, z, MiB)) TH_LOG("word %d", k);
 		/* Already >= 4: no wait. */
-		ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[k], 4));
+		ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[k], 4, 0));
 		ASSERT_EQ(0, spyre_stream_synchronize(self->s));
 	}
 	/* The card stored the value in host memory. */
 	ASSERT_EQ(5, hw[0]);
 	ASSERT_EQ(0, hw[1]);
-	ASSERT_EQ(-EINVAL, spyre_stream_wait_value64(self->s, 0, 1));
+	ASSERT_EQ(-EINVAL, spyre_stream_wait_value64(self->s, 0, 1, 0));
 	ASSERT_EQ(-EINVAL, spyre_stream_write_value64(self->s, words[0] + 4, 1));
 	ASSERT_NE(NULL, strstr(spyre_last_error(), "is not a non-zero multiple of 8"))
 		TH_LOG("%s", spyre_last_error());
 	ASSERT_EQ(0, spyre_stream_begin_capture(w));
-	ASSERT_EQ(-EBUSY, spyre_stream_wait_value64(w, words[0], 1));
+	ASSERT_EQ(-EBUSY, spyre_stream_wait_value64(w, words[0], 1, 0));
 	ASSERT_EQ(-EBUSY, spyre_stream_write_value64(w, words[0], 1));
 	ASSERT_EQ(0, spyre_stream_end_capture(w, &g));
 	spyre_graph_destroy(g);
-	/* 6 never comes: the driver's job timeout fails the stream. */
-	ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[0], 6));
+	ASSERT_EQ(-EINVAL, spyre_stream_wait_value64(self->s, words[0], 1, 600001));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "timeout 600001 ms is beyond the driver's 600000 ms"))
+		TH_LOG("%s", spyre_last_error());
+	/* A bound past the driver's 2 s job timeout: released after 4.5 s, no failure. */
+	ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[0], 7, 10000));
+	ASSERT_EQ(0, spyre_memcpy_async(self->s, (uintptr_t)z, d, MiB, SPYRE_MEMCPY_D2H));
+	usleep(4500000);
+	ASSERT_EQ(-EBUSY, spyre_stream_query(self->s));
+	ASSERT_EQ(0, spyre_stream_write_value64(w, words[0], 7));
+	ASSERT_EQ(0, spyre_stream_synchronize(self->s)) TH_LOG("%s", spyre_last_error());
+	/* 8 never comes: the driver's job timeout fails the stream. */
+	ASSERT_EQ(0, spyre_stream_wait_value64(self->s, words[0], 8, 0));
 	ASSERT_EQ(-EIO, spyre_stream_synchronize(self->s));
+	ASSERT_NE(NULL, strstr(spyre_last_error(), "hung")) TH_LOG("%s", spyre_last_error());
 	ASSERT_EQ(0, spyre_stream_query(w));
 	spyre_stream_destroy(w);
 }

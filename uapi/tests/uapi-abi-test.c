@@ -55,7 +55,7 @@ static void test_queue_error_layout(void)
 /* SUBMIT grew at its end: the first 64 bytes are what old callers pass. */
 static void test_submit_layout(void)
 {
-	TAP_EQ(120, sizeof(struct drm_spyre_submit));
+	TAP_EQ(128, sizeof(struct drm_spyre_submit));
 	TAP_EQ(0, offsetof(struct drm_spyre_submit, queue_id));
 	TAP_EQ(4, offsetof(struct drm_spyre_submit, flags));
 	TAP_EQ(8, offsetof(struct drm_spyre_submit, packets));
@@ -71,10 +71,14 @@ static void test_submit_layout(void)
 	TAP_EQ(72, offsetof(struct drm_spyre_submit, error_count));
 	TAP_EQ(80, offsetof(struct drm_spyre_submit, error_job_seq));
 	TAP_EQ(88, offsetof(struct drm_spyre_submit, fault));
+	TAP_EQ(120, offsetof(struct drm_spyre_submit, wait_bound_ms));
+	TAP_EQ(124, offsetof(struct drm_spyre_submit, pad));
 	TAP_EQ(1, DRM_SPYRE_SUBMIT_QUEUE_ERROR);
-	TAP_EQ(DRM_SPYRE_SUBMIT_QUEUE_ERROR, DRM_SPYRE_SUBMIT_FLAGS);
-	/* _IOWR('d', 0x46, 120 bytes); old callers' number had 64 (0xc0406446) */
-	TAP_EQ(0xc0786446, DRM_IOCTL_SPYRE_SUBMIT);
+	TAP_EQ(2, DRM_SPYRE_SUBMIT_WAIT_BOUND);
+	TAP_EQ(3, DRM_SPYRE_SUBMIT_FLAGS);
+	TAP_EQ(600000, DRM_SPYRE_MAX_WAIT_BOUND_MS);
+	/* _IOWR('d', 0x46, 128 bytes); old callers' numbers had 64 (0xc0406446) and 120 (0xc0786446) */
+	TAP_EQ(0xc0806446, DRM_IOCTL_SPYRE_SUBMIT);
 }
 
 /* The coredump's byte layout (docs/coredump.md), version 1. */

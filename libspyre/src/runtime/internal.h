@@ -287,6 +287,7 @@ struct spyre_job {
 	const void *packets;		/* @count packets of SPYRE_PKT_SIZE bytes */
 	uint32_t count;
 	const char *what;		/* its kind: "launch", "copy", "timestamp", "nop" */
+	uint32_t wait_bound_ms;		/* SUBMIT's wait bound (0: the driver's 2 s); never batched */
 	uint64_t bytes;			/* bytes its COPY packets move */
 	const struct spyre_launch_record *record;	/* a LAUNCH's record (host mapping), or NULL */
 	uint32_t core_mask;		/* a LAUNCH's cores */

@@ -421,11 +421,13 @@ static int poison_locked(struct spyre_stream *s, struct drm_spyre_queue_error e)
  * queue's record of a failed job this stream had not seen).
  */
 static int submit_ioctl_locked(struct spyre_stream *s, const void *packets, uint32_t count,
-			       const struct drm_spyre_sync *waits, uint32_t nwaits, uint64_t point)
+			       const struct drm_spyre_sync *waits, uint32_t nwaits, uint64_t point,
+			       uint32_t wait_bound_ms)
 {
 	struct drm_spyre_submit a = {
 		.queue_id = s->queue,
-		.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR,
+		.flags = DRM_SPYRE_SUBMIT_QUEUE_ERROR | (wait_bound_ms ? DRM_SPYRE_SUBMIT_WAIT_BOUND : 0),
+		.wait_bound_ms = wait_bound_ms,
 		.packets = (uintptr_t)packets,
 		.packet_count = count,
 		.in_syncs = (uintptr_t)waits,
@@ -461,7 +463,7 @@ int spyre_stream_flush_locked(struct spyre_stream *s)
 	if (!b || !b->count)
 		return 0;
 	ret = s->poisoned ? spyre_error(-EIO, "%s", s->poison) :
-	      submit_ioctl_locked(s, b->packets, b->count, b->waits, b->nwaits, point);
+	      submit_ioctl_locked(s, b->packets, b->count, b->waits, b->nwaits, point, 0);
 	if (ret) {
 		/* No job holds the point: signal it, so that waits for it end (the failure is the caller's). */
 		drmSyncobjTimelineSignal(s->dev->fd, &s->timeline, &point, 1);
@@ -671,7 +673,8 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 	if (s->capture)
 		return capture_locked(s, job);
 	wait_callbacks_locked(s);
-	if (s->batch && !th && !job->names && job->count <= DRM_SPYRE_MAX_JOB_PACKETS && batch_mine(s))
+	if (s->batch && !th && !job->names && !job->wait_bound_ms &&
+	    job->count <= DRM_SPYRE_MAX_JOB_PACKETS && batch_mine(s))
 		return batch_append_locked(s, job);
 	ret = s->pending ? spyre_stream_flush_locked(s) : 0;
 	if (ret)
@@ -697,7 +700,8 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 			t_submit = spyre_now_ns();
 		}
 	}
-	ret = submit_ioctl_locked(s, packets, count, s->waits, s->nwaits, s->point + 1);
+	ret = submit_ioctl_locked(s, packets, count, s->waits, s->nwaits, s->point + 1,
+				  job->wait_bound_ms);
 	if (pk != stack_pk)
 		free(pk);
 	if (ret)
@@ -959,10 +963,10 @@ static int wait_event_cross(struct spyre_stream *s, struct spyre_event *e)
  * cuStreamWriteValue64/cuStreamWaitValue64).
  */
 static int stream_value_op(struct spyre_stream *s, uint32_t op, spyre_dptr_t addr, uint64_t value,
-			   const char *call)
+			   unsigned int timeout_ms, const char *call)
 {
 	struct spyre_pkt_sem p;
-	struct spyre_job job = { .packets = &p, .count = 1,
+	struct spyre_job job = { .packets = &p, .count = 1, .wait_bound_ms = timeout_ms,
 				 .what = op == SPYRE_PKT_OP_WAIT ? "wait" : "signal" };
 	int ret;
 
@@ -971,6 +975,9 @@ static int stream_value_op(struct spyre_stream *s, uint32_t op, spyre_dptr_t add
 	if (!addr || addr % 8)
 		return spyre_error(-EINVAL, "%s: address 0x%llx is not a non-zero multiple of 8", call,
 				   (unsigned long long)addr);
+	if (timeout_ms > DRM_SPYRE_MAX_WAIT_BOUND_MS)
+		return spyre_error(-EINVAL, "%s: timeout %u ms is beyond the driver's %u ms", call,
+				   timeout_ms, DRM_SPYRE_MAX_WAIT_BOUND_MS);
 	spyre_prep_sem(&p, op, SPYRE_AS_VIRT, addr, value);
 	pthread_mutex_lock(&s->lock);
 	ret = spyre_stream_capturing_locked(s, call);
@@ -981,12 +988,14 @@ static int stream_value_op(struct spyre_stream *s, uint32_t op, spyre_dptr_t add
 
 SPYRE_EXPORT int spyre_stream_write_value64(spyre_stream_t *s, spyre_dptr_t addr, uint64_t value)
 {
-	return stream_value_op(s, SPYRE_PKT_OP_SIGNAL, addr, value, "spyre_stream_write_value64");
+	return stream_value_op(s, SPYRE_PKT_OP_SIGNAL, addr, value, 0, "spyre_stream_write_value64");
 }
 
-SPYRE_EXPORT int spyre_stream_wait_value64(spyre_stream_t *s, spyre_dptr_t addr, uint64_t value)
+SPYRE_EXPORT int spyre_stream_wait_value64(spyre_stream_t *s, spyre_dptr_t addr, uint64_t value,
+					   unsigned int timeout_ms)
 {
-	return stream_value_op(s, SPYRE_PKT_OP_WAIT, addr, value, "spyre_stream_wait_value64");
+	return stream_value_op(s, SPYRE_PKT_OP_WAIT, addr, value, timeout_ms,
+			       "spyre_stream_wait_value64");
 }
 
 SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
