@@ -97,20 +97,37 @@ static int send_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, uin
  * Wait for @j's @type of transfer @tag, checking it belongs to the same call
  * (a DONE may be of an earlier one) and, with @bytes, its size.
  */
+static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct coll_msg *m, size_t bytes);
+
 static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
 {
 	struct coll_msg m;
 	int ret = coll_net_wait(c->net, j, type, tag, false, &m, NULL);
 
-	if (ret)
+	return ret ?: check_msg(c, j, type, &m, bytes);
+}
+
+/* Without waiting: 1 with @j's @type of transfer @tag taken and checked, 0 when it has not come. */
+static int try_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
+{
+	struct coll_msg m;
+	int ret = coll_net_try(c->net, j, type, tag, &m);
+
+	if (ret <= 0)
 		return ret;
-	if (type != COLL_MSG_DONE && m.op != c->op)
+	return check_msg(c, j, type, &m, bytes) ?: 1;
+}
+
+/* @m, @j's message of @type, belongs to the same call and, with @bytes, is of that size. */
+static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct coll_msg *m, size_t bytes)
+{
+	if (type != COLL_MSG_DONE && m->op != c->op)
 		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
-				   j, SPYRE_NAME_OF(op_names, m.op, "?"), c->rank,
+				   j, SPYRE_NAME_OF(op_names, m->op, "?"), c->rank,
 				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
-	if (bytes && m.a != bytes)
+	if (bytes && m->a != bytes)
 		return spyre_error(-EINVAL, "rank %d sent %llu bytes where this rank %d expects %zu (%s, "
-				   "call %u): counts differ", j, (unsigned long long)m.a, c->rank, bytes,
+				   "call %u): counts differ", j, (unsigned long long)m->a, c->rank, bytes,
 				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
 	return 0;
 }
@@ -133,8 +150,11 @@ static int rx_prepare(struct comm_rank *c, int j)
 	return send_msg(c, j, COLL_MSG_CTS, p->rcvd, 0);
 }
 
-/* @len bytes at @src (this card's memory) to rank @j, on @s. */
-static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
+/*
+ * Transfer p->sent of @len bytes at @src (this card's memory) to rank @j on
+ * @s, once it may go: @j's CTS came (push) or the outbox is free (pull).
+ */
+static int tx_go(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
 	uint64_t tag = p->sent++;
@@ -142,12 +162,9 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 	int ret;
 
 	if (p->i_reach) {
-		ret = wait_msg(c, j, COLL_MSG_CTS, tag, 0);
-		ret = ret ?: spyre_memcpy_async(s, p->inbox, src, len, SPYRE_MEMCPY_D2D);
+		ret = spyre_memcpy_async(s, p->inbox, src, len, SPYRE_MEMCPY_D2D);
 	} else {
-		ret = c->out_reader >= 0 ? wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0) : 0;
-		c->out_reader = -1;
-		ret = ret ?: spyre_memcpy_async(s, c->outbox, src, len, SPYRE_MEMCPY_D2D);
+		ret = spyre_memcpy_async(s, c->outbox, src, len, SPYRE_MEMCPY_D2D);
 		if (!ret) {
 			c->out_reader = j;
 			c->out_tag = tag;
@@ -156,26 +173,45 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 	return ret ?: coll_net_send_after(c->net, s, j, &m);
 }
 
-/*
- * @len bytes from rank @j into @dst (this card's memory; c->inbox to leave
- * them there) on @s.
- */
-static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
+/* @len bytes at @src (this card's memory) to rank @j, on @s. */
+static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
+{
+	int ret = 0;
+
+	if (c->peer[j].i_reach) {
+		ret = wait_msg(c, j, COLL_MSG_CTS, c->peer[j].sent, 0);
+	} else {
+		ret = c->out_reader >= 0 ? wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0) : 0;
+		c->out_reader = -1;
+	}
+	return ret ?: tx_go(c, s, j, src, len);
+}
+
+/* Transfer p->rcvd of @len bytes from rank @j, whose READY came, into @dst on @s. */
+static int rx_land(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
-	struct coll_msg done = { .type = COLL_MSG_DONE, .seq = c->seq, .op = c->op };
-	int ret = rx_prepare(c, j);
+	struct coll_msg done = { .type = COLL_MSG_DONE, .seq = c->seq, .op = c->op, .tag = p->rcvd };
+	int ret;
 
-	done.tag = p->rcvd;
-	ret = ret ?: wait_msg(c, j, COLL_MSG_READY, p->rcvd, len);
-	if (ret)
-		return ret;
 	p->rcvd++;
 	p->cts_sent = false;
 	if (p->reaches_me)
 		return dst == c->inbox ? 0 : spyre_memcpy_async(s, dst, c->inbox, len, SPYRE_MEMCPY_D2D);
 	ret = spyre_memcpy_async(s, dst, p->outbox, len, SPYRE_MEMCPY_D2D);
 	return ret ?: coll_net_send_after(c->net, s, j, &done);
+}
+
+/*
+ * @len bytes from rank @j into @dst (this card's memory; c->inbox to leave
+ * them there) on @s.
+ */
+static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
+{
+	int ret = rx_prepare(c, j);
+
+	ret = ret ?: wait_msg(c, j, COLL_MSG_READY, c->peer[j].rcvd, len);
+	return ret ?: rx_land(c, s, j, dst, len);
 }
 
 /* The inbox was read by work enqueued on @s so far. */
@@ -256,6 +292,9 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 				   "spyre_all_reduce() and its siblings)", what);
 	if (c->failed)
 		return spyre_error(c->failed, "%s: the communicator failed earlier: %s", what, c->why);
+	if (coll_group_open() && op != OP_SEND_RECV)
+		return spyre_error(-EOPNOTSUPP, "%s: inside spyre_comm_group_start() (only "
+				   "spyre_comm_send() and spyre_comm_recv() are grouped)", what);
 	if (!s && op != OP_BARRIER)
 		return spyre_error(-EINVAL, "%s: NULL stream", what);
 	c->seq++;
@@ -461,6 +500,64 @@ SPYRE_EXPORT int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size
 	return finish(c, s, ret, what);
 }
 
+/* ---- point-to-point and groups ---- */
+
+/* One queued spyre_comm_send() or spyre_comm_recv() of a group. */
+struct grp_op {
+	bool sending;
+	int peer;
+	spyre_dptr_t buf;
+	size_t bytes, done;		/* done: the pieces that went (bytes) */
+};
+
+/*
+ * The calling thread's group (NCCL's groups are per thread too): depth of
+ * spyre_comm_group_start() calls not yet ended, and the queued calls, all
+ * of one communicator and one stream.
+ */
+static __thread struct {
+	int depth;
+	spyre_comm_t *comm;
+	spyre_stream_t *s;
+	struct grp_op *op;
+	int n, cap;
+} grp;
+
+bool coll_group_open(void)
+{
+	return grp.depth > 0;
+}
+
+static void grp_clear(void)
+{
+	free(grp.op);
+	memset(&grp, 0, sizeof(grp));
+}
+
+static int grp_add(spyre_comm_t *comm, spyre_stream_t *s, bool sending, int peer, spyre_dptr_t buf,
+		   size_t bytes, const char *what)
+{
+	if (grp.n && grp.comm != comm)
+		return spyre_error(-EOPNOTSUPP, "%s: a group holds the calls of one communicator, and "
+				   "this group has another's", what);
+	if (grp.n && grp.s != s)
+		return spyre_error(-EOPNOTSUPP, "%s: a group holds the calls of one stream, and this "
+				   "group has another's", what);
+	if (grp.n == grp.cap) {
+		int cap = grp.cap ? 2 * grp.cap : 16;
+		struct grp_op *op = realloc(grp.op, (size_t)cap * sizeof(*op));
+
+		if (!op)
+			return spyre_error(-ENOMEM, "%s: out of memory", what);
+		grp.op = op;
+		grp.cap = cap;
+	}
+	grp.comm = comm;
+	grp.s = s;
+	grp.op[grp.n++] = (struct grp_op){ .sending = sending, .peer = peer, .buf = buf, .bytes = bytes };
+	return 0;
+}
+
 static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
 			  spyre_stream_t *s, bool sending, const char *what)
 {
@@ -479,6 +576,8 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 				   "the other's memory", what, coll_net_card(c->net, c->rank), peer,
 				   coll_net_card(c->net, peer));
 	bytes = coll_sticks(count * dtsize(dtype));
+	if (coll_group_open())
+		return bytes ? grp_add(comm, s, sending, peer, buf, bytes, what) : 0;
 	for (off = 0; !ret && off < bytes; off += BOX_BYTES) {
 		size_t l = bytes - off > BOX_BYTES ? BOX_BYTES : bytes - off;
 
@@ -490,6 +589,206 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 		}
 	}
 	return finish(c, s, ret, what);
+}
+
+static size_t piece_len(const struct grp_op *o)
+{
+	return o->bytes - o->done > BOX_BYTES ? BOX_BYTES : o->bytes - o->done;
+}
+
+/* The inbox is lent to a sender (its CTS went, its READY did not come). */
+static bool inbox_lent(const struct comm_rank *c)
+{
+	int j;
+
+	for (j = 0; j < c->n; j++)
+		if (c->peer[j].cts_sent)
+			return true;
+	return false;
+}
+
+/*
+ * Advance the next piece of @o as far as it goes without waiting: 1 when
+ * something moved (*@went: the piece went), 0 when it waits for a message.
+ */
+static int grp_step(struct comm_rank *c, spyre_stream_t *s, struct grp_op *o, bool *went)
+{
+	struct rk_peer *p = &c->peer[o->peer];
+	size_t len = piece_len(o);
+	int ret, moved = 0;
+
+	*went = false;
+	if (o->sending) {
+		if (p->i_reach)
+			ret = try_msg(c, o->peer, COLL_MSG_CTS, p->sent, 0);
+		else if (c->out_reader >= 0)
+			ret = try_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0);
+		else
+			ret = 1;
+		if (ret <= 0)
+			return ret;
+		if (!p->i_reach)
+			c->out_reader = -1;
+		ret = tx_go(c, s, o->peer, o->buf + o->done, len);
+	} else {
+		/* One sender at a time holds the inbox. */
+		if (p->reaches_me && !p->cts_sent) {
+			if (inbox_lent(c))
+				return 0;
+			ret = rx_prepare(c, o->peer);
+			if (ret)
+				return ret;
+			moved = 1;
+		}
+		ret = try_msg(c, o->peer, COLL_MSG_READY, p->rcvd, len);
+		if (ret <= 0)
+			return ret ?: moved;
+		ret = rx_land(c, s, o->peer, o->buf + o->done, len);
+		if (!ret && p->reaches_me)
+			ret = inbox_read(c, s);
+	}
+	if (ret)
+		return ret;
+	o->done += len;
+	*went = true;
+	return 1;
+}
+
+/* What @o's next piece waits for, into @buf. */
+static void grp_waits_for(const struct comm_rank *c, const struct grp_op *o, char *buf, size_t size)
+{
+	const struct rk_peer *p = &c->peer[o->peer];
+	int j = o->peer;
+	uint32_t type = COLL_MSG_READY;
+	uint64_t tag = p->rcvd;
+
+	if (o->sending && p->i_reach) {
+		type = COLL_MSG_CTS;
+		tag = p->sent;
+	} else if (o->sending) {
+		j = c->out_reader;
+		type = COLL_MSG_DONE;
+		tag = c->out_tag;
+	} else if (p->reaches_me && !p->cts_sent) {
+		for (j = 0; j < c->n && !c->peer[j].cts_sent; j++)
+			;
+		snprintf(buf, size, "the inbox is lent to rank %d, which sent no READY (transfer "
+			 "%llu)", j, (unsigned long long)(j < c->n ? c->peer[j].rcvd : 0));
+		return;
+	}
+	snprintf(buf, size, "rank %d (pid %d) sent no %s (transfer %llu)", j,
+		 coll_net_pid(c->net, j), coll_net_msg_name(type), (unsigned long long)tag);
+}
+
+/* "op 2 of 3 (spyre_comm_recv of 4096 bytes from rank 1, piece 1 of 2)" into @buf. */
+static void grp_name(const struct grp_op *o, int i, char *buf, size_t size)
+{
+	snprintf(buf, size, "op %d of %d (%s of %zu bytes %s rank %d, piece %zu of %zu)", i + 1, grp.n,
+		 o->sending ? "spyre_comm_send" : "spyre_comm_recv", o->bytes,
+		 o->sending ? "to" : "from", o->peer, o->done / BOX_BYTES + 1,
+		 (o->bytes + BOX_BYTES - 1) / BOX_BYTES);
+}
+
+/* @o is the first of the group's unfinished calls in its direction with its peer. */
+static bool grp_front(int i)
+{
+	int k;
+
+	for (k = 0; k < i; k++)
+		if (grp.op[k].done < grp.op[k].bytes && grp.op[k].peer == grp.op[i].peer &&
+		    grp.op[k].sending == grp.op[i].sending)
+			return false;
+	return true;
+}
+
+/*
+ * Run the group's calls: each round advances every call that can (the
+ * first unfinished one of each peer and direction: pieces between a pair go
+ * in the order of the calls), then waits for any message when none could.
+ */
+static int grp_run(struct comm_rank *c)
+{
+	int64_t last = (int64_t)(spyre_now_ns() / 1000000);
+	int timeout_ms = coll_net_timeout_ms(c->net);
+	char name[160], waits[160];
+
+	for (;;) {
+		int i, moved = 0, left = 0, first = -1, ret = 0;
+		int64_t now;
+
+		for (i = 0; !ret && i < grp.n; i++) {
+			struct grp_op *o = &grp.op[i];
+			bool went = true;
+
+			/* A call goes on while its pieces go, then the next one of its pair. */
+			while (!ret && went && o->done < o->bytes && grp_front(i)) {
+				ret = grp_step(c, grp.s, o, &went);
+				moved |= ret > 0;
+			}
+			if (ret < 0)
+				break;
+			ret = 0;
+			if (o->done < o->bytes) {
+				left++;
+				if (first < 0 && grp_front(i))
+					first = i;
+			}
+		}
+		if (ret < 0) {
+			char why[256];
+
+			snprintf(why, sizeof(why), "%s", spyre_last_error());
+			coll_strip_status(why, ret);
+			grp_name(&grp.op[i], i, name, sizeof(name));
+			return spyre_error(ret, "%s: %s", name, why);
+		}
+		if (!left)
+			return 0;
+		now = (int64_t)(spyre_now_ns() / 1000000);
+		if (moved) {
+			last = now;
+			continue;
+		}
+		if (now - last >= timeout_ms) {
+			grp_name(&grp.op[first], first, name, sizeof(name));
+			grp_waits_for(c, &grp.op[first], waits, sizeof(waits));
+			return spyre_error(-ETIMEDOUT, "%s: %s within %d ms (SPYRE_COMM_TIMEOUT_MS)", name,
+					   waits, timeout_ms);
+		}
+		ret = coll_net_poll(c->net, (int)(last + timeout_ms - now > 1000 ? 1000 :
+						  last + timeout_ms - now));
+		if (ret)
+			return ret;
+	}
+}
+
+SPYRE_EXPORT int spyre_comm_group_start(void)
+{
+	if (grp.depth == INT32_MAX)
+		return spyre_error(-EINVAL, "spyre_comm_group_start: groups nested too deep");
+	grp.depth++;
+	return 0;
+}
+
+SPYRE_EXPORT int spyre_comm_group_end(void)
+{
+	static const char what[] = "spyre_comm_group_end";
+	struct comm_rank *c;
+	int ret;
+
+	if (!grp.depth)
+		return spyre_error(-EINVAL, "%s: no spyre_comm_group_start() before it", what);
+	if (--grp.depth)
+		return 0;
+	if (!grp.n) {
+		grp_clear();
+		return 0;
+	}
+	ret = begin(grp.comm, grp.s, OP_SEND_RECV, what, &c);
+	if (!ret)
+		ret = finish(c, grp.s, grp_run(c), what);
+	grp_clear();
+	return ret;
 }
 
 SPYRE_EXPORT int spyre_comm_send(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype,
@@ -530,6 +829,9 @@ void coll_rank_destroy(struct spyre_comm *comm)
 
 	if (!c)
 		return;
+	/* Calls of it queued in this thread's group are dropped with it. */
+	if (grp.comm == comm)
+		grp.n = 0;
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
