@@ -11,7 +11,13 @@
  * elements); each checked by every rank against the CPU reference of
  * spyre_coll_test (the same rounded inputs, partial sums rounded in rank
  * order: exact for 2 ranks, n - 1 roundings of the sum beyond). Two
- * communicators at once, interleaved, with a barrier. Hostile and careless
+ * communicators at once, interleaved, with a barrier. Groups
+ * (spyre_comm_group_start/end()): a ring exchange in both orders (one
+ * nested), an all-to-all, three transfers each way between ranks 0 and 1
+ * matched in call order, over 1 to 3 box pieces, each against the
+ * sender's values; careless use of groups (-EINVAL, -EOPNOTSUPP with their
+ * details) and an unmatched receive (-ETIMEDOUT naming the call, the
+ * peer's next call -ECONNABORTED). Hostile and careless
  * use, each with its status and detail: mismatched nranks (-EINVAL on both
  * sides), a rank taken twice (-EADDRINUSE; the other rank 0 times out,
  * -ETIMEDOUT), two ranks on one card (-EINVAL), an id not from

@@ -18,6 +18,10 @@
  * received piece on the receiving card) in pieces of 2 MiB. Every
  * message carries the collective's call number and kind, so ranks that
  * call different collectives fail with a detail instead of mixing data.
+ * Groups (spyre_comm_group_start/end(), NCCL's): sends and receives queued
+ * per thread, then run by a loop that advances whichever piece the
+ * messages already received allow and polls the sockets only when none
+ * can move, so no order of matched calls across ranks deadlocks.
  */
 #include <errno.h>
 #include <stdbool.h>
