@@ -18,10 +18,8 @@
  * received piece on the receiving card) in pieces of 2 MiB. Every
  * message carries the collective's call number and kind, so ranks that
  * call different collectives fail with a detail instead of mixing data.
- * Groups (spyre_comm_group_start/end(), NCCL's): sends and receives queued
- * per thread, then run by a loop that advances whichever piece the
- * messages already received allow and polls the sockets only when none
- * can move, so no order of matched calls across ranks deadlocks.
+ * spyre_comm_send/recv and their groups are coll_group.c's, on the
+ * transfer steps here (coll_rank.h).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -35,12 +33,7 @@
 #include "spyre_isa.h"
 #include "common.h"
 #include "coll.h"
-
-#define BOX_BYTES (2u << 20)
-
-enum coll_op {
-	OP_ALL_REDUCE = 1, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND_RECV, OP_BARRIER,
-};
+#include "coll_rank.h"
 
 static const char *const op_names[] = {
 	[OP_ALL_REDUCE] = "all-reduce", [OP_REDUCE_SCATTER] = "reduce-scatter",
@@ -48,35 +41,13 @@ static const char *const op_names[] = {
 	[OP_BARRIER] = "barrier",
 };
 
-struct rk_peer {
-	spyre_dptr_t inbox, outbox;	/* its boxes imported into this card, 0 where not reached */
-	bool i_reach;			/* this card reaches its memory */
-	bool reaches_me;		/* its card reaches this card's memory */
-	uint64_t sent, rcvd;		/* transfers to it, from it */
-	bool cts_sent;			/* CTS for transfer rcvd sent */
-};
+__thread int coll_group_depth;
+__thread struct spyre_comm *coll_group_comm;
 
-struct comm_rank {
-	int rank, n;
-	spyre_device_t *dev;
-	struct coll_net *net;
-	struct rk_peer *peer;
-	spyre_kcache_t *cache;
-	spyre_dptr_t inbox, outbox;
-	int out_reader;			/* the rank whose DONE frees the outbox, -1 */
-	uint64_t out_tag;
-	spyre_event_t *inbox_ev;	/* after the last read of the inbox */
-	bool inbox_ev_set;
-	spyre_event_t *last_ev;		/* after the last call's work */
-	bool last_ev_set;
-	spyre_dptr_t work;		/* reduce-scatter's copy of its input */
-	size_t work_bytes;
-	spyre_event_t *work_ev;		/* after the last read of work (any stream) */
-	bool work_ev_set;
-	uint32_t seq, op;		/* the call under way */
-	int failed;
-	char why[256];
-};
+bool coll_group_open(void)
+{
+	return coll_group_depth > 0;
+}
 
 int coll_rank_of(const struct spyre_comm *comm)
 {
@@ -112,7 +83,7 @@ static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, siz
 }
 
 /* Without waiting: 1 with @j's @type of transfer @tag taken and checked, 0 when it has not come. */
-static int try_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
+int coll_rank_try_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
 {
 	struct coll_msg m;
 	int ret = coll_net_try(c->net, j, type, tag, &m);
@@ -137,7 +108,7 @@ static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct col
 }
 
 /* Before a transfer from @j: when @j pushes, tell it the inbox is free. */
-static int rx_prepare(struct comm_rank *c, int j)
+int coll_rank_rx_prepare(struct comm_rank *c, int j)
 {
 	struct rk_peer *p = &c->peer[j];
 	int ret;
@@ -158,7 +129,7 @@ static int rx_prepare(struct comm_rank *c, int j)
  * Transfer p->sent of @len bytes at @src (this card's memory) to rank @j on
  * @s, once it may go: @j's CTS came (push) or the outbox is free (pull).
  */
-static int tx_go(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
+int coll_rank_tx_go(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
 	uint64_t tag = p->sent++;
@@ -188,11 +159,11 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 		ret = c->out_reader >= 0 ? wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0) : 0;
 		c->out_reader = -1;
 	}
-	return ret ?: tx_go(c, s, j, src, len);
+	return ret ?: coll_rank_tx_go(c, s, j, src, len);
 }
 
 /* Transfer p->rcvd of @len bytes from rank @j, whose READY came, into @dst on @s. */
-static int rx_land(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
+int coll_rank_rx_land(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
 	struct coll_msg done = { .type = COLL_MSG_DONE, .seq = c->seq, .op = c->op, .tag = p->rcvd };
@@ -212,14 +183,14 @@ static int rx_land(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t d
  */
 static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
 {
-	int ret = rx_prepare(c, j);
+	int ret = coll_rank_rx_prepare(c, j);
 
 	ret = ret ?: wait_msg(c, j, COLL_MSG_READY, c->peer[j].rcvd, len);
-	return ret ?: rx_land(c, s, j, dst, len);
+	return ret ?: coll_rank_rx_land(c, s, j, dst, len);
 }
 
 /* The inbox was read by work enqueued on @s so far. */
-static int inbox_read(struct comm_rank *c, spyre_stream_t *s)
+int coll_rank_inbox_read(struct comm_rank *c, spyre_stream_t *s)
 {
 	int ret = spyre_event_record(c->inbox_ev, s);
 
@@ -253,16 +224,16 @@ static int ring_pass(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
 			ls = ls > BOX_BYTES ? BOX_BYTES : ls;
 			lr = lr > BOX_BYTES ? BOX_BYTES : lr;
 			if (lr)
-				ret = rx_prepare(c, prev);
+				ret = coll_rank_rx_prepare(c, prev);
 			if (!ret && ls)
 				ret = tx(c, s, next, buf + cs->off + off, ls);
 			if (!ret && lr && reduce) {
 				ret = rx(c, s, prev, c->inbox, lr);
 				ret = ret ?: coll_add(c->cache, s, dtype, buf + cr->off + off, c->inbox, lr);
-				ret = ret ?: inbox_read(c, s);
+				ret = ret ?: coll_rank_inbox_read(c, s);
 			} else if (!ret && lr) {
 				ret = rx(c, s, prev, buf + cr->off + off, lr);
-				ret = ret ?: inbox_read(c, s);
+				ret = ret ?: coll_rank_inbox_read(c, s);
 			}
 		}
 	}
@@ -283,7 +254,7 @@ static int ring_all_gather(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t 
 
 /* ---- calls ---- */
 
-static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const char *what,
+int coll_rank_begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const char *what,
 		 struct comm_rank **out)
 {
 	struct comm_rank *c;
@@ -296,7 +267,7 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 				   "spyre_all_reduce() and its siblings)", what);
 	if (c->failed)
 		return spyre_error(c->failed, "%s: the communicator failed earlier: %s", what, c->why);
-	if (coll_group_open() && op != OP_SEND_RECV)
+	if (coll_group_depth && op != OP_SEND_RECV)
 		return spyre_error(-EOPNOTSUPP, "%s: inside spyre_comm_group_start() (only "
 				   "spyre_comm_send() and spyre_comm_recv() are grouped)", what);
 	if (!s && op != OP_BARRIER)
@@ -308,7 +279,7 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 }
 
 /* The end of a call: a failure breaks the communicator and is told to every rank. */
-static int finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *what)
+int coll_rank_finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *what)
 {
 	if (!ret && s) {
 		ret = spyre_event_record(c->last_ev, s);
@@ -342,7 +313,7 @@ SPYRE_EXPORT int spyre_comm_all_reduce(spyre_comm_t *comm, spyre_dptr_t send, sp
 	struct comm_rank *c;
 	struct coll_chunk *ch;
 	size_t bytes;
-	int ret = check_red(dtype, op, what) ?: begin(comm, s, OP_ALL_REDUCE, what, &c);
+	int ret = check_red(dtype, op, what) ?: coll_rank_begin(comm, s, OP_ALL_REDUCE, what, &c);
 
 	if (ret)
 		return ret;
@@ -360,7 +331,7 @@ SPYRE_EXPORT int spyre_comm_all_reduce(spyre_comm_t *comm, spyre_dptr_t send, sp
 	ret = ret ?: ring_reduce_scatter(c, s, recv, ch, 0, dtype);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 1);
 	free(ch);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
 /* Whole sticks of @count elements of @dtype in *@each, else -EINVAL. */
@@ -397,7 +368,7 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 	int ret = check_red(dtype, op, what);
 
 	ret = ret ?: whole_sticks(recvcount, dtype, &each, what);
-	ret = ret ?: begin(comm, s, OP_REDUCE_SCATTER, what, &c);
+	ret = ret ?: coll_rank_begin(comm, s, OP_REDUCE_SCATTER, what, &c);
 	if (ret)
 		return ret;
 	if (!send || !recv)
@@ -432,7 +403,7 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 		c->work_ev_set = !ret;
 	}
 	free(ch);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
 SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, spyre_dptr_t recv,
@@ -445,7 +416,7 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 	int ret = coll_check_dtype(dtype, what);
 
 	ret = ret ?: whole_sticks(sendcount, dtype, &each, what);
-	ret = ret ?: begin(comm, s, OP_ALL_GATHER, what, &c);
+	ret = ret ?: coll_rank_begin(comm, s, OP_ALL_GATHER, what, &c);
 	if (ret)
 		return ret;
 	if (!send || !recv)
@@ -459,7 +430,7 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 		ret = spyre_memcpy_async(s, recv + ch[c->rank].off, send, each, SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 0);
 	free(ch);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
 /*
@@ -478,7 +449,7 @@ static int chain(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf, size_
 
 		if (r != src) {
 			ret = rx(c, s, prev, buf + off, l);
-			ret = ret ?: inbox_read(c, s);
+			ret = ret ?: coll_rank_inbox_read(c, s);
 		}
 		if (!ret && r != last)
 			ret = tx(c, s, next, buf + off, l);
@@ -491,7 +462,7 @@ SPYRE_EXPORT int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size
 {
 	static const char what[] = "spyre_comm_broadcast";
 	struct comm_rank *c;
-	int ret = coll_check_dtype(dtype, what) ?: begin(comm, s, OP_BROADCAST, what, &c);
+	int ret = coll_check_dtype(dtype, what) ?: coll_rank_begin(comm, s, OP_BROADCAST, what, &c);
 
 	if (ret)
 		return ret;
@@ -501,73 +472,16 @@ SPYRE_EXPORT int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size
 	if (!count || c->n == 1)
 		return 0;
 	ret = chain(c, s, buf, coll_sticks(count * dtsize(dtype)), root, (root + c->n - 1) % c->n);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
-/* ---- point-to-point and groups ---- */
+/* ---- point-to-point (coll_group.c: spyre_comm_send/recv and groups) ---- */
 
-/* One queued spyre_comm_send() or spyre_comm_recv() of a group. */
-struct grp_op {
-	bool sending;
-	int peer;
-	spyre_dptr_t buf;
-	size_t bytes, done;		/* done: the pieces that went (bytes) */
-};
-
-/*
- * The calling thread's group (NCCL's groups are per thread too): depth of
- * spyre_comm_group_start() calls not yet ended, and the queued calls, all
- * of one communicator and one stream.
- */
-static __thread struct {
-	int depth;
-	spyre_comm_t *comm;
-	spyre_stream_t *s;
-	struct grp_op *op;
-	int n, cap;
-} grp;
-
-bool coll_group_open(void)
-{
-	return grp.depth > 0;
-}
-
-static void grp_clear(void)
-{
-	free(grp.op);
-	memset(&grp, 0, sizeof(grp));
-}
-
-static int grp_add(spyre_comm_t *comm, spyre_stream_t *s, bool sending, int peer, spyre_dptr_t buf,
-		   size_t bytes, const char *what)
-{
-	if (grp.n && grp.comm != comm)
-		return spyre_error(-EOPNOTSUPP, "%s: a group holds the calls of one communicator, and "
-				   "this group has another's", what);
-	if (grp.n && grp.s != s)
-		return spyre_error(-EOPNOTSUPP, "%s: a group holds the calls of one stream, and this "
-				   "group has another's", what);
-	if (grp.n == grp.cap) {
-		int cap = grp.cap ? 2 * grp.cap : 16;
-		struct grp_op *op = realloc(grp.op, (size_t)cap * sizeof(*op));
-
-		if (!op)
-			return spyre_error(-ENOMEM, "%s: out of memory", what);
-		grp.op = op;
-		grp.cap = cap;
-	}
-	grp.comm = comm;
-	grp.s = s;
-	grp.op[grp.n++] = (struct grp_op){ .sending = sending, .peer = peer, .buf = buf, .bytes = bytes };
-	return 0;
-}
-
-static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
-			  spyre_stream_t *s, bool sending, const char *what)
+int coll_rank_p2p_begin(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
+			spyre_stream_t *s, const char *what, struct comm_rank **out, size_t *bytes)
 {
 	struct comm_rank *c;
-	size_t bytes, off;
-	int ret = coll_check_dtype(dtype, what) ?: begin(comm, s, OP_SEND_RECV, what, &c);
+	int ret = coll_check_dtype(dtype, what) ?: coll_rank_begin(comm, s, OP_SEND_RECV, what, &c);
 
 	if (ret)
 		return ret;
@@ -579,9 +493,17 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 		return spyre_error(-EXDEV, "%s: neither this rank's card (%s) nor rank %d's (%s) reaches "
 				   "the other's memory", what, coll_net_card(c->net, c->rank), peer,
 				   coll_net_card(c->net, peer));
-	bytes = coll_sticks(count * dtsize(dtype));
-	if (coll_group_open())
-		return bytes ? grp_add(comm, s, sending, peer, buf, bytes, what) : 0;
+	*bytes = coll_sticks(count * dtsize(dtype));
+	*out = c;
+	return 0;
+}
+
+int coll_rank_p2p_run(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf, size_t bytes, int peer,
+		      bool sending, const char *what)
+{
+	size_t off;
+	int ret = 0;
+
 	for (off = 0; !ret && off < bytes; off += BOX_BYTES) {
 		size_t l = bytes - off > BOX_BYTES ? BOX_BYTES : bytes - off;
 
@@ -589,229 +511,17 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 			ret = tx(c, s, peer, buf + off, l);
 		} else {
 			ret = rx(c, s, peer, buf + off, l);
-			ret = ret ?: inbox_read(c, s);
+			ret = ret ?: coll_rank_inbox_read(c, s);
 		}
 	}
-	return finish(c, s, ret, what);
-}
-
-static size_t piece_len(const struct grp_op *o)
-{
-	return o->bytes - o->done > BOX_BYTES ? BOX_BYTES : o->bytes - o->done;
-}
-
-/* The inbox is lent to a sender (its CTS went, its READY did not come). */
-static bool inbox_lent(const struct comm_rank *c)
-{
-	int j;
-
-	for (j = 0; j < c->n; j++)
-		if (c->peer[j].cts_sent)
-			return true;
-	return false;
-}
-
-/*
- * Advance the next piece of @o as far as it goes without waiting: 1 when
- * something moved (*@went: the piece went), 0 when it waits for a message.
- */
-static int grp_step(struct comm_rank *c, spyre_stream_t *s, struct grp_op *o, bool *went)
-{
-	struct rk_peer *p = &c->peer[o->peer];
-	size_t len = piece_len(o);
-	int ret, moved = 0;
-
-	*went = false;
-	if (o->sending) {
-		if (p->i_reach)
-			ret = try_msg(c, o->peer, COLL_MSG_CTS, p->sent, 0);
-		else if (c->out_reader >= 0)
-			ret = try_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0);
-		else
-			ret = 1;
-		if (ret <= 0)
-			return ret;
-		if (!p->i_reach)
-			c->out_reader = -1;
-		ret = tx_go(c, s, o->peer, o->buf + o->done, len);
-	} else {
-		/* One sender at a time holds the inbox. */
-		if (p->reaches_me && !p->cts_sent) {
-			if (inbox_lent(c))
-				return 0;
-			ret = rx_prepare(c, o->peer);
-			if (ret)
-				return ret;
-			moved = 1;
-		}
-		ret = try_msg(c, o->peer, COLL_MSG_READY, p->rcvd, len);
-		if (ret <= 0)
-			return ret ?: moved;
-		ret = rx_land(c, s, o->peer, o->buf + o->done, len);
-		if (!ret && p->reaches_me)
-			ret = inbox_read(c, s);
-	}
-	if (ret)
-		return ret;
-	o->done += len;
-	*went = true;
-	return 1;
-}
-
-/* What @o's next piece waits for, into @buf. */
-static void grp_waits_for(const struct comm_rank *c, const struct grp_op *o, char *buf, size_t size)
-{
-	const struct rk_peer *p = &c->peer[o->peer];
-	int j = o->peer;
-	uint32_t type = COLL_MSG_READY;
-	uint64_t tag = p->rcvd;
-
-	if (o->sending && p->i_reach) {
-		type = COLL_MSG_CTS;
-		tag = p->sent;
-	} else if (o->sending) {
-		j = c->out_reader;
-		type = COLL_MSG_DONE;
-		tag = c->out_tag;
-	} else if (p->reaches_me && !p->cts_sent) {
-		for (j = 0; j < c->n && !c->peer[j].cts_sent; j++)
-			;
-		snprintf(buf, size, "the inbox is lent to rank %d, which sent no READY (transfer "
-			 "%llu)", j, (unsigned long long)(j < c->n ? c->peer[j].rcvd : 0));
-		return;
-	}
-	snprintf(buf, size, "rank %d (pid %d) sent no %s (transfer %llu)", j,
-		 coll_net_pid(c->net, j), coll_net_msg_name(type), (unsigned long long)tag);
-}
-
-/* "op 2 of 3 (spyre_comm_recv of 4096 bytes from rank 1, piece 1 of 2)" into @buf. */
-static void grp_name(const struct grp_op *o, int i, char *buf, size_t size)
-{
-	snprintf(buf, size, "op %d of %d (%s of %zu bytes %s rank %d, piece %zu of %zu)", i + 1, grp.n,
-		 o->sending ? "spyre_comm_send" : "spyre_comm_recv", o->bytes,
-		 o->sending ? "to" : "from", o->peer, o->done / BOX_BYTES + 1,
-		 (o->bytes + BOX_BYTES - 1) / BOX_BYTES);
-}
-
-/* @o is the first of the group's unfinished calls in its direction with its peer. */
-static bool grp_front(int i)
-{
-	int k;
-
-	for (k = 0; k < i; k++)
-		if (grp.op[k].done < grp.op[k].bytes && grp.op[k].peer == grp.op[i].peer &&
-		    grp.op[k].sending == grp.op[i].sending)
-			return false;
-	return true;
-}
-
-/*
- * Run the group's calls: each round advances every call that can (the
- * first unfinished one of each peer and direction: pieces between a pair go
- * in the order of the calls), then waits for any message when none could.
- */
-static int grp_run(struct comm_rank *c)
-{
-	int64_t last = (int64_t)(spyre_now_ns() / 1000000);
-	int timeout_ms = coll_net_timeout_ms(c->net);
-	char name[160], waits[160];
-
-	for (;;) {
-		int i, moved = 0, left = 0, first = -1, ret = 0;
-		int64_t now;
-
-		for (i = 0; !ret && i < grp.n; i++) {
-			struct grp_op *o = &grp.op[i];
-			bool went = true;
-
-			/* A call goes on while its pieces go, then the next one of its pair. */
-			while (!ret && went && o->done < o->bytes && grp_front(i)) {
-				ret = grp_step(c, grp.s, o, &went);
-				moved |= ret > 0;
-			}
-			if (ret < 0)
-				break;
-			ret = 0;
-			if (o->done < o->bytes) {
-				left++;
-				if (first < 0 && grp_front(i))
-					first = i;
-			}
-		}
-		if (ret < 0) {
-			char why[256];
-
-			snprintf(why, sizeof(why), "%s", spyre_last_error());
-			coll_strip_status(why, ret);
-			grp_name(&grp.op[i], i, name, sizeof(name));
-			return spyre_error(ret, "%s: %s", name, why);
-		}
-		if (!left)
-			return 0;
-		now = (int64_t)(spyre_now_ns() / 1000000);
-		if (moved) {
-			last = now;
-			continue;
-		}
-		if (now - last >= timeout_ms) {
-			grp_name(&grp.op[first], first, name, sizeof(name));
-			grp_waits_for(c, &grp.op[first], waits, sizeof(waits));
-			return spyre_error(-ETIMEDOUT, "%s: %s within %d ms (SPYRE_COMM_TIMEOUT_MS)", name,
-					   waits, timeout_ms);
-		}
-		ret = coll_net_poll(c->net, (int)(last + timeout_ms - now > 1000 ? 1000 :
-						  last + timeout_ms - now));
-		if (ret)
-			return ret;
-	}
-}
-
-SPYRE_EXPORT int spyre_comm_group_start(void)
-{
-	if (grp.depth == INT32_MAX)
-		return spyre_error(-EINVAL, "spyre_comm_group_start: groups nested too deep");
-	grp.depth++;
-	return 0;
-}
-
-SPYRE_EXPORT int spyre_comm_group_end(void)
-{
-	static const char what[] = "spyre_comm_group_end";
-	struct comm_rank *c;
-	int ret;
-
-	if (!grp.depth)
-		return spyre_error(-EINVAL, "%s: no spyre_comm_group_start() before it", what);
-	if (--grp.depth)
-		return 0;
-	if (!grp.n) {
-		grp_clear();
-		return 0;
-	}
-	ret = begin(grp.comm, grp.s, OP_SEND_RECV, what, &c);
-	if (!ret)
-		ret = finish(c, grp.s, grp_run(c), what);
-	grp_clear();
-	return ret;
-}
-
-SPYRE_EXPORT int spyre_comm_send(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype,
-				 int peer, spyre_stream_t *s)
-{
-	return point_to_point(comm, buf, count, dtype, peer, s, true, "spyre_comm_send");
-}
-
-SPYRE_EXPORT int spyre_comm_recv(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype,
-				 int peer, spyre_stream_t *s)
-{
-	return point_to_point(comm, buf, count, dtype, peer, s, false, "spyre_comm_recv");
+	return coll_rank_finish(c, s, ret, what);
 }
 
 SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 {
 	static const char what[] = "spyre_comm_barrier";
 	struct comm_rank *c;
-	int j, ret = begin(comm, NULL, OP_BARRIER, what, &c);
+	int j, ret = coll_rank_begin(comm, NULL, OP_BARRIER, what, &c);
 
 	if (ret)
 		return ret;
@@ -821,7 +531,7 @@ SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
 			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
-	return finish(c, NULL, ret, what);
+	return coll_rank_finish(c, NULL, ret, what);
 }
 
 /* ---- set-up ---- */
@@ -833,9 +543,9 @@ void coll_rank_destroy(struct spyre_comm *comm)
 
 	if (!c)
 		return;
-	/* Calls of it queued in this thread's group are dropped with it. */
-	if (grp.comm == comm)
-		grp.n = 0;
+	/* Calls of it queued in this thread's group are dropped with it (coll_group.c). */
+	if (coll_group_comm == comm)
+		coll_group_comm = NULL;
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
