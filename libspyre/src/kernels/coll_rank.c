@@ -68,12 +68,24 @@ static int send_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, uin
 	return coll_net_send(c->net, j, &m, NULL, 0);
 }
 
+/* @m, @j's message of @type, belongs to the same call and, with @bytes, is of that size. */
+static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct coll_msg *m, size_t bytes)
+{
+	if (type != COLL_MSG_DONE && m->op != c->op)
+		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
+				   j, SPYRE_NAME_OF(op_names, m->op, "?"), c->rank,
+				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
+	if (bytes && m->a != bytes)
+		return spyre_error(-EINVAL, "rank %d sent %llu bytes where this rank %d expects %zu (%s, "
+				   "call %u): counts differ", j, (unsigned long long)m->a, c->rank, bytes,
+				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
+	return 0;
+}
+
 /*
  * Wait for @j's @type of transfer @tag, checking it belongs to the same call
  * (a DONE may be of an earlier one) and, with @bytes, its size.
  */
-static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct coll_msg *m, size_t bytes);
-
 static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
 {
 	struct coll_msg m;
@@ -91,20 +103,6 @@ int coll_rank_try_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, s
 	if (ret <= 0)
 		return ret;
 	return check_msg(c, j, type, &m, bytes) ?: 1;
-}
-
-/* @m, @j's message of @type, belongs to the same call and, with @bytes, is of that size. */
-static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct coll_msg *m, size_t bytes)
-{
-	if (type != COLL_MSG_DONE && m->op != c->op)
-		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
-				   j, SPYRE_NAME_OF(op_names, m->op, "?"), c->rank,
-				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
-	if (bytes && m->a != bytes)
-		return spyre_error(-EINVAL, "rank %d sent %llu bytes where this rank %d expects %zu (%s, "
-				   "call %u): counts differ", j, (unsigned long long)m->a, c->rank, bytes,
-				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
-	return 0;
 }
 
 /* Before a transfer from @j: when @j pushes, tell it the inbox is free. */
@@ -255,7 +253,7 @@ static int ring_all_gather(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t 
 /* ---- calls ---- */
 
 int coll_rank_begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const char *what,
-		 struct comm_rank **out)
+		    struct comm_rank **out)
 {
 	struct comm_rank *c;
 
