@@ -42,7 +42,7 @@ LIB_OBJS := $(patsubst libspyre/src/%.c,$(B)/libspyre/%.o,$(LIB_SRCS))
 # container parser, the kernel library's builder and dtype conversions) and
 # every one of them in libspyre.a.
 LIB_HDRS := libspyre/include/spyre.h libspyre/include/spyre_kernels.h libspyre/src/common.h \
-	libspyre/src/runtime/internal.h libspyre/src/kernels/kern.h libspyre/src/kernels/coll.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
+	libspyre/src/runtime/internal.h libspyre/src/kernels/kern.h libspyre/src/kernels/coll.h libspyre/src/kernels/coll_rank.h uapi/spyre_accel.h uapi/spyre_hw.h uapi/spyre_isa.h $(wildcard isa/*.h)
 
 TOOLS := $(B)/bin/spyre-smi $(B)/bin/spyre-run $(B)/bin/spyre-trace-check $(B)/bin/spyre-coredump
 SELFTESTS := $(patsubst selftests/%.c,$(B)/selftests/%,$(wildcard selftests/*_test.c)) \

@@ -590,6 +590,23 @@ int spyre_comm_recv(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t
 		    spyre_stream_t *stream);
 /** spyre_comm_barrier() - return when every rank has called it (the host only: no stream). */
 int spyre_comm_barrier(spyre_comm_t *comm);
+/**
+ * spyre_comm_group_start() - queue this thread's spyre_comm_send() and
+ * spyre_comm_recv() calls until the matching spyre_comm_group_end()
+ * (NCCL's ncclGroupStart; groups nest, the outermost end runs them). A
+ * group holds the calls of one communicator of one card per process and
+ * one stream (-EOPNOTSUPP for another); collectives and barriers inside
+ * one fail with -EOPNOTSUPP.
+ */
+int spyre_comm_group_start(void);
+/**
+ * spyre_comm_group_end() - run the queued calls, in any order across peers
+ * and in call order between two ranks, so that no order of the calls
+ * across ranks deadlocks while every call has its match; returns once
+ * their work is on the stream. -EINVAL without a group started; a failure
+ * breaks the communicator, its detail naming the call.
+ */
+int spyre_comm_group_end(void);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,10 @@
  * with the number of devices present (none on a build host), opening a device
  * that does not exist or passing NULL fails with the documented status and a
  * human-readable detail (the stream statistics and memory operations
- * included), the detail
- * is per thread, and engine faults have names.
+ * included), the detail is per thread, and engine faults have names.
+ * Groups of point-to-point calls (spyre_comm_group_start/end()): an end
+ * without a start is -EINVAL with its detail, groups nest, and a group is
+ * the calling thread's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "spyre.h"
+#include "spyre_kernels.h"
 #include "../../tests/tap.h"
 
 static int n;	/* devices present */
@@ -114,6 +117,34 @@ static void test_detail_per_thread(void)
 	pthread_join(t, NULL);
 }
 
+static void *end_in_thread(void *arg)
+{
+	*(int *)arg = spyre_comm_group_end();
+	return NULL;
+}
+
+static void test_comm_groups(void)
+{
+	pthread_t t;
+	int other = 0;
+
+	TAP_CHECK(spyre_comm_group_end() == -EINVAL, "end without start");
+	TAP_CHECK(strstr(spyre_last_error(), "spyre_comm_group_end: no spyre_comm_group_start() before it"),
+		  "detail '%s'", spyre_last_error());
+	TAP_CHECK(spyre_comm_group_start() == 0, "start");
+	TAP_CHECK(spyre_comm_group_start() == 0, "nested start");
+	TAP_CHECK(spyre_comm_send(NULL, 0, 1, SPYRE_DT_FP32, 1, NULL) == -EINVAL, "a NULL communicator's send");
+	TAP_CHECK(strstr(spyre_last_error(), "spyre_comm_send: NULL communicator"), "detail '%s'",
+		  spyre_last_error());
+	/* Another thread has no group of its own. */
+	TAP_CHECK(pthread_create(&t, NULL, end_in_thread, &other) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	TAP_CHECK(other == -EINVAL, "end in another thread = %d", other);
+	TAP_CHECK(spyre_comm_group_end() == 0, "inner end");
+	TAP_CHECK(spyre_comm_group_end() == 0, "outer end of an empty group");
+	TAP_CHECK(spyre_comm_group_end() == -EINVAL, "a third end");
+}
+
 static const struct tap_case cases[] = {
 	{ "device_count", test_device_count },
 	{ "open_missing_device", test_open_missing_device },
@@ -121,6 +152,7 @@ static const struct tap_case cases[] = {
 	{ "stream_stats_arguments", test_stream_stats_arguments },
 	{ "names", test_names },
 	{ "detail_per_thread", test_detail_per_thread },
+	{ "comm_groups", test_comm_groups },
 };
 
 int main(int argc, char **argv)

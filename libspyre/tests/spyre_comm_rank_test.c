@@ -14,7 +14,13 @@
  * its own card); each checked by every rank against the CPU reference of
  * spyre_coll_test (the same rounded inputs, partial sums rounded in rank
  * order: exact for 2 ranks, n - 1 roundings of the sum beyond). Two
- * communicators at once, interleaved, with a barrier. Hostile and careless
+ * communicators at once, interleaved, with a barrier. Groups
+ * (spyre_comm_group_start/end()): a ring exchange in both orders (one
+ * nested), an all-to-all, three transfers each way between ranks 0 and 1
+ * matched in call order, over 1 to 3 box pieces, each against the
+ * sender's values; careless use of groups (-EINVAL, -EOPNOTSUPP with their
+ * details) and an unmatched receive (-ETIMEDOUT naming the call, the
+ * peer's next call -ECONNABORTED). Hostile and careless
  * use, each with its status and detail: mismatched nranks (-EINVAL on both
  * sides), a rank taken twice (-EADDRINUSE; the other rank 0 times out,
  * -ETIMEDOUT), two ranks on one card (-EINVAL), an id not from
@@ -497,6 +503,256 @@ static int do_held(struct ctx *c)
 	return 0;
 }
 
+/* ---- groups (spyre_comm_group_start/end) ---- */
+
+/* The sizes of the group tests: odd counts, and one of three 2 MiB pieces with a short last one. */
+static const struct { uint32_t dt; size_t count; } grp_sz[] = {
+	{ SPYRE_DT_FP16, 3001 }, { SPYRE_DT_FP32, 5 }, { SPYRE_DT_FP32, 1100001 },
+};
+
+static size_t grp_bytes(size_t z)
+{
+	return round_sticks(grp_sz[z].count * SPYRE_DT_SIZE(grp_sz[z].dt));
+}
+
+/*
+ * A ring exchange in one group: send to the next rank, receive from the
+ * previous one, in both orders inside the group (with 2 ranks the two are
+ * one peer), the second order with the send in a nested group.
+ */
+static int do_group_ring(struct ctx *c)
+{
+	int n = c->n, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n, order;
+	size_t z;
+
+	for (z = 0; z < 3; z++) {
+		uint32_t dt = grp_sz[z].dt;
+		size_t count = grp_sz[z].count;
+		spyre_dptr_t sb, rb;
+
+		FAIL_IF(c, spyre_malloc(c->dev, grp_bytes(z), &sb));
+		FAIL_IF(c, spyre_malloc(c->dev, grp_bytes(z), &rb));
+		for (order = 0; order < 2; order++) {
+			unsigned int seed = 200 + (unsigned int)(z * 2 + order);
+
+			FAIL_IF(c, fill(c, sb, count, dt, seed, c->rank));
+			FAIL_IF(c, spyre_memset_async(c->s, rb, 0, grp_bytes(z)));
+			FAIL_IF(c, spyre_comm_group_start());
+			if (order) {
+				FAIL_IF(c, spyre_comm_recv(c->comm, rb, count, dt, prev, c->s));
+				FAIL_IF(c, spyre_comm_group_start());
+				FAIL_IF(c, spyre_comm_send(c->comm, sb, count, dt, next, c->s));
+				/* The inner end runs nothing: the outer one runs both. */
+				FAIL_IF(c, spyre_comm_group_end());
+			} else {
+				FAIL_IF(c, spyre_comm_send(c->comm, sb, count, dt, next, c->s));
+				FAIL_IF(c, spyre_comm_recv(c->comm, rb, count, dt, prev, c->s));
+			}
+			FAIL_IF(c, spyre_comm_group_end());
+			FAIL_IF(c, spyre_stream_synchronize(c->s));
+			c->res->bad += check_copy(c, rb, count, dt, seed, prev);
+			c->res->bad += check_copy(c, sb, count, dt, seed, c->rank);
+		}
+		spyre_free(c->dev, sb);
+		spyre_free(c->dev, rb);
+	}
+	return 0;
+}
+
+/*
+ * All-to-all in one group: rank r sends buffer j (seed 300 + 8r + j) to
+ * every rank j != r, sends in rising rank order, receives in falling.
+ */
+static int do_group_all_to_all(struct ctx *c)
+{
+	spyre_dptr_t sb[MAXR] = { 0 }, rb[MAXR] = { 0 };
+	size_t z;
+	int j;
+
+	for (z = 0; z < 3; z += 2) {
+		uint32_t dt = grp_sz[z].dt;
+		size_t count = grp_sz[z].count;
+
+		for (j = 0; j < c->n; j++) {
+			if (j == c->rank)
+				continue;
+			FAIL_IF(c, spyre_malloc(c->dev, grp_bytes(z), &sb[j]));
+			FAIL_IF(c, spyre_malloc(c->dev, grp_bytes(z), &rb[j]));
+			FAIL_IF(c, fill(c, sb[j], count, dt, 300 + (unsigned int)(8 * c->rank + j), c->rank));
+		}
+		FAIL_IF(c, spyre_comm_group_start());
+		for (j = 0; j < c->n; j++)
+			if (j != c->rank)
+				FAIL_IF(c, spyre_comm_send(c->comm, sb[j], count, dt, j, c->s));
+		for (j = c->n - 1; j >= 0; j--)
+			if (j != c->rank)
+				FAIL_IF(c, spyre_comm_recv(c->comm, rb[j], count, dt, j, c->s));
+		FAIL_IF(c, spyre_comm_group_end());
+		FAIL_IF(c, spyre_stream_synchronize(c->s));
+		for (j = 0; j < c->n; j++) {
+			if (j == c->rank)
+				continue;
+			c->res->bad += check_copy(c, rb[j], count, dt, 300 + (unsigned int)(8 * j + c->rank), j);
+			spyre_free(c->dev, sb[j]);
+			spyre_free(c->dev, rb[j]);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Ranks 0 and 1: several transfers each way in one group, matched in call
+ * order per direction (the first and third of one size, told apart by
+ * their values), rank 0 sending first, rank 1 receiving first. Other ranks
+ * take no part.
+ */
+static int do_group_same_peer(struct ctx *c)
+{
+	static const int zs[3] = { 0, 2, 0 };	/* sizes of the three transfers each way */
+	spyre_dptr_t sb[3], rb[3];
+	int peer = !c->rank, k;
+
+	if (c->rank > 1)
+		return 0;
+	for (k = 0; k < 3; k++) {
+		FAIL_IF(c, spyre_malloc(c->dev, grp_bytes(zs[k]), &sb[k]));
+		FAIL_IF(c, spyre_malloc(c->dev, grp_bytes(zs[k]), &rb[k]));
+		FAIL_IF(c, fill(c, sb[k], grp_sz[zs[k]].count, grp_sz[zs[k]].dt,
+				400 + (unsigned int)(10 * c->rank + k), c->rank));
+	}
+	FAIL_IF(c, spyre_comm_group_start());
+	for (k = 0; k < 3; k++) {
+		const size_t z = (size_t)zs[k];
+
+		if (c->rank == 0) {
+			FAIL_IF(c, spyre_comm_send(c->comm, sb[k], grp_sz[z].count, grp_sz[z].dt, peer, c->s));
+			FAIL_IF(c, spyre_comm_recv(c->comm, rb[k], grp_sz[z].count, grp_sz[z].dt, peer, c->s));
+		} else {
+			FAIL_IF(c, spyre_comm_recv(c->comm, rb[k], grp_sz[z].count, grp_sz[z].dt, peer, c->s));
+			FAIL_IF(c, spyre_comm_send(c->comm, sb[k], grp_sz[z].count, grp_sz[z].dt, peer, c->s));
+		}
+	}
+	FAIL_IF(c, spyre_comm_group_end());
+	FAIL_IF(c, spyre_stream_synchronize(c->s));
+	for (k = 0; k < 3; k++)
+		c->res->bad += check_copy(c, rb[k], grp_sz[zs[k]].count, grp_sz[zs[k]].dt,
+					  400 + (unsigned int)(10 * peer + k), peer);
+	/* A plain send/recv after the group: the pair's transfer numbers still agree. */
+	FAIL_IF(c, fill(c, sb[1], grp_sz[2].count, grp_sz[2].dt, 410, c->rank));
+	if (c->rank == 0)
+		FAIL_IF(c, spyre_comm_send(c->comm, sb[1], grp_sz[2].count, grp_sz[2].dt, 1, c->s));
+	else
+		FAIL_IF(c, spyre_comm_recv(c->comm, rb[1], grp_sz[2].count, grp_sz[2].dt, 0, c->s));
+	FAIL_IF(c, spyre_stream_synchronize(c->s));
+	if (c->rank == 1)
+		c->res->bad += check_copy(c, rb[1], grp_sz[2].count, grp_sz[2].dt, 410, 0);
+	for (k = 0; k < 3; k++) {
+		spyre_free(c->dev, sb[k]);
+		spyre_free(c->dev, rb[k]);
+	}
+	return 0;
+}
+
+/* Count a call's status @got that is not @want, with the detail. */
+static void expect_status(struct ctx *c, int got, int want, const char *what)
+{
+	if (got == want)
+		return;
+	fprintf(stderr, "# rank %d: %s returned %d, want %d: %s\n", c->rank, what, got, want,
+		spyre_last_error());
+	c->res->bad++;
+}
+
+/* Careless use of groups, each with its status; the communicator works after. */
+static int do_group_errors(struct ctx *c)
+{
+	int n = c->n, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
+	spyre_stream_t *s2 = NULL;
+	spyre_comm_t *one = NULL;
+	spyre_dptr_t x, y;
+
+	FAIL_IF(c, spyre_malloc(c->dev, 4096, &x));
+	FAIL_IF(c, spyre_malloc(c->dev, 4096, &y));
+	FAIL_IF(c, spyre_stream_create(c->dev, SPYRE_STREAM_PRIORITY_NORMAL, &s2));
+	FAIL_IF(c, spyre_comm_init(&one, &c->dev, 1));
+	expect_status(c, spyre_comm_group_end(), -EINVAL, "group_end without start");
+	if (!strstr(spyre_last_error(), "no spyre_comm_group_start() before it"))
+		c->res->bad++;
+	FAIL_IF(c, spyre_comm_group_start());
+	expect_status(c, spyre_comm_all_reduce(c->comm, x, x, 1024, SPYRE_DT_FP32, SPYRE_RED_SUM, c->s),
+		      -EOPNOTSUPP, "all-reduce in a group");
+	if (!strstr(spyre_last_error(), "only spyre_comm_send() and spyre_comm_recv() are grouped"))
+		c->res->bad++;
+	expect_status(c, spyre_comm_barrier(c->comm), -EOPNOTSUPP, "barrier in a group");
+	expect_status(c, spyre_all_reduce(one, &x, &x, 1024, SPYRE_DT_FP32, SPYRE_RED_SUM, &c->s),
+		      -EOPNOTSUPP, "one process's all-reduce in a group");
+	expect_status(c, spyre_comm_send(one, x, 1024, SPYRE_DT_FP32, 0, c->s), -EINVAL,
+		      "one process's communicator to spyre_comm_send");
+	expect_status(c, spyre_comm_send(c->comm, x, 1024, SPYRE_DT_FP32, c->rank, c->s), -EINVAL,
+		      "send to itself in a group");
+	/* Nothing queued: the end runs nothing. */
+	expect_status(c, spyre_comm_group_end(), 0, "an empty group's end");
+	expect_status(c, spyre_comm_group_end(), -EINVAL, "a second group_end");
+
+	FAIL_IF(c, fill(c, x, 1024, SPYRE_DT_FP32, 500, c->rank));
+	FAIL_IF(c, spyre_comm_group_start());
+	FAIL_IF(c, spyre_comm_send(c->comm, x, 1024, SPYRE_DT_FP32, next, c->s));
+	expect_status(c, spyre_comm_recv(c->comm, y, 1024, SPYRE_DT_FP32, prev, s2), -EOPNOTSUPP,
+		      "a second stream in a group");
+	if (!strstr(spyre_last_error(), "a group holds the calls of one stream"))
+		c->res->bad++;
+	FAIL_IF(c, spyre_comm_recv(c->comm, y, 1024, SPYRE_DT_FP32, prev, c->s));
+	FAIL_IF(c, spyre_comm_group_end());
+	FAIL_IF(c, spyre_stream_synchronize(c->s));
+	c->res->bad += check_copy(c, y, 1024, SPYRE_DT_FP32, 500, prev);
+	/* Still whole: a collective and a barrier after. */
+	FAIL_IF(c, fill(c, x, 1024, SPYRE_DT_FP32, 501, c->rank));
+	FAIL_IF(c, spyre_comm_all_reduce(c->comm, x, x, 1024, SPYRE_DT_FP32, SPYRE_RED_SUM, c->s));
+	FAIL_IF(c, spyre_comm_barrier(c->comm));
+	FAIL_IF(c, spyre_stream_synchronize(c->s));
+	c->res->bad += check_sum(c, x, 0, 1024, SPYRE_DT_FP32, 501);
+	spyre_comm_destroy(one);
+	spyre_stream_destroy(s2);
+	spyre_free(c->dev, x);
+	spyre_free(c->dev, y);
+	return 0;
+}
+
+/*
+ * An unmatched call: rank 0 sends to and receives from rank 1 in a group,
+ * rank 1 only receives. Rank 0's group ends at the timeout naming its
+ * receive; rank 1's group returns, its next call sees rank 0's failure.
+ */
+static int do_group_unmatched(struct ctx *c)
+{
+	spyre_dptr_t x, y;
+	double t0;
+
+	/* The others' barrier starts 2 s late: rank 0's timeout, not theirs, ends it. */
+	if (c->rank > 1) {
+		usleep(2000000);
+		c->res->stage = spyre_comm_barrier(c->comm);
+		return 0;
+	}
+	FAIL_IF(c, spyre_malloc(c->dev, 4096, &x));
+	FAIL_IF(c, spyre_malloc(c->dev, 4096, &y));
+	FAIL_IF(c, spyre_comm_group_start());
+	if (c->rank == 0)
+		FAIL_IF(c, spyre_comm_send(c->comm, x, 1024, SPYRE_DT_FP32, 1, c->s));
+	FAIL_IF(c, spyre_comm_recv(c->comm, y, 1024, SPYRE_DT_FP32, !c->rank, c->s));
+	t0 = now_s();
+	c->res->ret = spyre_comm_group_end();
+	c->res->secs = now_s() - t0;
+	snprintf(c->res->err, sizeof(c->res->err), "%s", spyre_last_error());
+	/* Rank 0 broken, rank 1 told. */
+	if (c->rank)
+		usleep(2000000);
+	c->res->stage = spyre_comm_barrier(c->comm);
+	spyre_free(c->dev, x);
+	spyre_free(c->dev, y);
+	return 0;
+}
+
 /* ---- the tests ---- */
 
 FIXTURE(rank) {
@@ -929,6 +1185,65 @@ TEST_F(rank, rank_killed_mid_collective_or_exiting)
 			TH_LOG("rank %d: %d %s", r, self->res[r].ret, self->res[r].err);
 		EXPECT_LT(self->res[r].secs, 60.0);
 	}
+}
+
+static void expect_all_good(struct __test_metadata *_metadata, FIXTURE_DATA(rank) *self, rank_fn fn)
+{
+	int r;
+
+	all_fn(&self->l, fn);
+	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
+	for (r = 0; r < self->n; r++) {
+		EXPECT_EQ(0, self->res[r].bad) TH_LOG("rank %d", r);
+	}
+}
+
+TEST_F(rank, group_ring_exchange)
+{
+	/* Outside a group this deadlocks until the timeout: every rank sends first. */
+	self->l.timeout_ms = "60000";
+	expect_all_good(_metadata, self, do_group_ring);
+}
+
+TEST_F(rank, group_all_to_all)
+{
+	self->l.timeout_ms = "60000";
+	expect_all_good(_metadata, self, do_group_all_to_all);
+}
+
+TEST_F(rank, group_same_peer_in_call_order)
+{
+	self->l.timeout_ms = "60000";
+	expect_all_good(_metadata, self, do_group_same_peer);
+}
+
+TEST_F(rank, group_errors)
+{
+	self->l.timeout_ms = "60000";
+	expect_all_good(_metadata, self, do_group_errors);
+}
+
+TEST_F(rank, group_unmatched_call)
+{
+	int r;
+
+	self->l.timeout_ms = "3000";
+	all_fn(&self->l, do_group_unmatched);
+	ASSERT_EQ(self->n, run_ranks(&self->l, self->res, &self->id));
+	EXPECT_EQ(-ETIMEDOUT, self->res[0].ret) TH_LOG("%s", self->res[0].err);
+	EXPECT_NE(NULL, strstr(self->res[0].err, "spyre_comm_group_end (rank 0, call "));
+	EXPECT_NE(NULL, strstr(self->res[0].err,
+			       "op 2 of 2 (spyre_comm_recv of 4096 bytes from rank 1, piece 1 of 1): rank 1 (pid "))
+		TH_LOG("%s", self->res[0].err);
+	EXPECT_NE(NULL, strstr(self->res[0].err, "sent no READY (transfer 0) within 3000 ms"));
+	EXPECT_GE(self->res[0].secs, 2.9);
+	EXPECT_LT(self->res[0].secs, 30.0);
+	EXPECT_EQ(-ETIMEDOUT, self->res[0].stage) TH_LOG("rank 0's barrier after");
+	EXPECT_EQ(0, self->res[1].ret) TH_LOG("%s", self->res[1].err);
+	for (r = 1; r < self->n; r++) {
+		EXPECT_EQ(-ECONNABORTED, self->res[r].stage) TH_LOG("rank %d's barrier after", r);
+	}
+	TH_LOG("rank 0: %.2f s: %s", self->res[0].secs, self->res[0].err);
 }
 
 TEST_HARNESS_MAIN

@@ -9,6 +9,10 @@
  * Reductions (all_reduce, reduce_scatter): float32, float16 and bfloat16.
  * Data movement (all_gather, broadcast, send, recv) moves bytes, so any
  * dtype: the stick-padded bytes go as 16-bit elements (units()).
+ * comm_group_start/comm_group_end are spyre_comm_group_start/end(3): the
+ * sends and receives between them are queued by libspyre and run by the
+ * end, so their staging buffers are kept (and a staged receive copied
+ * out) until then.
  */
 #include <mutex>
 #include <vector>
@@ -89,6 +93,53 @@ struct Staged {
 		return (bool)scratch;
 	}
 };
+
+/*
+ * The calling thread's group (libspyre's groups are per thread): its depth,
+ * and the staging buffers of the calls queued in it, with where a staged
+ * receive goes once the group ran (bytes 0 for a send).
+ */
+struct Queued {
+	Staged b;
+	uint64_t dst;
+	size_t bytes;
+};
+thread_local int g_group_depth;
+thread_local std::vector<Queued> g_queued;
+
+/* @b of a call just made: kept until the group's end when in one, else a receive's copy out now. */
+void after_call(Staged &b, uint64_t dst, size_t bytes)
+{
+	if (!b.staged())
+		return;
+	if (g_group_depth)
+		g_queued.push_back(Queued{std::move(b), dst, bytes});
+	else if (bytes)
+		copy_d2d(b.dev, dst, b.p, bytes);
+}
+
+void group_start()
+{
+	SPYRE_CHECK(spyre_comm_group_start(), "spyreccl: group start");
+	g_group_depth++;
+}
+
+void group_end()
+{
+	int ret;
+
+	TORCH_CHECK(g_group_depth > 0, "spyreccl: group end without a group start");
+	ret = spyre_comm_group_end();
+	if (!--g_group_depth) {
+		std::vector<Queued> q = std::move(g_queued);
+
+		g_queued.clear();
+		for (auto &e : q)
+			if (!ret && e.bytes)
+				copy_d2d(e.b.dev, e.dst, e.b.p, e.bytes);
+	}
+	SPYRE_CHECK(ret, "spyreccl: group end");
+}
 
 int64_t comm_init(const at::Tensor &id, int64_t nranks, int64_t rank, int64_t dev)
 {
@@ -188,6 +239,7 @@ void send(int64_t h, const at::Tensor &t, int64_t peer)
 
 	SPYRE_CHECK(spyre_comm_send(comm_of(h), b.p, units(stick_up(bytes)), kMoveDtype, (int)peer,
 				    current_stream(dev)), "spyreccl send");
+	after_call(b, 0, 0);
 }
 
 void recv(int64_t h, const at::Tensor &t, int64_t peer)
@@ -200,8 +252,7 @@ void recv(int64_t h, const at::Tensor &t, int64_t peer)
 
 	SPYRE_CHECK(spyre_comm_recv(comm_of(h), b.p, units(stick_up(bytes)), kMoveDtype, (int)peer,
 				    current_stream(dev)), "spyreccl recv");
-	if (b.staged())
-		copy_d2d(dev, dptr(t), b.p, bytes);
+	after_call(b, dptr(t), bytes);
 }
 
 }  // namespace
@@ -231,6 +282,8 @@ TORCH_LIBRARY_FRAGMENT(spyre, m)
 	m.def("comm_broadcast(int h, Tensor(a!) t, int root) -> ()", broadcast);
 	m.def("comm_send(int h, Tensor t, int peer) -> ()", send);
 	m.def("comm_recv(int h, Tensor(a!) t, int peer) -> ()", recv);
+	m.def("comm_group_start() -> ()", group_start);
+	m.def("comm_group_end() -> ()", group_end);
 	m.def("comm_barrier(int h) -> ()",
 	      [](int64_t h) { SPYRE_CHECK(spyre_comm_barrier(comm_of(h)), "spyreccl barrier"); });
 }

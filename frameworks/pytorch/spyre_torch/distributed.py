@@ -22,6 +22,13 @@ send, recv, barrier. Data movement takes any dtype (bytes move); reductions floa
 bfloat16 with ReduceOp SUM (libspyre's ring), AVG (the sum scaled on the card), MAX, MIN and PRODUCT
 (every rank's tensor gathered, then the kernel library's maximum/minimum/mul on the card); any other
 op is a ValueError naming it.
+
+send and recv (isend, irecv, and batch_isend_irecv, which torch 2.13 runs as isend/irecv one after the
+other for a Python ProcessGroup: it coalesces only for a C++ one) are queued, not run: the queue runs
+as one libspyre group (spyre_comm_group_start(3)) when a Work of it is waited for (wait, synchronize,
+is_completed, get_future) or before the group's next call. In one group no order of the ranks'
+sends and receives deadlocks (a ring exchange: every rank sends to the next, receives from the
+previous); between two ranks they are matched in call order. dist.send and dist.recv wait at once.
 """
 import datetime
 
@@ -68,6 +75,34 @@ class _Work(dist._Work):
         return fut
 
 
+class _Queued(_Work):
+    """A Work of a queued send or recv: waiting on it first runs the queue (SpyreCCL._flush)."""
+
+    def __init__(self, pg, result, batch):
+        super().__init__(result)
+        self._pg = pg
+        self._batch = batch
+
+    def _ran(self):
+        if self._batch["event"] is None and "error" not in self._batch:
+            self._pg._flush()
+        if "error" in self._batch:
+            raise RuntimeError(f"{NAME} send/recv: the group of this call failed: {self._batch['error']}")
+        self._event = self._batch["event"]
+
+    def wait(self, timeout=None):
+        self._ran()
+        return super().wait(timeout)
+
+    def synchronize(self):
+        self._ran()
+        super().synchronize()
+
+    def is_completed(self):
+        self._ran()
+        return super().is_completed()
+
+
 def _done(result, t):
     ev = torch.Event(t.device)
     ev.record(torch.accelerator.current_stream(t.device.index))
@@ -110,6 +145,8 @@ class SpyreCCL(dist.ProcessGroup):
             store.wait([f"{NAME}/id"], timeout)
             ident = torch.tensor(list(store.get(f"{NAME}/id")), dtype=torch.uint8, device="cpu")
         self._h = _ops.comm_init(ident, size, rank, self._device)
+        self._queue = []  # queued send and recv calls: (kind, tensor it moves, tensor to fill, peer)
+        self._batch = {"event": None}  # what their Works wait for, set when the queue ran
 
     def getBackendName(self):
         return NAME
@@ -117,6 +154,8 @@ class SpyreCCL(dist.ProcessGroup):
     def _comm(self, what):
         if not self._h:
             raise RuntimeError(f"{NAME} {what}: the process group was destroyed")
+        if self._queue:
+            self._flush()
         return self._h
 
     def _spyre(self, tensors, what):
@@ -266,19 +305,53 @@ class SpyreCCL(dist.ProcessGroup):
         if buf is not t:
             t.copy_(buf)
 
+    def _flush(self):
+        """Run the queued sends and receives as one libspyre group; their Works' event after it."""
+        queue, batch = self._queue, self._batch
+        self._queue, self._batch = [], {"event": None}
+        if not self._h:
+            raise RuntimeError(f"{NAME} send/recv: the process group was destroyed")
+        try:
+            _ops.comm_group_start()
+            try:
+                for kind, buf, _, peer in queue:
+                    if kind == "send":
+                        _ops.comm_send(self._h, buf, peer)
+                    else:
+                        _ops.comm_recv(self._h, buf, peer)
+            finally:
+                _ops.comm_group_end()
+        except Exception as e:
+            batch["error"] = str(e)
+            raise
+        for kind, buf, t, _ in queue:
+            if buf is not t:
+                t.copy_(buf)
+        batch["event"] = torch.Event(torch.device("spyre", self._device))
+        batch["event"].record(torch.accelerator.current_stream(self._device))
+
+    def _enqueue(self, kind, tensors, peer):
+        if not 0 <= peer < self.size() or peer == self.rank():
+            raise ValueError(f"{NAME} {kind}: peer {peer} is not another rank of the {self.size()}")
+        for t in self._spyre(tensors, kind):
+            if kind == "send" or t.is_contiguous():
+                buf = t.contiguous()
+            else:
+                buf = torch.empty_like(t, memory_format=torch.contiguous_format)
+            self._queue.append((kind, buf, t, peer))
+        return _Queued(self, tensors, self._batch)
+
     def send(self, tensors, dst, tag=0):
+        """Queued (the module's doc): runs when its Work is waited for or before the next call."""
         if _on_cpu(tensors):
             return self._gloo.send(tensors, dst, tag)
-        for t in self._spyre(tensors, "send"):
-            self._send(t, dst, "send")
-        return _done(tensors, tensors[0])
+        return self._enqueue("send", tensors, dst)
 
     def recv(self, tensors, src, tag=0):
+        """Queued as send is."""
         if _on_cpu(tensors):
             return self._gloo.recv(tensors, src, tag)
-        for t in self._spyre(tensors, "recv"):
-            self._recv(t, src, "recv")
-        return _done(tensors, tensors[0])
+        return self._enqueue("recv", tensors, src)
 
     def gather(self, output_lists, inputs, opts=None):
         """The root receives every rank's input in rank order; the others send theirs."""
@@ -379,6 +452,7 @@ class SpyreCCL(dist.ProcessGroup):
         return _Work(None)
 
     def shutdown(self):
+        self._queue = []  # calls never waited for: their peers' calls fail or time out
         if self._h:
             _ops.comm_destroy(self._h)
             self._h = 0

@@ -14,7 +14,10 @@ not block the host; a broadcast returns before its result is ready; synchronize(
 get_future(), exact results); a careless client (a CPU tensor or the other card's in a spyre list, an
 unsupported op or dtype, bad splits: ValueError/RuntimeError naming it, the group still works;
 mismatched shapes: an error on every rank, then "failed earlier"); destroy_process_group then a
-collective (ValueError) and a new group that works; a rank exiting early: the other's next collective
+collective (ValueError) and a new group that works; batch_isend_irecv's ring exchange (every rank
+sends to the next and receives from the previous, both orders of the two, up to three 2 MiB pieces)
+and isend/irecv outside a batch into a non-contiguous tensor, with 2 ranks and again with 3 (a
+third card: tools/vm/run --devices 3; skipped with fewer); a rank exiting early: the other's next collective
 raises (SPYRE_COMM_TIMEOUT_MS 120 s bounds it; the parent's timeout catches a hang). The workers are
 fresh interpreters (each imports torch); the cases read what they reported. Every group has a
 120 s timeout: with torch's default (30 min), a rank that failed before a group's creation (e.g.
@@ -47,6 +50,50 @@ GROUP_TIMEOUT = datetime.timedelta(seconds=120)
 def val(rank, shape, dtype, seed):
     g = torch.Generator().manual_seed(seed * 100 + rank)
     return (torch.randint(-30, 31, shape, generator=g).float() * 0.25).to(dtype)
+
+
+def ring(dist, rank, n, dev, check):
+    """batch_isend_irecv's ring exchange: send to the next rank, receive from the previous one."""
+    nxt, prv = (rank + 1) % n, (rank + n - 1) % n
+    for shape, dt in (((1001,), torch.float32), ((600001,), torch.float32), ((33, 7), torch.bfloat16)):
+        for order in (0, 1):
+            send = val(rank, shape, dt, 140 + order).to(dev)
+            recv = torch.zeros(shape, dtype=dt, device=dev)
+            ops = [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]
+            for w in dist.batch_isend_irecv(ops[::-1] if order else ops):
+                w.wait()
+            check("ring_exchange", recv, val(prv, shape, dt, 140 + order))
+    # isend/irecv outside a batch, the receive into a transposed (non-contiguous) tensor.
+    send = val(rank, (16, 8), torch.float32, 150).to(dev)
+    recv = torch.zeros(8, 16, device=dev).t()
+    works = [dist.isend(send, nxt), dist.irecv(recv, prv)]
+    for w in works:
+        w.wait()
+    check("ring_exchange", recv, val(prv, (16, 8), torch.float32, 150))
+
+
+def ring_worker(rank, n, store_file):
+    """The ring exchange alone (with 3 ranks)."""
+    import torch.distributed as dist
+
+    counts = {}
+    res = {"ring_exchange_3": []}
+
+    def check(name, got, want):
+        counts["ring_exchange_3"] = counts.get("ring_exchange_3", 0) + 1
+        if not torch.equal(got.cpu(), want):
+            res["ring_exchange_3"].append(f"rank {rank}: got {got.cpu().flatten()[:6].tolist()} "
+                                          f"want {want.flatten()[:6].tolist()}")
+
+    torch.spyre.set_device(rank)
+    dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}", rank=rank,
+                            world_size=n)
+    try:
+        ring(dist, rank, n, torch.device("spyre", rank), check)
+    except Exception as e:  # reported
+        res["ring_exchange_3"].append(f"rank {rank}: {type(e).__name__}: {e}")
+    dist.destroy_process_group()
+    print("RESULTS " + json.dumps({"failures": res, "checks": counts}), flush=True)
 
 
 def worker(rank, n, store_file):
@@ -327,7 +374,8 @@ def worker(rank, n, store_file):
 
     for name, fn in (("all_reduce", all_reduce), ("all_gather", all_gather),
                      ("reduce_scatter", reduce_scatter), ("broadcast", broadcast),
-                     ("send_recv", send_recv), ("barrier_and_cpu", barrier_and_cpu), ("errors", errors),
+                     ("send_recv", send_recv), ("ring_exchange", lambda: ring(dist, rank, n, dev, check)),
+                     ("barrier_and_cpu", barrier_and_cpu), ("errors", errors),
                      ("reduce_ops", reduce_ops), ("reduce_root", reduce_root), ("gather_scatter", gather_scatter),
                      ("all_to_all", all_to_all), ("any_dtype", any_dtype), ("work_semantics", work_semantics),
                      ("careless", careless)):
@@ -386,16 +434,16 @@ _counts = {}
 EXPECTED_CHECKS = {"init": 0, "all_reduce": 20, "all_gather": 6, "reduce_scatter": 4, "broadcast": 4,
                    "send_recv": 2, "barrier_and_cpu": 2, "errors": 2, "reduce_ops": 40, "reduce_root": 8,
                    "gather_scatter": 8, "all_to_all": 8, "any_dtype": 14, "work_semantics": 8, "careless": 16,
-                   "destroy_reuse": 4, "early_exit": 1}
+                   "destroy_reuse": 4, "early_exit": 1, "ring_exchange": 14, "ring_exchange_3": 21}
 
 
-def _pair(mode, may_exit=None):
-    """Two workers of @mode (rank @may_exit may end early with status 3); their reports merged."""
+def _pair(mode, may_exit=None, n=N):
+    """@n (two) workers of @mode (rank @may_exit may end early with status 3); their reports merged."""
     store = tempfile.mktemp(prefix="spyreccl-store-")
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", SPYRE_COMM_TIMEOUT_MS="120000")
-    procs = [subprocess.Popen([sys.executable, __file__, mode, str(r), str(N), store], env=env,
+    procs = [subprocess.Popen([sys.executable, __file__, mode, str(r), str(n), store], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(N)]
+             for r in range(n)]
     for r, p in enumerate(procs):
         try:
             out, _ = p.communicate(timeout=1500)
@@ -428,11 +476,16 @@ def results():
         _results = {}
         _pair("--worker")
         _pair("--exit-worker", may_exit=1)
+        if torch.spyre.device_count() >= 3:
+            _pair("--ring-worker", n=3)
     return _results
 
 
 def _case(name):
     def fn(c):
+        if name == "ring_exchange_3" and torch.spyre.device_count() < 3:
+            raise tap.Skip(f"3 ranks need 3 cards, this machine has {torch.spyre.device_count()} "
+                           "(tools/vm/run --devices 3)")
         r = results()
         c.ok(not r.get("workers"), f"workers: {r.get('workers')}")
         c.ok(name in r, f"{name}: not reported")
@@ -448,7 +501,8 @@ for _n in EXPECTED_CHECKS:
     _case(_n)
 
 if __name__ == "__main__":
-    if sys.argv[1:2] in (["--worker"], ["--exit-worker"]):
-        (worker if sys.argv[1] == "--worker" else exit_worker)(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    if sys.argv[1:2] in (["--worker"], ["--exit-worker"], ["--ring-worker"]):
+        {"--worker": worker, "--exit-worker": exit_worker,
+         "--ring-worker": ring_worker}[sys.argv[1]](int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
         sys.exit(0)
     sys.exit(tap.run())

@@ -464,6 +464,10 @@ static int check_call(spyre_comm_t *comm, spyre_stream_t *const *streams, const 
 	if (comm->rk)
 		return spyre_error(-EINVAL, "%s: a communicator of one card per process (use the "
 				   "spyre_comm_* call)", what);
+	if (coll_group_open())
+		return spyre_error(-EOPNOTSUPP, "%s: inside spyre_comm_group_start() (a communicator of "
+				   "the cards of one process runs both sides in one call: nothing to group)",
+				   what);
 	for (r = 0; r < comm->n; r++)
 		if (!streams[r])
 			return spyre_error(-EINVAL, "%s: NULL stream of rank %d", what, r);

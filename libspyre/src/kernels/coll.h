@@ -50,6 +50,8 @@ int coll_add(spyre_kcache_t *cache, spyre_stream_t *s, uint32_t dtype, spyre_dpt
 void coll_rank_destroy(struct spyre_comm *comm);
 /* The rank of a communicator of one card per process. */
 int coll_rank_of(const struct spyre_comm *comm);
+/* The calling thread is between spyre_comm_group_start() and spyre_comm_group_end(). */
+bool coll_group_open(void);
 
 /*
  * coll_boot.c: the ranks' connections, one unix socket (SOCK_SEQPACKET,
@@ -105,6 +107,15 @@ int coll_net_send(struct coll_net *net, int j, struct coll_msg *m, const int *fd
  */
 int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool any_tag,
 		  struct coll_msg *m, int *fds);
+/*
+ * Without waiting: 1 with @j's message of @type and @tag taken into @m, 0
+ * when it has not come, an error when @j ended or any rank failed.
+ */
+int coll_net_try(struct coll_net *net, int j, uint32_t type, uint64_t tag, struct coll_msg *m);
+/* Wait up to @ms for any peer's message and queue every one that came (an ABORT is an error). */
+int coll_net_poll(struct coll_net *net, int ms);
+/* The name of message @type ("CTS", "READY", ...). */
+const char *coll_net_msg_name(uint32_t type);
 /*
  * Send @m to @j once the work enqueued on @s so far is done: a sender thread
  * waits for an event recorded on @s, so @s itself does not wait for the host.

@@ -339,55 +339,76 @@ static bool take(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool 
 	return false;
 }
 
-int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool any_tag,
-		  struct coll_msg *m, int *fds)
+/* The awaited rank @j ended, or any rank failed: an error with its detail, else 0. */
+static int net_failed(struct coll_net *net, int j)
 {
-	int64_t deadline = now_ms() + net->timeout_ms;
+	int k;
+
+	for (k = 0; k < net->n; k++)
+		if (net->p[k].gone && (k == j || net->p[k].gone == -ECONNABORTED))
+			return spyre_error(net->p[k].gone, "%s", net->p[k].why);
+	return 0;
+}
+
+int coll_net_try(struct coll_net *net, int j, uint32_t type, uint64_t tag, struct coll_msg *m)
+{
+	if (take(net, j, type, tag, false, m, NULL))
+		return 1;
+	return net_failed(net, j);
+}
+
+int coll_net_poll(struct coll_net *net, int ms)
+{
 	struct pollfd *pf = calloc((size_t)net->n, sizeof(*pf));
 	int k, np, ret = 0;
 
 	if (!pf)
 		return spyre_error(-ENOMEM, "communicator: out of memory");
+	for (k = 0, np = 0; k < net->n; k++)
+		if (net->p[k].fd >= 0) {
+			pf[np].fd = net->p[k].fd;
+			pf[np].events = POLLIN;
+			pf[np].revents = 0;
+			np++;
+		}
+	if (poll(pf, (nfds_t)np, ms) < 0 && errno != EINTR)
+		ret = spyre_error(-errno, "communicator: poll: %s", strerror(errno));
+	/* Every peer: an ABORT anywhere ends the wait. */
+	for (k = 0; !ret && k < net->n; k++)
+		if (net->p[k].fd >= 0)
+			ret = drain(net, k);
+	free(pf);
+	return ret;
+}
+
+const char *coll_net_msg_name(uint32_t type)
+{
+	return type_name(type);
+}
+
+int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool any_tag,
+		  struct coll_msg *m, int *fds)
+{
+	int64_t deadline = now_ms() + net->timeout_ms;
+	int ret;
+
 	for (;;) {
 		int64_t left;
 
 		if (take(net, j, type, tag, any_tag, m, fds))
-			break;
-		/* The awaited rank ended, or any rank failed: no waiting for what cannot come. */
-		for (k = 0; k < net->n; k++)
-			if (net->p[k].gone && (k == j || net->p[k].gone == -ECONNABORTED))
-				break;
-		if (k < net->n) {
-			ret = spyre_error(net->p[k].gone, "%s", net->p[k].why);
-			break;
-		}
-		left = deadline - now_ms();
-		if (left <= 0) {
-			ret = spyre_error(-ETIMEDOUT, "rank %d (pid %d) sent no %s (transfer %llu) within "
-					  "%d ms (SPYRE_COMM_TIMEOUT_MS)", j, net->p[j].pid,
-					  type_name(type), (unsigned long long)tag, net->timeout_ms);
-			break;
-		}
-		for (k = 0, np = 0; k < net->n; k++)
-			if (net->p[k].fd >= 0) {
-				pf[np].fd = net->p[k].fd;
-				pf[np].events = POLLIN;
-				pf[np].revents = 0;
-				np++;
-			}
-		if (poll(pf, (nfds_t)np, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR) {
-			ret = spyre_error(-errno, "communicator: poll: %s", strerror(errno));
-			break;
-		}
-		/* Every peer: an ABORT anywhere ends the wait. */
-		for (k = 0; !ret && k < net->n; k++)
-			if (net->p[k].fd >= 0)
-				ret = drain(net, k);
+			return 0;
+		ret = net_failed(net, j);
 		if (ret)
-			break;
+			return ret;
+		left = deadline - now_ms();
+		if (left <= 0)
+			return spyre_error(-ETIMEDOUT, "rank %d (pid %d) sent no %s (transfer %llu) within "
+					   "%d ms (SPYRE_COMM_TIMEOUT_MS)", j, net->p[j].pid,
+					   type_name(type), (unsigned long long)tag, net->timeout_ms);
+		ret = coll_net_poll(net, (int)(left > 1000 ? 1000 : left));
+		if (ret)
+			return ret;
 	}
-	free(pf);
-	return ret;
 }
 
 /*

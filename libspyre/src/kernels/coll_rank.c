@@ -19,6 +19,8 @@
  * received piece on the receiving card) in pieces of 2 MiB. Every
  * message carries the collective's call number and kind, so ranks that
  * call different collectives fail with a detail instead of mixing data.
+ * spyre_comm_send/recv and their groups are coll_group.c's, on the
+ * transfer steps here (coll_rank.h).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -32,12 +34,7 @@
 #include "spyre_isa.h"
 #include "common.h"
 #include "coll.h"
-
-#define BOX_BYTES (2u << 20)
-
-enum coll_op {
-	OP_ALL_REDUCE = 1, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_SEND_RECV, OP_BARRIER,
-};
+#include "coll_rank.h"
 
 static const char *const op_names[] = {
 	[OP_ALL_REDUCE] = "all-reduce", [OP_REDUCE_SCATTER] = "reduce-scatter",
@@ -45,35 +42,13 @@ static const char *const op_names[] = {
 	[OP_BARRIER] = "barrier",
 };
 
-struct rk_peer {
-	spyre_dptr_t inbox, outbox;	/* its boxes imported into this card, 0 where not reached */
-	bool i_reach;			/* this card reaches its memory */
-	bool reaches_me;		/* its card reaches this card's memory */
-	uint64_t sent, rcvd;		/* transfers to it, from it */
-	bool cts_sent;			/* CTS for transfer rcvd sent */
-};
+__thread int coll_group_depth;
+__thread struct spyre_comm *coll_group_comm;
 
-struct comm_rank {
-	int rank, n;
-	spyre_device_t *dev;
-	struct coll_net *net;
-	struct rk_peer *peer;
-	spyre_kcache_t *cache;
-	spyre_dptr_t inbox, outbox;
-	int out_reader;			/* the rank whose DONE frees the outbox, -1 */
-	uint64_t out_tag;
-	spyre_event_t *inbox_ev;	/* after the last read of the inbox */
-	bool inbox_ev_set;
-	spyre_event_t *last_ev;		/* after the last call's work */
-	bool last_ev_set;
-	spyre_dptr_t work;		/* reduce-scatter's copy of its input */
-	size_t work_bytes;
-	spyre_event_t *work_ev;		/* after the last read of work (any stream) */
-	bool work_ev_set;
-	uint32_t seq, op;		/* the call under way */
-	int failed;
-	char why[256];
-};
+bool coll_group_open(void)
+{
+	return coll_group_depth > 0;
+}
 
 int coll_rank_of(const struct spyre_comm *comm)
 {
@@ -94,6 +69,20 @@ static int send_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, uin
 	return coll_net_send(c->net, j, &m, NULL, 0);
 }
 
+/* @m, @j's message of @type, belongs to the same call and, with @bytes, is of that size. */
+static int check_msg(struct comm_rank *c, int j, uint32_t type, const struct coll_msg *m, size_t bytes)
+{
+	if (type != COLL_MSG_DONE && m->op != c->op)
+		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
+				   j, SPYRE_NAME_OF(op_names, m->op, "?"), c->rank,
+				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
+	if (bytes && m->a != bytes)
+		return spyre_error(-EINVAL, "rank %d sent %llu bytes where this rank %d expects %zu (%s, "
+				   "call %u): counts differ", j, (unsigned long long)m->a, c->rank, bytes,
+				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
+	return 0;
+}
+
 /*
  * Wait for @j's @type of transfer @tag, checking it belongs to the same call
  * (a DONE may be of an earlier one) and, with @bytes, its size.
@@ -103,21 +92,22 @@ static int wait_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, siz
 	struct coll_msg m;
 	int ret = coll_net_wait(c->net, j, type, tag, false, &m, NULL);
 
-	if (ret)
+	return ret ?: check_msg(c, j, type, &m, bytes);
+}
+
+/* Without waiting: 1 with @j's @type of transfer @tag taken and checked, 0 when it has not come. */
+int coll_rank_try_msg(struct comm_rank *c, int j, uint32_t type, uint64_t tag, size_t bytes)
+{
+	struct coll_msg m;
+	int ret = coll_net_try(c->net, j, type, tag, &m);
+
+	if (ret <= 0)
 		return ret;
-	if (type != COLL_MSG_DONE && m.op != c->op)
-		return spyre_error(-EINVAL, "rank %d called %s where this rank %d called %s (its call %u)",
-				   j, SPYRE_NAME_OF(op_names, m.op, "?"), c->rank,
-				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
-	if (bytes && m.a != bytes)
-		return spyre_error(-EINVAL, "rank %d sent %llu bytes where this rank %d expects %zu (%s, "
-				   "call %u): counts differ", j, (unsigned long long)m.a, c->rank, bytes,
-				   SPYRE_NAME_OF(op_names, c->op, "?"), c->seq);
-	return 0;
+	return check_msg(c, j, type, &m, bytes) ?: 1;
 }
 
 /* Before a transfer from @j: when @j pushes, tell it the inbox is free. */
-static int rx_prepare(struct comm_rank *c, int j)
+int coll_rank_rx_prepare(struct comm_rank *c, int j)
 {
 	struct rk_peer *p = &c->peer[j];
 	int ret;
@@ -134,8 +124,11 @@ static int rx_prepare(struct comm_rank *c, int j)
 	return send_msg(c, j, COLL_MSG_CTS, p->rcvd, 0);
 }
 
-/* @len bytes at @src (this card's memory) to rank @j, on @s. */
-static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
+/*
+ * Transfer p->sent of @len bytes at @src (this card's memory) to rank @j on
+ * @s, once it may go: @j's CTS came (push) or the outbox is free (pull).
+ */
+int coll_rank_tx_go(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
 	uint64_t tag = p->sent++;
@@ -143,12 +136,9 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 	int ret;
 
 	if (p->i_reach) {
-		ret = wait_msg(c, j, COLL_MSG_CTS, tag, 0);
-		ret = ret ?: spyre_memcpy_async(s, p->inbox, src, len, SPYRE_MEMCPY_D2D);
+		ret = spyre_memcpy_async(s, p->inbox, src, len, SPYRE_MEMCPY_D2D);
 	} else {
-		ret = c->out_reader >= 0 ? wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0) : 0;
-		c->out_reader = -1;
-		ret = ret ?: spyre_memcpy_async(s, c->outbox, src, len, SPYRE_MEMCPY_D2D);
+		ret = spyre_memcpy_async(s, c->outbox, src, len, SPYRE_MEMCPY_D2D);
 		if (!ret) {
 			c->out_reader = j;
 			c->out_tag = tag;
@@ -157,20 +147,27 @@ static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, s
 	return ret ?: coll_net_send_after(c->net, s, j, &m);
 }
 
-/*
- * @len bytes from rank @j into @dst (this card's memory; c->inbox to leave
- * them there) on @s.
- */
-static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
+/* @len bytes at @src (this card's memory) to rank @j, on @s. */
+static int tx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t src, size_t len)
+{
+	int ret = 0;
+
+	if (c->peer[j].i_reach) {
+		ret = wait_msg(c, j, COLL_MSG_CTS, c->peer[j].sent, 0);
+	} else {
+		ret = c->out_reader >= 0 ? wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0) : 0;
+		c->out_reader = -1;
+	}
+	return ret ?: coll_rank_tx_go(c, s, j, src, len);
+}
+
+/* Transfer p->rcvd of @len bytes from rank @j, whose READY came, into @dst on @s. */
+int coll_rank_rx_land(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
 {
 	struct rk_peer *p = &c->peer[j];
-	struct coll_msg done = { .type = COLL_MSG_DONE, .seq = c->seq, .op = c->op };
-	int ret = rx_prepare(c, j);
+	struct coll_msg done = { .type = COLL_MSG_DONE, .seq = c->seq, .op = c->op, .tag = p->rcvd };
+	int ret;
 
-	done.tag = p->rcvd;
-	ret = ret ?: wait_msg(c, j, COLL_MSG_READY, p->rcvd, len);
-	if (ret)
-		return ret;
 	p->rcvd++;
 	p->cts_sent = false;
 	if (p->reaches_me)
@@ -179,8 +176,20 @@ static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, s
 	return ret ?: coll_net_send_after(c->net, s, j, &done);
 }
 
+/*
+ * @len bytes from rank @j into @dst (this card's memory; c->inbox to leave
+ * them there) on @s.
+ */
+static int rx(struct comm_rank *c, spyre_stream_t *s, int j, spyre_dptr_t dst, size_t len)
+{
+	int ret = coll_rank_rx_prepare(c, j);
+
+	ret = ret ?: wait_msg(c, j, COLL_MSG_READY, c->peer[j].rcvd, len);
+	return ret ?: coll_rank_rx_land(c, s, j, dst, len);
+}
+
 /* The inbox was read by work enqueued on @s so far. */
-static int inbox_read(struct comm_rank *c, spyre_stream_t *s)
+int coll_rank_inbox_read(struct comm_rank *c, spyre_stream_t *s)
 {
 	int ret = spyre_event_record(c->inbox_ev, s);
 
@@ -214,16 +223,16 @@ static int ring_pass(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf,
 			ls = ls > BOX_BYTES ? BOX_BYTES : ls;
 			lr = lr > BOX_BYTES ? BOX_BYTES : lr;
 			if (lr)
-				ret = rx_prepare(c, prev);
+				ret = coll_rank_rx_prepare(c, prev);
 			if (!ret && ls)
 				ret = tx(c, s, next, buf + cs->off + off, ls);
 			if (!ret && lr && reduce) {
 				ret = rx(c, s, prev, c->inbox, lr);
 				ret = ret ?: coll_add(c->cache, s, dtype, buf + cr->off + off, c->inbox, lr);
-				ret = ret ?: inbox_read(c, s);
+				ret = ret ?: coll_rank_inbox_read(c, s);
 			} else if (!ret && lr) {
 				ret = rx(c, s, prev, buf + cr->off + off, lr);
-				ret = ret ?: inbox_read(c, s);
+				ret = ret ?: coll_rank_inbox_read(c, s);
 			}
 		}
 	}
@@ -244,8 +253,8 @@ static int ring_all_gather(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t 
 
 /* ---- calls ---- */
 
-static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const char *what,
-		 struct comm_rank **out)
+int coll_rank_begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const char *what,
+		    struct comm_rank **out)
 {
 	struct comm_rank *c;
 
@@ -257,6 +266,9 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 				   "spyre_all_reduce() and its siblings)", what);
 	if (c->failed)
 		return spyre_error(c->failed, "%s: the communicator failed earlier: %s", what, c->why);
+	if (coll_group_depth && op != OP_SEND_RECV)
+		return spyre_error(-EOPNOTSUPP, "%s: inside spyre_comm_group_start() (only "
+				   "spyre_comm_send() and spyre_comm_recv() are grouped)", what);
 	if (!s && op != OP_BARRIER)
 		return spyre_error(-EINVAL, "%s: NULL stream", what);
 	c->seq++;
@@ -266,7 +278,7 @@ static int begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, const c
 }
 
 /* The end of a call: a failure breaks the communicator and is told to every rank. */
-static int finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *what)
+int coll_rank_finish(struct comm_rank *c, spyre_stream_t *s, int ret, const char *what)
 {
 	if (!ret && s) {
 		ret = spyre_event_record(c->last_ev, s);
@@ -300,7 +312,7 @@ SPYRE_EXPORT int spyre_comm_all_reduce(spyre_comm_t *comm, spyre_dptr_t send, sp
 	struct comm_rank *c;
 	struct coll_chunk *ch;
 	size_t bytes;
-	int ret = check_red(dtype, op, what) ?: begin(comm, s, OP_ALL_REDUCE, what, &c);
+	int ret = check_red(dtype, op, what) ?: coll_rank_begin(comm, s, OP_ALL_REDUCE, what, &c);
 
 	if (ret)
 		return ret;
@@ -318,7 +330,7 @@ SPYRE_EXPORT int spyre_comm_all_reduce(spyre_comm_t *comm, spyre_dptr_t send, sp
 	ret = ret ?: ring_reduce_scatter(c, s, recv, ch, 0, dtype);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 1);
 	free(ch);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
 /* Whole sticks of @count elements of @dtype in *@each, else -EINVAL. */
@@ -355,7 +367,7 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 	int ret = check_red(dtype, op, what);
 
 	ret = ret ?: whole_sticks(recvcount, dtype, &each, what);
-	ret = ret ?: begin(comm, s, OP_REDUCE_SCATTER, what, &c);
+	ret = ret ?: coll_rank_begin(comm, s, OP_REDUCE_SCATTER, what, &c);
 	if (ret)
 		return ret;
 	if (!send || !recv)
@@ -390,7 +402,7 @@ SPYRE_EXPORT int spyre_comm_reduce_scatter(spyre_comm_t *comm, spyre_dptr_t send
 		c->work_ev_set = !ret;
 	}
 	free(ch);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
 SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, spyre_dptr_t recv,
@@ -403,7 +415,7 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 	int ret = coll_check_dtype(dtype, what);
 
 	ret = ret ?: whole_sticks(sendcount, dtype, &each, what);
-	ret = ret ?: begin(comm, s, OP_ALL_GATHER, what, &c);
+	ret = ret ?: coll_rank_begin(comm, s, OP_ALL_GATHER, what, &c);
 	if (ret)
 		return ret;
 	if (!send || !recv)
@@ -417,7 +429,7 @@ SPYRE_EXPORT int spyre_comm_all_gather(spyre_comm_t *comm, spyre_dptr_t send, sp
 		ret = spyre_memcpy_async(s, recv + ch[c->rank].off, send, each, SPYRE_MEMCPY_D2D);
 	ret = ret ?: ring_all_gather(c, s, recv, ch, 0);
 	free(ch);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
 /*
@@ -436,7 +448,7 @@ static int chain(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf, size_
 
 		if (r != src) {
 			ret = rx(c, s, prev, buf + off, l);
-			ret = ret ?: inbox_read(c, s);
+			ret = ret ?: coll_rank_inbox_read(c, s);
 		}
 		if (!ret && r != last)
 			ret = tx(c, s, next, buf + off, l);
@@ -449,7 +461,7 @@ SPYRE_EXPORT int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size
 {
 	static const char what[] = "spyre_comm_broadcast";
 	struct comm_rank *c;
-	int ret = coll_check_dtype(dtype, what) ?: begin(comm, s, OP_BROADCAST, what, &c);
+	int ret = coll_check_dtype(dtype, what) ?: coll_rank_begin(comm, s, OP_BROADCAST, what, &c);
 
 	if (ret)
 		return ret;
@@ -459,15 +471,16 @@ SPYRE_EXPORT int spyre_comm_broadcast(spyre_comm_t *comm, spyre_dptr_t buf, size
 	if (!count || c->n == 1)
 		return 0;
 	ret = chain(c, s, buf, coll_sticks(count * dtsize(dtype)), root, (root + c->n - 1) % c->n);
-	return finish(c, s, ret, what);
+	return coll_rank_finish(c, s, ret, what);
 }
 
-static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
-			  spyre_stream_t *s, bool sending, const char *what)
+/* ---- point-to-point (coll_group.c: spyre_comm_send/recv and groups) ---- */
+
+int coll_rank_p2p_begin(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype, int peer,
+			spyre_stream_t *s, const char *what, struct comm_rank **out, size_t *bytes)
 {
 	struct comm_rank *c;
-	size_t bytes, off;
-	int ret = coll_check_dtype(dtype, what) ?: begin(comm, s, OP_SEND_RECV, what, &c);
+	int ret = coll_check_dtype(dtype, what) ?: coll_rank_begin(comm, s, OP_SEND_RECV, what, &c);
 
 	if (ret)
 		return ret;
@@ -479,7 +492,17 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 		return spyre_error(-EXDEV, "%s: neither this rank's card (%s) nor rank %d's (%s) reaches "
 				   "the other's memory", what, coll_net_card(c->net, c->rank), peer,
 				   coll_net_card(c->net, peer));
-	bytes = coll_sticks(count * dtsize(dtype));
+	*bytes = coll_sticks(count * dtsize(dtype));
+	*out = c;
+	return 0;
+}
+
+int coll_rank_p2p_run(struct comm_rank *c, spyre_stream_t *s, spyre_dptr_t buf, size_t bytes, int peer,
+		      bool sending, const char *what)
+{
+	size_t off;
+	int ret = 0;
+
 	for (off = 0; !ret && off < bytes; off += BOX_BYTES) {
 		size_t l = bytes - off > BOX_BYTES ? BOX_BYTES : bytes - off;
 
@@ -487,29 +510,17 @@ static int point_to_point(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, ui
 			ret = tx(c, s, peer, buf + off, l);
 		} else {
 			ret = rx(c, s, peer, buf + off, l);
-			ret = ret ?: inbox_read(c, s);
+			ret = ret ?: coll_rank_inbox_read(c, s);
 		}
 	}
-	return finish(c, s, ret, what);
-}
-
-SPYRE_EXPORT int spyre_comm_send(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype,
-				 int peer, spyre_stream_t *s)
-{
-	return point_to_point(comm, buf, count, dtype, peer, s, true, "spyre_comm_send");
-}
-
-SPYRE_EXPORT int spyre_comm_recv(spyre_comm_t *comm, spyre_dptr_t buf, size_t count, uint32_t dtype,
-				 int peer, spyre_stream_t *s)
-{
-	return point_to_point(comm, buf, count, dtype, peer, s, false, "spyre_comm_recv");
+	return coll_rank_finish(c, s, ret, what);
 }
 
 SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 {
 	static const char what[] = "spyre_comm_barrier";
 	struct comm_rank *c;
-	int j, ret = begin(comm, NULL, OP_BARRIER, what, &c);
+	int j, ret = coll_rank_begin(comm, NULL, OP_BARRIER, what, &c);
 
 	if (ret)
 		return ret;
@@ -519,7 +530,7 @@ SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
 			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
-	return finish(c, NULL, ret, what);
+	return coll_rank_finish(c, NULL, ret, what);
 }
 
 /* ---- set-up ---- */
@@ -531,6 +542,9 @@ void coll_rank_destroy(struct spyre_comm *comm)
 
 	if (!c)
 		return;
+	/* Calls of it queued in this thread's group are dropped with it (coll_group.c). */
+	if (coll_group_comm == comm)
+		coll_group_comm = NULL;
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
