@@ -90,7 +90,9 @@ void spyre_ctx_release(struct kref *ref)
  * the context maps may be unmapped or freed before this returns. The
  * context's reservation object holds the newest job fence of each of its
  * queues (jobs of one queue complete in order), including queues destroyed
- * since. Bounded: a hung job is reset after SPYRE_JOB_TIMEOUT_MS.
+ * since. Bounded: a hung job is reset after SPYRE_JOB_TIMEOUT_MS, one with a
+ * wait bound after at most DRM_SPYRE_MAX_WAIT_BOUND_MS (a minute; the next
+ * job timeout once the file is closing).
  */
 void spyre_ctx_wait_idle(struct spyre_ctx *ctx)
 {

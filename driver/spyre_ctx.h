@@ -43,6 +43,8 @@ struct spyre_pt {
  * @uqueues: user queues by id (the xarray's own lock protects it)
  * @hangs: jobs of this context that timed out
  * @banned: set after SPYRE_BAN_HANGS hangs; submissions fail
+ * @closing: set as its file is released: a job waiting within its wait
+ *	bound counts as hung at the next job timeout
  * @jobs: a GEM object that exists only for its reservation object, which
  *	holds the newest job fence of every queue of this context (as
  *	drm_gpuvm's resv object does): waiting on it waits for every job the
@@ -71,6 +73,7 @@ struct spyre_ctx {
 	struct xarray uqueues;
 	atomic_t hangs;
 	bool banned;
+	bool closing;
 	struct drm_gem_object *jobs;
 	atomic64_t dev_bytes;
 	atomic64_t host_bytes;

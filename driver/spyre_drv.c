@@ -220,10 +220,25 @@ static long spyre_compat_ioctl(struct file *filp, unsigned int cmd, unsigned lon
 #define spyre_compat_ioctl NULL
 #endif
 
+/*
+ * Before drm_release(): from here on a job of the file's context that waits
+ * on the device within its wait bound counts as hung at the next job timeout,
+ * so closing its buffers and the file (which wait for its jobs) takes seconds,
+ * not the bound.
+ */
+static int spyre_file_release(struct inode *inode, struct file *filp)
+{
+	struct drm_file *file = filp->private_data;
+	struct spyre_ctx *ctx = file->driver_priv;
+
+	WRITE_ONCE(ctx->closing, true);
+	return drm_release(inode, filp);
+}
+
 static const struct file_operations spyre_fops = {
 	.owner		= THIS_MODULE,
 	.open		= accel_open,
-	.release	= drm_release,
+	.release	= spyre_file_release,
 	.unlocked_ioctl	= spyre_ioctl,
 	.compat_ioctl	= spyre_compat_ioctl,
 	.poll		= drm_poll,

@@ -402,19 +402,34 @@ static bool spyre_job_progressed(struct spyre_hwq *q, struct spyre_job *job)
 		return false;
 	job->tdr_done = done;
 	job->tdr_rearms++;
-	job->tdr_idle = false;
 	return true;
 }
 
 /*
  * A job submitted with a wait bound (SUBMIT's wait_bound_ms: a device-side
- * WAIT for a value another process or card writes later) is not hung while
- * it has been idle for less than that: idle since the start of the first
- * timeout that found no progress.
+ * WAIT for a value another process or card writes later) is not hung within
+ * that bound, counted once from the start of the first timeout that found it
+ * idle (progress later does not restart it). Only while its hardware queue
+ * is its own: a job of another user queue behind it on the ring (the FIFO is
+ * shared; it may even be the writer) ends the exemption, and so does the
+ * closing of its file.
  */
-static bool spyre_job_within_wait_bound(struct spyre_job *job)
+static bool spyre_job_within_wait_bound(struct spyre_hwq *q, struct spyre_job *job)
 {
-	if (!job->wait_bound_ms)
+	struct drm_sched_job *s;
+	bool shared = false;
+
+	if (!job->wait_bound_ms || READ_ONCE(job->ctx->closing))
+		return false;
+	spin_lock(&q->sched.job_list_lock);
+	list_for_each_entry(s, &q->sched.pending_list, list) {
+		if (to_spyre_job(s)->uq != job->uq) {
+			shared = true;
+			break;
+		}
+	}
+	spin_unlock(&q->sched.job_list_lock);
+	if (shared)
 		return false;
 	if (!job->tdr_idle) {
 		job->tdr_idle = true;
@@ -454,7 +469,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	 * it off) and re-arm.
 	 */
 	if (!on_ring || spyre_job_waiting_on_producer(job) || spyre_job_progressed(q, job) ||
-	    spyre_job_within_wait_bound(job)) {
+	    spyre_job_within_wait_bound(q, job)) {
 		spin_lock(&q->sched.job_list_lock);
 		list_add(&sched_job->list, &q->sched.pending_list);
 		spin_unlock(&q->sched.job_list_lock);

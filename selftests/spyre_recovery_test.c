@@ -4,6 +4,8 @@
  * the guilty job with a TIMEOUT error its context can read and resets the
  * queue, innocent jobs queued behind it run, the next job succeeds; a job
  * that outlasts the timeout while its queue makes progress is not hung; a
+ * job with a wait bound is not hung within it (unless another queue's job is
+ * behind it or its file is closing); a
  * context that keeps hanging is banned (-ECANCELED); closing a file with
  * jobs in flight; unbind/rebind and rmmod/insmod with files open. Runs as
  * root in the test VM (debugfs and sysfs writes).
@@ -147,6 +149,103 @@ TEST_F(rec, wait_bound_keeps_a_waiting_job_alive)
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
 	ASSERT_EQ(1, e.error_count);
 	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.fault.error);
+}
+
+/*
+ * The wait bound is not the waiter's to hold when its hardware queue is
+ * shared: 16 more queues of its priority (more than the card has hardware
+ * queues of one priority, so one shares the waiter's FIFO) each get a job;
+ * the waiter, bounded at 20 s, fails at a job timeout well before that, and
+ * every other job runs.
+ */
+TEST_F(rec, wait_bound_ends_for_a_shared_queue)
+{
+	struct drm_spyre_queue_error e;
+	struct ssubmit w = { 0 }, n = { 0 };
+	uint32_t q[16], s[16], s1;
+	uint8_t pw[64], nop[64];
+	struct sbo sem;
+	int64_t t0;
+	int i;
+
+	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
+	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
+	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
+	w.queue = self->q;
+	w.packets = pw;
+	w.count = 1;
+	w.out = s1;
+	w.wait_bound_ms = 20000;
+	t0 = spyre_now_ns();
+	ASSERT_EQ(0, ssubmit(self->fd, &w));
+	spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
+	for (i = 0; i < 16; i++) {
+		ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q[i]));
+		ASSERT_EQ(0, ssyncobj_create(self->fd, &s[i]));
+		n.queue = q[i];
+		n.packets = nop;
+		n.count = 1;
+		n.out = s[i];
+		ASSERT_EQ(0, ssubmit(self->fd, &n));
+	}
+	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, 30000));
+	ASSERT_GT(15000, (spyre_now_ns() - t0) / 1000000);
+	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
+	ASSERT_EQ(1, e.error_count);
+	ASSERT_EQ(DRM_SPYRE_ERROR_TIMEOUT, e.fault.error);
+	for (i = 0; i < 16; i++) {
+		ASSERT_EQ(0, ssyncobj_wait(self->fd, s[i], 0, SPYRE_DONE_MS)) TH_LOG("queue %d", i);
+		ASSERT_EQ(0, squeue_error(self->fd, q[i], &e));
+		ASSERT_EQ(0, e.error_count) TH_LOG("queue %d", i);
+	}
+}
+
+/*
+ * A process killed while its job waits within a 60 s bound: its file's
+ * release ends the bound, so the exit (which waits for its jobs) takes a job
+ * timeout or two, not the minute.
+ */
+TEST_F(rec, wait_bound_ends_when_the_file_closes)
+{
+	int pipefd[2], st;
+	int64_t t0;
+	pid_t pid;
+	char c;
+
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ssubmit w = { 0 };
+		uint8_t pw[64];
+		struct sbo sem;
+		uint32_t q;
+		int fd = spyre_open(0);
+
+		if (fd < 0 || squeue_create(fd, DRM_SPYRE_PRIO_NORMAL, &q) ||
+		    sbo_create(fd, 4096, 0, &sem))
+			_exit(1);
+		spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
+		w.queue = q;
+		w.packets = pw;
+		w.count = 1;
+		w.wait_bound_ms = DRM_SPYRE_MAX_WAIT_BOUND_MS;
+		if (ssubmit(fd, &w))
+			_exit(2);
+		if (write(pipefd[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(pipefd[1]);
+	ASSERT_EQ(1, read(pipefd[0], &c, 1));
+	close(pipefd[0]);
+	usleep(500000);		/* the job on the ring */
+	t0 = spyre_now_ns();
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFSIGNALED(st));
+	ASSERT_GT(30000, (spyre_now_ns() - t0) / 1000000);
 }
 
 TEST_F(rec, hung_producer_releases_device_side_waiter)

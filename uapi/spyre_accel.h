@@ -340,8 +340,8 @@ struct drm_spyre_fault {
 #define DRM_SPYRE_SUBMIT_QUEUE_ERROR	0x00000001	/* report errors, refuse on unseen ones */
 #define DRM_SPYRE_SUBMIT_WAIT_BOUND	0x00000002	/* @wait_bound_ms applies */
 #define DRM_SPYRE_SUBMIT_FLAGS		(DRM_SPYRE_SUBMIT_QUEUE_ERROR | DRM_SPYRE_SUBMIT_WAIT_BOUND)
-/** Largest drm_spyre_submit.wait_bound_ms: 10 minutes. */
-#define DRM_SPYRE_MAX_WAIT_BOUND_MS	600000
+/** Largest drm_spyre_submit.wait_bound_ms: a minute. */
+#define DRM_SPYRE_MAX_WAIT_BOUND_MS	60000
 
 /**
  * struct drm_spyre_submit - submit a job: a list of packets
@@ -462,9 +462,11 @@ struct drm_spyre_submit {
 	 * WAITs on the device for a value another job, process or card
 	 * writes later. The driver looks at its 2 s job timeouts: the job
 	 * fails (%DRM_SPYRE_ERROR_TIMEOUT) at the first one that finds it
-	 * idle longer than the bound. Without the flag: must be zero, and a
-	 * job is hung after 2 s without progress. Callers built with the
-	 * 120-byte struct pass zero.
+	 * idle longer than the bound. The bound holds only while no job of
+	 * another queue is behind the job on its hardware queue (they share
+	 * its FIFO) and until its file is closed. Without the flag: must be
+	 * zero, and a job is hung after 2 s without progress. Callers built
+	 * with the 120-byte struct pass zero.
 	 */
 	__u32 wait_bound_ms;
 

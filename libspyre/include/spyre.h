@@ -204,7 +204,7 @@ int spyre_stream_write_value64(spyre_stream_t *stream, spyre_dptr_t addr, uint64
  * spyre_stream_wait_value64() - later work on @stream waits, on the card,
  * until the 64-bit word at @addr is >= @value (unsigned). A value that has
  * not come after @timeout_ms (0: the driver's job timeout, 2 s without
- * progress; at most 600 000, checked every 2 s) is a hung job: it fails the
+ * progress; at most 60 000, checked every 2 s) is a hung job: it fails the
  * stream (-EIO).
  */
 int spyre_stream_wait_value64(spyre_stream_t *stream, spyre_dptr_t addr, uint64_t value,

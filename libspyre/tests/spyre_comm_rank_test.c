@@ -884,6 +884,8 @@ TEST_F(rank, mismatched_nranks_taken_rank_same_card)
 	spyre_comm_id_t bad;
 	spyre_comm_t *comm = (spyre_comm_t *)&bad, *one;
 	spyre_device_t *d;
+	spyre_stream_t *s;
+	spyre_graph_t *g = NULL;
 
 	/* Rank 0 says 2 ranks, rank 1 says 3: both refuse, naming the counts. */
 	run_pair(&self->id, 2, 0, 0, 3, 1, 1, "8000", res);
@@ -939,8 +941,17 @@ TEST_F(rank, mismatched_nranks_taken_rank_same_card)
 					    (spyre_stream_t *const *)&bad));
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "one card per process"));
 	EXPECT_EQ(0, spyre_comm_barrier(one));
-	EXPECT_EQ(-EINVAL, spyre_comm_send(one, 128, 1, SPYRE_DT_FP32, 0, (spyre_stream_t *)&bad));
+	ASSERT_EQ(0, spyre_stream_create(d, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+	EXPECT_EQ(-EINVAL, spyre_comm_send(one, 128, 1, SPYRE_DT_FP32, 0, s));
 	EXPECT_NE(NULL, strstr(spyre_last_error(), "the peer is this rank"));
+	/* A capturing stream: refused before anything is enqueued (its steps wait on the host). */
+	ASSERT_EQ(0, spyre_stream_begin_capture(s));
+	EXPECT_EQ(-EBUSY, spyre_comm_send(one, 128, 1, SPYRE_DT_FP32, 0, s));
+	EXPECT_NE(NULL, strstr(spyre_last_error(), "cannot be captured")) TH_LOG("%s", spyre_last_error());
+	ASSERT_EQ(0, spyre_stream_end_capture(s, &g));
+	EXPECT_EQ(0, spyre_graph_node_count(g));	/* nothing was captured */
+	spyre_graph_destroy(g);
+	spyre_stream_destroy(s);
 	spyre_comm_destroy(one);
 	spyre_device_close(d);
 }

@@ -61,6 +61,7 @@ struct coll_net {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_t sender;
+	pid_t sender_pid;		/* the process that started it (not a fork's child) */
 	bool sender_started, quit;
 	struct sendq *head, *tail;	/* to send, in order */
 	struct sendq *spare;		/* sent: entries and events to reuse */
@@ -489,10 +490,6 @@ int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const st
 	if (net->p[j].fd < 0)
 		return spyre_error(net->p[j].gone ?: -ENOTCONN, "%s", net->p[j].gone ? net->p[j].why :
 				   "not connected");
-	/* The message follows the copies on the host: a graph cannot replay it. */
-	if (spyre_stream_is_capturing(s) > 0)
-		return spyre_error(-EBUSY, "the stream is capturing a graph: a call of a communicator "
-				   "of one card per process cannot be captured");
 	ret = sendq_get(net, &e);
 	if (ret)
 		return ret;
@@ -521,6 +518,7 @@ int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const st
 			return spyre_error(-EAGAIN, "communicator: cannot start the sender thread");
 		}
 		net->sender_started = true;
+		net->sender_pid = getpid();
 	}
 	e->next = NULL;
 	if (net->tail)
@@ -565,7 +563,16 @@ void coll_net_close(struct coll_net *net)
 
 	if (!net)
 		return;
-	/* The queued messages go out first (their events end by the job timeout at worst). */
+	/*
+	 * The queued messages go out first (their events end by the job
+	 * timeout at worst). A fork's child has no sender thread (and maybe a
+	 * lock its parent's thread held): it only frees.
+	 */
+	if (net->sender_started && net->sender_pid != getpid()) {
+		free(net->p);
+		free(net);
+		return;
+	}
 	if (net->sender_started) {
 		pthread_mutex_lock(&net->lock);
 		net->quit = true;

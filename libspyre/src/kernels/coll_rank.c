@@ -271,6 +271,10 @@ int coll_rank_begin(spyre_comm_t *comm, spyre_stream_t *s, enum coll_op op, cons
 				   "spyre_comm_send() and spyre_comm_recv() are grouped)", what);
 	if (!s && op != OP_BARRIER)
 		return spyre_error(-EINVAL, "%s: NULL stream", what);
+	/* Its steps wait for messages on the host: a graph could not replay them. */
+	if (s && spyre_stream_is_capturing(s) > 0)
+		return spyre_error(-EBUSY, "%s: the stream is capturing a graph (a call of a "
+				   "communicator of one card per process cannot be captured)", what);
 	c->seq++;
 	c->op = op;
 	*out = c;
@@ -552,13 +556,15 @@ void coll_rank_destroy(struct spyre_comm *comm)
 		(void)spyre_event_synchronize(c->inbox_ev);
 	if (c->work_ev_set)
 		(void)spyre_event_synchronize(c->work_ev);
+	/* Its messages still queued go out first (copies on other streams end before them). */
+	coll_net_close(c->net);
+	c->net = NULL;
 	for (j = 0; c->peer && j < c->n; j++) {
 		if (c->peer[j].inbox)
 			spyre_ipc_close(c->dev, c->peer[j].inbox);
 		if (c->peer[j].outbox)
 			spyre_ipc_close(c->dev, c->peer[j].outbox);
 	}
-	coll_net_close(c->net);
 	if (c->inbox)
 		spyre_free(c->dev, c->inbox);
 	if (c->outbox)
