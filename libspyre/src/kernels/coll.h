@@ -117,8 +117,10 @@ int coll_net_poll(struct coll_net *net, int ms);
 /* The name of message @type ("CTS", "READY", ...). */
 const char *coll_net_msg_name(uint32_t type);
 /*
- * Send @m to @j once the work enqueued on @s so far is done: a sender thread
- * waits for an event recorded on @s, so @s itself does not wait for the host.
+ * Send @m to @j once the work enqueued on @s so far is done: @s's sender
+ * thread (one per stream, up to 8) waits for an event recorded on @s, so
+ * @s itself does not wait for the host, nor another stream's messages for
+ * @s's work.
  */
 int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m);
 /* Tell every peer this rank failed with @status (@why, its strerror stripped), best effort. */

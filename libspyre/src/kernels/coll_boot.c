@@ -45,7 +45,10 @@ struct peer_conn {
 	size_t nq, capq;
 };
 
-/* A message for the sender thread: sent once @ev is reached (coll_net_send_after()). */
+/* Streams with a sender thread of their own; more share the last one's. */
+#define SENDER_LANES 8
+
+/* A message for a sender thread: sent once @ev is reached (coll_net_send_after()). */
 struct sendq {
 	struct sendq *next;
 	spyre_event_t *ev;		/* kept with the entry for reuse */
@@ -57,13 +60,18 @@ struct coll_net {
 	int n, rank, timeout_ms;
 	struct peer_conn *p;
 	spyre_device_t *dev;		/* the rank's card: its events */
-	/* The sender thread, started by the first coll_net_send_after(). */
+	/* The sender threads, one per stream, started by coll_net_send_after(). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_t sender;
-	pid_t sender_pid;		/* the process that started it (not a fork's child) */
+	struct sender_lane {
+		struct coll_net *net;
+		const spyre_stream_t *s;	/* its stream (a later stream at that address joins it) */
+		pthread_t thread;
+		bool started;
+		struct sendq *head, *tail;	/* to send, in order */
+	} lane[SENDER_LANES];
+	pid_t sender_pid;		/* the process that started them (not a fork's child) */
 	bool sender_started, quit;
-	struct sendq *head, *tail;	/* to send, in order */
 	struct sendq *spare;		/* sent: entries and events to reuse */
 };
 
@@ -413,23 +421,24 @@ int coll_net_wait(struct coll_net *net, int j, uint32_t type, uint64_t tag, bool
 }
 
 /*
- * The sender thread: each queued message goes out once its event is reached,
- * in the order they were queued (a message's event follows the earlier
- * ones' on the call's stream; on other streams a later message may wait for
- * an earlier one, never the reverse, and no card work waits for a message).
- * Unlike a stream callback (spyre_stream_add_callback() makes later work on
- * the stream wait on the host for it), the caller's stream runs on.
+ * A sender thread, one per stream: each message queued for it goes out once
+ * its event is reached, in the order they were queued (their events are in
+ * that order on the stream), so a stream held by earlier work (say a WAIT
+ * its host releases later) delays only its own messages. Unlike a stream
+ * callback (spyre_stream_add_callback() makes later work on the stream wait
+ * on the host for it), the caller's stream runs on.
  */
 static void *sender_thread(void *arg)
 {
-	struct coll_net *net = arg;
+	struct sender_lane *l = arg;
+	struct coll_net *net = l->net;
 	struct sendq *e;
 
 	pthread_mutex_lock(&net->lock);
 	for (;;) {
-		while (!net->head && !net->quit)
+		while (!l->head && !net->quit)
 			pthread_cond_wait(&net->cond, &net->lock);
-		e = net->head;
+		e = l->head;
 		if (!e)
 			break;
 		pthread_mutex_unlock(&net->lock);
@@ -438,9 +447,9 @@ static void *sender_thread(void *arg)
 		(void)raw_send(e->fd, &e->m, NULL, 0);
 		close(e->fd);
 		pthread_mutex_lock(&net->lock);
-		net->head = e->next;
-		if (!net->head)
-			net->tail = NULL;
+		l->head = e->next;
+		if (!l->head)
+			l->tail = NULL;
 		e->next = net->spare;
 		net->spare = e;
 		pthread_cond_broadcast(&net->cond);
@@ -484,8 +493,9 @@ static void sendq_put_spare(struct coll_net *net, struct sendq *e)
 
 int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const struct coll_msg *m)
 {
+	struct sender_lane *l;
 	struct sendq *e = NULL;
-	int ret;
+	int ret, k;
 
 	if (net->p[j].fd < 0)
 		return spyre_error(net->p[j].gone ?: -ENOTCONN, "%s", net->p[j].gone ? net->p[j].why :
@@ -510,22 +520,28 @@ int coll_net_send_after(struct coll_net *net, spyre_stream_t *s, int j, const st
 		return ret;
 	}
 	pthread_mutex_lock(&net->lock);
-	if (!net->sender_started) {
-		if (pthread_create(&net->sender, NULL, sender_thread, net)) {
+	for (k = 0; k < SENDER_LANES - 1 && net->lane[k].started && net->lane[k].s != s; k++)
+		;
+	l = &net->lane[k];
+	if (!l->started) {
+		l->net = net;
+		l->s = s;
+		if (pthread_create(&l->thread, NULL, sender_thread, l)) {
 			pthread_mutex_unlock(&net->lock);
 			close(e->fd);
 			sendq_put_spare(net, e);
-			return spyre_error(-EAGAIN, "communicator: cannot start the sender thread");
+			return spyre_error(-EAGAIN, "communicator: cannot start a sender thread");
 		}
+		l->started = true;
 		net->sender_started = true;
 		net->sender_pid = getpid();
 	}
 	e->next = NULL;
-	if (net->tail)
-		net->tail->next = e;
+	if (l->tail)
+		l->tail->next = e;
 	else
-		net->head = e;
-	net->tail = e;
+		l->head = e;
+	l->tail = e;
 	pthread_cond_broadcast(&net->cond);
 	pthread_mutex_unlock(&net->lock);
 	return 0;
@@ -565,7 +581,7 @@ void coll_net_close(struct coll_net *net)
 		return;
 	/*
 	 * The queued messages go out first (their events end by the job
-	 * timeout at worst). A fork's child has no sender thread (and maybe a
+	 * timeout at worst, or a stream memory wait's own bound). A fork's child has no sender thread (and maybe a
 	 * lock its parent's thread held): it only frees.
 	 */
 	if (net->sender_started && net->sender_pid != getpid()) {
@@ -578,7 +594,9 @@ void coll_net_close(struct coll_net *net)
 		net->quit = true;
 		pthread_cond_broadcast(&net->cond);
 		pthread_mutex_unlock(&net->lock);
-		pthread_join(net->sender, NULL);
+		for (k = 0; k < SENDER_LANES; k++)
+			if (net->lane[k].started)
+				pthread_join(net->lane[k].thread, NULL);
 	}
 	while (net->spare) {
 		struct sendq *e = net->spare;
