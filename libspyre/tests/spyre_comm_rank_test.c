@@ -10,8 +10,8 @@
  * send/recv between every ordered pair (3001 fp16 and 600 001 fp32
  * elements), and the same with the receiver's and then the sender's card
  * held by a WAIT that its host releases only after the call returned (the
- * call must return, its stream busy: it waits for the other rank, never for
- * its own card); each checked by every rank against the CPU reference of
+ * call must return, its stream busy: for one piece it waits for the other
+ * rank, not for its own card); each checked by every rank against the CPU reference of
  * spyre_coll_test (the same rounded inputs, partial sums rounded in rank
  * order: exact for 2 ranks, n - 1 roundings of the sum beyond). Two
  * communicators at once, interleaved, with a barrier. Groups
@@ -446,8 +446,8 @@ static int do_two_then_fail(struct ctx *c)
 /*
  * A rank's call returns while its card is still held by earlier work: a
  * WAIT for a word that this rank's host releases (another stream's write)
- * only after the call returned. The call waits for the other rank's
- * messages, never for its own card. Every ordered pair, the receiver held,
+ * only after the call returned. The call (one piece) waits for the other
+ * rank's messages, not for its own card. Every ordered pair, the receiver held,
  * then the sender (so both the push and the pull path where the cards have
  * one of each).
  */
@@ -728,9 +728,13 @@ static int do_group_unmatched(struct ctx *c)
 	spyre_dptr_t x, y;
 	double t0;
 
-	/* The others' barrier starts 2 s late: rank 0's timeout, not theirs, ends it. */
+	/*
+	 * The others' barrier starts 4 s late, after rank 0's 3 s timeout (an
+	 * ABORT that came before it fails it at once): rank 0's failure, not
+	 * their own 3 s, ends it, with seconds to spare for the ranks' skew.
+	 */
 	if (c->rank > 1) {
-		usleep(2000000);
+		usleep(4000000);
 		c->res->stage = spyre_comm_barrier(c->comm);
 		return 0;
 	}
@@ -744,9 +748,9 @@ static int do_group_unmatched(struct ctx *c)
 	c->res->ret = spyre_comm_group_end();
 	c->res->secs = now_s() - t0;
 	snprintf(c->res->err, sizeof(c->res->err), "%s", spyre_last_error());
-	/* Rank 0 broken, rank 1 told. */
+	/* Rank 0 broken, rank 1 told (4 s: as the others). */
 	if (c->rank)
-		usleep(2000000);
+		usleep(4000000);
 	c->res->stage = spyre_comm_barrier(c->comm);
 	spyre_free(c->dev, x);
 	spyre_free(c->dev, y);

@@ -40,7 +40,7 @@ from tap import case
 
 N = 2
 # Rank 1's card busy before the broadcast it receives in work_semantics: BUSY_MM matmuls of BUSY_N x BUSY_N.
-BUSY_N, BUSY_MM = 2048, 4
+BUSY_N, BUSY_MM = 2048, 8
 # The groups' timeout (torch's default is 30 min, beyond _pair's 1500 s per worker): a rank that
 # failed before a group call (its card's context banned after job timeouts, say) leaves the other
 # waiting there for it; with this bound that rank fails with gloo's timeout and both report.
@@ -292,7 +292,7 @@ def worker(rank, n, store_file):
     def work_semantics():
         # Rank 1 receives a broadcast on a stream (coll) that waits (a torch.Event) for BUSY_MM
         # matmuls on the current stream. Asserted: rank 1's call returns with the Work pending (the
-        # call waits for rank 0's message, never for its own card, which is a second or more into
+        # call waits for rank 0's message, not for its own card, which is a second or more into
         # the matmuls: libspyre's sender thread, docs/kernels.md), wait() on a third stream (side)
         # orders side's t * 2 after it (exact), synchronize() completes it, get_future() holds the
         # result. Printed: whether it was still pending after wait().

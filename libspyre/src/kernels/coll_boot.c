@@ -442,7 +442,10 @@ static void *sender_thread(void *arg)
 		if (!e)
 			break;
 		pthread_mutex_unlock(&net->lock);
-		/* A failure shows on the peer as a timeout or as this process's own error. */
+		/*
+		 * Sent even when the copy failed (an event carries no job status):
+		 * this rank's stream is poisoned and its next call aborts the others.
+		 */
 		(void)spyre_event_synchronize(e->ev);
 		(void)raw_send(e->fd, &e->m, NULL, 0);
 		close(e->fd);

@@ -12,9 +12,10 @@
  *           outbox), then DONE to a;
  * push where a's card reaches b's memory, else pull (in `make check`'s VM,
  * the card without a peer BAR runs both). READY and DONE are sent by the
- * communicator's sender thread once an event after the copy is reached, so
- * the host waits only for the other ranks' messages, never for its own
- * stream, and the stream never for the host; the collectives are
+ * communicator's sender thread of the stream once an event after the copy
+ * is reached, so the host waits for the other ranks' messages (and, pushed
+ * into, for its card to have emptied the inbox before the next CTS), not
+ * for its own copies, and the stream never for the host; the collectives are
  * coll.c's rings (a ring reduce-scatter then all-gather, the ADD of a
  * received piece on the receiving card) in pieces of 2 MiB. Every
  * message carries the collective's call number and kind, so ranks that
