@@ -173,7 +173,7 @@ enum spyre_stream_priority {
 
 /** spyre_stream_create() - an ordered stream of device work on its own queue. */
 int spyre_stream_create(spyre_device_t *dev, int priority, spyre_stream_t **stream);
-/** spyre_stream_destroy() - wait for the stream's work, then release it. */
+/** spyre_stream_destroy() - wait for the stream's work, then release it; its events stay valid. */
 int spyre_stream_destroy(spyre_stream_t *stream);
 /**
  * spyre_stream_synchronize() - wait until all work on @stream is done.

@@ -4,7 +4,8 @@
  * allocator and its statistics, pointer attributes of interior pointers,
  * memcpy in every direction with pageable and pinned host memory and odd
  * sizes (the bytes beyond a partial stick are preserved), memset, streams
- * ordered by events, event timing, host callbacks, stream memory operations
+ * ordered by events, event timing, events that outlive their stream (its
+ * syncobj handle reused by the next streams), host callbacks, stream memory operations
  * (a WAIT released by another stream's write), an asynchronous fault
  * that poisons only its stream with the device's fault record in the detail,
  * producer/consumer chains with random sizes, threads x streams, streams
@@ -19,6 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -245,6 +247,84 @@ TEST_F(rt, events_order_streams_and_time)
 	spyre_event_destroy(t0);
 	spyre_event_destroy(t1);
 	spyre_stream_destroy(s2);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Events outlive their stream: A's syncobj handle is the lowest free once A
+ * is destroyed, so B (created next) would get it from DRM; B stays below
+ * A's last point, C passes it. The events keep A's timeline: synchronize,
+ * query, a stream's wait and elapsed time all work, and promptly.
+ */
+TEST_F(rt, events_outlive_their_stream)
+{
+	spyre_stream_t *a, *b, *c, *w;
+	spyre_event_t *t0, *e;
+	const int jobs = 40;
+	spyre_dptr_t d, d2;
+	float ms = -1;
+	uint8_t h[4096];
+	double t;
+	int i;
+
+	ASSERT_EQ(0, spyre_malloc(self->dev, MiB, &d));
+	ASSERT_EQ(0, spyre_malloc(self->dev, MiB, &d2));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &t0));
+	ASSERT_EQ(0, spyre_event_create(self->dev, &e));
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &a));
+	ASSERT_EQ(0, spyre_event_record(t0, a));
+	for (i = 1; i <= jobs; i++)
+		ASSERT_EQ(0, spyre_memset_async(a, d, (uint8_t)i, MiB));
+	ASSERT_EQ(0, spyre_event_record(e, a));
+	ASSERT_EQ(0, spyre_stream_destroy(a));
+
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &b));
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &c));
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, spyre_memset_async(b, d2, 0x11, MiB));
+	for (i = 0; i < jobs + 10; i++)
+		ASSERT_EQ(0, spyre_memset_async(c, d2, 0x22, 4096));
+	ASSERT_EQ(0, spyre_stream_synchronize(c));
+	ASSERT_EQ(0, spyre_memcpy(self->dev, (uintptr_t)h, d2, 16, SPYRE_MEMCPY_D2H));	/* the internal stream */
+
+	t = now_s();
+	ASSERT_EQ(0, spyre_event_synchronize(e)) TH_LOG("%s", spyre_last_error());
+	ASSERT_GT(5.0, now_s() - t);
+	ASSERT_EQ(0, spyre_event_query(e));
+	ASSERT_EQ(0, spyre_event_query(t0));
+
+	/* A stream that waits for the event runs: it reads what A's last memset wrote. */
+	ASSERT_EQ(0, spyre_stream_create(self->dev, SPYRE_STREAM_PRIORITY_NORMAL, &w));
+	ASSERT_EQ(0, spyre_stream_wait_event(w, e));
+	ASSERT_EQ(0, spyre_memcpy_async(w, (uintptr_t)h, d, sizeof(h), SPYRE_MEMCPY_D2H));
+	t = now_s();
+	ASSERT_EQ(0, spyre_stream_synchronize(w)) TH_LOG("%s", spyre_last_error());
+	ASSERT_GT(5.0, now_s() - t);
+	for (i = 0; i < (int)sizeof(h); i++)
+		ASSERT_EQ(jobs, h[i]);
+
+	ASSERT_EQ(0, spyre_event_elapsed_ms(t0, e, &ms));
+	ASSERT_LT(0.0f, ms);
+	ASSERT_GT(10000.0f, ms);
+
+	/* Re-recorded on a live stream, then destroyed after its stream too. */
+	ASSERT_EQ(0, spyre_event_record(e, b));
+	ASSERT_EQ(0, spyre_stream_destroy(b));
+	ASSERT_EQ(0, spyre_event_synchronize(e));
+	ASSERT_EQ(0, spyre_event_query(e));
+	ASSERT_EQ(0, spyre_event_destroy(e));
+	ASSERT_EQ(0, spyre_event_destroy(t0));
+	ASSERT_EQ(0, spyre_stream_destroy(c));
+	ASSERT_EQ(0, spyre_stream_destroy(w));
+	ASSERT_EQ(0, spyre_free(self->dev, d));
+	ASSERT_EQ(0, spyre_free(self->dev, d2));
 }
 
 static int cb_order[4], cb_n;

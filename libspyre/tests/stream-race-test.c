@@ -28,11 +28,16 @@
  * then 3 - 4 threads create, use and destroy streams, events, programs and
  * copies for a fixed number of iterations while others call
  * spyre_device_synchronize() and spyre_program_unload() (both walk every
- * stream) and launch a program whose earlier users are being destroyed.
+ * stream) and launch a program whose earlier users are being destroyed;
+ * then events outlive their streams: the stream's syncobj kept while an event
+ * or a pending wait names it, freed with the last; recorders on several
+ * threads destroying the streams of a shared event others query and wait for.
  * Every call must succeed, no stale handle may reach the driver, and after
  * spyre_device_close() no queue, syncobj or buffer may be left.
  * TAP (tests/tap.h); arguments name the cases to run (sync, internal,
- * submit_fault, patch_reupload, batch, storm, close; default all).
+ * submit_fault, patch_reupload, batch, xthread_batch, batch_nop_sync,
+ * xthread_callback, shared_batch, storm, event_outlives, event_race, close;
+ * default all).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1011,6 +1016,176 @@ static void storm(void)
 		 CHURNERS, ITERS, WALKERS);
 }
 
+/* ---- events outlive their stream ---- */
+
+static unsigned int syncobjs_live(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mk);
+	n = syncobjs.live;
+	pthread_mutex_unlock(&mk);
+	return n;
+}
+
+static unsigned int stale_calls(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mk);
+	n = stale;
+	pthread_mutex_unlock(&mk);
+	return n;
+}
+
+/*
+ * Events recorded on a stream that is then destroyed: the stream's syncobj
+ * lives on while an event or a pending wait names it, every call on the
+ * events succeeds with no stale handle, and it is destroyed with the last.
+ */
+static void event_outlives_stream(void)
+{
+	spyre_stream_t *a, *b, *c, *w, *w2;
+	spyre_event_t *e1, *e2, *e3;
+	unsigned int stale0 = stale_calls(), live;
+	uint32_t word;
+	spyre_dptr_t d;
+	float ms = -1;
+
+	STORM_CHECK(spyre_malloc(dev, 4096, &d));
+	STORM_CHECK(spyre_event_create(dev, &e1));
+	STORM_CHECK(spyre_event_create(dev, &e2));
+	STORM_CHECK(spyre_event_create(dev, &e3));
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &w));
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &a));
+	STORM_CHECK(spyre_memset_async(a, d, 1, 4096));
+	STORM_CHECK(spyre_event_record(e1, a));
+	STORM_CHECK(spyre_memset_async(a, d, 2, 4096));
+	STORM_CHECK(spyre_event_record(e2, a));
+	STORM_CHECK(spyre_stream_wait_event(w, e2));	/* pending until w's next job */
+	live = syncobjs_live();
+	STORM_CHECK(spyre_stream_destroy(a));
+	TAP_CHECK(syncobjs_live() == live, "the destroyed stream's syncobj lives on with its events: "
+		  "%u live, expected %u", syncobjs_live(), live);
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &b));
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &c));
+	STORM_CHECK(spyre_memset_async(b, d, 3, 4096));
+	STORM_CHECK(spyre_memcpy(dev, (uintptr_t)&word, d, 4, SPYRE_MEMCPY_D2H));	/* the internal stream */
+	STORM_CHECK(spyre_event_synchronize(e1));
+	STORM_CHECK(spyre_event_query(e1));
+	STORM_CHECK(spyre_event_query(e2));
+	STORM_CHECK(spyre_memset_async(w, d, 4, 4096));	/* submits the pending wait */
+	STORM_CHECK(spyre_stream_synchronize(w));
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &w2));
+	STORM_CHECK(spyre_stream_wait_event(w2, e1));
+	STORM_CHECK(spyre_memset_async(c, d, 5, 4096));
+	STORM_CHECK(spyre_stream_synchronize(w2));	/* its pending wait: a NOP */
+	STORM_CHECK(spyre_event_elapsed_ms(e1, e2, &ms));
+	TAP_CHECK(ms == 0.0f, "elapsed between two events of a destroyed stream: %f ms, expected 0 "
+		  "(the fake driver writes no timestamps)", ms);
+	/* A re-record drops the old timeline: the last event on a destroyed stream frees its syncobj. */
+	live = syncobjs_live();
+	STORM_CHECK(spyre_event_destroy(e1));
+	TAP_CHECK(syncobjs_live() == live, "e2 keeps the syncobj: %u live, expected %u", syncobjs_live(), live);
+	STORM_CHECK(spyre_event_record(e2, b));
+	TAP_CHECK(syncobjs_live() == live - 1, "re-recording the last event frees the destroyed stream's "
+		  "syncobj: %u live, expected %u", syncobjs_live(), live - 1);
+	STORM_CHECK(spyre_event_record(e3, c));
+	STORM_CHECK(spyre_stream_destroy(c));
+	live = syncobjs_live();
+	STORM_CHECK(spyre_event_destroy(e3));
+	TAP_CHECK(syncobjs_live() == live - 1, "destroying the last event frees the syncobj: %u live, expected %u",
+		  syncobjs_live(), live - 1);
+	STORM_CHECK(spyre_event_destroy(e2));
+	STORM_CHECK(spyre_stream_destroy(b));
+	STORM_CHECK(spyre_stream_destroy(w));
+	STORM_CHECK(spyre_stream_destroy(w2));
+	spyre_free(dev, d);
+	TAP_CHECK(stale_calls() == stale0, "%u calls named a handle no longer alive", stale_calls() - stale0);
+}
+
+#define RECORDERS	3
+#define WAITERS		2
+
+static spyre_event_t *shared_event;
+static int recorders_left;
+
+/* Record the shared event on a new stream, then destroy the stream, ITERS times. */
+static void *recorder(void *arg)
+{
+	spyre_dptr_t d;
+	int i;
+
+	(void)arg;
+	STORM_CHECK(spyre_malloc(dev, 4096, &d));
+	for (i = 0; i < ITERS; i++) {
+		spyre_stream_t *s;
+
+		STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+		STORM_CHECK(spyre_memset_async(s, d, (uint8_t)i, 4096));
+		STORM_CHECK(spyre_event_record(shared_event, s));
+		STORM_CHECK(spyre_stream_destroy(s));
+	}
+	spyre_free(dev, d);
+	__atomic_sub_fetch(&recorders_left, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* Query, synchronize and wait for the shared event while recorders destroy its streams. */
+static void *event_waiter(void *arg)
+{
+	spyre_stream_t *s;
+	spyre_dptr_t d;
+	int n = 0;
+
+	(void)arg;
+	STORM_CHECK(spyre_malloc(dev, 4096, &d));
+	while (__atomic_load_n(&recorders_left, __ATOMIC_SEQ_CST)) {
+		/* Jobs of the fake driver are done at submit: a recorded event is reached. */
+		STORM_CHECK(spyre_event_query(shared_event));
+		STORM_CHECK(spyre_event_synchronize(shared_event));
+		STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+		STORM_CHECK(spyre_stream_wait_event(s, shared_event));
+		if (n++ & 1)
+			STORM_CHECK(spyre_memset_async(s, d, 0, 4096));
+		STORM_CHECK(spyre_stream_synchronize(s));
+		STORM_CHECK(spyre_stream_destroy(s));
+	}
+	spyre_free(dev, d);
+	return NULL;
+}
+
+static void event_race(void)
+{
+	pthread_t r[RECORDERS], w[WAITERS];
+	unsigned int stale0 = stale_calls(), live0;
+	spyre_stream_t *s;
+	int i;
+
+	STORM_CHECK(spyre_event_create(dev, &shared_event));
+	STORM_CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+	STORM_CHECK(spyre_event_record(shared_event, s));
+	STORM_CHECK(spyre_stream_destroy(s));
+	live0 = syncobjs_live();
+	recorders_left = RECORDERS;
+	for (i = 0; i < WAITERS; i++)
+		TAP_CHECK(!pthread_create(&w[i], NULL, event_waiter, NULL), "pthread_create");
+	for (i = 0; i < RECORDERS; i++)
+		TAP_CHECK(!pthread_create(&r[i], NULL, recorder, NULL), "pthread_create");
+	for (i = 0; i < RECORDERS; i++)
+		pthread_join(r[i], NULL);
+	for (i = 0; i < WAITERS; i++)
+		pthread_join(w[i], NULL);
+	TAP_CHECK(syncobjs_live() == live0, "one syncobj kept for the event: %u live, expected %u",
+		  syncobjs_live(), live0);
+	STORM_CHECK(spyre_event_destroy(shared_event));
+	TAP_CHECK(syncobjs_live() == live0 - 1, "the event's destroy frees it: %u live, expected %u",
+		  syncobjs_live(), live0 - 1);
+	TAP_CHECK(stale_calls() == stale0, "%u calls named a handle no longer alive", stale_calls() - stale0);
+	tap_diag("%d threads x %d records on streams destroyed after, %d threads querying and waiting",
+		 RECORDERS, ITERS, WAITERS);
+}
+
 /* After spyre_device_close(): no stale handle reached the driver, nothing is left. */
 static void close_leaves_nothing(void)
 {
@@ -1036,6 +1211,8 @@ static const struct tap_case cases[] = {
 	{ "xthread_callback", xthread_callback },
 	{ "shared_batch", shared_batch },
 	{ "storm", storm },
+	{ "event_outlives", event_outlives_stream },
+	{ "event_race", event_race },
 	{ "close", close_leaves_nothing },
 };
 

@@ -511,7 +511,7 @@ static int graph_launch(spyre_graph_exec_t *x, spyre_stream_t *s)
 	if (!ret && x->last_id && x->last_id != s->id)
 		prev = spyre_stream_next(x->dev, x->last_id - 1, x->last_id);
 	if (!ret && prev)
-		ret = spyre_stream_add_wait_locked(s, prev->timeline, x->last_point);
+		ret = spyre_stream_add_wait_locked(s, prev->tl, x->last_point);
 	ret = ret ?: submit_jobs_locked(x, s, upd, stage);
 	pthread_mutex_unlock(&x->lock);
 	pthread_mutex_unlock(&s->lock);

@@ -169,16 +169,35 @@ struct spyre_callback {
 	struct spyre_callback *next;
 };
 
+/*
+ * A stream's timeline syncobj, whose point n is the end of the stream's n-th
+ * job. Referenced by the stream, by each event last recorded on it and by
+ * each pending wait for one of its points (struct spyre_stream.wait_tl): an
+ * event outlives its stream, and the handle goes back to DRM, which hands
+ * handles out lowest-free first, only when nothing can wait on it any more.
+ */
+struct spyre_timeline {
+	int fd;				/* the device's */
+	uint32_t handle;
+	unsigned int refs;		/* atomic */
+};
+
+/* A new reference to @tl. */
+struct spyre_timeline *spyre_timeline_get(struct spyre_timeline *tl);
+/* Drop a reference to @tl (NULL: none); the last destroys the syncobj. */
+void spyre_timeline_put(struct spyre_timeline *tl);
+
 struct spyre_stream {
 	struct spyre_device *dev;
 	uint64_t id;			/* unique in the device's lifetime */
 	uint32_t queue;
-	uint32_t timeline;
+	struct spyre_timeline *tl;	/* referenced */
 	unsigned int refs;		/* under dev->lock: the list's, and walks' */
 	/* Protects everything below */
 	pthread_mutex_t lock;
 	uint64_t point;			/* last point handed out */
 	struct drm_spyre_sync waits[SPYRE_MAX_WAITS];	/* for the next job */
+	struct spyre_timeline *wait_tl[SPYRE_MAX_WAITS];	/* each wait's, referenced */
 	uint32_t nwaits;
 	uint64_t errors_seen;
 	int poisoned;
@@ -365,8 +384,8 @@ int spyre_batches_flush(struct spyre_stream *held);
 int spyre_stream_copy(struct spyre_stream *s, const struct spyre_pkt_copy *p, enum spyre_memcpy_kind kind);
 /* Count @size bytes copied in direction @kind on @s (under its lock) and its device. */
 void spyre_stream_count_copy_locked(struct spyre_stream *s, enum spyre_memcpy_kind kind, uint64_t size);
-/* Under s->lock: later jobs of @s wait for @point of the timeline syncobj @timeline. */
-int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point);
+/* Under s->lock: later jobs of @s wait for @point of timeline @tl (referenced until submitted). */
+int spyre_stream_add_wait_locked(struct spyre_stream *s, struct spyre_timeline *tl, uint64_t point);
 /* Under s->lock: wait until the host callbacks enqueued on @s so far have returned (the lock is dropped meanwhile). */
 void spyre_stream_wait_callbacks_locked(struct spyre_stream *s);
 /* -EBUSY with a detail naming @call when @s captures a graph (under s->lock), else 0. */

@@ -2,7 +2,8 @@
 /*
  * Streams and events over driver queues and libdrm syncobjs: each stream is
  * a driver queue plus a timeline syncobj whose point n is the end of the
- * n-th job; an event is a (timeline, point) pair plus a device TIMESTAMP.
+ * n-th job; an event is a (timeline, point) pair plus a device TIMESTAMP,
+ * the timeline referenced so that the event outlives its stream.
  * Copies and memsets are jobs of COPY packets. Every job goes through one
  * submit that takes its descriptor (struct spyre_job): its packets and what
  * an observer needs to know of them. The bottom of the launch path: it calls
@@ -24,9 +25,10 @@
 struct spyre_event {
 	struct spyre_device *dev;
 	struct spyre_buf ts;		/* 8-byte device timestamp, host memory */
-	uint32_t timeline;
+	/* Protects @tl and @point: a record on one thread, a query or wait on another */
+	pthread_mutex_t lock;
+	struct spyre_timeline *tl;	/* of the last record, referenced; NULL: never recorded */
 	uint64_t point;
-	bool recorded;
 	unsigned int flags;		/* SPYRE_EVENT_* */
 	/*
 	 * SPYRE_EVENT_CROSS_DEVICE: a record also SIGNALs the 64-bit word at
@@ -40,6 +42,64 @@ struct spyre_event {
 
 /* The cross-device semaphore's place in the event's host buffer (apart from the timestamp). */
 #define EVENT_SEM_OFF 64
+
+/* ---- timelines ------------------------------------------------------------------ */
+
+static int timeline_new(struct spyre_device *dev, struct spyre_timeline **out)
+{
+	struct spyre_timeline *tl = calloc(1, sizeof(*tl));
+
+	if (!tl)
+		return spyre_error(-ENOMEM, "out of memory");
+	if (drmSyncobjCreate(dev->fd, 0, &tl->handle)) {
+		int err = errno;
+
+		free(tl);
+		return spyre_error(-err, "creating a syncobj failed");
+	}
+	tl->fd = dev->fd;
+	tl->refs = 1;
+	*out = tl;
+	return 0;
+}
+
+struct spyre_timeline *spyre_timeline_get(struct spyre_timeline *tl)
+{
+	__atomic_add_fetch(&tl->refs, 1, __ATOMIC_RELAXED);
+	return tl;
+}
+
+void spyre_timeline_put(struct spyre_timeline *tl)
+{
+	if (tl && !__atomic_sub_fetch(&tl->refs, 1, __ATOMIC_ACQ_REL)) {
+		drmSyncobjDestroy(tl->fd, tl->handle);
+		free(tl);
+	}
+}
+
+/* Drop the references of @n pending waits' timelines, and the waits. */
+static void waits_put(struct spyre_timeline **tl, uint32_t *n)
+{
+	uint32_t i;
+
+	for (i = 0; i < *n; i++)
+		spyre_timeline_put(tl[i]);
+	*n = 0;
+}
+
+/*
+ * The timeline and point of @e's last record, *@tl referenced (the caller
+ * drops it: the event may be recorded again, its stream destroyed,
+ * meanwhile); false when it was never recorded.
+ */
+static bool event_get(struct spyre_event *e, struct spyre_timeline **tl, uint64_t *point)
+{
+	pthread_mutex_lock(&e->lock);
+	*tl = e->tl ? spyre_timeline_get(e->tl) : NULL;
+	*point = e->point;
+	pthread_mutex_unlock(&e->lock);
+	return *tl != NULL;
+}
 
 /* ---- the tracer's hooks --------------------------------------------------------- */
 
@@ -186,7 +246,7 @@ static void *callback_thread(void *arg)
 		point = cb->point;
 		pthread_mutex_unlock(&s->lock);
 		if (point)
-			drmSyncobjTimelineWait(s->dev->fd, &s->timeline, &point, 1, INT64_MAX,
+			drmSyncobjTimelineWait(s->dev->fd, &s->tl->handle, &point, 1, INT64_MAX,
 					       DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL);
 		cb->fn(cb->arg);
 		pthread_mutex_lock(&s->lock);
@@ -384,6 +444,7 @@ struct spyre_batch {
 	uint32_t nsteps;
 	struct batch_step steps[DRM_SPYRE_MAX_JOB_PACKETS];
 	struct drm_spyre_sync waits[SPYRE_MAX_WAITS];
+	struct spyre_timeline *wait_tl[SPYRE_MAX_WAITS];	/* each wait's, referenced */
 	uint32_t nwaits;
 };
 
@@ -432,7 +493,7 @@ static int submit_ioctl_locked(struct spyre_stream *s, const void *packets, uint
 		.packet_count = count,
 		.in_syncs = (uintptr_t)waits,
 		.in_sync_count = nwaits,
-		.out_sync_handle = s->timeline,
+		.out_sync_handle = s->tl->handle,
 		.out_sync_point = point,
 		.errors_seen = s->errors_seen,
 	};
@@ -466,7 +527,7 @@ int spyre_stream_flush_locked(struct spyre_stream *s)
 	      submit_ioctl_locked(s, b->packets, b->count, b->waits, b->nwaits, point, 0);
 	if (ret) {
 		/* No job holds the point: signal it, so that waits for it end (the failure is the caller's). */
-		drmSyncobjTimelineSignal(s->dev->fd, &s->timeline, &point, 1);
+		drmSyncobjTimelineSignal(s->dev->fd, &s->tl->handle, &point, 1);
 		/* ... and the batch's end returns it, also when another call's host wait submitted the job. */
 		if (s->batch && !s->batch_status) {
 			s->batch_status = ret;
@@ -489,7 +550,7 @@ int spyre_stream_flush_locked(struct spyre_stream *s)
 	}
 	b->count = 0;
 	b->nsteps = 0;
-	b->nwaits = 0;
+	waits_put(b->wait_tl, &b->nwaits);
 	return ret;
 }
 
@@ -513,7 +574,9 @@ static int batch_append_locked(struct spyre_stream *s, const struct spyre_job *j
 			return spyre_error(-ENOMEM, "out of memory");
 	}
 	if (!b->count) {
+		/* The waits and their references move to the pending job. */
 		memcpy(b->waits, s->waits, s->nwaits * sizeof(s->waits[0]));
+		memcpy(b->wait_tl, s->wait_tl, s->nwaits * sizeof(s->wait_tl[0]));
 		b->nwaits = s->nwaits;
 		s->nwaits = 0;
 		s->point++;
@@ -709,7 +772,7 @@ static int submit_locked(struct spyre_stream *s, const struct spyre_job *job)
 	if (th)
 		th->job_submitted(s, job, s->point + 1, t_submit);
 	s->point++;
-	s->nwaits = 0;
+	waits_put(s->wait_tl, &s->nwaits);
 	s->stats.jobs++;
 	if (job->names)
 		name_job_locked(s, job);
@@ -736,7 +799,7 @@ int spyre_stream_wait_done(struct spyre_stream *s, uint64_t point, uint64_t *don
 	uint64_t d = 0;
 	int ret;
 
-	if (drmSyncobjQuery(s->dev->fd, &s->timeline, &d, 1))
+	if (drmSyncobjQuery(s->dev->fd, &s->tl->handle, &d, 1))
 		d = 0;
 	if (d < point) {
 		ret = wait_point(s, point, INT64_MAX);
@@ -766,7 +829,7 @@ int spyre_stream_point_ok_now(struct spyre_stream *s, uint64_t point, uint64_t e
 	struct drm_spyre_queue_error e = { .queue_id = s->queue };
 	uint64_t done = 0;
 
-	if (drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1) || done < point)
+	if (drmSyncobjQuery(s->dev->fd, &s->tl->handle, &done, 1) || done < point)
 		return 0;
 	/* The driver records a job's failure before its fence signals. */
 	if (drmIoctl(s->dev->fd, DRM_IOCTL_SPYRE_QUEUE_ERROR, &e))
@@ -805,6 +868,7 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 {
 	struct drm_spyre_queue_create q = { .priority = (uint32_t)priority };
 	struct spyre_stream *s, **arr;
+	int ret;
 
 	if (!dev || !out || priority < SPYRE_STREAM_PRIORITY_LOW ||
 	    priority > SPYRE_STREAM_PRIORITY_HIGH)
@@ -820,12 +884,13 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 		return spyre_error(-errno, "%s: creating a queue failed", dev->props.devnode);
 	}
 	s->queue = q.queue_id;
-	if (drmSyncobjCreate(dev->fd, 0, &s->timeline)) {
+	ret = timeline_new(dev, &s->tl);
+	if (ret) {
 		struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
 
 		drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 		free(s);
-		return spyre_error(-errno, "creating a syncobj failed");
+		return ret;
 	}
 	s->refs = 1;			/* the device list's */
 	pthread_mutex_lock(&dev->lock);
@@ -839,7 +904,7 @@ SPYRE_EXPORT int spyre_stream_create(spyre_device_t *dev, int priority, spyre_st
 	if (!arr) {
 		struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
 
-		drmSyncobjDestroy(dev->fd, s->timeline);
+		spyre_timeline_put(s->tl);
 		drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
 		free(s);
 		return spyre_error(-ENOMEM, "out of memory");
@@ -852,7 +917,7 @@ static int wait_point(struct spyre_stream *s, uint64_t point, int64_t timeout_ns
 {
 	if (!point)
 		return 0;
-	if (drmSyncobjTimelineWait(s->dev->fd, &s->timeline, &point, 1, timeout_ns,
+	if (drmSyncobjTimelineWait(s->dev->fd, &s->tl->handle, &point, 1, timeout_ns,
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
 		return spyre_error(-errno, "waiting for point %llu of queue %u failed",
 				   (unsigned long long)point, s->queue);
@@ -922,7 +987,7 @@ SPYRE_EXPORT int spyre_stream_query(spyre_stream_t *s)
 	ret = spyre_stream_capturing_locked(s, "spyre_stream_query");
 	ret = ret ?: spyre_stream_flush_locked(s);
 	ret = ret ?: check_errors_locked(s);
-	if (!ret && drmSyncobjQuery(s->dev->fd, &s->timeline, &done, 1))
+	if (!ret && drmSyncobjQuery(s->dev->fd, &s->tl->handle, &done, 1))
 		ret = spyre_error(-errno, "querying the stream failed");
 	if (!ret && (done < s->point || s->cb_done != s->cb_queued))
 		ret = -EBUSY;
@@ -1000,22 +1065,27 @@ SPYRE_EXPORT int spyre_stream_wait_value64(spyre_stream_t *s, spyre_dptr_t addr,
 
 SPYRE_EXPORT int spyre_stream_wait_event(spyre_stream_t *s, spyre_event_t *e)
 {
+	struct spyre_timeline *tl;
+	uint64_t point;
 	int ret = 0;
 
 	if (!s || !e)
 		return spyre_error(-EINVAL, "spyre_stream_wait_event: NULL argument");
-	if (!e->recorded)
+	if (!event_get(e, &tl, &point))
 		return 0;	/* as in CUDA: waiting for an unrecorded event is a no-op */
-	if (s->dev != e->dev)
-		return wait_event_cross(s, e);
-	pthread_mutex_lock(&s->lock);
-	ret = spyre_stream_capturing_locked(s, "spyre_stream_wait_event");
-	ret = ret ?: spyre_stream_add_wait_locked(s, e->timeline, e->point);
-	pthread_mutex_unlock(&s->lock);
+	if (s->dev != e->dev) {
+		ret = wait_event_cross(s, e);
+	} else {
+		pthread_mutex_lock(&s->lock);
+		ret = spyre_stream_capturing_locked(s, "spyre_stream_wait_event");
+		ret = ret ?: spyre_stream_add_wait_locked(s, tl, point);
+		pthread_mutex_unlock(&s->lock);
+	}
+	spyre_timeline_put(tl);
 	return ret;
 }
 
-int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint64_t point)
+int spyre_stream_add_wait_locked(struct spyre_stream *s, struct spyre_timeline *tl, uint64_t point)
 {
 	/* A pending batch job does not wait for it: only the jobs after it do. */
 	int ret = spyre_stream_flush_locked(s);
@@ -1023,15 +1093,16 @@ int spyre_stream_add_wait_locked(struct spyre_stream *s, uint32_t timeline, uint
 	if (!ret && s->nwaits == SPYRE_MAX_WAITS)
 		ret = submit_nop_locked(s);	/* too many pending waits: flush them into an empty job */
 	if (!ret) {
-		s->waits[s->nwaits].handle = timeline;
+		s->waits[s->nwaits].handle = tl->handle;
 		s->waits[s->nwaits].flags = 0;
 		s->waits[s->nwaits].point = point;
+		s->wait_tl[s->nwaits] = spyre_timeline_get(tl);
 		s->nwaits++;
 	}
 	return ret;
 }
 
-/* The last reference is gone: give the queue and the syncobj back, free. */
+/* The last reference is gone: give the queue back, drop the timeline and the waits' timelines, free. */
 static void stream_release(struct spyre_stream *s)
 {
 	struct drm_spyre_queue_destroy d = { .queue_id = s->queue };
@@ -1044,7 +1115,11 @@ static void stream_release(struct spyre_stream *s)
 	for (i = 0; i < SPYRE_NAMED_JOBS; i++)
 		spyre_job_names_put(s->named[i].names);
 	drmIoctl(dev->fd, DRM_IOCTL_SPYRE_QUEUE_DESTROY, &d);
-	drmSyncobjDestroy(dev->fd, s->timeline);
+	/* Events recorded on the stream keep its timeline. */
+	waits_put(s->wait_tl, &s->nwaits);
+	if (s->pending)
+		waits_put(s->pending->wait_tl, &s->pending->nwaits);
+	spyre_timeline_put(s->tl);
 	free(s->pending);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
@@ -1186,6 +1261,7 @@ static int event_create(spyre_device_t *dev, unsigned int flags, spyre_event_t *
 		free(e);
 		return ret;
 	}
+	pthread_mutex_init(&e->lock, NULL);
 	*out = e;
 	return 0;
 }
@@ -1206,6 +1282,8 @@ SPYRE_EXPORT int spyre_event_destroy(spyre_event_t *e)
 		return 0;
 	spyre_event_synchronize(e);
 	spyre_bo_del(e->dev, &e->ts);
+	spyre_timeline_put(e->tl);
+	pthread_mutex_destroy(&e->lock);
 	free(e);
 	return 0;
 }
@@ -1217,9 +1295,25 @@ void spyre_event_prep_record(struct spyre_event *e, void *pkt)
 
 void spyre_event_mark_locked(struct spyre_event *e, struct spyre_stream *s, uint64_t point)
 {
-	e->timeline = s->timeline;
+	struct spyre_timeline *old;
+
+	pthread_mutex_lock(&e->lock);
+	old = e->tl;
+	e->tl = spyre_timeline_get(s->tl);
 	e->point = point;
-	e->recorded = true;
+	pthread_mutex_unlock(&e->lock);
+	spyre_timeline_put(old);
+}
+
+static bool event_recorded(struct spyre_event *e)
+{
+	struct spyre_timeline *tl;
+	uint64_t point;
+
+	if (!event_get(e, &tl, &point))
+		return false;
+	spyre_timeline_put(tl);
+	return true;
 }
 
 static int event_record(spyre_event_t *e, spyre_stream_t *s)
@@ -1276,26 +1370,36 @@ SPYRE_EXPORT int spyre_event_record(spyre_event_t *e, spyre_stream_t *s)
 
 SPYRE_EXPORT int spyre_event_query(spyre_event_t *e)
 {
-	uint64_t done = 0;
+	struct spyre_timeline *tl;
+	uint64_t point, done = 0;
+	int ret = 0;
 
-	if (!e || !e->recorded)
+	if (!e || !event_get(e, &tl, &point))
 		return spyre_error(-EINVAL, "spyre_event_query: %s", e ? "never recorded" : "NULL event");
-	if (drmSyncobjQuery(e->dev->fd, &e->timeline, &done, 1))
-		return spyre_error(-errno, "querying the event failed");
-	return done >= e->point ? 0 : -EBUSY;
+	if (drmSyncobjQuery(tl->fd, &tl->handle, &done, 1))
+		ret = spyre_error(-errno, "querying the event failed");
+	else if (done < point)
+		ret = -EBUSY;
+	spyre_timeline_put(tl);
+	return ret;
 }
 
 static int event_synchronize(spyre_event_t *e)
 {
+	struct spyre_timeline *tl;
+	uint64_t point;
+	int ret = 0;
+
 	if (!e)
 		return spyre_error(-EINVAL, "spyre_event_synchronize: NULL event");
-	if (!e->recorded)
+	if (!event_get(e, &tl, &point))
 		return 0;
 	spyre_batches_flush(NULL);
-	if (drmSyncobjTimelineWait(e->dev->fd, &e->timeline, &e->point, 1, INT64_MAX,
+	if (drmSyncobjTimelineWait(tl->fd, &tl->handle, &point, 1, INT64_MAX,
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
-		return spyre_error(-errno, "waiting for the event failed");
-	return 0;
+		ret = spyre_error(-errno, "waiting for the event failed");
+	spyre_timeline_put(tl);
+	return ret;
 }
 
 SPYRE_EXPORT int spyre_event_synchronize(spyre_event_t *e)
@@ -1307,7 +1411,7 @@ SPYRE_EXPORT int spyre_event_elapsed_ms(spyre_event_t *a, spyre_event_t *b, floa
 {
 	uint64_t ta, tb;
 
-	if (!a || !b || !ms || !a->recorded || !b->recorded)
+	if (!a || !b || !ms || !event_recorded(a) || !event_recorded(b))
 		return spyre_error(-EINVAL, "spyre_event_elapsed_ms: NULL or unrecorded event");
 	if (spyre_event_query(a) || spyre_event_query(b))
 		return spyre_error(-EBUSY, "spyre_event_elapsed_ms: an event has not been reached");
