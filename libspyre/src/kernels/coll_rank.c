@@ -524,12 +524,13 @@ SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 
 	if (ret)
 		return ret;
+	c->barriers++;
 	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
-			ret = send_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
+			ret = send_msg(c, j, COLL_MSG_BARRIER, c->barriers, 0);
 	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
-			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
+			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->barriers, 0);
 	return coll_rank_finish(c, NULL, ret, what);
 }
 
