@@ -549,6 +549,14 @@ void coll_rank_destroy(struct spyre_comm *comm)
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
+	/*
+	 * A transfer left in the outbox is pulled by its reader after this
+	 * rank's send returned: its DONE comes first (bounded by
+	 * SPYRE_COMM_TIMEOUT_MS), or the reader's DONE finds the connection
+	 * closed and its receive fails, and the outbox it reads is freed.
+	 */
+	if (!c->failed && c->out_reader >= 0)
+		(void)wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0);
 	if (c->inbox_ev_set)
 		(void)spyre_event_synchronize(c->inbox_ev);
 	if (c->work_ev_set)
