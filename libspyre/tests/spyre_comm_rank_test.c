@@ -14,7 +14,10 @@
  * rank, not for its own card); each checked by every rank against the CPU reference of
  * spyre_coll_test (the same rounded inputs, partial sums rounded in rank
  * order: exact for 2 ranks, n - 1 roundings of the sum beyond). Two
- * communicators at once, interleaved, with a barrier. Groups
+ * communicators at once, interleaved, with a barrier. Uneven send/recv
+ * (rank 0 sends to every rank, then twice to rank 1 in one group against
+ * its two receives) and then a barrier and a checked all-reduce, twice: the
+ * ranks' call counts differ, the barrier must still meet. Groups
  * (spyre_comm_group_start/end()): a ring exchange in both orders (one
  * nested), an all-to-all, three transfers each way between ranks 0 and 1
  * matched in call order, over 1 to 3 box pieces, each against the
@@ -377,6 +380,62 @@ static int do_two_comms(struct ctx *c)
 	spyre_free(c->dev, x);
 	spyre_free(c->dev, y);
 	return ret;
+}
+
+/*
+ * Uneven point-to-point traffic, then a barrier and an all-reduce: rank 0
+ * sends to every other rank (n - 1 calls against their one) and twice more
+ * to rank 1 in one group (one call against rank 1's two), so the ranks'
+ * call counts differ; the barrier must still meet (it once waited for the
+ * call count as its tag: a hang with 3 ranks) and the all-reduce after it
+ * be right. Twice, so a second barrier meets too.
+ */
+static int do_uneven_barrier(struct ctx *c)
+{
+	const size_t count = 3001, sum_count = 5000;
+	const uint32_t dt = SPYRE_DT_FP16;
+	spyre_dptr_t buf[2], x;
+	int i, j, k;
+
+	for (k = 0; k < 2; k++)
+		FAIL_IF(c, spyre_malloc(c->dev, round_sticks(count * SPYRE_DT_SIZE(dt)), &buf[k]));
+	FAIL_IF(c, spyre_malloc(c->dev, sum_count * 4, &x));
+	for (i = 0; i < 2; i++) {
+		unsigned int seed = 500 + 10 * (unsigned int)i;
+
+		if (c->rank == 0) {
+			for (j = 1; j < c->n; j++) {
+				FAIL_IF(c, fill(c, buf[0], count, dt, seed + (unsigned int)j, 0));
+				FAIL_IF(c, spyre_comm_send(c->comm, buf[0], count, dt, j, c->s));
+				FAIL_IF(c, spyre_stream_synchronize(c->s));
+			}
+			FAIL_IF(c, fill(c, buf[0], count, dt, seed + 8, 0));
+			FAIL_IF(c, fill(c, buf[1], count, dt, seed + 9, 0));
+			FAIL_IF(c, spyre_comm_group_start());
+			for (k = 0; k < 2; k++)
+				FAIL_IF(c, spyre_comm_send(c->comm, buf[k], count, dt, 1, c->s));
+			FAIL_IF(c, spyre_comm_group_end());
+		} else {
+			FAIL_IF(c, spyre_comm_recv(c->comm, buf[0], count, dt, 0, c->s));
+			FAIL_IF(c, spyre_stream_synchronize(c->s));
+			c->res->bad += check_copy(c, buf[0], count, dt, seed + (unsigned int)c->rank, 0);
+			for (k = 0; c->rank == 1 && k < 2; k++) {
+				FAIL_IF(c, spyre_comm_recv(c->comm, buf[k], count, dt, 0, c->s));
+				FAIL_IF(c, spyre_stream_synchronize(c->s));
+				c->res->bad += check_copy(c, buf[k], count, dt, seed + 8 + (unsigned int)k, 0);
+			}
+		}
+		FAIL_IF(c, spyre_stream_synchronize(c->s));
+		FAIL_IF(c, spyre_comm_barrier(c->comm));
+		FAIL_IF(c, fill(c, x, sum_count, SPYRE_DT_FP32, seed, c->rank));
+		FAIL_IF(c, spyre_comm_all_reduce(c->comm, x, x, sum_count, SPYRE_DT_FP32, SPYRE_RED_SUM, c->s));
+		FAIL_IF(c, spyre_stream_synchronize(c->s));
+		c->res->bad += check_sum(c, x, 0, sum_count, SPYRE_DT_FP32, seed);
+	}
+	for (k = 0; k < 2; k++)
+		spyre_free(c->dev, buf[k]);
+	spyre_free(c->dev, x);
+	return 0;
 }
 
 /* Rank 0 all-reduces, the others broadcast: each must fail with -EINVAL naming both. */
@@ -1224,6 +1283,13 @@ TEST_F(rank, group_all_to_all)
 {
 	self->l.timeout_ms = "60000";
 	expect_all_good(_metadata, self, do_group_all_to_all);
+}
+
+TEST_F(rank, barrier_after_uneven_send_recv)
+{
+	/* The barrier's old hang ends in this timeout, not the default's. */
+	self->l.timeout_ms = "20000";
+	expect_all_good(_metadata, self, do_uneven_barrier);
 }
 
 TEST_F(rank, group_same_peer_in_call_order)

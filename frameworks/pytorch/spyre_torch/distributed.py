@@ -26,11 +26,20 @@ op is a ValueError naming it.
 send and recv (isend, irecv, and batch_isend_irecv, which torch 2.13 runs as isend/irecv one after the
 other for a Python ProcessGroup: it coalesces only for a C++ one) are queued, not run: the queue runs
 as one libspyre group (spyre_comm_group_start(3)) when a Work of it is waited for (wait, synchronize,
-is_completed, get_future) or before the group's next call. In one group no order of the ranks'
-sends and receives deadlocks (a ring exchange: every rank sends to the next, receives from the
-previous); between two ranks they are matched in call order. dist.send and dist.recv wait at once.
+is_completed, get_future) or before the group's next call, CPU (gloo) calls and barrier included. In
+one group no order of the ranks' sends and receives deadlocks (a ring exchange: every rank sends to
+the next, receives from the previous); between two ranks they are matched in call order. dist.send
+and dist.recv wait at once. A queued call runs on the stream that was current when it was made: one
+made under another current stream than the queued ones' runs the queue first (a libspyre group is
+of one stream). is_completed() of a queued call runs the queue (as NCCL's would have started it),
+which waits on the host for the peers' matching calls, never for the card; wait(timeout) does not
+use its timeout: that wait is bounded by SPYRE_COMM_TIMEOUT_MS. A call of the queue that fails breaks
+the group (libspyre ran the calls before it): the error names the call, every later call raises.
+destroy_process_group() runs calls never waited for before it destroys the communicator, and warns
+with their number when they could not run.
 """
 import datetime
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -48,7 +57,8 @@ class _Work(dist._Work):
         self._event = event
 
     def wait(self, timeout=None):
-        """The current stream of the event's card waits for the collective; the host does not."""
+        """The current stream of the event's card waits for the collective; the host does not (so
+        @timeout is not used)."""
         if self._event is not None:
             torch.accelerator.current_stream(self._event.device.index).wait_event(self._event)
         return True
@@ -99,8 +109,13 @@ class _Queued(_Work):
         super().synchronize()
 
     def is_completed(self):
+        """Runs the queue (the module's doc: waits for the peers' calls, not for the card)."""
         self._ran()
         return super().is_completed()
+
+
+def _stream_key(s):
+    return (s.device_index, s.stream_id)
 
 
 def _done(result, t):
@@ -145,8 +160,10 @@ class SpyreCCL(dist.ProcessGroup):
             store.wait([f"{NAME}/id"], timeout)
             ident = torch.tensor(list(store.get(f"{NAME}/id")), dtype=torch.uint8, device="cpu")
         self._h = _ops.comm_init(ident, size, rank, self._device)
-        self._queue = []  # queued send and recv calls: (kind, tensor it moves, tensor to fill, peer)
+        # Queued send and recv calls: (kind, tensor it moves, tensor to fill, peer, stream current then).
+        self._queue = []
         self._batch = {"event": None}  # what their Works wait for, set when the queue ran
+        self._broken = None  # why a queued call failed: the group takes no more calls
 
     def getBackendName(self):
         return NAME
@@ -154,9 +171,21 @@ class SpyreCCL(dist.ProcessGroup):
     def _comm(self, what):
         if not self._h:
             raise RuntimeError(f"{NAME} {what}: the process group was destroyed")
+        self._drain()
+        if self._broken:
+            raise RuntimeError(f"{NAME} {what}: the group is broken: {self._broken}")
+        return self._h
+
+    def _drain(self):
+        """Run the queued send and recv calls, if any: before every other call of the group."""
         if self._queue:
             self._flush()
-        return self._h
+
+    def _cpu(self, tensors):
+        """Whether @tensors are on the CPU (gloo's), the queue run first: gloo's call may wait for a
+        peer that waits for a queued call of this rank."""
+        self._drain()
+        return _on_cpu(tensors)
 
     def _spyre(self, tensors, what):
         """@tensors (any nesting of lists), checked to be on this process's card."""
@@ -196,7 +225,7 @@ class SpyreCCL(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         opts = opts or dist.AllreduceOptions()
-        if _on_cpu(tensors):
+        if self._cpu(tensors):
             return self._gloo.allreduce(tensors, opts)
         op = _check_op(opts.reduceOp, "all_reduce")
         for t in self._spyre(tensors, "all_reduce"):
@@ -205,7 +234,7 @@ class SpyreCCL(dist.ProcessGroup):
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
-        if _on_cpu(tensors):
+        if self._cpu(tensors):
             return self._gloo.allreduce_coalesced(tensors, opts)
         op = _check_op(opts.reduceOp, "all_reduce_coalesced")
         for t in self._spyre(tensors, "all_reduce_coalesced"):
@@ -215,7 +244,7 @@ class SpyreCCL(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         """The root's tensor = op over the ranks; the others' tensors are left as they were."""
         opts = opts or dist.ReduceOptions()
-        if _on_cpu(tensors):
+        if self._cpu(tensors):
             return self._gloo.reduce(tensors, opts)
         op = _check_op(opts.reduceOp, "reduce")
         for t in self._spyre(tensors, "reduce"):
@@ -228,7 +257,7 @@ class SpyreCCL(dist.ProcessGroup):
     def reduce_scatter_single(self, output, inp, opts=None):
         """reduce_scatter_tensor (torch calls it on the group object, not through c10d)."""
         opts = opts or dist.ReduceScatterOptions()
-        if _on_cpu([output, inp]):
+        if self._cpu([output, inp]):
             return _gloo_call(self._gloo, "reduce_scatter_single", "_reduce_scatter_base")(output, inp, opts)
         op = _check_op(opts.reduceOp, "reduce_scatter")
         self._spyre([output, inp], "reduce_scatter")
@@ -247,7 +276,7 @@ class SpyreCCL(dist.ProcessGroup):
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        if _on_cpu(outputs):
+        if self._cpu(outputs):
             return self._gloo.reduce_scatter(outputs, input_lists, opts)
         _check_op(opts.reduceOp, "reduce_scatter")
         self._spyre([outputs, input_lists], "reduce_scatter")
@@ -265,7 +294,7 @@ class SpyreCCL(dist.ProcessGroup):
 
     def all_gather_single(self, output, inp, opts=None):
         """all_gather_into_tensor (torch calls it on the group object, not through c10d)."""
-        if _on_cpu([output, inp]):
+        if self._cpu([output, inp]):
             return _gloo_call(self._gloo, "all_gather_single", "_allgather_base")(
                 output, inp, opts or dist.AllgatherOptions())
         self._spyre([output, inp], "all_gather")
@@ -275,7 +304,7 @@ class SpyreCCL(dist.ProcessGroup):
     _allgather_base = all_gather_single
 
     def allgather(self, output_lists, inputs, opts=None):
-        if _on_cpu(inputs):
+        if self._cpu(inputs):
             return self._gloo.allgather(output_lists, inputs, opts or dist.AllgatherOptions())
         self._spyre([output_lists, inputs], "all_gather")
         for outs, inp in zip(output_lists, inputs):
@@ -287,7 +316,7 @@ class SpyreCCL(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
-        if _on_cpu(tensors):
+        if self._cpu(tensors):
             return self._gloo.broadcast(tensors, opts)
         for t in self._spyre(tensors, "broadcast"):
             buf = t if t.is_contiguous() else t.contiguous()
@@ -306,57 +335,89 @@ class SpyreCCL(dist.ProcessGroup):
             t.copy_(buf)
 
     def _flush(self):
-        """Run the queued sends and receives as one libspyre group; their Works' event after it."""
+        """Run the queued sends and receives as one libspyre group on the stream current when they
+        were queued; their Works' event after it. A failure breaks the group (self._broken)."""
         queue, batch = self._queue, self._batch
         self._queue, self._batch = [], {"event": None}
+        if not queue:
+            return
         if not self._h:
-            raise RuntimeError(f"{NAME} send/recv: the process group was destroyed")
+            batch["error"] = "the process group was destroyed"
+        elif self._broken:
+            batch["error"] = f"the group is broken: {self._broken}"
+        if "error" in batch:
+            raise RuntimeError(f"{NAME} send/recv: {batch['error']}")
+        prev = torch.accelerator.current_stream(self._device)
+        torch.accelerator.set_stream(queue[0][4])
         try:
-            _ops.comm_group_start()
+            self._run_group(queue, batch)
+            for kind, buf, t, *_ in queue:
+                if buf is not t:
+                    t.copy_(buf)
+            batch["event"] = torch.Event(torch.device("spyre", self._device))
+            batch["event"].record(queue[0][4])
+        finally:
+            torch.accelerator.set_stream(prev)
+
+    def _run_group(self, queue, batch):
+        """@queue as one libspyre group on the current stream, or a RuntimeError naming the call that
+        failed, the group then broken: libspyre has no way to drop the calls queued before it."""
+        why = None
+        _ops.comm_group_start()
+        try:
+            for i, (kind, buf, _, peer, _) in enumerate(queue):
+                try:
+                    (_ops.comm_send if kind == "send" else _ops.comm_recv)(self._h, buf, peer)
+                except Exception as e:
+                    why = (f"call {i + 1} of {len(queue)} ({kind} of {buf.numel()} {buf.dtype} "
+                           f"{'to' if kind == 'send' else 'from'} rank {peer}): {e}")
+                    break
+        finally:
             try:
-                for kind, buf, _, peer in queue:
-                    if kind == "send":
-                        _ops.comm_send(self._h, buf, peer)
-                    else:
-                        _ops.comm_recv(self._h, buf, peer)
-            finally:
                 _ops.comm_group_end()
-        except Exception as e:
-            batch["error"] = str(e)
-            raise
-        for kind, buf, t, _ in queue:
-            if buf is not t:
-                t.copy_(buf)
-        batch["event"] = torch.Event(torch.device("spyre", self._device))
-        batch["event"].record(torch.accelerator.current_stream(self._device))
+            except Exception as e:
+                why = why or f"the group of {len(queue)} calls: {e}"
+        if why:
+            self._broken = batch["error"] = f"queued send/recv {why}"
+            raise RuntimeError(f"{NAME} send/recv: {why} (the group is broken: its later calls raise)")
 
     def _enqueue(self, kind, tensors, peer):
         if not 0 <= peer < self.size() or peer == self.rank():
             raise ValueError(f"{NAME} {kind}: peer {peer} is not another rank of the {self.size()}")
-        for t in self._spyre(tensors, kind):
+        self._spyre(tensors, kind)
+        if not self._h:
+            raise RuntimeError(f"{NAME} {kind}: the process group was destroyed")
+        if self._broken:
+            raise RuntimeError(f"{NAME} {kind}: the group is broken: {self._broken}")
+        stream = torch.accelerator.current_stream(self._device)
+        if self._queue and _stream_key(self._queue[0][4]) != _stream_key(stream):
+            self._flush()  # one libspyre group, one stream
+        for t in tensors:
             if kind == "send" or t.is_contiguous():
                 buf = t.contiguous()
             else:
                 buf = torch.empty_like(t, memory_format=torch.contiguous_format)
-            self._queue.append((kind, buf, t, peer))
+            self._queue.append((kind, buf, t, peer, stream))
         return _Queued(self, tensors, self._batch)
 
     def send(self, tensors, dst, tag=0):
         """Queued (the module's doc): runs when its Work is waited for or before the next call."""
         if _on_cpu(tensors):
+            self._drain()
             return self._gloo.send(tensors, dst, tag)
         return self._enqueue("send", tensors, dst)
 
     def recv(self, tensors, src, tag=0):
         """Queued as send is."""
         if _on_cpu(tensors):
+            self._drain()
             return self._gloo.recv(tensors, src, tag)
         return self._enqueue("recv", tensors, src)
 
     def gather(self, output_lists, inputs, opts=None):
         """The root receives every rank's input in rank order; the others send theirs."""
         opts = opts or dist.GatherOptions()
-        if _on_cpu(inputs):
+        if self._cpu(inputs):
             return self._gloo.gather(output_lists, inputs, opts)
         self._spyre([output_lists, inputs], "gather")
         root, inp = opts.rootRank, inputs[0]
@@ -376,7 +437,7 @@ class SpyreCCL(dist.ProcessGroup):
     def scatter(self, outputs, input_lists, opts=None):
         """The root sends chunk r to rank r in rank order; the others receive theirs."""
         opts = opts or dist.ScatterOptions()
-        if _on_cpu(outputs):
+        if self._cpu(outputs):
             return self._gloo.scatter(outputs, input_lists, opts)
         self._spyre([outputs, input_lists], "scatter")
         root, out = opts.rootRank, outputs[0]
@@ -410,7 +471,7 @@ class SpyreCCL(dist.ProcessGroup):
 
     def alltoall_base(self, output, inp, output_split_sizes, input_split_sizes, opts=None):
         """all_to_all_single: dim 0 of @inp split by @input_split_sizes (equal when empty)."""
-        if _on_cpu([output, inp]):
+        if self._cpu([output, inp]):
             return _gloo_call(self._gloo, "all_to_all_single", "alltoall_base")(output, inp, output_split_sizes, input_split_sizes,
                                             opts or dist.AllToAllOptions())
         self._spyre([output, inp], "all_to_all_single")
@@ -438,7 +499,7 @@ class SpyreCCL(dist.ProcessGroup):
     all_to_all_single = alltoall_base
 
     def alltoall(self, outputs, inputs, opts=None):
-        if _on_cpu(inputs):
+        if self._cpu(inputs):
             return self._gloo.alltoall(outputs, inputs, opts or dist.AllToAllOptions())
         self._spyre([outputs, inputs], "all_to_all")
         if len(outputs) != self.size() or len(inputs) != self.size():
@@ -452,7 +513,16 @@ class SpyreCCL(dist.ProcessGroup):
         return _Work(None)
 
     def shutdown(self):
-        self._queue = []  # calls never waited for: their peers' calls fail or time out
+        """Run the calls never waited for, then destroy the communicator; a warning, not an exception,
+        when they could not run (their peers' matching calls then fail or time out)."""
+        lost = len(self._queue)
+        if lost:
+            try:
+                self._flush()
+            except Exception as e:
+                warnings.warn(f"{NAME}: destroying the process group: {lost} queued send/recv calls "
+                              f"never waited for are lost: {e}", RuntimeWarning, stacklevel=2)
+        self._queue = []
         if self._h:
             _ops.comm_destroy(self._h)
             self._h = 0

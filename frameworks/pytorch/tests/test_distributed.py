@@ -17,9 +17,12 @@ mismatched shapes: an error on every rank, then "failed earlier"); destroy_proce
 collective (ValueError) and a new group that works; batch_isend_irecv's ring exchange (every rank
 sends to the next and receives from the previous, both orders of the two, up to three 2 MiB pieces)
 and isend/irecv outside a batch into a non-contiguous tensor, with 2 ranks and again with 3 (a
-third card: tools/vm/run --devices 3; skipped with fewer); a rank exiting early: the other's next collective
-raises (SPYRE_COMM_TIMEOUT_MS 120 s bounds it; the parent's timeout catches a hang). The workers are
-fresh interpreters (each imports torch); the cases read what they reported. Every group has a
+third card: tools/vm/run --devices 3; skipped with fewer), and with 3 a gather then dist.barrier() and an
+all_reduce (the barrier after uneven send/recv); the queue of sends and receives run before a CPU
+call, on the stream current when each was queued, and by destroy_process_group(); a rank exiting
+early: the other's next collective raises (SPYRE_COMM_TIMEOUT_MS 120 s bounds it; the parent's
+timeout catches a hang). The workers are fresh interpreters (each imports torch); the cases read
+what they reported. Every group has a
 120 s timeout: with torch's default (30 min), a rank that failed before a group's creation (e.g.
 its card's context banned after three job timeouts: destroy_reuse's first tensor raises) left the
 other in init_process_group past the parent's 1500 s, and the whole file reported nothing.
@@ -72,26 +75,43 @@ def ring(dist, rank, n, dev, check):
     check("ring_exchange", recv, val(prv, (16, 8), torch.float32, 150))
 
 
+def barrier_uneven(dist, rank, n, dev, check):
+    """A gather (the root makes n - 1 calls, the others one), then dist.barrier() and an all_reduce:
+    the barrier once waited for the ranks' call counts to agree (a hang with 3 ranks)."""
+    for i in range(2):
+        inp = val(rank, (5, 9), torch.float32, 160 + i).to(dev)
+        outs = [torch.empty(5, 9, device=dev) for _ in range(n)] if rank == 0 else None
+        dist.gather(inp, outs, dst=0)
+        dist.barrier()
+        t = val(rank, (100,), torch.float32, 170 + i).to(dev)
+        dist.all_reduce(t)
+        check("barrier_uneven_3", t, sum(val(k, (100,), torch.float32, 170 + i) for k in range(n)))
+        if rank == 0:
+            check("barrier_uneven_3", outs[n - 1], val(n - 1, (5, 9), torch.float32, 160 + i))
+
+
 def ring_worker(rank, n, store_file):
-    """The ring exchange alone (with 3 ranks)."""
+    """The ring exchange and the barrier after a gather (with 3 ranks)."""
     import torch.distributed as dist
 
     counts = {}
-    res = {"ring_exchange_3": []}
+    res = {"ring_exchange_3": [], "barrier_uneven_3": []}
 
     def check(name, got, want):
-        counts["ring_exchange_3"] = counts.get("ring_exchange_3", 0) + 1
+        name = name if name.endswith("_3") else name + "_3"  # ring() reports as "ring_exchange"
+        counts[name] = counts.get(name, 0) + 1
         if not torch.equal(got.cpu(), want):
-            res["ring_exchange_3"].append(f"rank {rank}: got {got.cpu().flatten()[:6].tolist()} "
-                                          f"want {want.flatten()[:6].tolist()}")
+            res[name].append(f"rank {rank}: got {got.cpu().flatten()[:6].tolist()} "
+                             f"want {want.flatten()[:6].tolist()}")
 
     torch.spyre.set_device(rank)
     dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}", rank=rank,
-                            world_size=n)
-    try:
-        ring(dist, rank, n, torch.device("spyre", rank), check)
-    except Exception as e:  # reported
-        res["ring_exchange_3"].append(f"rank {rank}: {type(e).__name__}: {e}")
+                            world_size=n, timeout=GROUP_TIMEOUT)
+    for name, fn in (("ring_exchange_3", ring), ("barrier_uneven_3", barrier_uneven)):
+        try:
+            fn(dist, rank, n, torch.device("spyre", rank), check)
+        except Exception as e:  # reported
+            res[name].append(f"rank {rank}: {type(e).__name__}: {e}")
     dist.destroy_process_group()
     print("RESULTS " + json.dumps({"failures": res, "checks": counts}), flush=True)
 
@@ -372,13 +392,57 @@ def worker(rank, n, store_file):
         expect("careless", lambda: dist.all_reduce(bad), RuntimeError, "spyreccl all_reduce")
         expect("careless", lambda: dist.all_reduce(t), RuntimeError, "failed earlier")
 
+    def queue_cpu():
+        # Rank 0 queues an isend, then a CPU all_reduce; rank 1 receives at once (dist.recv), then
+        # the same all_reduce: without the queue run before gloo's call, each waits for the other.
+        t = val(0, (1000,), torch.float32, 180).to(dev) if rank == 0 else torch.zeros(1000, device=dev)
+        c = val(rank, (9,), torch.float32, 181)
+        if rank == 0:
+            w = dist.isend(t, 1)
+            dist.all_reduce(c)
+            w.wait()
+        else:
+            dist.recv(t, 0)
+            dist.all_reduce(c)
+            check("queue_cpu", t, val(0, (1000,), torch.float32, 180))
+        check("queue_cpu", c, sum(val(k, (9,), torch.float32, 181) for k in range(n)))
+
+    def queue_stream():
+        # A call queued under stream s runs on s, though the queue runs later under another current
+        # stream; one queued under the default stream after it runs the queue first (one group, one
+        # stream). libspyre's copies tell which stream moved which bytes: each call moves its bytes
+        # once on this rank's side (into the peer's inbox or out of it, a box piece each).
+        peer = 1 - rank
+        s = torch.Stream(device=dev)
+        a = val(rank, (2048,), torch.float32, 190).to(dev)
+        b = val(rank, (1024,), torch.float32, 191).to(dev)
+        ra, rb = torch.zeros(2048, device=dev), torch.zeros(1024, device=dev)
+        prev = torch.accelerator.current_stream(rank)
+        torch.spyre.synchronize()
+        for st in (s, prev):
+            torch.spyre.reset_stream_stats(st)
+        torch.accelerator.set_stream(s)
+        try:
+            works = [dist.isend(a, peer) if rank == 0 else dist.irecv(ra, peer)]
+        finally:
+            torch.accelerator.set_stream(prev)
+        works.append(dist.isend(b, peer) if rank == 0 else dist.irecv(rb, peer))
+        for w in works:
+            w.wait()
+        torch.spyre.synchronize()
+        moved = [torch.spyre.stream_stats(st)["d2d_bytes"] for st in (s, prev)]
+        check("queue_stream", torch.tensor(moved), torch.tensor([2048 * 4, 1024 * 4]))
+        if rank == 1:
+            check("queue_stream", ra, val(0, (2048,), torch.float32, 190))
+            check("queue_stream", rb, val(0, (1024,), torch.float32, 191))
+
     for name, fn in (("all_reduce", all_reduce), ("all_gather", all_gather),
                      ("reduce_scatter", reduce_scatter), ("broadcast", broadcast),
                      ("send_recv", send_recv), ("ring_exchange", lambda: ring(dist, rank, n, dev, check)),
                      ("barrier_and_cpu", barrier_and_cpu), ("errors", errors),
                      ("reduce_ops", reduce_ops), ("reduce_root", reduce_root), ("gather_scatter", gather_scatter),
                      ("all_to_all", all_to_all), ("any_dtype", any_dtype), ("work_semantics", work_semantics),
-                     ("careless", careless)):
+                     ("queue_cpu", queue_cpu), ("queue_stream", queue_stream), ("careless", careless)):
         run(name, fn)
     dist.destroy_process_group()
 
@@ -392,7 +456,29 @@ def worker(rank, n, store_file):
         check("destroy_reuse", t, sum(val(k, (99,), torch.float32, 130) for k in range(n)))
         dist.destroy_process_group()
 
+    def destroy_runs_queue():
+        # An isend and its irecv never waited for: destroy_process_group() runs them, no warning.
+        import warnings
+        dist.init_process_group("cpu:gloo,spyre:spyreccl", init_method=f"file://{store_file}.3", rank=rank,
+                                world_size=n, timeout=GROUP_TIMEOUT)
+        t = val(0, (500,), torch.float32, 200).to(dev) if rank == 0 else torch.zeros(500, device=dev)
+        if rank == 0:
+            dist.isend(t, 1)
+        else:
+            dist.irecv(t, 0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dist.destroy_process_group()
+        torch.spyre.synchronize()
+        if rank == 1:
+            check("destroy_runs_queue", t, val(0, (500,), torch.float32, 200))
+        lost = [str(x.message) for x in caught if "spyreccl" in str(x.message)]
+        check("destroy_runs_queue", torch.tensor(len(lost)), torch.tensor(0))
+        if lost:
+            res.setdefault("destroy_runs_queue", []).append(f"rank {rank}: {lost}")
+
     run("destroy_reuse", destroy_reuse)
+    run("destroy_runs_queue", destroy_runs_queue)
     print("RESULTS " + json.dumps({"failures": res, "checks": counts}), flush=True)
 
 
@@ -434,7 +520,8 @@ _counts = {}
 EXPECTED_CHECKS = {"init": 0, "all_reduce": 20, "all_gather": 6, "reduce_scatter": 4, "broadcast": 4,
                    "send_recv": 2, "barrier_and_cpu": 2, "errors": 2, "reduce_ops": 40, "reduce_root": 8,
                    "gather_scatter": 8, "all_to_all": 8, "any_dtype": 14, "work_semantics": 8, "careless": 16,
-                   "destroy_reuse": 4, "early_exit": 1, "ring_exchange": 14, "ring_exchange_3": 21}
+                   "destroy_reuse": 4, "early_exit": 1, "ring_exchange": 14, "ring_exchange_3": 21,
+                   "barrier_uneven_3": 8, "queue_cpu": 3, "queue_stream": 4, "destroy_runs_queue": 3}
 
 
 def _pair(mode, may_exit=None, n=N):
@@ -464,7 +551,7 @@ def _pair(mode, may_exit=None, n=N):
             _results.setdefault(k, []).extend(v)
         for k, v in rep["checks"].items():
             _counts[k] = _counts.get(k, 0) + v
-    for f in (store, store + ".2"):
+    for f in (store, store + ".2", store + ".3"):
         if os.path.exists(f):
             os.unlink(f)
 
@@ -483,7 +570,7 @@ def results():
 
 def _case(name):
     def fn(c):
-        if name == "ring_exchange_3" and torch.spyre.device_count() < 3:
+        if name.endswith("_3") and torch.spyre.device_count() < 3:
             raise tap.Skip(f"3 ranks need 3 cards, this machine has {torch.spyre.device_count()} "
                            "(tools/vm/run --devices 3)")
         r = results()

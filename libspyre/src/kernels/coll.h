@@ -67,7 +67,7 @@ enum coll_msg_type {
 	COLL_MSG_CTS,		/* tag: the receiver's inbox is free for transfer tag */
 	COLL_MSG_READY,		/* tag: transfer tag is in the inbox (push) or outbox (pull); a: bytes */
 	COLL_MSG_DONE,		/* tag: the receiver pulled transfer tag out of the outbox */
-	COLL_MSG_BARRIER,	/* seq */
+	COLL_MSG_BARRIER,	/* the barrier's number (comm_rank.barriers) */
 	COLL_MSG_ABORT,		/* text: why */
 };
 

@@ -529,12 +529,13 @@ SPYRE_EXPORT int spyre_comm_barrier(spyre_comm_t *comm)
 
 	if (ret)
 		return ret;
+	c->barriers++;
 	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
-			ret = send_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
+			ret = send_msg(c, j, COLL_MSG_BARRIER, c->barriers, 0);
 	for (j = 0; !ret && j < c->n; j++)
 		if (j != c->rank)
-			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->seq, 0);
+			ret = wait_msg(c, j, COLL_MSG_BARRIER, c->barriers, 0);
 	return coll_rank_finish(c, NULL, ret, what);
 }
 
@@ -553,6 +554,14 @@ void coll_rank_destroy(struct spyre_comm *comm)
 	/* Work of this rank still reading or writing the boxes ends first. */
 	if (c->last_ev_set)
 		(void)spyre_event_synchronize(c->last_ev);
+	/*
+	 * A transfer left in the outbox is pulled by its reader after this
+	 * rank's send returned: its DONE comes first (bounded by
+	 * SPYRE_COMM_TIMEOUT_MS), or the reader's DONE finds the connection
+	 * closed and its receive fails, and the outbox it reads is freed.
+	 */
+	if (!c->failed && c->out_reader >= 0)
+		(void)wait_msg(c, c->out_reader, COLL_MSG_DONE, c->out_tag, 0);
 	if (c->inbox_ev_set)
 		(void)spyre_event_synchronize(c->inbox_ev);
 	if (c->work_ev_set)

@@ -46,6 +46,12 @@ struct comm_rank {
 	spyre_event_t *work_ev;		/* after the last read of work (any stream) */
 	bool work_ev_set;
 	uint32_t seq, op;		/* the call under way */
+	/*
+	 * Barriers called so far, a barrier's message tag: unlike seq, which
+	 * every call (send/recv and groups too) advances, it is the same on
+	 * every rank however uneven their point-to-point traffic was.
+	 */
+	uint64_t barriers;
 	int failed;
 	char why[256];
 };
