@@ -103,6 +103,18 @@ TEST_F(rec, repeated_hangs_ban_the_context)
 	close(fd2);
 }
 
+/* A job of one WAIT for @value at @sem on @q, bounded at @bound_ms, signaling @out (0: none). */
+static int submit_bounded_wait(int fd, uint32_t q, const struct sbo *sem, uint64_t value,
+			       uint32_t bound_ms, uint32_t out)
+{
+	uint8_t pw[64];
+	struct ssubmit w = { .queue = q, .packets = pw, .count = 1, .out = out,
+			     .wait_bound_ms = bound_ms };
+
+	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem->va, value);
+	return ssubmit(fd, &w);
+}
+
 /*
  * A job submitted with a wait bound (SUBMIT's wait_bound_ms) that WAITs on
  * the device past the 2 s job timeout is not hung within it: released by
@@ -113,22 +125,15 @@ TEST_F(rec, repeated_hangs_ban_the_context)
 TEST_F(rec, wait_bound_keeps_a_waiting_job_alive)
 {
 	struct drm_spyre_queue_error e;
-	struct ssubmit w = { 0 };
 	struct sbo sem;
-	uint8_t pw[64], ps[64];
+	uint8_t ps[64];
 	uint32_t q2, s1;
 	int64_t t0;
 
 	ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_HIGH, &q2));
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
-	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
-	w.queue = self->q;
-	w.packets = pw;
-	w.count = 1;
-	w.out = s1;
-	w.wait_bound_ms = 10000;
-	ASSERT_EQ(0, ssubmit(self->fd, &w));
+	ASSERT_EQ(0, submit_bounded_wait(self->fd, self->q, &sem, 1, 10000, s1));
 	/* Past two of the driver's 2 s timeouts: still waiting, not failed. */
 	ASSERT_EQ(-ETIME, ssyncobj_wait(self->fd, s1, 0, 4500));
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
@@ -140,10 +145,8 @@ TEST_F(rec, wait_bound_keeps_a_waiting_job_alive)
 	ASSERT_EQ(0, e.error_count);
 
 	/* 2.5 s for a value that never comes: a hang, no sooner than the bound. */
-	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 2);
-	w.wait_bound_ms = 2500;
 	t0 = spyre_now_ns();
-	ASSERT_EQ(0, ssubmit(self->fd, &w));
+	ASSERT_EQ(0, submit_bounded_wait(self->fd, self->q, &sem, 2, 2500, s1));
 	ASSERT_EQ(0, ssyncobj_wait(self->fd, s1, 0, 30000));
 	ASSERT_LE(2500, (spyre_now_ns() - t0) / 1000000);
 	ASSERT_EQ(0, squeue_error(self->fd, self->q, &e));
@@ -161,23 +164,17 @@ TEST_F(rec, wait_bound_keeps_a_waiting_job_alive)
 TEST_F(rec, wait_bound_ends_for_a_shared_queue)
 {
 	struct drm_spyre_queue_error e;
-	struct ssubmit w = { 0 }, n = { 0 };
+	struct ssubmit n = { 0 };
 	uint32_t q[16], s[16], s1;
-	uint8_t pw[64], nop[64];
+	uint8_t nop[64];
 	struct sbo sem;
 	int64_t t0;
 	int i;
 
 	ASSERT_EQ(0, sbo_create(self->fd, 4096, 0, &sem));
 	ASSERT_EQ(0, ssyncobj_create(self->fd, &s1));
-	spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
-	w.queue = self->q;
-	w.packets = pw;
-	w.count = 1;
-	w.out = s1;
-	w.wait_bound_ms = 20000;
 	t0 = spyre_now_ns();
-	ASSERT_EQ(0, ssubmit(self->fd, &w));
+	ASSERT_EQ(0, submit_bounded_wait(self->fd, self->q, &sem, 1, 20000, s1));
 	spyre_prep_hdr(nop, SPYRE_PKT_OP_NOP);
 	for (i = 0; i < 16; i++) {
 		ASSERT_EQ(0, squeue_create(self->fd, DRM_SPYRE_PRIO_NORMAL, &q[i]));
@@ -216,8 +213,6 @@ TEST_F(rec, wait_bound_ends_when_the_file_closes)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
-		struct ssubmit w = { 0 };
-		uint8_t pw[64];
 		struct sbo sem;
 		uint32_t q;
 		int fd = spyre_open(0);
@@ -225,12 +220,7 @@ TEST_F(rec, wait_bound_ends_when_the_file_closes)
 		if (fd < 0 || squeue_create(fd, DRM_SPYRE_PRIO_NORMAL, &q) ||
 		    sbo_create(fd, 4096, 0, &sem))
 			_exit(1);
-		spyre_prep_sem(pw, SPYRE_PKT_OP_WAIT, SPYRE_AS_VIRT, sem.va, 1);
-		w.queue = q;
-		w.packets = pw;
-		w.count = 1;
-		w.wait_bound_ms = DRM_SPYRE_MAX_WAIT_BOUND_MS;
-		if (ssubmit(fd, &w))
+		if (submit_bounded_wait(fd, q, &sem, 1, DRM_SPYRE_MAX_WAIT_BOUND_MS, 0))
 			_exit(2);
 		if (write(pipefd[1], "x", 1) != 1)
 			_exit(3);
