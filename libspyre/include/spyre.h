@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define LIBSPYRE_VERSION_MAJOR 0
-#define LIBSPYRE_VERSION_MINOR 9
+#define LIBSPYRE_VERSION_MINOR 11
 
 /** An open spyre device. */
 typedef struct spyre_device spyre_device_t;
